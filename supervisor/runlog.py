@@ -1,0 +1,223 @@
+"""Reading run logs back: list runs, show one as readable steps, total its costs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+Record = dict[str, Any]
+
+
+class RunNotFound(Exception):
+    pass
+
+
+def read_records(path: Path) -> list[Record]:
+    """Every whole line; a torn last line (a run killed mid-write) is skipped."""
+    records = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    path: Path
+    started: str
+    status: str
+    task: str
+    tokens: int | None
+    elapsed_s: float | None
+
+
+def list_runs(log_dir: Path) -> list[RunSummary]:
+    runs = []
+    for path in sorted(log_dir.glob("*.jsonl")):
+        records = read_records(path)
+        start = next((r for r in records if r.get("event") == "session_start"), {})
+        end = next((r for r in reversed(records) if r.get("event") == "session_end"), None)
+        runs.append(
+            RunSummary(
+                run_id=path.stem,
+                path=path,
+                started=str(start.get("ts", "?"))[:19].replace("T", " "),
+                status=end["status"] if end else "interrupted",
+                task=str(start.get("task", "")),
+                tokens=end.get("tokens") if end else None,
+                elapsed_s=end.get("elapsed_s") if end else None,
+            )
+        )
+    return runs
+
+
+def find_run(log_dir: Path, ref: str) -> Path:
+    """A run by file path, id, unique id prefix, or `last`."""
+    as_path = Path(ref)
+    if as_path.suffix == ".jsonl" and as_path.is_file():
+        return as_path
+    runs = sorted(log_dir.glob("*.jsonl"))
+    if ref == "last":
+        if not runs:
+            raise RunNotFound(f"no runs in {log_dir}")
+        return runs[-1]
+    matches = [p for p in runs if p.stem.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunNotFound(f"no run {ref!r} in {log_dir}; `gaffer logs` lists them")
+    raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more of the id")
+
+
+def _depths(records: list[Record]) -> dict[str, int]:
+    parents = {r["agent_id"]: r.get("parent_id") for r in records if "agent_id" in r}
+    depths: dict[str, int] = {}
+    for agent in parents:
+        depth, seen, current = 0, set(), parents.get(agent)
+        while current and current not in seen:
+            seen.add(current)
+            depth += 1
+            current = parents.get(current)
+        depths[agent] = depth
+    return depths
+
+
+def render(records: list[Record]) -> list[Text]:
+    """The run as a person reads it: each agent's steps, indented under its parent."""
+    depths = _depths(records)
+    lines: list[Text] = []
+    for r in records:
+        indent = "  " * depths.get(r.get("agent_id", ""), 0)
+        line = _render_one(r)
+        if line is not None:
+            lines.append(Text(indent) + line)
+    return lines
+
+
+def _render_one(r: Record) -> Text | None:
+    event, step = r.get("event"), r.get("step", "?")
+    match event:
+        case "session_start":
+            return Text(
+                f"run {r.get('session_id')} · {r.get('model')} · {r.get('workspace')}\n",
+                style="bold",
+            ) + Text(f"task: {r.get('task')}")
+        case "agent_start":
+            who = r.get("profile") or r.get("agent_id")
+            return Text(
+                f"▶ {who} ({r.get('agent_id')}) · tools: {', '.join(r.get('tools', []))}",
+                style="bold",
+            )
+        case "llm_call":
+            text = f"[step {step}] model: {r.get('prompt_tokens')} in / {r.get('completion_tokens')} out, {r.get('elapsed_s')}s"
+            if r.get("attempt", 1) > 1:
+                text += f" (attempt {r['attempt']})"
+            return Text(text, style="dim")
+        case "llm_retry":
+            return Text(
+                f"[step {step}] retry after attempt {r.get('attempt')}: {r.get('error')} (wait {r.get('wait_s')}s)",
+                style="yellow",
+            )
+        case "tool_call":
+            line = Text(f"[step {step}] ") + Text(str(r.get("name")), style="cyan")
+            if r.get("label"):
+                line += Text(f" {r['label']}")
+            line += Text(" → ") + Text(
+                str(r.get("summary") or ""), style="red" if r.get("is_error") else "green"
+            )
+            return line + Text(f" ({r.get('elapsed_s')}s)", style="dim")
+        case "limit":
+            return Text(f"stopped: {r.get('limit')} limit: {r.get('detail')}", style="yellow")
+        case "agent_end":
+            line = Text(
+                f"■ {r.get('agent_id')}: {r.get('status')} after {r.get('steps')} steps, {r.get('tokens')} tokens",
+                style="bold",
+            )
+            if r.get("answer"):
+                line += Text("\n" + str(r["answer"]).strip())
+            return line
+        case "session_end":
+            return Text(
+                f"run {r.get('status')}: {r.get('reason')} · {r.get('tokens')} tokens · "
+                f"{r.get('tool_calls')} tool calls · {r.get('elapsed_s')}s",
+                style="bold",
+            )
+    return None
+
+
+def stats(records: list[Record]) -> list[Table]:
+    """Tokens, time and tool calls: per agent, and per tool."""
+    agents: dict[str, Counter[str]] = defaultdict(Counter)
+    elapsed: dict[str, float] = defaultdict(float)
+    tools: dict[str, Counter[str]] = defaultdict(Counter)
+    tool_time: dict[str, float] = defaultdict(float)
+    for r in records:
+        agent = str(r.get("agent_id", "?"))
+        if r.get("event") == "llm_call":
+            agents[agent]["llm_calls"] += 1
+            agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)
+            agents[agent]["completion_tokens"] += r.get("completion_tokens", 0)
+            elapsed[agent] += r.get("elapsed_s", 0.0)
+        elif r.get("event") == "llm_retry":
+            agents[agent]["retries"] += 1
+        elif r.get("event") == "tool_call":
+            name = str(r.get("name"))
+            agents[agent]["tool_calls"] += 1
+            tools[name]["calls"] += 1
+            tools[name]["errors"] += int(bool(r.get("is_error")))
+            tool_time[name] += r.get("elapsed_s", 0.0)
+            elapsed[agent] += r.get("elapsed_s", 0.0)
+    per_agent = Table(title="per agent")
+    for column in (
+        "agent",
+        "llm calls",
+        "retries",
+        "prompt tok",
+        "completion tok",
+        "tool calls",
+        "busy s",
+    ):
+        per_agent.add_column(column, justify="left" if column == "agent" else "right")
+    for agent, c in agents.items():
+        per_agent.add_row(
+            agent,
+            str(c["llm_calls"]),
+            str(c["retries"]),
+            str(c["prompt_tokens"]),
+            str(c["completion_tokens"]),
+            str(c["tool_calls"]),
+            f"{elapsed[agent]:.2f}",
+        )
+    per_tool = Table(title="per tool")
+    for column in ("tool", "calls", "errors", "total s"):
+        per_tool.add_column(column, justify="left" if column == "tool" else "right")
+    for name, c in sorted(tools.items()):
+        per_tool.add_row(name, str(c["calls"]), str(c["errors"]), f"{tool_time[name]:.3f}")
+    end = next((r for r in reversed(records) if r.get("event") == "session_end"), None)
+    total = Table(title="run")
+    total.add_column("status")
+    total.add_column("tokens", justify="right")
+    total.add_column("tool calls", justify="right")
+    total.add_column("wall s", justify="right")
+    if end:
+        total.add_row(
+            str(end.get("status")),
+            str(end.get("tokens")),
+            str(end.get("tool_calls")),
+            str(end.get("elapsed_s")),
+        )
+    else:
+        total.add_row("interrupted", "?", "?", "?")
+    return [total, per_agent, per_tool]

@@ -1,0 +1,102 @@
+"""Run settings: defaults, then config files, then environment, then flags."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workers.limits import DEFAULT_MAX_STEPS
+
+
+class ConfigError(Exception):
+    """Bad settings: reported in one line, exit code 1."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "gpt-4.1-mini"
+    """Model name sent to the endpoint (GAFFER_MODEL, --model)."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (OPENAI_BASE_URL, --base-url)."""
+    api_key: str | None = Field(None, exclude=True, repr=False)
+    """Only from OPENAI_API_KEY or --api-key, never from a file."""
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    """Model calls the agent may make."""
+    max_seconds: float | None = Field(None, gt=0)
+    """Wall-clock limit for the whole run."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Prompt + completion tokens over the whole run, as the endpoint reports them."""
+    max_attempts: int = Field(6, ge=1, le=20)
+    """Tries per model call before the endpoint counts as down."""
+    request_timeout: float = Field(600.0, gt=0)
+    """Seconds one model request may take."""
+    stream: bool = True
+    """Stream responses (text shows as it is written)."""
+    log_dir: Path | None = None
+    """Where run logs go (GAFFER_LOG_DIR, --log-dir); default <workspace>/.gaffer/logs."""
+
+    def logs_in(self, workspace: Path) -> Path:
+        return self.log_dir or workspace / ".gaffer" / "logs"
+
+
+ENV_VARS = {
+    "model": "GAFFER_MODEL",
+    "base_url": "OPENAI_BASE_URL",
+    "api_key": "OPENAI_API_KEY",
+    "log_dir": "GAFFER_LOG_DIR",
+}
+# A repository's own config must not redirect the endpoint: that would send the user's
+# API key to whoever wrote the repository.
+NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key"}
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gaffer" / "config.toml"
+
+
+def load(workspace: Path, flags: dict[str, Any]) -> Settings:
+    """Merge the layers; a bad file, key or value is a ConfigError naming where."""
+    merged: dict[str, Any] = {}
+    merged.update(_read_toml(user_config_path(), refused={"api_key"}))
+    merged.update(
+        _read_toml(workspace / ".gaffer" / "config.toml", refused=NOT_IN_WORKSPACE_CONFIG)
+    )
+    merged.update({key: os.environ[var] for key, var in ENV_VARS.items() if os.environ.get(var)})
+    merged.update({key: value for key, value in flags.items() if value is not None})
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ConfigError(f"bad setting {where}: {first['msg']}") from error
+
+
+def _read_toml(path: Path, *, refused: set[str]) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from error
+    known = set(Settings.model_fields)
+    for key in data:
+        if key not in known:
+            raise ConfigError(
+                f"{path}: unknown key {key!r}; known keys: {', '.join(sorted(known - {'api_key'}))}"
+            )
+        if key in refused:
+            raise ConfigError(
+                f"{path}: {key!r} cannot be set in this file; use the environment or a flag"
+            )
+    try:
+        Settings.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ConfigError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from error
+    return data

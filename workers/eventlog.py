@@ -1,0 +1,51 @@
+"""The run log: every logged event becomes one JSON line, written whole and flushed."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+from workers.events import LOGGED_EVENTS, Record
+
+_FIRST_KEYS = ("ts", "event", "session_id", "agent_id", "parent_id", "profile")
+
+
+def _readable(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+    """ISO timestamps, and the identifying keys first so a line reads left to right."""
+    ts = event_dict.get("ts")
+    if isinstance(ts, float):
+        event_dict["ts"] = dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
+    first = {k: event_dict.pop(k) for k in _FIRST_KEYS if k in event_dict}
+    return {**first, **event_dict}
+
+
+class JsonlLog:
+    """A subscriber writing one jsonl file per run.
+
+    structlog's WriteLogger takes a per-file lock around write+flush, so lines from
+    many threads never interleave, and a `kill -9` loses at most the line being written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: TextIO = path.open("a", encoding="utf-8")
+        self._logger = structlog.wrap_logger(
+            structlog.WriteLogger(self._file),
+            processors=[_readable, structlog.processors.JSONRenderer(default=str)],
+            wrapper_class=structlog.BoundLogger,
+        )
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] not in LOGGED_EVENTS or self._file.closed:
+            return
+        fields = dict(record)
+        event = fields.pop("event")
+        self._logger.msg(event, **fields)
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,71 @@
+"""From a raw tool call to a result: parse, validate, run in the sandbox, never raise for
+the model's mistakes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from workers.model import ToolCall
+from workers.sandbox import Sandbox, SandboxFault
+from workers.tools.base import Tool, ToolError, ToolResult
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | str:
+    """The arguments as a dict, or the reason they are not one."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as error:
+        return f"not valid JSON ({error.msg} at character {error.pos})"
+    if not isinstance(value, dict):
+        return f"a JSON {type(value).__name__}, not an object"
+    return value
+
+
+def execute(
+    call: ToolCall, tools: dict[str, Tool[Any]], sandbox: Sandbox, deadline: float | None
+) -> ToolResult:
+    tool = tools.get(call.name)
+    if tool is None:
+        return _error(
+            f"unknown tool {call.name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
+        )
+    arguments = parse_arguments(call.arguments)
+    if isinstance(arguments, str):
+        return _error(
+            f"the arguments for {call.name} are {arguments}. Send one JSON object, e.g. "
+            f"{_example(tool)}."
+        )
+    try:
+        args = tool.args.model_validate(arguments)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors()
+        )
+        return _error(f"invalid arguments for {call.name}: {problems}. Expected {_example(tool)}.")
+    try:
+        return sandbox.run(tool, args, deadline)
+    except ToolError as error:
+        return _error(str(error))
+    except SandboxFault:
+        raise
+    except Exception as error:  # a bug in one tool must not end the run
+        return _error(f"{call.name} failed unexpectedly: {type(error).__name__}: {error}")
+
+
+def _error(message: str) -> ToolResult:
+    first = message.split(". ")[0].split("\n")[0]
+    return ToolResult(output=f"error: {message}", summary=first[:80], is_error=True)
+
+
+def _example(tool: Tool[Any]) -> str:
+    props = tool.schema()["function"]["parameters"]["properties"]
+    required = tool.schema()["function"]["parameters"].get("required", [])
+    parts = [
+        f'"{name}": <{p.get("type", "value")}>' for name, p in props.items() if name in required
+    ]
+    optional = [name for name in props if name not in required]
+    hint = "{" + ", ".join(parts) + "}"
+    return hint + (f" (optional: {', '.join(optional)})" if optional else "")

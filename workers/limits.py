@@ -1,0 +1,77 @@
+"""Limits and budgets: how far an agent may go, and what the whole run has left."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TypeVar
+
+DEFAULT_MAX_STEPS = 30
+# The third identical call in a row is refused, the fourth ends the run: a model stuck
+# in a loop gets one clear warning, not an endless bill.
+REFUSE_REPEAT_AT = 3
+STOP_REPEAT_AT = 4
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = DEFAULT_MAX_STEPS
+    """Model calls one agent may make."""
+    max_seconds: float | None = None
+    """Wall-clock seconds for the agent, tools included."""
+    max_tokens: int | None = None
+    """Prompt plus completion tokens, as the endpoint reports them."""
+
+
+class Budget:
+    """Tokens and time, shared: spending in a child also spends in every parent.
+
+    The run owns the root budget; each agent gets a child capped by its own limits, so
+    a worker can never outspend what the run has left.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int | None = None,
+        max_seconds: float | None = None,
+        parent: Budget | None = None,
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.deadline = time.monotonic() + max_seconds if max_seconds is not None else None
+        self.parent = parent
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def child(self, limits: Limits) -> Budget:
+        return Budget(limits.max_tokens, limits.max_seconds, parent=self)
+
+    def spend(self, tokens: int) -> None:
+        with self._lock:
+            self.used += tokens
+        if self.parent is not None:
+            self.parent.spend(tokens)
+
+    def tokens_left(self) -> int | None:
+        mine = None if self.max_tokens is None else self.max_tokens - self.used
+        theirs = self.parent.tokens_left() if self.parent is not None else None
+        return _min(mine, theirs)
+
+    def deadline_at(self) -> float | None:
+        theirs = self.parent.deadline_at() if self.parent is not None else None
+        return _min(self.deadline, theirs)
+
+    def seconds_left(self) -> float | None:
+        deadline = self.deadline_at()
+        return None if deadline is None else deadline - time.monotonic()
+
+
+N = TypeVar("N", int, float)
+
+
+def _min(a: N | None, b: N | None) -> N | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

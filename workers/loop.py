@@ -1,0 +1,241 @@
+"""The agent loop: one function for every agent, supervisor and workers alike."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers import executor
+from workers.events import Emitter
+from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT, Budget, Limits
+from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
+from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
+from workers.sandbox import Sandbox
+from workers.tools.base import Tool, ToolResult
+
+WRAP_UP = (
+    "You have reached your step limit. Tools are no longer available: reply now with your "
+    "final answer, saying what you did, what you found and what is left undone."
+)
+
+
+@dataclass
+class Agent:
+    model: Model
+    tools: dict[str, Tool[Any]]
+    sandbox: Sandbox
+    events: Emitter
+    limits: Limits = field(default_factory=Limits)
+    budget: Budget = field(default_factory=Budget)
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class AgentResult:
+    outcome: Outcome
+    messages: list[Message]
+    steps: int = 0
+    tokens: int = 0
+    tool_calls: int = 0
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    """What each tool call taught the harness (files written, exit codes), in order."""
+
+
+def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
+    """Run until a final answer or a stop; every way out is an Outcome, never an exception."""
+    result = AgentResult(outcome=Aborted("not started"), messages=messages)
+    agent.events.emit(
+        "agent_start",
+        model=agent.model.name,
+        tools=list(agent.tools),
+        sandbox=agent.sandbox.name,
+        max_steps=agent.limits.max_steps,
+        max_seconds=agent.limits.max_seconds,
+        max_tokens=agent.limits.max_tokens,
+    )
+    crash: dict[str, str] = {}
+    try:
+        result.outcome = _loop(agent, result)
+    except KeyboardInterrupt:
+        result.outcome = Aborted("interrupted by the user")
+    except ModelError as error:
+        result.outcome = _limit_if_spent(agent) or Failed(error.message, kind=error.kind)
+    except Exception as error:  # a harness fault: the run ends, the log keeps the traceback
+        result.outcome = Failed(f"{type(error).__name__}: {error}")
+        crash["traceback"] = traceback.format_exc(limit=8)
+    _answer_unanswered(messages, reason_of(result.outcome))
+    if isinstance(result.outcome, LimitHit):
+        agent.events.emit("limit", limit=result.outcome.limit, detail=result.outcome.detail)
+    agent.events.emit(
+        "agent_end",
+        status=status_of(result.outcome),
+        reason=reason_of(result.outcome),
+        steps=result.steps,
+        tokens=result.tokens,
+        tool_calls=result.tool_calls,
+        answer=_answer_of(result.outcome),
+        **crash,
+    )
+    return result
+
+
+def _loop(agent: Agent, result: AgentResult) -> Outcome:
+    messages, guard = result.messages, RepetitionGuard()
+    schemas = [tool.schema() for tool in agent.tools.values()]
+    for step in range(1, agent.limits.max_steps + 1):
+        if stop := _limit_if_spent(agent):
+            return stop
+        result.steps = step
+        last_step = step == agent.limits.max_steps
+        if last_step:
+            messages.append({"role": "user", "content": WRAP_UP})
+        turn = _call_model(agent, messages, [] if last_step else schemas, step)
+        result.tokens += turn.usage.total
+        messages.append(turn.as_message())
+        if not turn.tool_calls:
+            if last_step:
+                return LimitHit("steps", f"used all {step} steps", answer=turn.text)
+            return Finished(turn.text)
+        for call in turn.tool_calls:
+            if stop := guard.stop or _limit_if_spent(agent):
+                return stop  # the calls left in the batch are answered as not run
+            tool_result = _run_tool(agent, call, step, guard)
+            result.tool_calls += 1
+            result.facts.append(tool_result.facts)
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": tool_result.output}
+            )
+        if guard.stop:
+            return guard.stop
+    return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
+
+
+def _answer_of(outcome: Outcome) -> str:
+    return outcome.answer if isinstance(outcome, Finished | LimitHit) else ""
+
+
+def _limit_if_spent(agent: Agent) -> Outcome | None:
+    if agent.cancel.is_set():
+        return Aborted("cancelled")
+    left = agent.budget.tokens_left()
+    if left is not None and left <= 0:
+        return LimitHit(
+            "tokens", f"the token budget is spent ({agent.budget.used} used by this agent)"
+        )
+    seconds = agent.budget.seconds_left()
+    if seconds is not None and seconds <= 0:
+        return LimitHit("time", "the wall-clock limit passed")
+    return None
+
+
+def _call_model(
+    agent: Agent, messages: list[Message], schemas: list[dict[str, Any]], step: int
+) -> AssistantTurn:
+    agent.events.emit("turn_start", step=step)
+    started = time.monotonic()
+    turn = agent.model.complete(
+        messages,
+        schemas,
+        on_text=lambda text: agent.events.emit("text_delta", text=text, step=step),
+        on_retry=lambda attempt, error, wait: agent.events.emit(
+            "llm_retry", step=step, attempt=attempt, error=error, wait_s=round(wait, 3)
+        ),
+        timeout=agent.budget.seconds_left(),
+    )
+    agent.budget.spend(turn.usage.total)
+    agent.events.emit(
+        "llm_call",
+        step=step,
+        model=turn.model or agent.model.name,
+        prompt_tokens=turn.usage.prompt_tokens,
+        completion_tokens=turn.usage.completion_tokens,
+        total_tokens=turn.usage.total,
+        usage_reported=turn.usage.reported,
+        elapsed_s=round(time.monotonic() - started, 4),
+        attempt=turn.attempt,
+        finish_reason=turn.finish_reason,
+        tool_calls=len(turn.tool_calls),
+    )
+    return turn
+
+
+def _run_tool(agent: Agent, call: ToolCall, step: int, guard: RepetitionGuard) -> ToolResult:
+    args = executor.parse_arguments(call.arguments)
+    tool = agent.tools.get(call.name)
+    label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
+    agent.events.emit("tool_start", step=step, name=call.name, label=label)
+    started = time.monotonic()
+    result = guard.check(call) or executor.execute(
+        call, agent.tools, agent.sandbox, agent.budget.deadline_at()
+    )
+    agent.events.emit(
+        "tool_call",
+        step=step,
+        name=call.name,
+        tool_call_id=call.id,
+        args=args if isinstance(args, dict) else call.arguments,
+        label=label,
+        is_error=result.is_error,
+        elapsed_s=round(time.monotonic() - started, 4),
+        summary=result.summary,
+        result_preview=result.output[:200],
+        result_chars=len(result.output),
+        sandbox=agent.sandbox.name,
+        **({"facts": result.facts} if result.facts else {}),
+    )
+    return result
+
+
+class RepetitionGuard:
+    """Same tool, same arguments, again and again: refuse once, then end the run."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, str] | None = None
+        self._count = 0
+        self.stop: LimitHit | None = None
+
+    def check(self, call: ToolCall) -> ToolResult | None:
+        """A refusal to send instead of running the call, or None to run it."""
+        parsed = executor.parse_arguments(call.arguments)
+        key = (
+            call.name,
+            json.dumps(parsed, sort_keys=True) if isinstance(parsed, dict) else call.arguments,
+        )
+        self._count = self._count + 1 if key == self._last else 1
+        self._last = key
+        if self._count >= STOP_REPEAT_AT:
+            self.stop = LimitHit(
+                "repetition",
+                f"{call.name} was called {self._count} times in a row with the same arguments",
+            )
+            return ToolResult(
+                output="not run: the run stopped because this call kept repeating", is_error=True
+            )
+        if self._count >= REFUSE_REPEAT_AT:
+            return ToolResult(
+                output=f"refused: this is call {self._count} in a row to {call.name} with the same "
+                "arguments, and its result will not change. Use what you already have, try "
+                "something different, or give your final answer. Repeating it once more ends the run.",
+                summary="refused: repeated call",
+                is_error=True,
+            )
+        return None
+
+
+def _answer_unanswered(messages: list[Message], reason: str) -> None:
+    """Every tool call gets a result, even when the run stopped mid-batch, so the
+    conversation stays valid for a resume or another turn."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    for message in reversed(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        for call in message["tool_calls"]:
+            if call["id"] not in answered:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
+                )
+        break

@@ -1,0 +1,90 @@
+"""The model seam: messages and tool schemas in, one assistant turn out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Message = dict[str, Any]
+TextSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """The raw JSON text the model wrote; parsed by the executor, so bad JSON is the
+    model's error to fix, not ours."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reported: bool = True
+    """False when the endpoint sent no usage; budgets then count nothing for the call."""
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class AssistantTurn:
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    attempt: int = 1
+    """Which try produced this turn (1 when the first call succeeded)."""
+    model: str = ""
+
+    def as_message(self) -> Message:
+        """The turn as it goes back into the conversation, tool calls verbatim."""
+        message: Message = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        return message
+
+
+ModelErrorKind = Literal[
+    "auth", "not_found", "bad_request", "context_window", "unavailable", "config"
+]
+
+
+class ModelError(Exception):
+    """A fault the model cannot fix by itself: the run stops with this reason."""
+
+    def __init__(self, kind: ModelErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+RetryHook = Callable[[int, str, float], None]
+"""Called before each retry with (attempt that failed, error text, seconds to wait)."""
+
+
+class Model(Protocol):
+    name: str
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        on_retry: RetryHook | None = None,
+        timeout: float | None = None,
+    ) -> AssistantTurn:
+        """One assistant turn; streams text to `on_text`; raises ModelError."""
+        ...

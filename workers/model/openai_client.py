@@ -1,0 +1,321 @@
+"""The real model: any OpenAI-compatible Chat Completions endpoint, streamed, with retries."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from typing import Any
+
+import openai
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_exponential_jitter,
+)
+from tenacity.stop import StopBaseT
+
+from workers.model import (
+    AssistantTurn,
+    Message,
+    ModelError,
+    RetryHook,
+    TextSink,
+    ToolCall,
+    Usage,
+)
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+# A server asking for more than this is treated as down for now: waiting minutes inside
+# one step would look like a hang to the user.
+MAX_RETRY_AFTER_S = 120.0
+_CONTEXT_ERROR = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
+
+
+class IncompleteStream(Exception):
+    """The stream ended without a finish_reason: a dropped connection looks exactly so."""
+
+
+class OpenAIModel:
+    """Chat Completions over the `openai` SDK; the SDK's own retries are off, tenacity's on."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        max_attempts: int = 6,
+        request_timeout: float = 600.0,
+        stream: bool = True,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url
+        self.max_attempts = max_attempts
+        self.request_timeout = request_timeout
+        self.stream = stream
+        self._backoff = wait_exponential_jitter(initial=backoff_initial, max=backoff_max)
+        # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on one.
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=request_timeout
+        )
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        on_retry: RetryHook | None = None,
+        timeout: float | None = None,
+    ) -> AssistantTurn:
+        echo = _Echo(on_text)
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        stop: StopBaseT = stop_after_attempt(self.max_attempts)
+        if timeout is not None:
+            stop = stop_after_attempt(self.max_attempts) | stop_before_delay(timeout)
+
+        def before_sleep(state: RetryCallState) -> None:
+            echo.restart()
+            if on_retry is not None and state.outcome is not None and state.next_action:
+                error = _describe(state.outcome.exception())
+                on_retry(state.attempt_number, error, state.next_action.sleep)
+
+        retrying = Retrying(
+            stop=stop,
+            wait=self._wait,
+            retry=retry_if_exception(_is_retryable),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    call_timeout = self.request_timeout
+                    if deadline is not None:
+                        call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
+                    turn = self._once(messages, tools, echo, call_timeout)
+                    return _with_attempt(turn, attempt.retry_state.attempt_number)
+        except Exception as error:
+            raise self._as_model_error(error) from error
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _once(
+        self, messages: list[Message], tools: list[dict[str, Any]], echo: _Echo, timeout: float
+    ) -> AssistantTurn:
+        request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
+        if tools:
+            request["tools"] = tools
+        if not self.stream:
+            return _from_response(self._client.chat.completions.create(**request), echo)
+        stream = self._client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        with stream:
+            return _from_stream(stream, echo, self.name)
+
+    def _wait(self, state: RetryCallState) -> float:
+        backoff = self._backoff(state)
+        error = state.outcome.exception() if state.outcome else None
+        asked = _retry_after(error)
+        return backoff if asked is None else min(max(asked, 0.0), MAX_RETRY_AFTER_S)
+
+    def _as_model_error(self, error: BaseException) -> ModelError:
+        where = f"{self.base_url or 'the default endpoint'}"
+        if isinstance(error, openai.APIStatusError):
+            status, text = error.status_code, _short(error.message)
+            if status in (401, 403):
+                return ModelError("auth", f"{where} refused the API key ({status}): {text}")
+            if status == 404:
+                return ModelError(
+                    "not_found", f"model {self.name!r} or its endpoint not found at {where}: {text}"
+                )
+            if _CONTEXT_ERROR.search(text) or _error_code(error) == "context_length_exceeded":
+                return ModelError(
+                    "context_window",
+                    f"the conversation no longer fits the model's context window: {text}",
+                )
+            if 400 <= status < 500 and status not in RETRYABLE_STATUS:
+                return ModelError("bad_request", f"{where} rejected the request ({status}): {text}")
+        return ModelError(
+            "unavailable",
+            f"{where} failed after {self.max_attempts} attempts at most: {_describe(error)}",
+        )
+
+
+def _from_stream(stream: Any, echo: _Echo, model: str) -> AssistantTurn:
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    usage: Any = None
+    for chunk in stream:
+        if getattr(chunk, "usage", None):
+            usage = chunk.usage
+        model = getattr(chunk, "model", None) or model
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is not None and delta.content:
+                text.append(delta.content)
+                echo.feed(delta.content)
+            for part in (delta.tool_calls or []) if delta is not None else []:
+                index = part.index if part.index is not None else max(calls, default=-1) + 1
+                slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                if part.id:
+                    slot["id"] = part.id
+                if part.function is not None:
+                    if part.function.name:
+                        slot["name"] = part.function.name
+                    if part.function.arguments:
+                        slot["arguments"] += part.function.arguments
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    if finish is None:
+        raise IncompleteStream(
+            f"the stream ended without a finish_reason after {len(''.join(text))} characters"
+        )
+    tool_calls = tuple(
+        ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
+        for index, slot in sorted(calls.items())
+    )
+    return AssistantTurn(
+        text="".join(text),
+        tool_calls=tool_calls,
+        usage=_usage(usage),
+        finish_reason=finish,
+        model=model,
+    )
+
+
+def _from_response(response: Any, echo: _Echo) -> AssistantTurn:
+    if not response.choices:
+        raise IncompleteStream("the response had no choices")
+    choice = response.choices[0]
+    text = choice.message.content or ""
+    echo.feed(text)
+    tool_calls = tuple(
+        ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
+        for i, c in enumerate(choice.message.tool_calls or [])
+    )
+    return AssistantTurn(
+        text=text,
+        tool_calls=tool_calls,
+        usage=_usage(response.usage),
+        finish_reason=choice.finish_reason or "stop",
+        model=response.model or "",
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage(reported=False)
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0
+    )
+
+
+def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
+    return AssistantTurn(
+        text=turn.text,
+        tool_calls=turn.tool_calls,
+        usage=turn.usage,
+        finish_reason=turn.finish_reason,
+        attempt=attempt,
+        model=turn.model,
+    )
+
+
+class _Echo:
+    """Forwards streamed text to the view once, even across retries.
+
+    A retried stream first replays text the user already saw; that part is swallowed.
+    If the retry says something else, the view is told the response restarted.
+    """
+
+    def __init__(self, sink: TextSink | None) -> None:
+        self._sink = sink
+        self._shown = ""
+        self._current = ""
+        self._replaying = False
+
+    def restart(self) -> None:
+        self._current = ""
+        self._replaying = bool(self._shown)
+
+    def feed(self, delta: str) -> None:
+        if self._sink is None or not delta:
+            return
+        self._current += delta
+        if not self._replaying:
+            self._sink(delta)
+            self._shown = self._current
+            return
+        if self._shown.startswith(self._current):
+            return
+        self._replaying = False
+        if self._current.startswith(self._shown):
+            self._sink(self._current[len(self._shown) :])
+        else:
+            self._sink("\n[the retried response differs; it restarts here]\n" + self._current)
+        self._shown = self._current
+
+
+def _is_retryable(error: BaseException) -> bool:
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
+    # APIError is an `error` event inside a stream, which servers send for transient faults.
+    return isinstance(error, openai.APIConnectionError | openai.APIError | IncompleteStream)
+
+
+def _retry_after(error: BaseException | None) -> float | None:
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    headers = error.response.headers
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_code(error: openai.APIStatusError) -> str | None:
+    body = error.body
+    if isinstance(body, dict):
+        code = body.get("code") or (body.get("error") or {}).get("code")
+        return code if isinstance(code, str) else None
+    return None
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "unknown error"
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {_short(error.message)}"
+    cause = error.__cause__ or error.__context__
+    detail = f" ({type(cause).__name__}: {_short(str(cause))})" if cause else ""
+    return f"{type(error).__name__}: {_short(str(error))}{detail}"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,111 @@
+"""A deterministic model that plays a script: for tests, benchmarks and demos of the loop."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from workers.model import AssistantTurn, Message, ModelError, RetryHook, TextSink, ToolCall, Usage
+
+Step = AssistantTurn | ModelError | Callable[[list[Message]], AssistantTurn]
+
+_ids = itertools.count(1)
+
+
+def say(text: str, *, prompt_tokens: int = 10, completion_tokens: int = 5) -> AssistantTurn:
+    """A final answer."""
+    return AssistantTurn(text=text, usage=Usage(prompt_tokens, completion_tokens))
+
+
+def call(name: str, /, *, text: str = "", **arguments: Any) -> AssistantTurn:
+    """One tool call with JSON-encoded arguments."""
+    return calls((name, arguments), text=text)
+
+
+def calls(*pairs: tuple[str, dict[str, Any] | str], text: str = "") -> AssistantTurn:
+    """A parallel batch; a str argument is sent raw, to test malformed JSON."""
+    tool_calls = tuple(
+        ToolCall(
+            id=f"call_{next(_ids)}",
+            name=name,
+            arguments=args if isinstance(args, str) else json.dumps(args),
+        )
+        for name, args in pairs
+    )
+    return AssistantTurn(
+        text=text, tool_calls=tool_calls, usage=Usage(10, 5), finish_reason="tool_calls"
+    )
+
+
+class ScriptedModel:
+    """Returns the scripted turns in order; records every conversation it was shown.
+
+    `latency` sleeps per call to stand in for a real endpoint (benchmarks of overlap).
+    """
+
+    def __init__(
+        self, script: Iterable[Step], *, latency: float = 0.0, name: str = "scripted"
+    ) -> None:
+        self.name = name
+        self._script = list(script)
+        self._latency = latency
+        self._lock = threading.Lock()
+        self.seen: list[list[Message]] = []
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        on_retry: RetryHook | None = None,
+        timeout: float | None = None,
+    ) -> AssistantTurn:
+        with self._lock:
+            self.seen.append([dict(m) for m in messages])
+            if not self._script:
+                raise ModelError("config", "the scripted model has no turns left")
+            step = self._script.pop(0)
+        if self._latency:
+            time.sleep(self._latency)
+        if isinstance(step, ModelError):
+            raise step
+        turn = step(messages) if callable(step) else step
+        if on_text is not None and turn.text:
+            on_text(turn.text)
+        return turn
+
+    @property
+    def remaining(self) -> int:
+        return len(self._script)
+
+
+class LoopingModel:
+    """Calls one read-only tool for `steps` turns, then answers: for overhead benchmarks."""
+
+    def __init__(self, steps: int, *, tool: str = "list_dir", latency: float = 0.0) -> None:
+        self.name = "looping"
+        self._steps = steps
+        self._latency = latency
+        self._tool = tool
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        on_retry: RetryHook | None = None,
+        timeout: float | None = None,
+    ) -> AssistantTurn:
+        if self._latency:
+            time.sleep(self._latency)
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= self._steps:
+            return say("done")
+        # Vary the argument so the repetition guard does not stop the benchmark.
+        return call(self._tool, path="." if done % 2 == 0 else "./")

@@ -1,0 +1,20 @@
+"""Where a worker's tools execute: the host, confined to the workspace, or a container."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from workers.tools.base import Args, Tool, ToolResult
+
+
+class SandboxFault(Exception):
+    """The sandbox itself broke (container gone, daemon down): a harness fault, never the model's."""
+
+
+class Sandbox(Protocol):
+    name: str
+    """`host` or `docker`: written on every tool_call line."""
+
+    def run(self, tool: Tool[Any], args: Args, deadline: float | None) -> ToolResult:
+        """Run one validated tool call; ToolError for the model's mistakes, SandboxFault for ours."""
+        ...

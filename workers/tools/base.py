@@ -1,0 +1,107 @@
+"""What a tool is: one object with its name, documentation, argument model and function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Args(BaseModel):
+    """Base of every tool's arguments: unknown arguments are refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolError(Exception):
+    """An error the model can fix (file not found, edit matched twice): becomes `is_error`."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    output: str
+    """What the model reads."""
+    summary: str = ""
+    """One line for the terminal: `replaced 1 match`, `exit 0 in 1.2s`."""
+    is_error: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What the harness learns from the call (paths written, exit codes), never from the model."""
+
+
+Approver = Callable[[str, str], bool]
+"""Asked (command, why it needs approval) before a host command outside the allowlist."""
+
+
+def deny_all(_command: str, _reason: str) -> bool:
+    return False
+
+
+@dataclass
+class ToolContext:
+    workspace: Path
+    approve: Approver = deny_all
+    guard_shell: bool = True
+    """On the host, commands pass the policy or the approver; in a container, the
+    container is the brake and every command runs."""
+    deadline: float | None = None
+    """time.monotonic() past which the agent's wall clock is spent; caps shell timeouts."""
+
+
+A = TypeVar("A", bound=Args)
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    name: str
+    description: str
+    args: type[A]
+    run: Callable[[ToolContext, A], ToolResult]
+    read_only: bool
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as the Chat Completions `tools` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": _plain_schema(self.args.model_json_schema()),
+            },
+        }
+
+    def label(self, arguments: dict[str, Any]) -> str:
+        """The argument a person wants to see in a one-line view of the call."""
+        for key in ("path", "command", "pattern", "task", "name", "content"):
+            value = arguments.get(key)
+            if isinstance(value, str):
+                value = " ".join(value.split())
+                return value if len(value) <= 60 else value[:59] + "…"
+        return ""
+
+
+def _plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic's schema minus titles, with `X | None` shown as plain X (optional by omission).
+
+    Small local models follow flat schemas far better than anyOf-with-null.
+    """
+    properties = {}
+    for name, prop in schema.get("properties", {}).items():
+        prop = {k: v for k, v in prop.items() if k != "title"}
+        options = prop.pop("anyOf", None)
+        if options:
+            concrete = [o for o in options if o.get("type") != "null"]
+            if len(concrete) == 1:
+                prop = {**concrete[0], **prop}
+            else:
+                prop["anyOf"] = options
+        if prop.get("default", 0) is None:
+            del prop["default"]
+        properties[name] = prop
+    plain: dict[str, Any] = {"type": "object", "properties": properties}
+    if schema.get("required"):
+        plain["required"] = schema["required"]
+    plain["additionalProperties"] = False
+    return plain

@@ -1,0 +1,315 @@
+"""The file tools: read, write, edit and list, each confined to the workspace."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from pydantic import Field
+
+from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
+
+# One read must fit comfortably in a small model's context next to the conversation.
+MAX_READ_LINES = 2000
+MAX_READ_BYTES = 50 * 1024
+# Counting lines of a huge file for the "of N" note is not worth the wait.
+MAX_COUNTED_BYTES = 50 * 1024 * 1024
+# A sniff this long finds the NUL bytes that mark almost every binary format.
+BINARY_SNIFF_BYTES = 8192
+MAX_LIST_ENTRIES = 500
+
+
+def looks_binary(path: Path) -> bool:
+    with path.open("rb") as f:
+        return b"\x00" in f.read(BINARY_SNIFF_BYTES)
+
+
+def _existing_file(ctx: ToolContext, path: str) -> Path:
+    real = resolve(ctx.workspace, path)
+    if not real.exists():
+        raise ToolError(
+            f"no such file: {path!r}; use list_dir or find_files to find the right path"
+        )
+    if real.is_dir():
+        raise ToolError(f"{path!r} is a directory; use list_dir to see what it holds")
+    return real
+
+
+class ReadFileArgs(Args):
+    path: str = Field(description="File path relative to the workspace root.")
+    offset: int | None = Field(None, ge=1, description="First line to show, 1-based. Default 1.")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_READ_LINES,
+        description=f"Most lines to show. Default and max {MAX_READ_LINES}.",
+    )
+
+
+def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
+    real = _existing_file(ctx, args.path)
+    if looks_binary(real):
+        raise ToolError(f"{args.path!r} is a binary file ({real.stat().st_size} bytes); not shown")
+    first = args.offset or 1
+    limit = args.limit or MAX_READ_LINES
+    lines: list[str] = []
+    size, replaced, cut_line, line_no = 0, False, False, 0
+    with real.open("rb") as f:
+        for line_no, (raw, too_long) in enumerate(_raw_lines(f), start=1):
+            if line_no < first:
+                continue
+            if len(lines) >= limit or (lines and size + len(raw) > MAX_READ_BYTES):
+                break
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text, replaced = raw.decode("utf-8", errors="replace"), True
+            lines.append(text)
+            size += len(raw)
+            if too_long:
+                cut_line = True
+                break
+    if not lines:
+        if first == 1:
+            return ToolResult(output="(empty file)", summary="empty file")
+        raise ToolError(f"offset {first} is past the end of {args.path!r} ({line_no} lines)")
+    last = first + len(lines) - 1
+    total = _count_lines(real)
+    body = "".join(lines)
+    notes = []
+    if cut_line:
+        notes.append(f"line {first} is longer than {MAX_READ_BYTES} bytes and was cut")
+    if replaced:
+        notes.append("the file is not valid UTF-8; undecodable bytes are shown as �")
+    of_total = f" of {total}" if total is not None else ""
+    more = total is None or last < total
+    if more or first > 1 or notes:
+        shown = f"showing lines {first}-{last}{of_total}"
+        if more:
+            shown += f"; call read_file with offset={last + 1} to continue"
+        notes.insert(0, shown)
+    if notes:
+        body = body.rstrip("\n") + "\n\n[" + "; ".join(notes) + "]"
+    return ToolResult(output=body, summary=f"lines {first}-{last}{of_total}")
+
+
+def _raw_lines(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """Lines as bytes, each at most MAX_READ_BYTES; True marks a line that was cut.
+
+    Reading by bounded chunks keeps a 1 GB file without newlines from entering memory.
+    """
+    while raw := f.readline(MAX_READ_BYTES + 1):
+        if len(raw) > MAX_READ_BYTES and not raw.endswith(b"\n"):
+            while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield raw[:MAX_READ_BYTES], True
+        else:
+            yield raw, False
+
+
+def _count_lines(path: Path) -> int | None:
+    if path.stat().st_size > MAX_COUNTED_BYTES:
+        return None
+    count, last = 0, b"\n"
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (0 if last == b"\n" else 1)
+
+
+class WriteFileArgs(Args):
+    path: str = Field(description="File path relative to the workspace root.")
+    content: str = Field(description="The whole new content of the file.")
+
+
+def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolResult:
+    real = resolve(ctx.workspace, args.path)
+    if real.is_dir():
+        raise ToolError(f"{args.path!r} is a directory; give a file path")
+    existed = real.exists()
+    real.parent.mkdir(parents=True, exist_ok=True)
+    data = args.content.encode("utf-8")
+    real.write_bytes(data)
+    what = "replaced the existing file" if existed else "created it"
+    rel = relative(ctx.workspace, real)
+    return ToolResult(
+        output=f"wrote {len(data)} bytes to {rel} ({what})",
+        summary=f"{len(data)} bytes ({'replaced' if existed else 'new file'})",
+        facts={"modified": [rel]},
+    )
+
+
+class EditFileArgs(Args):
+    path: str = Field(description="File path relative to the workspace root.")
+    old_text: str = Field(description="Exact text to replace; must occur exactly once in the file.")
+    new_text: str = Field(description="Text to put in its place.")
+
+
+def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
+    real = _existing_file(ctx, args.path)
+    if not args.old_text:
+        raise ToolError(
+            "old_text is empty; give the exact text to replace (use write_file for a new file)"
+        )
+    if args.old_text == args.new_text:
+        raise ToolError("old_text and new_text are the same; nothing to change")
+    if looks_binary(real):
+        raise ToolError(f"{args.path!r} is a binary file; it cannot be edited as text")
+    try:
+        text = real.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ToolError(f"{args.path!r} is not valid UTF-8; editing it could corrupt it") from error
+    old, new = args.old_text, args.new_text
+    # Models write "\n"; files from Windows checkouts keep "\r\n". Match either way.
+    crlf = "\r\n" in text and "\r\n" not in old
+    if crlf:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(
+            f"old_text was not found in {args.path!r}; nothing written. "
+            + _nearest(text, args.old_text)
+        )
+    if count > 1:
+        lines = _match_lines(text, old)
+        raise ToolError(
+            f"old_text matches {count} places in {args.path!r} (lines {', '.join(map(str, lines))}); "
+            "nothing written. Include more surrounding lines so it matches exactly one place."
+        )
+    start = text.index(old)
+    real.write_bytes(text.replace(old, new, 1).encode("utf-8"))
+    line = text.count("\n", 0, start) + 1
+    rel = relative(ctx.workspace, real)
+    return ToolResult(
+        output=f"edited {rel}: replaced 1 match at line {line} "
+        f"({old.count(chr(10)) + 1} lines → {new.count(chr(10)) + 1} lines)",
+        summary="replaced 1 match",
+        facts={"modified": [rel]},
+    )
+
+
+def _match_lines(text: str, old: str) -> list[int]:
+    lines, start = [], text.find(old)
+    while start != -1:
+        lines.append(text.count("\n", 0, start) + 1)
+        start = text.find(old, start + len(old))
+    return lines
+
+
+def _nearest(text: str, old: str) -> str:
+    """The file's lines most like old_text's first line, so the model can copy them exactly."""
+    wanted = next((line.strip() for line in old.splitlines() if line.strip()), "")
+    lines = text.splitlines()
+    scored = sorted(
+        (
+            (difflib.SequenceMatcher(None, wanted, line.strip()).ratio(), n)
+            for n, line in enumerate(lines, 1)
+        ),
+        reverse=True,
+    )
+    close = [(score, n) for score, n in scored[:3] if score >= 0.5]
+    if not close:
+        return "No line resembles it; read_file the file and copy the text exactly."
+    shown = "\n".join(f"  line {n}: {lines[n - 1]}" for _, n in sorted(close, key=lambda c: c[1]))
+    return f"The nearest lines are:\n{shown}\nCopy the text exactly, including whitespace."
+
+
+class ListDirArgs(Args):
+    path: str = Field(".", description="Folder path relative to the workspace root.")
+
+
+def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
+    real = resolve(ctx.workspace, args.path)
+    if not real.exists():
+        raise ToolError(f"no such folder: {args.path!r}")
+    if not real.is_dir():
+        raise ToolError(f"{args.path!r} is a file; use read_file to read it")
+    skipped, entries = [], []
+    with os.scandir(real) as it:
+        for entry in it:
+            if entry.name in SKIPPED_DIRS and entry.is_dir(follow_symlinks=False):
+                skipped.append(entry.name)
+                continue
+            entries.append(entry)
+    entries.sort(key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+    shown = [_describe(e) for e in entries[:MAX_LIST_ENTRIES]]
+    notes = []
+    if len(entries) > MAX_LIST_ENTRIES:
+        notes.append(
+            f"{len(entries) - MAX_LIST_ENTRIES} more entries not shown; use find_files to narrow"
+        )
+    if skipped:
+        notes.append("skipped: " + ", ".join(sorted(skipped)))
+    body = "\n".join(shown) if shown else "(empty folder)"
+    if notes:
+        body += "\n[" + "; ".join(notes) + "]"
+    return ToolResult(output=body, summary=f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}")
+
+
+def _describe(entry: os.DirEntry[str]) -> str:
+    if entry.is_symlink():
+        return f"{entry.name} -> {os.readlink(entry.path)}  (symlink)"
+    if entry.is_dir():
+        return f"{entry.name}/"
+    mode = entry.stat().st_mode
+    if not stat.S_ISREG(mode):
+        return f"{entry.name}  (special file)"
+    return f"{entry.name}  {_size(entry.stat().st_size)}"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+READ_FILE = Tool(
+    name="read_file",
+    description=(
+        f"Read a text file in the workspace. Shows at most {MAX_READ_LINES} lines or "
+        f"{MAX_READ_BYTES // 1024} KB per call; a note at the end says how to continue with offset. "
+        "Binary files are refused."
+    ),
+    args=ReadFileArgs,
+    run=read_file,
+    read_only=True,
+)
+WRITE_FILE = Tool(
+    name="write_file",
+    description=(
+        "Create or overwrite a file with the given content; parent folders are created. "
+        "For a change to part of an existing file, prefer edit_file."
+    ),
+    args=WriteFileArgs,
+    run=write_file,
+    read_only=False,
+)
+EDIT_FILE = Tool(
+    name="edit_file",
+    description=(
+        "Replace one exact piece of text in a file. old_text must match exactly one place, "
+        "whitespace included; copy it from read_file output. If it matches zero or several "
+        "places nothing is written and the error says where to look."
+    ),
+    args=EditFileArgs,
+    run=edit_file,
+    read_only=False,
+)
+LIST_DIR = Tool(
+    name="list_dir",
+    description=(
+        "List a folder: sub-folders end with '/', files show their size. "
+        "Tool folders such as .git, .venv and node_modules are skipped."
+    ),
+    args=ListDirArgs,
+    run=list_dir,
+    read_only=True,
+)

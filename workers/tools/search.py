@@ -1,0 +1,190 @@
+"""Search tools: grep for content (ripgrep when installed) and find_files for names."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path
+
+from pydantic import Field
+
+from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.files import looks_binary
+from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
+
+MAX_MATCHES = 200
+MAX_FILES = 500
+# A matching line from minified code can be megabytes; the model needs the gist.
+MAX_LINE_CHARS = 300
+# Past this, a search stops counting what it cut and says "at least".
+SEARCH_SECONDS = 20.0
+MAX_SEARCHED_FILE_BYTES = 10 * 1024 * 1024
+
+
+class GrepArgs(Args):
+    pattern: str = Field(description="Regular expression to search file contents for.")
+    path: str = Field(".", description="File or folder to search, relative to the workspace root.")
+    glob: str | None = Field(None, description="Only files whose name matches, e.g. '*.py'.")
+
+
+def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
+    real = resolve(ctx.workspace, args.path)
+    if not real.exists():
+        raise ToolError(f"no such file or folder: {args.path!r}")
+    try:
+        re.compile(args.pattern)
+    except re.error as error:
+        raise ToolError(f"invalid regular expression {args.pattern!r}: {error}") from error
+    rg = shutil.which("rg")
+    lines = (
+        _ripgrep(rg, ctx.workspace, real, args) if rg else _python_grep(ctx.workspace, real, args)
+    )
+    matches: list[str] = []
+    total, complete = 0, True
+    started = time.monotonic()
+    for line in lines:
+        total += 1
+        if len(matches) < MAX_MATCHES:
+            matches.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…")
+        elif time.monotonic() - started > SEARCH_SECONDS:
+            complete = False
+            break
+    if not matches:
+        return ToolResult(output=f"no matches for {args.pattern!r}", summary="0 matches")
+    body = "\n".join(matches)
+    if total > len(matches):
+        cut = total - len(matches)
+        body += f"\n[{'' if complete else 'at least '}{cut} more matches not shown; narrow the pattern, path or glob]"
+    return ToolResult(output=body, summary=f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}")
+
+
+def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
+    command = [rg, "--line-number", "--no-heading", "--color=never", "--no-messages"]
+    command += [f"--glob=!{name}" for name in sorted(SKIPPED_DIRS)]
+    if args.glob:
+        command.append(f"--glob={args.glob}")
+    command += ["-e", args.pattern, "--", relative(workspace, real)]
+    with subprocess.Popen(
+        command,
+        cwd=os.path.realpath(workspace),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    ) as proc:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                yield line.rstrip("\n").removeprefix("./")
+        finally:
+            proc.kill()
+        if proc.wait() == 2 and proc.stderr is not None and (error := proc.stderr.read().strip()):
+            raise ToolError(f"grep failed: {error}")
+
+
+def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
+    regex = re.compile(args.pattern)
+    for path in _walk(real):
+        if args.glob and not fnmatch(path.name, args.glob):
+            continue
+        try:
+            if path.stat().st_size > MAX_SEARCHED_FILE_BYTES or looks_binary(path):
+                continue
+            with path.open(encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, start=1):
+                    if regex.search(line):
+                        yield f"{relative(workspace, path)}:{number}:{line.rstrip(chr(10))}"
+        except OSError:
+            continue
+
+
+def _walk(real: Path) -> Iterator[Path]:
+    """Regular files under `real`, sorted, never following symlinks (they may point out)."""
+    if real.is_file():
+        yield real
+        return
+    for folder, dirs, files in os.walk(real):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            path = Path(folder, name)
+            if not path.is_symlink() and path.is_file():
+                yield path
+
+
+class FindFilesArgs(Args):
+    pattern: str = Field(
+        description="Glob for file names, e.g. '*.py', or for paths, e.g. 'src/**/test_*.py'."
+    )
+    path: str = Field(".", description="Folder to search, relative to the workspace root.")
+
+
+def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
+    real = resolve(ctx.workspace, args.path)
+    if not real.is_dir():
+        raise ToolError(f"no such folder: {args.path!r}")
+    by_path = "/" in args.pattern
+    regex = glob_regex(args.pattern)
+    found: list[str] = []
+    total = 0
+    for path in _walk(real):
+        candidate = path.relative_to(real).as_posix() if by_path else path.name
+        if regex.fullmatch(candidate):
+            total += 1
+            if len(found) < MAX_FILES:
+                found.append(relative(ctx.workspace, path))
+    if not found:
+        return ToolResult(output=f"no files match {args.pattern!r}", summary="0 files")
+    body = "\n".join(found)
+    if total > len(found):
+        body += f"\n[{total - len(found)} more files not shown; narrow the pattern or path]"
+    return ToolResult(output=body, summary=f"{total} file{'' if total == 1 else 's'}")
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex: `*` and `?` stay within one folder, `**/` spans any number."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+GREP = Tool(
+    name="grep",
+    description=(
+        f"Search file contents with a regular expression. Prints path:line:text, at most "
+        f"{MAX_MATCHES} matches, with a count of any cut. glob filters file names ('*.py')."
+    ),
+    args=GrepArgs,
+    run=grep,
+    read_only=True,
+)
+FIND_FILES = Tool(
+    name="find_files",
+    description=(
+        "Find files by glob. A pattern without '/' matches file names anywhere ('*.py'); "
+        f"with '/' it matches paths ('src/**/test_*.py'). At most {MAX_FILES} results."
+    ),
+    args=FindFilesArgs,
+    run=find_files,
+    read_only=True,
+)

@@ -1,0 +1,156 @@
+"""run_shell: a command in the workspace with a timeout, capped output and a policy."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from workers.tools import shell_policy
+from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+
+DEFAULT_TIMEOUT_S = 120
+MAX_TIMEOUT_S = 600
+# What the model reads: head and tail of the output, the rest in a file it can read.
+MAX_OUTPUT_CHARS = 30_000
+# A command that floods output is killed here rather than filling the disk.
+MAX_SAVED_BYTES = 64 * 1024 * 1024
+POLL_S = 0.05
+# Variables that look like credentials never reach a command on the host.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_counter = itertools.count(1)
+
+
+class RunShellArgs(Args):
+    command: str = Field(description="A bash command, run in the workspace root.")
+    timeout: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TIMEOUT_S,
+        description=f"Seconds before the command is killed. Default {DEFAULT_TIMEOUT_S}, max {MAX_TIMEOUT_S}.",
+    )
+
+
+def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
+    command = args.command
+    if not command.strip():
+        raise ToolError("the command is empty")
+    if ctx.guard_shell:
+        verdict = shell_policy.check(command)
+        if not verdict.allowed and not ctx.approve(command, verdict.reason):
+            return ToolResult(
+                output=f"denied: the command was not run ({verdict.reason}). "
+                "Use the file tools instead, or a read-only command.",
+                summary="denied",
+                is_error=True,
+                facts={"command": command, "denied": True, "exit_code": None},
+            )
+    timeout = float(args.timeout or DEFAULT_TIMEOUT_S)
+    if ctx.deadline is not None:
+        timeout = max(1.0, min(timeout, ctx.deadline - time.monotonic()))
+    return execute(ctx.workspace, command, timeout)
+
+
+def execute(workspace: Path, command: str, timeout: float) -> ToolResult:
+    """Run `command` with bash in its own process group; the whole group dies at the end."""
+    out_dir = workspace / ".gaffer" / "shell"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_path = out_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_counter)}.log"
+    started = time.monotonic()
+    killed_for = ""
+    with out_path.open("wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=_clean_env(),
+        )
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.monotonic() - started > timeout:
+                    killed_for = f"timed out after {timeout:.0f}s"
+                    break
+                if out_path.stat().st_size > MAX_SAVED_BYTES:
+                    killed_for = f"printed more than {MAX_SAVED_BYTES // (1024 * 1024)} MB"
+                    break
+        finally:
+            # Also reaps what the command left in the background: a tool call ends whole.
+            _kill_group(proc)
+    exit_code = proc.wait()
+    elapsed = time.monotonic() - started
+    text, saved = _shown_output(workspace, out_path)
+    status = f"killed: {killed_for}" if killed_for else f"exit code {exit_code}"
+    footer = f"[{status}; {elapsed:.1f}s]"
+    summary = f"{'killed, ' + killed_for if killed_for else f'exit {exit_code}'} in {elapsed:.1f}s"
+    return ToolResult(
+        output=f"{text.rstrip()}\n{footer}" if text.strip() else f"(no output)\n{footer}",
+        summary=summary,
+        is_error=bool(killed_for) or exit_code != 0,
+        facts={
+            "command": command,
+            "exit_code": None if killed_for else exit_code,
+            "timed_out": killed_for.startswith("timed out"),
+            "output_file": saved,
+        },
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _shown_output(workspace: Path, path: Path) -> tuple[str, str | None]:
+    """The output as the model sees it, and the saved file's path when it was cut."""
+    size = path.stat().st_size
+    if size <= MAX_OUTPUT_CHARS:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if len(text) <= MAX_OUTPUT_CHARS:
+            path.unlink()
+            return text, None
+    half = MAX_OUTPUT_CHARS // 2
+    with path.open("rb") as f:
+        head = f.read(half).decode("utf-8", errors="replace")
+        f.seek(max(half, size - half))
+        tail = f.read().decode("utf-8", errors="replace")
+    rel = path.relative_to(workspace).as_posix()
+    cut = size - len(head.encode()) - len(tail.encode())
+    middle = f"\n\n[... {cut} bytes cut; the full output is in {rel}: read_file it with offset to see more ...]\n\n"
+    return head + middle + tail, rel
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    # Nobody is there to page or answer prompts.
+    env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    return env
+
+
+RUN_SHELL = Tool(
+    name="run_shell",
+    description=(
+        "Run a bash command in the workspace root and get its output and exit code. "
+        f"Default timeout {DEFAULT_TIMEOUT_S}s (max {MAX_TIMEOUT_S}); the command and everything "
+        f"it started are killed then. Output past {MAX_OUTPUT_CHARS} characters keeps its head and "
+        "tail; the full text is saved to a file named in the result. No input can be typed: "
+        "use non-interactive flags. Prefer read_file/grep/find_files for reading."
+    ),
+    args=RunShellArgs,
+    run=run_shell,
+    read_only=False,
+)
