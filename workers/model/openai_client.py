@@ -62,7 +62,9 @@ class OpenAIModel:
         self.max_attempts = max_attempts
         self.request_timeout = request_timeout
         self.stream = stream
-        self._backoff = wait_exponential_jitter(initial=backoff_initial, max=backoff_max)
+        self._backoff = wait_exponential_jitter(
+            multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
+        )
         # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on one.
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=request_timeout

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workers import executor
+from workers.model import ToolCall
+from workers.sandbox.host import HostSandbox
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext, ToolResult
+
+RunTool = Callable[..., ToolResult]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def run_tool(workspace: Path) -> RunTool:
+    """Call a built-in tool the way the loop does: raw JSON arguments, host sandbox."""
+
+    def run(name: str, *, approve: bool = False, **arguments: object) -> ToolResult:
+        context = ToolContext(workspace, approve=lambda _c, _r: approve)
+        call = ToolCall(id="t1", name=name, arguments=json.dumps(arguments))
+        return executor.execute(call, BUILTIN_TOOLS, HostSandbox(context), None)
+
+    return run

@@ -1,0 +1,168 @@
+"""A real HTTP server on 127.0.0.1 speaking the Chat Completions wire protocol.
+
+Each request takes the next scripted reply: a normal answer (streamed when the client
+asks for a stream), an HTTP error with headers, or a stream that breaks midway.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    """(name, raw JSON arguments) per call."""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    cut_after_chunks: int | None = None
+    """Close the connection mid-body after this many content chunks."""
+    no_finish: bool = False
+    """End the stream cleanly but never send a finish_reason."""
+    delay: float = 0.0
+    chunk_size: int = 4
+    prompt_tokens: int = 12
+    completion_tokens: int = 7
+
+
+def error_reply(status: int, message: str, code: str | None = None, **headers: str) -> Reply:
+    return Reply(status=status, error={"message": message, "type": "error", "code": code}, headers=headers)
+
+
+class FakeOpenAI:
+    def __init__(self, replies: list[Reply] | None = None) -> None:
+        self.replies = list(replies or [])
+        self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake._lock:
+                    fake.requests.append(body)
+                    fake.request_times.append(time.monotonic())
+                    reply = fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._json(reply.status, {"error": reply.error or {"message": "error"}}, reply.headers)
+                elif body.get("stream"):
+                    self._stream(reply, body)
+                else:
+                    self._json(200, _completion(reply, body), reply.headers)
+
+            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for n, event in enumerate(_chunks(reply, body)):
+                    if reply.cut_after_chunks is not None and n >= reply.cut_after_chunks:
+                        # Half a chunk, then a dead socket: what a dropped connection looks like.
+                        self.wfile.write(b"40\r\ndata: {\"trunc")
+                        self.wfile.flush()
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    data = f"data: {event}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "fake"),
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        ],
+        "usage": _usage(reply),
+    }
+
+
+def _usage(reply: Reply) -> dict[str, int]:
+    return {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+
+def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return json.dumps(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    text, size = reply.text, reply.chunk_size
+    events += [chunk({"content": text[i : i + size]}) for i in range(0, len(text), size)]
+    for index, (name, args) in enumerate(reply.tool_calls):
+        head = {"index": index, "id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}}
+        events.append(chunk({"tool_calls": [head]}))
+        for i in range(0, len(args), size):
+            part = {"index": index, "function": {"arguments": args[i : i + size]}}
+            events.append(chunk({"tool_calls": [part]}))
+    if not reply.no_finish:
+        events.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append(json.dumps({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                                      "model": body.get("model", "fake"), "choices": [], "usage": _usage(reply)}))
+    events.append("[DONE]")
+    return events

@@ -1,0 +1,133 @@
+"""read_file, write_file, edit_file and list_dir on real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import RunTool
+from workers.tools.files import MAX_LIST_ENTRIES, MAX_READ_BYTES, MAX_READ_LINES
+
+
+def test_read_small_file_whole(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "a.py").write_text("one\ntwo\n")
+    result = run_tool("read_file", path="a.py")
+    assert result.output == "one\ntwo\n" and not result.is_error
+    assert result.summary == "lines 1-2 of 2"
+
+
+def test_read_caps_lines_and_says_how_to_continue(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
+    first = run_tool("read_file", path="big.txt")
+    assert first.output.count("\n") >= MAX_READ_LINES
+    assert f"showing lines 1-{MAX_READ_LINES} of 5000" in first.output
+    assert f"offset={MAX_READ_LINES + 1}" in first.output
+    second = run_tool("read_file", path="big.txt", offset=4990, limit=5)
+    assert second.output.startswith("line 4990\n")
+    assert "showing lines 4990-4994 of 5000" in second.output
+
+
+def test_read_caps_bytes(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "wide.txt").write_text(("x" * 999 + "\n") * 200)
+    result = run_tool("read_file", path="wide.txt")
+    assert len(result.output.encode()) < MAX_READ_BYTES + 500
+    assert "call read_file with offset=" in result.output
+
+
+def test_read_cuts_one_enormous_line(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "min.js").write_text("a" * (MAX_READ_BYTES * 3) + "\nsecond\n")
+    result = run_tool("read_file", path="min.js")
+    assert "longer than" in result.output and "offset=2" in result.output
+    assert run_tool("read_file", path="min.js", offset=2).output.startswith("second")
+
+
+def test_read_refuses_binary(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    result = run_tool("read_file", path="img.png")
+    assert result.is_error and "binary" in result.output
+
+
+def test_read_non_utf8_is_replaced_and_said(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "latin.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    result = run_tool("read_file", path="latin.txt")
+    assert "caf\ufffd" in result.output and "not valid UTF-8" in result.output
+
+
+def test_read_missing_empty_dir_and_past_end(run_tool: RunTool, workspace: Path) -> None:
+    assert "no such file" in run_tool("read_file", path="nope.py").output
+    (workspace / "empty.txt").write_text("")
+    assert run_tool("read_file", path="empty.txt").output == "(empty file)"
+    (workspace / "d").mkdir()
+    assert "is a directory" in run_tool("read_file", path="d").output
+    (workspace / "short.txt").write_text("a\nb\n")
+    past = run_tool("read_file", path="short.txt", offset=10)
+    assert past.is_error and "past the end" in past.output
+
+
+def test_write_creates_parents_and_reports_replace(run_tool: RunTool, workspace: Path) -> None:
+    first = run_tool("write_file", path="pkg/sub/mod.py", content="x = 1\n")
+    assert (workspace / "pkg/sub/mod.py").read_text() == "x = 1\n"
+    assert "wrote 6 bytes" in first.output and "created" in first.output
+    assert first.facts == {"modified": ["pkg/sub/mod.py"]}
+    second = run_tool("write_file", path="pkg/sub/mod.py", content="x = 22\n")
+    assert "replaced the existing file" in second.output
+
+
+def test_write_onto_a_folder_is_refused(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "d").mkdir()
+    assert run_tool("write_file", path="d", content="x").is_error
+
+
+def test_edit_replaces_exactly_one_match(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    result = run_tool("edit_file", path="calc.py", old_text="return a - b", new_text="return a + b")
+    assert not result.is_error and result.summary == "replaced 1 match"
+    assert "line 2" in result.output
+    assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
+def test_edit_with_no_match_shows_nearest_lines_and_writes_nothing(run_tool: RunTool, workspace: Path) -> None:
+    original = "def add(a, b):\n    return a - b\n"
+    (workspace / "calc.py").write_text(original)
+    result = run_tool("edit_file", path="calc.py", old_text="return a-b", new_text="return a+b")
+    assert result.is_error and "not found" in result.output
+    assert "line 2:     return a - b" in result.output
+    assert (workspace / "calc.py").read_text() == original
+
+
+def test_edit_with_several_matches_gives_count_and_lines(run_tool: RunTool, workspace: Path) -> None:
+    original = "x = 1\ny = 2\nx = 1\n"
+    (workspace / "v.py").write_text(original)
+    result = run_tool("edit_file", path="v.py", old_text="x = 1", new_text="x = 3")
+    assert result.is_error and "matches 2 places" in result.output and "lines 1, 3" in result.output
+    assert (workspace / "v.py").read_text() == original
+
+
+def test_edit_keeps_windows_line_endings(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "w.txt").write_bytes(b"alpha\r\nbeta\r\n")
+    result = run_tool("edit_file", path="w.txt", old_text="alpha\nbeta", new_text="alpha\ngamma")
+    assert not result.is_error
+    assert (workspace / "w.txt").read_bytes() == b"alpha\r\ngamma\r\n"
+
+
+def test_edit_refuses_empty_old_text_and_no_op(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    assert "old_text is empty" in run_tool("edit_file", path="a.txt", old_text="", new_text="b").output
+    assert "the same" in run_tool("edit_file", path="a.txt", old_text="a", new_text="a").output
+
+
+def test_list_dir_shows_types_sizes_and_skips_tool_folders(run_tool: RunTool, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "README.md").write_text("hello")
+    for skipped in (".git", "node_modules", "__pycache__", ".venv"):
+        (workspace / skipped).mkdir()
+    result = run_tool("list_dir")
+    assert result.output.splitlines()[0] == "src/"
+    assert "README.md  5 B" in result.output
+    assert "skipped: .git, .venv, __pycache__, node_modules" in result.output
+
+
+def test_list_dir_is_capped_with_a_count(run_tool: RunTool, workspace: Path) -> None:
+    for i in range(MAX_LIST_ENTRIES + 25):
+        (workspace / f"f{i:04}.txt").write_text("")
+    result = run_tool("list_dir")
+    assert "25 more entries not shown" in result.output

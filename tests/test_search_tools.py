@@ -1,0 +1,78 @@
+"""grep (ripgrep and the Python fallback) and find_files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunTool
+from workers.tools import search
+
+
+@pytest.fixture(params=["python", "ripgrep"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setattr(search.shutil, "which", lambda _name: None)
+    elif shutil.which("rg") is None:
+        pytest.skip("ripgrep is not installed here; .ci/run installs it")
+    return str(request.param)
+
+
+@pytest.fixture
+def project(workspace: Path) -> Path:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("def main():\n    return helper()\n")
+    (workspace / "src" / "util.py").write_text("def helper():\n    return 1\n")
+    (workspace / "notes.md").write_text("main idea\n")
+    (workspace / "node_modules").mkdir()
+    (workspace / "node_modules" / "dep.py").write_text("def main(): pass\n")
+    (workspace / "blob.bin").write_bytes(b"def main\x00\x01")
+    return workspace
+
+
+def test_grep_finds_matches_with_lines(run_tool: RunTool, project: Path, engine: str) -> None:
+    result = run_tool("grep", pattern=r"def \w+\(")
+    lines = sorted(result.output.splitlines())
+    assert lines == ["src/app.py:1:def main():", "src/util.py:1:def helper():"]
+    assert result.summary == "2 matches"
+
+
+def test_grep_glob_and_path(run_tool: RunTool, project: Path, engine: str) -> None:
+    assert run_tool("grep", pattern="main", glob="*.md").output == "notes.md:1:main idea"
+    assert run_tool("grep", pattern="helper", path="src/util.py").output.endswith("def helper():")
+
+
+def test_grep_caps_with_a_count(run_tool: RunTool, workspace: Path, engine: str) -> None:
+    (workspace / "many.txt").write_text("hit\n" * (search.MAX_MATCHES + 50))
+    result = run_tool("grep", pattern="hit")
+    assert len(result.output.splitlines()) == search.MAX_MATCHES + 1
+    assert "50 more matches not shown" in result.output
+
+
+def test_grep_bad_regex_and_no_match(run_tool: RunTool, project: Path, engine: str) -> None:
+    bad = run_tool("grep", pattern="(unclosed")
+    assert bad.is_error and "invalid regular expression" in bad.output
+    assert run_tool("grep", pattern="zzz_nothing").output.startswith("no matches")
+
+
+def test_find_files_by_name_and_by_path(run_tool: RunTool, project: Path) -> None:
+    assert run_tool("find_files", pattern="*.py").output.splitlines() == ["src/app.py", "src/util.py"]
+    assert run_tool("find_files", pattern="src/**/util.py").output == "src/util.py"
+    assert run_tool("find_files", pattern="**/*.md").output == "notes.md"
+    assert run_tool("find_files", pattern="*.rs").output.startswith("no files match")
+
+
+def test_find_files_caps_with_a_count(run_tool: RunTool, workspace: Path) -> None:
+    for i in range(search.MAX_FILES + 7):
+        (workspace / f"f{i}.txt").write_text("")
+    result = run_tool("find_files", pattern="*.txt")
+    assert "7 more files not shown" in result.output
+
+
+def test_glob_regex() -> None:
+    assert search.glob_regex("a/*.py").fullmatch("a/b.py")
+    assert not search.glob_regex("a/*.py").fullmatch("a/b/c.py")
+    assert search.glob_regex("a/**/c.py").fullmatch("a/c.py")
+    assert search.glob_regex("a/**/c.py").fullmatch("a/b/x/c.py")
