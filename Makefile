@@ -17,6 +17,7 @@ $(INSTALLED): pyproject.toml
 
 lint: install
 	$(BIN)/ruff check supervisor workers tests bench
+	$(BIN)/ruff format --check supervisor workers tests bench
 	$(BIN)/mypy supervisor workers
 
 test: lint

@@ -103,7 +103,7 @@ def _log_dir(log_dir: Path | None) -> Path:
 def logs(run_ref: str | None, log_dir: Path | None) -> None:
     """List runs, or show RUN (an id, a prefix of one, `last`, or a .jsonl path) step by step."""
     directory = _log_dir(log_dir)
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     if run_ref is None:
         runs = runlog.list_runs(directory) if directory.is_dir() else []
         if not runs:

@@ -33,7 +33,9 @@ class Reply:
 
 
 def error_reply(status: int, message: str, code: str | None = None, **headers: str) -> Reply:
-    return Reply(status=status, error={"message": message, "type": "error", "code": code}, headers=headers)
+    return Reply(
+        status=status, error={"message": message, "type": "error", "code": code}, headers=headers
+    )
 
 
 class FakeOpenAI:
@@ -55,11 +57,15 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append(body)
                     fake.request_times.append(time.monotonic())
-                    reply = fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
+                    reply = (
+                        fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
+                    )
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    self._json(reply.status, {"error": reply.error or {"message": "error"}}, reply.headers)
+                    self._json(
+                        reply.status, {"error": reply.error or {"message": "error"}}, reply.headers
+                    )
                 elif body.get("stream"):
                     self._stream(reply, body)
                 else:
@@ -83,7 +89,7 @@ class FakeOpenAI:
                 for n, event in enumerate(_chunks(reply, body)):
                     if reply.cut_after_chunks is not None and n >= reply.cut_after_chunks:
                         # Half a chunk, then a dead socket: what a dropped connection looks like.
-                        self.wfile.write(b"40\r\ndata: {\"trunc")
+                        self.wfile.write(b'40\r\ndata: {"trunc')
                         self.wfile.flush()
                         self.close_connection = True
                         self.connection.shutdown(2)
@@ -124,7 +130,11 @@ def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "created": 0,
         "model": body.get("model", "fake"),
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
         ],
         "usage": _usage(reply),
     }
@@ -154,7 +164,12 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
     text, size = reply.text, reply.chunk_size
     events += [chunk({"content": text[i : i + size]}) for i in range(0, len(text), size)]
     for index, (name, args) in enumerate(reply.tool_calls):
-        head = {"index": index, "id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": ""}}
+        head = {
+            "index": index,
+            "id": f"call_{index}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
         events.append(chunk({"tool_calls": [head]}))
         for i in range(0, len(args), size):
             part = {"index": index, "function": {"arguments": args[i : i + size]}}
@@ -162,7 +177,17 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
     if not reply.no_finish:
         events.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
-            events.append(json.dumps({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                                      "model": body.get("model", "fake"), "choices": [], "usage": _usage(reply)}))
+            events.append(
+                json.dumps(
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body.get("model", "fake"),
+                        "choices": [],
+                        "usage": _usage(reply),
+                    }
+                )
+            )
     events.append("[DONE]")
     return events

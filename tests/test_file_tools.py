@@ -85,7 +85,9 @@ def test_edit_replaces_exactly_one_match(run_tool: RunTool, workspace: Path) -> 
     assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
-def test_edit_with_no_match_shows_nearest_lines_and_writes_nothing(run_tool: RunTool, workspace: Path) -> None:
+def test_edit_with_no_match_shows_nearest_lines_and_writes_nothing(
+    run_tool: RunTool, workspace: Path
+) -> None:
     original = "def add(a, b):\n    return a - b\n"
     (workspace / "calc.py").write_text(original)
     result = run_tool("edit_file", path="calc.py", old_text="return a-b", new_text="return a+b")
@@ -94,7 +96,9 @@ def test_edit_with_no_match_shows_nearest_lines_and_writes_nothing(run_tool: Run
     assert (workspace / "calc.py").read_text() == original
 
 
-def test_edit_with_several_matches_gives_count_and_lines(run_tool: RunTool, workspace: Path) -> None:
+def test_edit_with_several_matches_gives_count_and_lines(
+    run_tool: RunTool, workspace: Path
+) -> None:
     original = "x = 1\ny = 2\nx = 1\n"
     (workspace / "v.py").write_text(original)
     result = run_tool("edit_file", path="v.py", old_text="x = 1", new_text="x = 3")
@@ -111,11 +115,15 @@ def test_edit_keeps_windows_line_endings(run_tool: RunTool, workspace: Path) -> 
 
 def test_edit_refuses_empty_old_text_and_no_op(run_tool: RunTool, workspace: Path) -> None:
     (workspace / "a.txt").write_text("a\n")
-    assert "old_text is empty" in run_tool("edit_file", path="a.txt", old_text="", new_text="b").output
+    assert (
+        "old_text is empty" in run_tool("edit_file", path="a.txt", old_text="", new_text="b").output
+    )
     assert "the same" in run_tool("edit_file", path="a.txt", old_text="a", new_text="a").output
 
 
-def test_list_dir_shows_types_sizes_and_skips_tool_folders(run_tool: RunTool, workspace: Path) -> None:
+def test_list_dir_shows_types_sizes_and_skips_tool_folders(
+    run_tool: RunTool, workspace: Path
+) -> None:
     (workspace / "src").mkdir()
     (workspace / "README.md").write_text("hello")
     for skipped in (".git", "node_modules", "__pycache__", ".venv"):

@@ -14,8 +14,14 @@ from workers.model.openai_client import OpenAIModel
 
 def model_for(server: FakeOpenAI, *, stream: bool = True, max_attempts: int = 4) -> OpenAIModel:
     return OpenAIModel(
-        model="fake-model", base_url=server.base_url, api_key="test-key", max_attempts=max_attempts,
-        stream=stream, backoff_initial=0.01, backoff_max=0.05, request_timeout=10,
+        model="fake-model",
+        base_url=server.base_url,
+        api_key="test-key",
+        max_attempts=max_attempts,
+        stream=stream,
+        backoff_initial=0.01,
+        backoff_max=0.05,
+        request_timeout=10,
     )
 
 
@@ -24,9 +30,13 @@ TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_text_answer_with_usage(stream: bool) -> None:
-    with FakeOpenAI([Reply(text="Hello there, world.", prompt_tokens=30, completion_tokens=5)]) as server:
+    with FakeOpenAI(
+        [Reply(text="Hello there, world.", prompt_tokens=30, completion_tokens=5)]
+    ) as server:
         shown: list[str] = []
-        turn = model_for(server, stream=stream).complete([{"role": "user", "content": "hi"}], TOOLS, on_text=shown.append)
+        turn = model_for(server, stream=stream).complete(
+            [{"role": "user", "content": "hi"}], TOOLS, on_text=shown.append
+        )
     assert turn.text == "Hello there, world."
     assert "".join(shown) == "Hello there, world."
     assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (30, 5)
@@ -38,11 +48,15 @@ def test_text_answer_with_usage(stream: bool) -> None:
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_parallel_tool_calls_are_assembled_from_deltas(stream: bool) -> None:
-    calls = [("read_file", json.dumps({"path": "a.py"})), ("grep", json.dumps({"pattern": "def \\w+"}))]
+    calls = [
+        ("read_file", json.dumps({"path": "a.py"})),
+        ("grep", json.dumps({"pattern": "def \\w+"})),
+    ]
     with FakeOpenAI([Reply(text="Looking.", tool_calls=calls)]) as server:
         turn = model_for(server, stream=stream).complete([{"role": "user", "content": "go"}], TOOLS)
     assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
-        ("read_file", {"path": "a.py"}), ("grep", {"pattern": "def \\w+"}),
+        ("read_file", {"path": "a.py"}),
+        ("grep", {"pattern": "def \\w+"}),
     ]
     assert len({c.id for c in turn.tool_calls}) == 2
     message = turn.as_message()
@@ -51,9 +65,13 @@ def test_parallel_tool_calls_are_assembled_from_deltas(stream: bool) -> None:
 
 
 def test_429_honours_retry_after_and_reports_each_retry() -> None:
-    with FakeOpenAI([error_reply(429, "slow down", **{"Retry-After": "0.3"}), Reply(text="ok")]) as server:
+    with FakeOpenAI(
+        [error_reply(429, "slow down", **{"Retry-After": "0.3"}), Reply(text="ok")]
+    ) as server:
         retries: list[tuple[int, str, float]] = []
-        turn = model_for(server).complete([{"role": "user", "content": "x"}], [], on_retry=lambda *a: retries.append(a))
+        turn = model_for(server).complete(
+            [{"role": "user", "content": "x"}], [], on_retry=lambda *a: retries.append(a)
+        )
     assert turn.text == "ok" and turn.attempt == 2
     assert len(retries) == 1 and retries[0][0] == 1 and "429" in retries[0][1]
     assert retries[0][2] == pytest.approx(0.3)
@@ -62,9 +80,16 @@ def test_429_honours_retry_after_and_reports_each_retry() -> None:
 
 
 def test_retry_after_ms_header_wins() -> None:
-    with FakeOpenAI([error_reply(503, "busy", **{"retry-after-ms": "150", "Retry-After": "30"}), Reply(text="ok")]) as server:
+    with FakeOpenAI(
+        [
+            error_reply(503, "busy", **{"retry-after-ms": "150", "Retry-After": "30"}),
+            Reply(text="ok"),
+        ]
+    ) as server:
         waits: list[float] = []
-        model_for(server).complete([{"role": "user", "content": "x"}], [], on_retry=lambda a, e, w: waits.append(w))
+        model_for(server).complete(
+            [{"role": "user", "content": "x"}], [], on_retry=lambda a, e, w: waits.append(w)
+        )
     assert waits == [pytest.approx(0.15)]
 
 
@@ -79,18 +104,21 @@ def test_transient_statuses_are_retried(status: int) -> None:
     ("status", "kind"), [(400, "bad_request"), (401, "auth"), (403, "auth"), (404, "not_found")]
 )
 def test_client_errors_are_never_retried(status: int, kind: str) -> None:
-    with FakeOpenAI([error_reply(status, "no"), Reply(text="never reached")]) as server:
-        with pytest.raises(ModelError) as raised:
-            model_for(server).complete([{"role": "user", "content": "x"}], [])
+    with (
+        FakeOpenAI([error_reply(status, "no"), Reply(text="never reached")]) as server,
+        pytest.raises(ModelError) as raised,
+    ):
+        model_for(server).complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == kind
     assert len(server.requests) == 1
 
 
 def test_context_length_error_is_named_and_not_retried() -> None:
-    reply = error_reply(400, "This model's maximum context length is 8192 tokens.", code="context_length_exceeded")
-    with FakeOpenAI([reply, Reply(text="never")]) as server:
-        with pytest.raises(ModelError) as raised:
-            model_for(server).complete([{"role": "user", "content": "x"}], [])
+    reply = error_reply(
+        400, "This model's maximum context length is 8192 tokens.", code="context_length_exceeded"
+    )
+    with FakeOpenAI([reply, Reply(text="never")]) as server, pytest.raises(ModelError) as raised:
+        model_for(server).complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == "context_window"
     assert "context window" in raised.value.message
     assert len(server.requests) == 1
@@ -102,7 +130,10 @@ def test_stream_cut_midway_is_retried_and_text_is_not_shown_twice() -> None:
         shown: list[str] = []
         retries: list[str] = []
         turn = model_for(server).complete(
-            [{"role": "user", "content": "x"}], [], on_text=shown.append, on_retry=lambda a, e, w: retries.append(e)
+            [{"role": "user", "content": "x"}],
+            [],
+            on_text=shown.append,
+            on_retry=lambda a, e, w: retries.append(e),
         )
     assert turn.text == text and turn.attempt == 2
     assert "".join(shown) == text
@@ -110,33 +141,46 @@ def test_stream_cut_midway_is_retried_and_text_is_not_shown_twice() -> None:
 
 
 def test_stream_without_finish_reason_is_retried() -> None:
-    with FakeOpenAI([Reply(text="partial", no_finish=True), Reply(text="partial and whole")]) as server:
+    with FakeOpenAI(
+        [Reply(text="partial", no_finish=True), Reply(text="partial and whole")]
+    ) as server:
         shown: list[str] = []
-        turn = model_for(server).complete([{"role": "user", "content": "x"}], [], on_text=shown.append)
+        turn = model_for(server).complete(
+            [{"role": "user", "content": "x"}], [], on_text=shown.append
+        )
     assert turn.text == "partial and whole"
     assert "".join(shown) == "partial and whole"
     assert len(server.requests) == 2
 
 
 def test_a_retry_that_says_something_else_is_marked_not_merged() -> None:
-    with FakeOpenAI([Reply(text="first version of text", cut_after_chunks=3), Reply(text="second")]) as server:
+    with FakeOpenAI(
+        [Reply(text="first version of text", cut_after_chunks=3), Reply(text="second")]
+    ) as server:
         shown: list[str] = []
-        turn = model_for(server).complete([{"role": "user", "content": "x"}], [], on_text=shown.append)
+        turn = model_for(server).complete(
+            [{"role": "user", "content": "x"}], [], on_text=shown.append
+        )
     assert turn.text == "second"
     assert "".join(shown).endswith("restarts here]\nsecond")
 
 
 def test_gives_up_after_max_attempts_with_a_clear_reason() -> None:
-    with FakeOpenAI([error_reply(500, "down")] * 3) as server:
-        with pytest.raises(ModelError) as raised:
-            model_for(server, max_attempts=3).complete([{"role": "user", "content": "x"}], [])
+    with FakeOpenAI([error_reply(500, "down")] * 3) as server, pytest.raises(ModelError) as raised:
+        model_for(server, max_attempts=3).complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == "unavailable"
     assert "HTTP 500" in raised.value.message
     assert len(server.requests) == 3
 
 
 def test_connection_refused_is_unavailable() -> None:
-    model = OpenAIModel(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", max_attempts=2, backoff_initial=0.01)
+    model = OpenAIModel(
+        model="m",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        max_attempts=2,
+        backoff_initial=0.01,
+    )
     with pytest.raises(ModelError) as raised:
         model.complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == "unavailable"

@@ -58,7 +58,10 @@ def test_grep_bad_regex_and_no_match(run_tool: RunTool, project: Path, engine: s
 
 
 def test_find_files_by_name_and_by_path(run_tool: RunTool, project: Path) -> None:
-    assert run_tool("find_files", pattern="*.py").output.splitlines() == ["src/app.py", "src/util.py"]
+    assert run_tool("find_files", pattern="*.py").output.splitlines() == [
+        "src/app.py",
+        "src/util.py",
+    ]
     assert run_tool("find_files", pattern="src/**/util.py").output == "src/util.py"
     assert run_tool("find_files", pattern="**/*.md").output == "notes.md"
     assert run_tool("find_files", pattern="*.rs").output.startswith("no files match")

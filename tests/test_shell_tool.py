@@ -70,7 +70,9 @@ def test_agent_deadline_caps_the_timeout(workspace: Path) -> None:
     assert "timed out" in result.output
 
 
-def test_long_output_keeps_head_and_tail_and_saves_the_rest(run_tool: RunTool, workspace: Path) -> None:
+def test_long_output_keeps_head_and_tail_and_saves_the_rest(
+    run_tool: RunTool, workspace: Path
+) -> None:
     result = run_tool("run_shell", command="seq 1 50000", approve=True)
     assert result.output.startswith("1\n2\n3\n")
     assert "50000\n[exit code 0;" in result.output
@@ -90,7 +92,9 @@ def test_a_flood_is_killed(run_tool: RunTool, monkeypatch: pytest.MonkeyPatch) -
     assert "killed: printed more than 2 MB" in result.output
 
 
-def test_secrets_never_reach_the_command(run_tool: RunTool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_never_reach_the_command(
+    run_tool: RunTool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
     monkeypatch.setenv("HARMLESS", "visible")

@@ -18,7 +18,9 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("path", ["../outside/secret.txt", "/etc/passwd", "sub/../../outside/secret.txt"])
+@pytest.mark.parametrize(
+    "path", ["../outside/secret.txt", "/etc/passwd", "sub/../../outside/secret.txt"]
+)
 def test_paths_outside_are_refused(run_tool: RunTool, outside: Path, path: str) -> None:
     result = run_tool("read_file", path=path)
     assert result.is_error and "outside the workspace" in result.output
@@ -43,7 +45,9 @@ def test_symlink_to_a_host_file_is_refused_for_read_and_write(
     assert (outside / "secret.txt").read_text() == "host secret\n"
 
 
-def test_symlink_to_a_host_folder_is_refused(run_tool: RunTool, workspace: Path, outside: Path) -> None:
+def test_symlink_to_a_host_folder_is_refused(
+    run_tool: RunTool, workspace: Path, outside: Path
+) -> None:
     (workspace / "escape").symlink_to(outside)
     assert run_tool("list_dir", path="escape").is_error
     write = run_tool("write_file", path="escape/new.txt", content="x")
@@ -52,7 +56,9 @@ def test_symlink_to_a_host_folder_is_refused(run_tool: RunTool, workspace: Path,
     assert run_tool("grep", pattern="secret", path="escape").is_error
 
 
-def test_search_never_follows_a_symlink_out(run_tool: RunTool, workspace: Path, outside: Path) -> None:
+def test_search_never_follows_a_symlink_out(
+    run_tool: RunTool, workspace: Path, outside: Path
+) -> None:
     (workspace / "escape").symlink_to(outside)
     (workspace / "linked.txt").symlink_to(outside / "secret.txt")
     (workspace / "own.txt").write_text("no secrets here\n")

@@ -96,9 +96,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         turn = _call_model(agent, messages, [] if last_step else schemas, step)
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
+        if last_step:  # tools were not offered; calls made anyway are answered as not run
+            return LimitHit("steps", f"used all {step} steps", answer=turn.text)
         if not turn.tool_calls:
-            if last_step:
-                return LimitHit("steps", f"used all {step} steps", answer=turn.text)
             return Finished(turn.text)
         for call in turn.tool_calls:
             if stop := guard.stop or _limit_if_spent(agent):

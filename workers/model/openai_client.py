@@ -107,7 +107,8 @@ class OpenAIModel:
                     turn = self._once(messages, tools, echo, call_timeout)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
-            raise self._as_model_error(error) from error
+            attempts = int(retrying.statistics.get("attempt_number", 1))
+            raise self._as_model_error(error, attempts) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _once(
@@ -130,7 +131,7 @@ class OpenAIModel:
         asked = _retry_after(error)
         return backoff if asked is None else min(max(asked, 0.0), MAX_RETRY_AFTER_S)
 
-    def _as_model_error(self, error: BaseException) -> ModelError:
+    def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
         where = f"{self.base_url or 'the default endpoint'}"
         if isinstance(error, openai.APIStatusError):
             status, text = error.status_code, _short(error.message)
@@ -149,7 +150,7 @@ class OpenAIModel:
                 return ModelError("bad_request", f"{where} rejected the request ({status}): {text}")
         return ModelError(
             "unavailable",
-            f"{where} failed after {self.max_attempts} attempts at most: {_describe(error)}",
+            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {_describe(error)}",
         )
 
 

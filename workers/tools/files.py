@@ -249,7 +249,9 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     body = "\n".join(shown) if shown else "(empty folder)"
     if notes:
         body += "\n[" + "; ".join(notes) + "]"
-    return ToolResult(output=body, summary=f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}")
+    return ToolResult(
+        output=body, summary=f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+    )
 
 
 def _describe(entry: os.DirEntry[str]) -> str:

@@ -60,7 +60,9 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     if total > len(matches):
         cut = total - len(matches)
         body += f"\n[{'' if complete else 'at least '}{cut} more matches not shown; narrow the pattern, path or glob]"
-    return ToolResult(output=body, summary=f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}")
+    return ToolResult(
+        output=body, summary=f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}"
+    )
 
 
 def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:

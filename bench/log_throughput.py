@@ -1,0 +1,49 @@
+"""Log lines per second from 16 threads, and a check that no line was torn."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.common import Row
+from workers.eventlog import JsonlLog
+from workers.events import Emitter
+
+THREADS = 16
+LINES_PER_THREAD = 2000
+
+
+def run() -> list[Row]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.jsonl"
+        log = JsonlLog(path)
+        events = Emitter([log]).bind(session_id="bench")
+
+        def write(n: int) -> None:
+            agent = events.bind(agent_id=f"w{n}")
+            for i in range(LINES_PER_THREAD):
+                agent.emit("tool_call", name="read_file", args={"path": f"src/m{i}.py"}, is_error=False)
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(THREADS)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        log.close()
+        torn = 0
+        lines = path.read_text().splitlines()
+        for line in lines:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                torn += 1
+    total = THREADS * LINES_PER_THREAD
+    return [
+        Row(f"log lines/s from {THREADS} threads", round(total / elapsed), "lines/s"),
+        Row("torn or lost log lines", torn + (total - len(lines)), "lines", "= 0", torn == 0 and len(lines) == total),
+    ]

@@ -1,0 +1,243 @@
+"""`gaffer run`, `gaffer logs` and `gaffer stats` as a user runs them, against a real local server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI, Reply, error_reply
+
+REQUIRED = {"ts", "event", "session_id", "agent_id"}
+
+
+def gaffer(
+    workspace: Path,
+    *args: str,
+    server: FakeOpenAI | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=workspace,
+        env=_env(workspace, server, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _env(
+    workspace: Path, server: FakeOpenAI | None, extra: dict[str, str] | None
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
+    env.update(
+        HOME=str(workspace.parent / "home"),
+        GAFFER_LOG_DIR=str(workspace.parent / "logs"),
+        NO_COLOR="1",
+    )
+    if server is not None:
+        env.update(
+            OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-test", GAFFER_MODEL="fake-model"
+        )
+    env.update(extra or {})
+    return env
+
+
+def log_lines(workspace: Path) -> list[dict[str, object]]:
+    (path,) = (workspace.parent / "logs").glob("*.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"})
+    replies = [
+        Reply(text="Let me look.", tool_calls=[("read_file", '{"path": "calc.py"}')]),
+        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(text="Fixed add() in calc.py."),
+    ]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "fix add", server=server)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Fixed add() in calc.py.\n"
+    assert "Let me look." in done.stderr
+    assert "[step 1] read_file calc.py → lines 1-2 of 2" in done.stderr
+    assert "[step 2] edit_file calc.py → replaced 1 match" in done.stderr
+    assert "\x1b[" not in done.stderr  # plain text when not a TTY
+    assert (workspace / "calc.py").read_text().endswith("a + b\n")
+    assert server.requests[0]["messages"][1] == {"role": "user", "content": "fix add"}
+
+
+def test_the_log_schema_on_a_real_run(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("x\n")
+    replies = [
+        Reply(tool_calls=[("read_file", '{"path": "a.txt"}'), ("list_dir", "{}")]),
+        Reply(text="ok"),
+    ]
+    with FakeOpenAI(replies) as server:
+        assert gaffer(workspace, "run", "look", server=server).returncode == 0
+    lines = log_lines(workspace)
+    assert all(line.keys() >= REQUIRED for line in lines)
+    events = [line["event"] for line in lines]
+    assert events[0] == "session_start" and events[-1] == "session_end"
+    assert events.count("tool_call") == 2 and events.count("llm_call") == 2
+    for line in lines:
+        if line["event"] == "tool_call":
+            assert {"name", "args", "is_error", "elapsed_s", "sandbox"} <= line.keys()
+            assert line["sandbox"] == "host"
+        if line["event"] == "llm_call":
+            assert {
+                "prompt_tokens",
+                "completion_tokens",
+                "elapsed_s",
+                "attempt",
+                "model",
+            } <= line.keys()
+    end = lines[-1]
+    assert end["status"] == "completed" and end["tokens"] == 2 * (12 + 7) and end["tool_calls"] == 2
+
+
+def test_retries_are_logged(workspace: Path) -> None:
+    replies = [error_reply(429, "slow down", **{"Retry-After": "0"}), Reply(text="ok")]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "x", server=server)
+    assert done.returncode == 0
+    retry = next(line for line in log_lines(workspace) if line["event"] == "llm_retry")
+    assert retry["attempt"] == 1 and "429" in str(retry["error"]) and "wait_s" in retry
+    assert (
+        next(line for line in log_lines(workspace) if line["event"] == "llm_call")["attempt"] == 2
+    )
+
+
+def test_limit_exits_2_with_the_reason_on_stderr(workspace: Path) -> None:
+    replies = [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="what I have so far")]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "--max-steps", "2", "x", server=server)
+    assert done.returncode == 2
+    assert done.stdout == "what I have so far\n"
+    assert "gaffer: stopped: steps limit: used all 2 steps" in done.stderr
+
+
+def test_auth_error_exits_1_in_one_line_without_traceback(workspace: Path) -> None:
+    with FakeOpenAI([error_reply(401, "Incorrect API key provided")]) as server:
+        done = gaffer(workspace, "run", "x", server=server)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("gaffer: error:") and "refused the API key (401)" in last
+    assert "Traceback" not in done.stderr
+    assert len(server.requests) == 1
+
+
+def test_unreachable_endpoint_exits_1(workspace: Path) -> None:
+    (workspace / ".gaffer").mkdir()
+    (workspace / ".gaffer" / "config.toml").write_text("max_attempts = 2\n")
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}
+    done = gaffer(workspace, "run", "x", env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "failed after 2 attempts" in done.stderr
+
+
+def test_bad_config_exits_1_naming_file_and_key(workspace: Path) -> None:
+    (workspace / ".gaffer").mkdir()
+    (workspace / ".gaffer" / "config.toml").write_text('modle = "x"\n')
+    done = gaffer(workspace, "run", "x")
+    assert done.returncode == 1
+    assert "config.toml: unknown key 'modle'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_flags_override_env(workspace: Path) -> None:
+    with FakeOpenAI([Reply(text="ok")]) as server:
+        done = gaffer(workspace, "run", "--model", "flag-model", "x", server=server)
+    assert done.returncode == 0
+    assert server.requests[0]["model"] == "flag-model"
+
+
+def test_denied_shell_command_without_yes_and_allowed_with_it(workspace: Path) -> None:
+    touch = [("run_shell", json.dumps({"command": "touch made.txt"}))]
+    with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
+        gaffer(workspace, "run", "x", server=server)
+    assert not (workspace / "made.txt").exists()
+    assert "denied: the command was not run" in server.requests[1]["messages"][-1]["content"]
+    with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
+        assert gaffer(workspace, "run", "--yes", "x", server=server).returncode == 0
+    assert (workspace / "made.txt").exists()
+
+
+def test_quiet_shows_only_the_outcome(workspace: Path) -> None:
+    with FakeOpenAI(
+        [Reply(text="streamed text", tool_calls=[("list_dir", "{}")]), Reply(text="ok")]
+    ) as server:
+        done = gaffer(workspace, "run", "--quiet", "x", server=server)
+    assert done.returncode == 0 and done.stdout == "ok\n" and done.stderr == ""
+
+
+def test_logs_and_stats_read_the_run_back(workspace: Path) -> None:
+    with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), Reply(text="the answer")]) as server:
+        gaffer(workspace, "run", "survey the repo", server=server)
+    listing = gaffer(workspace, "logs")
+    assert (
+        listing.returncode == 0
+        and "completed" in listing.stdout
+        and "survey the repo" in listing.stdout
+    )
+    run_id = listing.stdout.split()[0]
+    shown = gaffer(workspace, "logs", run_id[:12])
+    assert shown.returncode == 0
+    assert "task: survey the repo" in shown.stdout and "[step 1] list_dir" in shown.stdout
+    assert "the answer" in shown.stdout
+    stats = gaffer(workspace, "stats", run_id)
+    assert stats.returncode == 0 and "list_dir" in stats.stdout and "completed" in stats.stdout
+    missing = gaffer(workspace, "logs", "nonexistent")
+    assert missing.returncode == 1 and "no run 'nonexistent'" in missing.stderr
+
+
+def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
+    replies = [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="slow", delay=30)]
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "x"],
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    lines = log_lines(workspace)
+    assert [line["event"] for line in lines][:2] == ["session_start", "agent_start"]
+    assert any(line["event"] == "tool_call" for line in lines)
+    assert "interrupted" in gaffer(workspace, "logs").stdout
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT"])
+def test_ctrl_c_exits_130(workspace: Path, signal_name: str) -> None:
+    with FakeOpenAI([Reply(text="slow", delay=30)]) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "x"],
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, signal_name))
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in stderr
+    assert log_lines(workspace)[-1]["event"] == "session_end"

@@ -1,0 +1,237 @@
+"""The agent loop against a scripted model: answers, batches, model mistakes and every stop."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+from workers.events import Emitter, Recorder
+from workers.limits import Budget, Limits
+from workers.loop import WRAP_UP, Agent, AgentResult, run_agent
+from workers.model import AssistantTurn, Message, ModelError, Usage
+from workers.model.scripted import ScriptedModel, call, calls, say
+from workers.outcome import Aborted, Failed, Finished, LimitHit
+from workers.sandbox.host import HostSandbox
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext
+
+
+def make_agent(
+    workspace: Path,
+    model: ScriptedModel,
+    recorder: Recorder,
+    limits: Limits | None = None,
+    **kwargs: object,
+) -> Agent:
+    limits = limits or Limits()
+    return Agent(
+        model=model,
+        tools=kwargs.pop("tools", dict(BUILTIN_TOOLS)),  # type: ignore[arg-type]
+        sandbox=HostSandbox(ToolContext(workspace)),
+        events=Emitter([recorder]).bind(session_id="s1", agent_id="main"),
+        limits=limits,
+        budget=Budget(limits.max_tokens, limits.max_seconds),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def run(
+    workspace: Path, script: list[object], limits: Limits | None = None, **kwargs: object
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    recorder = Recorder()
+    messages: list[Message] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+    ]
+    result = run_agent(make_agent(workspace, model, recorder, limits, **kwargs), messages)
+    return result, recorder, model
+
+
+def tool_messages(result: AgentResult) -> list[Message]:
+    return [m for m in result.messages if m["role"] == "tool"]
+
+
+def test_final_answer_without_tools(workspace: Path) -> None:
+    result, recorder, _ = run(workspace, [say("All done.")])
+    assert result.outcome == Finished("All done.")
+    assert [r["event"] for r in recorder.records] == [
+        "agent_start",
+        "turn_start",
+        "llm_call",
+        "agent_end",
+    ]
+    assert recorder.of("agent_end")[0]["status"] == "completed"
+
+
+def test_parallel_batch_is_answered_in_the_same_turn_by_id(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    (workspace / "b.txt").write_text("beta\n")
+    batch = calls(("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"}))
+    result, _, model = run(workspace, [batch, say("read both")])
+    assistant = result.messages[2]
+    assert assistant["role"] == "assistant"
+    assert [c["id"] for c in assistant["tool_calls"]] == [c.id for c in batch.tool_calls]
+    answers = tool_messages(result)
+    assert [m["tool_call_id"] for m in answers] == [c.id for c in batch.tool_calls]
+    assert answers[0]["content"] == "alpha\n" and answers[1]["content"] == "beta\n"
+    # The second model call saw the assistant turn verbatim followed by both results.
+    assert model.seen[1][2:] == result.messages[2:5]
+
+
+def test_malformed_json_arguments_become_an_error_result_and_the_run_goes_on(
+    workspace: Path,
+) -> None:
+    result, recorder, _ = run(workspace, [calls(("read_file", '{"path": "a.txt"')), say("ok")])
+    answer = tool_messages(result)[0]["content"]
+    assert answer.startswith("error: the arguments for read_file are not valid JSON")
+    assert '"path": <string>' in answer
+    assert result.outcome == Finished("ok")
+    line = recorder.of("tool_call")[0]
+    assert line["is_error"] is True and line["args"] == '{"path": "a.txt"'
+
+
+def test_unknown_tool_lists_the_real_ones(workspace: Path) -> None:
+    result, _, _ = run(workspace, [call("delete_everything"), say("ok")])
+    answer = tool_messages(result)[0]["content"]
+    assert "unknown tool 'delete_everything'" in answer and "read_file" in answer
+
+
+def test_wrong_and_missing_arguments(workspace: Path) -> None:
+    result, _, _ = run(
+        workspace, [call("read_file", file="a.txt"), call("read_file", path=3), say("ok")]
+    )
+    missing, wrong_type = (m["content"] for m in tool_messages(result))
+    assert "invalid arguments for read_file" in missing and "path: Field required" in missing
+    assert "file: Extra inputs are not permitted" in missing
+    assert "path: Input should be a valid string" in wrong_type
+
+
+def test_an_exception_inside_a_tool_is_an_observation(workspace: Path) -> None:
+    def broken(*_args: object) -> object:
+        raise RuntimeError("disk on fire")
+
+    tools = {
+        **BUILTIN_TOOLS,
+        "list_dir": dataclasses.replace(BUILTIN_TOOLS["list_dir"], run=broken),
+    }
+    result, _, _ = run(workspace, [call("list_dir"), say("ok")], tools=tools)
+    assert (
+        "list_dir failed unexpectedly: RuntimeError: disk on fire"
+        in tool_messages(result)[0]["content"]
+    )
+    assert result.outcome == Finished("ok")
+
+
+def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
+    script = [call("list_dir", path="."), call("list_dir", path="./"), say("partial summary")]
+    result, recorder, model = run(workspace, script, Limits(max_steps=3))
+    assert result.outcome == LimitHit("steps", "used all 3 steps", answer="partial summary")
+    assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP}
+    assert recorder.of("limit")[0]["limit"] == "steps"
+    assert recorder.of("agent_end")[0]["status"] == "limit"
+
+
+def test_step_limit_when_the_model_ignores_the_wrap_up(workspace: Path) -> None:
+    script = [call("list_dir", path="."), call("list_dir", path="./")]
+    result, _, _ = run(workspace, script, Limits(max_steps=2))
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "steps"
+    # The last call was never run, yet it has an answer: the conversation stays valid.
+    assert tool_messages(result)[-1]["content"].startswith("not run: steps limit")
+
+
+def test_token_budget_refuses_the_next_call(workspace: Path) -> None:
+    heavy = AssistantTurn(
+        tool_calls=call("list_dir").tool_calls, usage=Usage(900, 200), finish_reason="tool_calls"
+    )
+    result, recorder, model = run(workspace, [heavy, say("never")], Limits(max_tokens=1000))
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "tokens"
+    assert model.remaining == 1  # the second call was refused, not made
+    assert len(recorder.of("llm_call")) == 1
+
+
+def test_wall_clock_stops_the_run(workspace: Path) -> None:
+    def slow(_messages: list[Message]) -> AssistantTurn:
+        time.sleep(0.3)
+        return call("list_dir", path=str(time.monotonic()))
+
+    result, recorder, _ = run(workspace, [slow] * 10, Limits(max_seconds=0.5))
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "time"
+    assert recorder.of("agent_end")[0]["status"] == "timeout"
+    assert len(recorder.of("llm_call")) <= 3
+
+
+def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
+    same = [call("list_dir", path="src") for _ in range(5)]
+    result, recorder, model = run(workspace, [*same, say("never")])
+    answers = [m["content"] for m in tool_messages(result)]
+    assert answers[0].startswith("error: no such folder") and answers[1] == answers[0]
+    assert answers[2].startswith("refused: this is call 3 in a row to list_dir")
+    assert answers[3].startswith("not run")
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
+    assert model.remaining == 2
+    assert [r["is_error"] for r in recorder.of("tool_call")] == [True] * 4
+
+
+def test_repetition_counts_only_in_a_row(workspace: Path) -> None:
+    script = [
+        call("list_dir"),
+        call("list_dir"),
+        call("find_files", pattern="*"),
+        call("list_dir"),
+        call("list_dir"),
+        say("ok"),
+    ]
+    result, _, _ = run(workspace, script)
+    assert result.outcome == Finished("ok")
+
+
+def test_model_error_fails_the_run_with_its_reason(workspace: Path) -> None:
+    result, recorder, _ = run(
+        workspace, [ModelError("auth", "the endpoint refused the API key (401)")]
+    )
+    assert result.outcome == Failed("the endpoint refused the API key (401)", kind="auth")
+    assert recorder.of("agent_end")[0]["status"] == "failed"
+
+
+def test_cancel_stops_before_the_next_call(workspace: Path) -> None:
+    cancel = threading.Event()
+
+    def cancel_now(_messages: list[Message]) -> AssistantTurn:
+        cancel.set()
+        return call("list_dir")
+
+    model = ScriptedModel([cancel_now, say("never")])
+    recorder = Recorder()
+    agent = make_agent(workspace, model, recorder, cancel=cancel)
+    result = run_agent(agent, [{"role": "user", "content": "task"}])
+    assert result.outcome == Aborted("cancelled")
+    assert recorder.of("agent_end")[0]["status"] == "cancelled"
+    assert model.remaining == 1
+
+
+def test_keyboard_interrupt_during_a_tool_is_an_abort_with_answered_calls(workspace: Path) -> None:
+    def interrupted(*_args: object) -> object:
+        raise KeyboardInterrupt
+
+    tools = {
+        **BUILTIN_TOOLS,
+        "list_dir": dataclasses.replace(BUILTIN_TOOLS["list_dir"], run=interrupted),
+    }
+    result, _, _ = run(workspace, [call("list_dir"), say("never")], tools=tools)
+    assert result.outcome == Aborted("interrupted by the user")
+    assert tool_messages(result)[0]["content"] == "not run: interrupted by the user"
+
+
+def test_events_carry_what_the_log_needs(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("x\n")
+    _, recorder, _ = run(workspace, [call("read_file", path="a.txt"), say("done")])
+    tool_line = recorder.of("tool_call")[0]
+    assert tool_line["name"] == "read_file" and tool_line["args"] == {"path": "a.txt"}
+    assert tool_line["sandbox"] == "host" and tool_line["is_error"] is False
+    assert tool_line["elapsed_s"] >= 0 and tool_line["result_preview"] == "x\n"
+    llm_line = recorder.of("llm_call")[0]
+    assert {"prompt_tokens", "completion_tokens", "elapsed_s", "attempt"} <= llm_line.keys()
+    assert all(r["session_id"] == "s1" and r["agent_id"] == "main" for r in recorder.records)
