@@ -18,7 +18,9 @@ def main() -> int:
     rows: list[Row] = []
     for bench in BENCHMARKS:
         rows.extend(bench.run())
-    table = Table(title=f"gaffer benchmarks · {platform.node()} · {platform.processor() or platform.machine()}")
+    table = Table(
+        title=f"gaffer benchmarks · {platform.node()} · {platform.processor() or platform.machine()}"
+    )
     for column in ("measure", "value", "unit", "target", "met"):
         table.add_column(column, justify="right" if column == "value" else "left")
     for row in rows:

@@ -25,7 +25,9 @@ def run() -> list[Row]:
         def write(n: int) -> None:
             agent = events.bind(agent_id=f"w{n}")
             for i in range(LINES_PER_THREAD):
-                agent.emit("tool_call", name="read_file", args={"path": f"src/m{i}.py"}, is_error=False)
+                agent.emit(
+                    "tool_call", name="read_file", args={"path": f"src/m{i}.py"}, is_error=False
+                )
 
         threads = [threading.Thread(target=write, args=(n,)) for n in range(THREADS)]
         started = time.perf_counter()
@@ -45,5 +47,11 @@ def run() -> list[Row]:
     total = THREADS * LINES_PER_THREAD
     return [
         Row(f"log lines/s from {THREADS} threads", round(total / elapsed), "lines/s"),
-        Row("torn or lost log lines", torn + (total - len(lines)), "lines", "= 0", torn == 0 and len(lines) == total),
+        Row(
+            "torn or lost log lines",
+            torn + (total - len(lines)),
+            "lines",
+            "= 0",
+            torn == 0 and len(lines) == total,
+        ),
     ]

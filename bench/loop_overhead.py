@@ -61,4 +61,6 @@ def per_step_seconds(steps: int = STEPS) -> float:
 def run() -> list[Row]:
     per_step = min(per_step_seconds() for _ in range(3))
     ms = per_step * 1000
-    return [Row("loop overhead per step (zero-latency model)", round(ms, 3), "ms", "≤ 1 ms", ms <= 1.0)]
+    return [
+        Row("loop overhead per step (zero-latency model)", round(ms, 3), "ms", "≤ 1 ms", ms <= 1.0)
+    ]
