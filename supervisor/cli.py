@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from supervisor import runlog, settings
-from supervisor.session import Session
+from supervisor.delegation import Ceiling
+from supervisor.session import RunPlan, Session
 from supervisor.view import TerminalView
-from workers.limits import Limits
+from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
-from workers.tools.base import Approver
+from workers.profiles import ProfileError, is_parallel_safe, load_profiles, search_path
+from workers.tools import BUILTIN_TOOLS
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -39,9 +44,27 @@ def main(ctx: click.Context) -> None:
 @click.option("--model", help="Model name [env GAFFER_MODEL].")
 @click.option("--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL].")
 @click.option("--api-key", help="API key [env OPENAI_API_KEY].")
-@click.option("--max-steps", type=int, help="Model calls the agent may make (default 30).")
-@click.option("--max-seconds", type=float, help="Wall-clock limit for the run.")
-@click.option("--max-tokens", type=int, help="Prompt + completion tokens for the whole run.")
+@click.option(
+    "--profile",
+    "top",
+    default="supervisor",
+    show_default=True,
+    help="Profile of the agent you talk to.",
+)
+@click.option(
+    "--max-steps", type=int, help="Model calls the top agent may make (default: its profile's)."
+)
+@click.option(
+    "--max-seconds", type=float, help="Wall-clock limit for the whole run, workers included."
+)
+@click.option(
+    "--max-tokens", type=int, help="Prompt + completion tokens for the whole run, workers included."
+)
+@click.option("--max-parallel", type=int, help="Read-only workers at the same time (default 4).")
+@click.option("--read-only", is_flag=True, help="Allow only read-only (parallel-safe) workers.")
+@click.option(
+    "--profiles", "allowed", help="Comma-separated profiles workers may use; default all."
+)
 @click.option(
     "--log-dir", type=click.Path(path_type=Path), help="Where run logs go [env GAFFER_LOG_DIR]."
 )
@@ -50,27 +73,53 @@ def main(ctx: click.Context) -> None:
 )
 @click.option("--quiet", is_flag=True, help="Show nothing on stderr but the outcome.")
 @click.option("--no-stream", is_flag=True, help="Ask for whole responses instead of streams.")
-def run(task: str, yes: bool, quiet: bool, no_stream: bool, **flags: Any) -> None:
+def run(
+    task: str,
+    top: str,
+    read_only: bool,
+    allowed: str | None,
+    yes: bool,
+    quiet: bool,
+    no_stream: bool,
+    **flags: Any,
+) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
     workspace = Path.cwd().resolve()
     if no_stream:
         flags["stream"] = False
+    plan_flags = {key: flags.pop(key) for key in ("max_steps", "max_seconds", "max_tokens")}
     try:
-        config = settings.load(workspace, flags)
-    except settings.ConfigError as error:
+        config = settings.load(
+            workspace, {**flags, **{k: v for k, v in plan_flags.items() if k != "max_steps"}}
+        )
+        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+    except (settings.ConfigError, ProfileError) as error:
         _fail(str(error))
-    model = OpenAIModel(
-        model=config.model,
+    if top not in profiles:
+        _fail(f"no profile {top!r}; `gaffer profiles` lists them")
+    allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
+    if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
+        _fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
+    plan = RunPlan(
+        profiles=profiles,
+        tools=dict(BUILTIN_TOOLS),
+        make_model=_model_factory(config),
+        top=top,
+        max_steps=plan_flags["max_steps"],
+        max_seconds=config.max_seconds,
+        max_tokens=config.max_tokens,
+        ceiling=Ceiling(
+            read_only=read_only,
+            profiles=allowed_set,
+            max_parallel=config.max_parallel,
+            max_depth=config.max_depth,
+            max_workers=config.max_workers,
+        ),
+        approve=(lambda _c, _r: True) if yes else (lambda _c, _r: False),
         base_url=config.base_url,
-        api_key=config.api_key,
-        max_attempts=config.max_attempts,
-        request_timeout=config.request_timeout,
-        stream=config.stream,
     )
-    limits = Limits(config.max_steps, config.max_seconds, config.max_tokens)
-    approve: Approver = (lambda _c, _r: True) if yes else (lambda _c, _r: False)
     session = Session(workspace, config.logs_in(workspace), [] if quiet else [TerminalView()])
-    result = session.run(task, model, limits, approve=approve, base_url=config.base_url)
+    result = session.run(task, plan)
     outcome = result.outcome
     match outcome:
         case Finished(answer=answer):
@@ -84,6 +133,54 @@ def run(task: str, yes: bool, quiet: bool, no_stream: bool, **flags: Any) -> Non
             _fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
         case Failed():
             _fail(f"error: {reason_of(outcome)} (log: {session.log.path})", EXIT_ERROR)
+
+
+def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
+    models: dict[str, Model] = {}
+    lock = threading.Lock()
+
+    def make(name: str | None) -> Model:
+        name = name or config.model
+        with lock:
+            if name not in models:
+                models[name] = OpenAIModel(
+                    model=name,
+                    base_url=config.base_url,
+                    api_key=config.api_key,
+                    max_attempts=config.max_attempts,
+                    request_timeout=config.request_timeout,
+                    stream=config.stream,
+                )
+            return models[name]
+
+    return make
+
+
+@main.command(name="profiles")
+def list_profiles() -> None:
+    """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
+    workspace = Path.cwd().resolve()
+    try:
+        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+    except ProfileError as error:
+        _fail(str(error))
+    read_only = {name: tool.read_only for name, tool in BUILTIN_TOOLS.items()}
+    table = Table(box=None, pad_edge=False)
+    for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
+        table.add_column(column, overflow="fold")
+    for profile in profiles.values():
+        limits = profile.limits
+        table.add_row(
+            profile.name,
+            ", ".join(profile.tools),
+            profile.sandbox,
+            f"{limits.max_steps} steps"
+            + (f", {limits.max_seconds:g}s" if limits.max_seconds else "")
+            + (f", {limits.max_tokens} tok" if limits.max_tokens else ""),
+            "yes" if is_parallel_safe(profile, read_only) else "no",
+            profile.source,
+        )
+    Console(highlight=False, soft_wrap=True).print(table)
 
 
 def _log_dir(log_dir: Path | None) -> Path:

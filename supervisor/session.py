@@ -1,37 +1,31 @@
-"""One run of gaffer: its id, its log, its agent, and the totals at the end."""
+"""One run of gaffer: its id, its log, its team of agents, and the totals at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
+from supervisor.delegation import Ceiling, SandboxFactory, SandboxUnavailable, Team
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
-from workers.limits import Budget, Limits
-from workers.loop import Agent, AgentResult, run_agent
+from workers.limits import Budget
+from workers.loop import AgentResult, run_agent
 from workers.model import Message, Model
-from workers.outcome import reason_of, status_of
+from workers.outcome import Failed, reason_of, status_of
+from workers.profiles import Profile
+from workers.sandbox import Sandbox
 from workers.sandbox.host import HostSandbox
-from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver, ToolContext, deny_all
+from workers.tools.base import Approver, Tool, ToolContext, deny_all
 
-SYSTEM_PROMPT = """\
-You are gaffer, a careful software engineer working in the repository at {workspace}.
-Every path you use is relative to that folder; you cannot leave it.
-
-How to work:
-- Look before you change: list_dir, find_files, grep and read_file show you the code.
-- Change files with edit_file (one exact match) or write_file (whole file).
-- Check your work by running the project's tests with run_shell when there are any.
-- Call several independent read-only tools in one turn when you can; it is faster.
-- Do not repeat a call whose result you already have.
-- When the task is done, reply with a short final answer: what you did and what you found,
-  with file paths. Do not call more tools then.
-"""
+TOP_AGENT_ID = "supervisor"
 
 
 def new_session_id() -> str:
@@ -46,6 +40,27 @@ def gaffer_version() -> str:
 
 
 @dataclass
+class RunPlan:
+    """Everything a run needs besides the task: who works, with what, within which limits."""
+
+    profiles: dict[str, Profile]
+    tools: dict[str, Tool[Any]]
+    make_model: Callable[[str | None], Model]
+    """A model by name; None means the run's model."""
+    top: str = "supervisor"
+    """The profile of the agent the user talks to."""
+    max_steps: int | None = None
+    """Overrides the top profile's step limit (--max-steps)."""
+    max_seconds: float | None = None
+    """For every agent together."""
+    max_tokens: int | None = None
+    """For every agent together."""
+    ceiling: Ceiling = field(default_factory=Ceiling)
+    approve: Approver = deny_all
+    base_url: str | None = None
+
+
+@dataclass
 class Session:
     workspace: Path
     log_dir: Path
@@ -53,57 +68,85 @@ class Session:
     session_id: str = field(default_factory=new_session_id)
 
     def __post_init__(self) -> None:
+        self.root = Budget()
         self.log = JsonlLog(self.log_dir / f"{self.session_id}.jsonl")
         self.recorder = Recorder()
         self.events = Emitter([self.log, self.recorder, *self.subscribers]).bind(
-            session_id=self.session_id, agent_id="main"
+            session_id=self.session_id
         )
 
-    def run(
-        self,
-        task: str,
-        model: Model,
-        limits: Limits,
-        *,
-        approve: Approver = deny_all,
-        base_url: str | None = None,
-    ) -> AgentResult:
+    def make_sandbox(self, plan: RunPlan) -> SandboxFactory:
+        def make(profile: Profile, agent_id: str) -> AbstractContextManager[Sandbox]:
+            if profile.sandbox == "docker":
+                raise SandboxUnavailable(
+                    f"profile {profile.name!r} needs the Docker sandbox, which this build of "
+                    "gaffer does not have yet; it never falls back to the host"
+                )
+            context = ToolContext(self.workspace, approve=plan.approve, guard_shell=True)
+            return contextlib.nullcontext(HostSandbox(context))
+
+        return make
+
+    def cancel(self) -> None:
+        """Stop the run: every agent ends at its next step, running commands are killed."""
+        self.root.cancel()
+
+    def run(self, task: str, plan: RunPlan) -> AgentResult:
         started = time.monotonic()
-        self.events.emit(
+        top = plan.profiles[plan.top]
+        if plan.max_steps is not None:
+            top = top.model_copy(
+                update={"limits": top.limits.model_copy(update={"max_steps": plan.max_steps})}
+            )
+        model: Model = plan.make_model(top.model)
+        self.events.bind(agent_id=TOP_AGENT_ID).emit(
             "session_start",
             task=task,
             workspace=str(self.workspace),
             model=model.name,
-            base_url=base_url,
+            base_url=plan.base_url,
             gaffer_version=gaffer_version(),
             pid=os.getpid(),
-            max_steps=limits.max_steps,
-            max_seconds=limits.max_seconds,
-            max_tokens=limits.max_tokens,
+            profile=top.name,
+            max_steps=top.limits.max_steps,
+            max_seconds=plan.max_seconds,
+            max_tokens=plan.max_tokens,
         )
-        budget = Budget(limits.max_tokens, limits.max_seconds)
-        agent = Agent(
-            model=model,
-            tools=dict(BUILTIN_TOOLS),
-            sandbox=HostSandbox(ToolContext(self.workspace, approve=approve, guard_shell=True)),
+        root = self.root = Budget(plan.max_tokens, plan.max_seconds, parent=self.root)
+        team = Team(
+            workspace=self.workspace,
+            profiles=plan.profiles,
+            tools=plan.tools,
+            make_model=plan.make_model,
+            make_sandbox=self.make_sandbox(plan),
             events=self.events,
-            limits=limits,
-            budget=budget,
+            ceiling=plan.ceiling,
         )
-        messages: list[Message] = [
-            {"role": "system", "content": SYSTEM_PROMPT.format(workspace=self.workspace)},
-            {"role": "user", "content": task},
-        ]
         try:
-            result = run_agent(agent, messages)
-            self._end(result, budget, started)
+            result = self._run_top(team, top, task, root)
+            team.shutdown()
+            self._end(result, root, started)
         finally:
             self.log.close()
         return result
 
+    def _run_top(self, team: Team, top: Profile, task: str, root: Budget) -> AgentResult:
+        budget = root.child(top.limits.as_limits())
+        try:
+            with team.make_sandbox(top, TOP_AGENT_ID) as sandbox:
+                agent, prompt = team.build(top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None)
+                messages: list[Message] = [
+                    {"role": "system", "content": prompt},
+                    {"role": "user", "content": task},
+                ]
+                return run_agent(agent, messages)
+        except SandboxUnavailable as error:
+            return AgentResult(Failed(str(error), kind="sandbox"), [])
+
     def _end(self, result: AgentResult, budget: Budget, started: float) -> None:
         llm_calls = self.recorder.of("llm_call")
-        self.events.emit(
+        tool_calls = self.recorder.of("tool_call")
+        self.events.bind(agent_id=TOP_AGENT_ID).emit(
             "session_end",
             status=status_of(result.outcome),
             reason=reason_of(result.outcome),
@@ -114,6 +157,7 @@ class Session:
             completion_tokens=sum(r["completion_tokens"] for r in llm_calls),
             llm_calls=len(llm_calls),
             retries=len(self.recorder.of("llm_retry")),
-            tool_calls=len(self.recorder.of("tool_call")),
-            tool_errors=sum(1 for r in self.recorder.of("tool_call") if r["is_error"]),
+            tool_calls=len(tool_calls),
+            tool_errors=sum(1 for r in tool_calls if r["is_error"]),
+            workers=len(self.recorder.of("delegate_start")),
         )

@@ -17,7 +17,7 @@ class ConfigError(Exception):
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str = "gpt-4.1-mini"
     """Model name sent to the endpoint (GAFFER_MODEL, --model)."""
@@ -39,6 +39,12 @@ class Settings(BaseModel):
     """Stream responses (text shows as it is written)."""
     log_dir: Path | None = None
     """Where run logs go (GAFFER_LOG_DIR, --log-dir); default <workspace>/.gaffer/logs."""
+    max_parallel: int = Field(4, ge=1, le=64)
+    """Read-only workers that may run at the same time."""
+    max_depth: int = Field(2, ge=0, le=8)
+    """How deep workers may delegate to workers."""
+    max_workers: int = Field(32, ge=0)
+    """Workers one run may start, all depths together."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from workers import executor
+from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
@@ -29,6 +30,6 @@ def run_tool(workspace: Path) -> RunTool:
     def run(name: str, *, approve: bool = False, **arguments: object) -> ToolResult:
         context = ToolContext(workspace, approve=lambda _c, _r: approve)
         call = ToolCall(id="t1", name=name, arguments=json.dumps(arguments))
-        return executor.execute(call, BUILTIN_TOOLS, HostSandbox(context), None)
+        return executor.execute(call, BUILTIN_TOOLS, HostSandbox(context), Budget())
 
     return run

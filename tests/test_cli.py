@@ -51,6 +51,21 @@ def _env(
     return env
 
 
+HOST_CODER = """
+name = "hostcoder"
+description = "Edits files and runs guarded commands on the host."
+tools = ["read_file", "write_file", "edit_file", "list_dir", "grep", "find_files", "run_shell"]
+system_prompt = "You edit code in {workspace}."
+"""
+
+
+def add_host_coder(workspace: Path) -> None:
+    """A user's own profile that edits on the host: how these tests reach the file tools."""
+    folder = workspace / ".gaffer" / "profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hostcoder.toml").write_text(HOST_CODER)
+
+
 def log_lines(workspace: Path) -> list[dict[str, object]]:
     (path,) = (workspace.parent / "logs").glob("*.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -64,8 +79,9 @@ def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path)
         Reply(tool_calls=[("edit_file", edit)]),
         Reply(text="Fixed add() in calc.py."),
     ]
+    add_host_coder(workspace)
     with FakeOpenAI(replies) as server:
-        done = gaffer(workspace, "run", "fix add", server=server)
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "fix add", server=server)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Fixed add() in calc.py.\n"
     assert "Let me look." in done.stderr
@@ -74,6 +90,7 @@ def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path)
     assert "\x1b[" not in done.stderr  # plain text when not a TTY
     assert (workspace / "calc.py").read_text().endswith("a + b\n")
     assert server.requests[0]["messages"][1] == {"role": "user", "content": "fix add"}
+    assert server.requests[0]["messages"][0]["content"] == f"You edit code in {workspace}."
 
 
 def test_the_log_schema_on_a_real_run(workspace: Path) -> None:
@@ -162,13 +179,15 @@ def test_flags_override_env(workspace: Path) -> None:
 
 
 def test_denied_shell_command_without_yes_and_allowed_with_it(workspace: Path) -> None:
+    add_host_coder(workspace)
     touch = [("run_shell", json.dumps({"command": "touch made.txt"}))]
     with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
-        gaffer(workspace, "run", "x", server=server)
+        gaffer(workspace, "run", "--profile", "hostcoder", "x", server=server)
     assert not (workspace / "made.txt").exists()
     assert "denied: the command was not run" in server.requests[1]["messages"][-1]["content"]
     with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
-        assert gaffer(workspace, "run", "--yes", "x", server=server).returncode == 0
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
+        assert done.returncode == 0
     assert (workspace / "made.txt").exists()
 
 

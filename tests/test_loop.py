@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from pathlib import Path
 
@@ -197,15 +196,16 @@ def test_model_error_fails_the_run_with_its_reason(workspace: Path) -> None:
 
 
 def test_cancel_stops_before_the_next_call(workspace: Path) -> None:
-    cancel = threading.Event()
+    budget = Budget()
 
     def cancel_now(_messages: list[Message]) -> AssistantTurn:
-        cancel.set()
+        budget.cancel()
         return call("list_dir")
 
     model = ScriptedModel([cancel_now, say("never")])
     recorder = Recorder()
-    agent = make_agent(workspace, model, recorder, cancel=cancel)
+    agent = make_agent(workspace, model, recorder)
+    agent.budget = budget
     result = run_agent(agent, [{"role": "user", "content": "task"}])
     assert result.outcome == Aborted("cancelled")
     assert recorder.of("agent_end")[0]["status"] == "cancelled"

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox import Sandbox, SandboxFault
 from workers.tools.base import Tool, ToolError, ToolResult
@@ -25,7 +26,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | str:
 
 
 def execute(
-    call: ToolCall, tools: dict[str, Tool[Any]], sandbox: Sandbox, deadline: float | None
+    call: ToolCall, tools: dict[str, Tool[Any]], sandbox: Sandbox, budget: Budget
 ) -> ToolResult:
     tool = tools.get(call.name)
     if tool is None:
@@ -46,7 +47,7 @@ def execute(
         )
         return _error(f"invalid arguments for {call.name}: {problems}. Expected {_example(tool)}.")
     try:
-        return sandbox.run(tool, args, deadline)
+        return sandbox.run(tool, args, budget)
     except ToolError as error:
         return _error(str(error))
     except SandboxFault:

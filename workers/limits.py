@@ -25,10 +25,11 @@ class Limits:
 
 
 class Budget:
-    """Tokens and time, shared: spending in a child also spends in every parent.
+    """Tokens, time and cancellation, shared down a tree of agents.
 
     The run owns the root budget; each agent gets a child capped by its own limits, so
-    a worker can never outspend what the run has left.
+    a worker can never outspend what the run has left. Spending in a child spends in
+    every parent; cancelling a parent cancels every child.
     """
 
     def __init__(
@@ -42,6 +43,7 @@ class Budget:
         self.parent = parent
         self.used = 0
         self._lock = threading.Lock()
+        self._cancelled = threading.Event()
 
     def child(self, limits: Limits) -> Budget:
         return Budget(limits.max_tokens, limits.max_seconds, parent=self)
@@ -60,6 +62,12 @@ class Budget:
     def deadline_at(self) -> float | None:
         theirs = self.parent.deadline_at() if self.parent is not None else None
         return _min(self.deadline, theirs)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set() or (self.parent is not None and self.parent.cancelled())
 
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 import traceback
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,9 @@ class Agent:
     events: Emitter
     limits: Limits = field(default_factory=Limits)
     budget: Budget = field(default_factory=Budget)
-    cancel: threading.Event = field(default_factory=threading.Event)
+    """Tokens, time and cancellation, shared with the agents above this one."""
+    pool: Executor | None = None
+    """Runs the calls of a batch that may overlap; without one, every call runs in order."""
 
 
 @dataclass
@@ -61,6 +63,7 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
     try:
         result.outcome = _loop(agent, result)
     except KeyboardInterrupt:
+        agent.budget.cancel()  # workers below this agent stop at their next step
         result.outcome = Aborted("interrupted by the user")
     except ModelError as error:
         result.outcome = _limit_if_spent(agent) or Failed(error.message, kind=error.kind)
@@ -100,17 +103,16 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return LimitHit("steps", f"used all {step} steps", answer=turn.text)
         if not turn.tool_calls:
             return Finished(turn.text)
-        for call in turn.tool_calls:
-            if stop := guard.stop or _limit_if_spent(agent):
-                return stop  # the calls left in the batch are answered as not run
-            tool_result = _run_tool(agent, call, step, guard)
+        for call, tool_result in zip(
+            turn.tool_calls, _run_batch(agent, turn, step, guard), strict=False
+        ):
             result.tool_calls += 1
             result.facts.append(tool_result.facts)
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": tool_result.output}
             )
-        if guard.stop:
-            return guard.stop
+        if stop := guard.stop or _limit_if_spent(agent):
+            return stop  # calls the batch did not reach are answered as not run
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
@@ -119,7 +121,7 @@ def _answer_of(outcome: Outcome) -> str:
 
 
 def _limit_if_spent(agent: Agent) -> Outcome | None:
-    if agent.cancel.is_set():
+    if agent.budget.cancelled():
         return Aborted("cancelled")
     left = agent.budget.tokens_left()
     if left is not None and left <= 0:
@@ -163,15 +165,40 @@ def _call_model(
     return turn
 
 
-def _run_tool(agent: Agent, call: ToolCall, step: int, guard: RepetitionGuard) -> ToolResult:
+def _run_batch(
+    agent: Agent, turn: AssistantTurn, step: int, guard: RepetitionGuard
+) -> list[ToolResult]:
+    """Results in call order. Calls that may overlap go to the pool together; the others
+    run here one after another. The batch stops early on a limit or a repetition stop."""
+    pending: list[Future[ToolResult] | ToolResult] = []
+    for call in turn.tool_calls:
+        if guard.stop or _limit_if_spent(agent):
+            break
+        refusal = guard.check(call)
+        if refusal is None and agent.pool is not None and _may_overlap(agent, call):
+            pending.append(agent.pool.submit(_run_tool, agent, call, step, None))
+        else:
+            pending.append(_run_tool(agent, call, step, refusal))
+    return [p.result() if isinstance(p, Future) else p for p in pending]
+
+
+def _may_overlap(agent: Agent, call: ToolCall) -> bool:
+    tool = agent.tools.get(call.name)
+    if tool is None or tool.overlaps is None:
+        return False
+    try:
+        return bool(tool.overlaps(tool.args.model_validate_json(call.arguments or "{}")))
+    except ValueError:  # bad arguments: run it in order, the executor reports the error
+        return False
+
+
+def _run_tool(agent: Agent, call: ToolCall, step: int, refusal: ToolResult | None) -> ToolResult:
     args = executor.parse_arguments(call.arguments)
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
     agent.events.emit("tool_start", step=step, name=call.name, label=label)
     started = time.monotonic()
-    result = guard.check(call) or executor.execute(
-        call, agent.tools, agent.sandbox, agent.budget.deadline_at()
-    )
+    result = refusal or executor.execute(call, agent.tools, agent.sandbox, agent.budget)
     agent.events.emit(
         "tool_call",
         step=step,

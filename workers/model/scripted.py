@@ -109,3 +109,32 @@ class LoopingModel:
             return say("done")
         # Vary the argument so the repetition guard does not stop the benchmark.
         return call(self._tool, path="." if done % 2 == 0 else "./")
+
+
+class RoutedModel:
+    """One script per conversation, chosen by its first user message: for several agents
+    sharing a model from different threads (delegation tests and benchmarks)."""
+
+    def __init__(self, scripts: dict[str, Iterable[Step]], *, latency: float = 0.0) -> None:
+        self.name = "routed"
+        self._models = {
+            task: ScriptedModel(script, latency=latency) for task, script in scripts.items()
+        }
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        *,
+        on_text: TextSink | None = None,
+        on_retry: RetryHook | None = None,
+        timeout: float | None = None,
+    ) -> AssistantTurn:
+        task = next((m["content"] for m in messages if m["role"] == "user"), "")
+        model = self._models.get(task)
+        if model is None:
+            raise ModelError("config", f"no script for the conversation that starts with {task!r}")
+        return model.complete(messages, tools, on_text=on_text, on_retry=on_retry, timeout=timeout)
+
+    def seen(self, task: str) -> list[list[Message]]:
+        return self._models[task].seen

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from workers.limits import Budget
 from workers.tools.base import Args, Tool, ToolResult
 
 
@@ -15,6 +16,6 @@ class Sandbox(Protocol):
     name: str
     """`host` or `docker`: written on every tool_call line."""
 
-    def run(self, tool: Tool[Any], args: Args, deadline: float | None) -> ToolResult:
+    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
         """Run one validated tool call; ToolError for the model's mistakes, SandboxFault for ours."""
         ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from workers.limits import Budget
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 
 
@@ -14,5 +15,8 @@ class HostSandbox:
     def __init__(self, context: ToolContext) -> None:
         self.context = context
 
-    def run(self, tool: Tool[Any], args: Args, deadline: float | None) -> ToolResult:
-        return tool.run(dataclasses.replace(self.context, deadline=deadline), args)
+    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
+        context = dataclasses.replace(
+            self.context, deadline=budget.deadline_at(), cancelled=budget.cancelled
+        )
+        return tool.run(context, args)

@@ -48,6 +48,8 @@ class ToolContext:
     container is the brake and every command runs."""
     deadline: float | None = None
     """time.monotonic() past which the agent's wall clock is spent; caps shell timeouts."""
+    cancelled: Callable[[], bool] = lambda: False
+    """True once the agent is cancelled: a running command is killed."""
 
 
 A = TypeVar("A", bound=Args)
@@ -60,6 +62,9 @@ class Tool(Generic[A]):
     args: type[A]
     run: Callable[[ToolContext, A], ToolResult]
     read_only: bool
+    overlaps: Callable[[A], bool] | None = None
+    """True for a call that may run at the same time as others of its batch (delegating
+    to a parallel-safe worker). Other calls run one after another, in order."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions `tools` entry."""

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import Field
@@ -55,10 +56,12 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     timeout = float(args.timeout or DEFAULT_TIMEOUT_S)
     if ctx.deadline is not None:
         timeout = max(1.0, min(timeout, ctx.deadline - time.monotonic()))
-    return execute(ctx.workspace, command, timeout)
+    return execute(ctx.workspace, command, timeout, ctx.cancelled)
 
 
-def execute(workspace: Path, command: str, timeout: float) -> ToolResult:
+def execute(
+    workspace: Path, command: str, timeout: float, cancelled: Callable[[], bool] = lambda: False
+) -> ToolResult:
     """Run `command` with bash in its own process group; the whole group dies at the end."""
     out_dir = workspace / ".gaffer" / "shell"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -82,6 +85,9 @@ def execute(workspace: Path, command: str, timeout: float) -> ToolResult:
                     break
                 except subprocess.TimeoutExpired:
                     pass
+                if cancelled():
+                    killed_for = "the agent was cancelled"
+                    break
                 if time.monotonic() - started > timeout:
                     killed_for = f"timed out after {timeout:.0f}s"
                     break

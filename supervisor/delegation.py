@@ -1,0 +1,447 @@
+"""Delegation: the `delegate` tool, the pool for parallel readers and the lock for editors.
+
+Every agent, the supervisor included, is built here from its profile and runs the same
+loop. A worker's report to its caller is written by the harness from what it observed
+(status, files changed, commands and exit codes, tokens), never by the worker's model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from pydantic import Field, create_model
+
+from workers.events import Emitter
+from workers.limits import Budget
+from workers.loop import Agent, AgentResult, run_agent
+from workers.model import Model
+from workers.outcome import Aborted, Failed, reason_of, status_of
+from workers.profiles import Profile, is_parallel_safe
+from workers.sandbox import Sandbox
+from workers.tools.base import Args, Tool, ToolContext, ToolResult
+
+# A worker past its wall clock gets this long to notice its cancellation before its
+# caller stops waiting and reports `timeout`.
+TIMEOUT_GRACE_S = 5.0
+# How long a cancelled run waits for its workers to write their last log lines.
+SHUTDOWN_WAIT_S = 10.0
+
+
+class SandboxUnavailable(Exception):
+    """The profile's sandbox cannot start; the message says how to fix it, in one line."""
+
+
+SandboxFactory = Callable[[Profile, str], AbstractContextManager[Sandbox]]
+"""(profile, agent_id) -> a context that yields the sandbox and tears it down after."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What the run allows, whatever a profile asks for."""
+
+    read_only: bool = False
+    """Only parallel-safe (read-only) profiles may be delegated to."""
+    profiles: frozenset[str] | None = None
+    """Only these profiles may be delegated to; None allows all."""
+    max_parallel: int = 4
+    max_depth: int = 2
+    max_workers: int = 32
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An agent that may delegate: who it is, how deep, and the budget its workers share."""
+
+    agent_id: str
+    depth: int
+    budget: Budget
+    events: Emitter
+    lineage: tuple[str, ...] = ()
+    """Agent ids from the top down to this one: a worker may use an editor lock its
+    ancestor holds, so an editor that delegates to an editor does not deadlock."""
+
+
+class EditorLock:
+    """One editor at a time across the whole run; held by an agent, inherited by its workers."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._holder: str | None = None
+
+    def acquire(
+        self, agent_id: str, lineage: tuple[str, ...], cancelled: Callable[[], bool]
+    ) -> bool:
+        """True when this agent took the lock, False when an ancestor already holds it."""
+        with self._cond:
+            while self._holder is not None and self._holder not in lineage:
+                if cancelled():
+                    raise InterruptedError("cancelled while waiting for the editor lock")
+                self._cond.wait(timeout=0.1)
+            if self._holder is not None:
+                return False
+            self._holder = agent_id
+            return True
+
+    def release(self, agent_id: str) -> None:
+        with self._cond:
+            if self._holder == agent_id:
+                self._holder = None
+                self._cond.notify_all()
+
+
+@dataclass
+class Team:
+    """The run's profiles and the rules for building and delegating to agents."""
+
+    workspace: Path
+    profiles: dict[str, Profile]
+    tools: dict[str, Tool[Any]]
+    make_model: Callable[[str | None], Model]
+    make_sandbox: SandboxFactory
+    events: Emitter
+    """Bound to the session only; each agent binds its own identity."""
+    ceiling: Ceiling = field(default_factory=Ceiling)
+    pool: ThreadPoolExecutor = field(init=False)
+    editor_lock: EditorLock = field(default_factory=EditorLock)
+
+    def __post_init__(self) -> None:
+        self.pool = ThreadPoolExecutor(
+            self.ceiling.max_parallel, thread_name_prefix="gaffer-worker"
+        )
+        self._ids = itertools.count(1)
+        self._started = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    # -- what a profile gets -------------------------------------------------------
+
+    def parallel_safe(self, profile: Profile) -> bool:
+        return is_parallel_safe(
+            profile, {name: tool.read_only for name, tool in self.tools.items()}
+        )
+
+    def refusal(self, profile_name: str) -> str | None:
+        """Why the run's ceiling forbids delegating to this profile, or None."""
+        profile = self.profiles.get(profile_name)
+        if profile is None:
+            return (
+                f"there is no profile {profile_name!r}; use one of: {', '.join(self.delegable())}"
+            )
+        if self.ceiling.profiles is not None and profile_name not in self.ceiling.profiles:
+            return f"this run allows only the profiles {', '.join(sorted(self.ceiling.profiles))}"
+        if self.ceiling.read_only and not self.parallel_safe(profile):
+            return f"this run is read-only and {profile_name!r} can change files"
+        return None
+
+    def delegable(self) -> list[str]:
+        return [
+            name for name in self.profiles if name != "supervisor" and self.refusal(name) is None
+        ]
+
+    def effective_tools(self, profile: Profile) -> list[str]:
+        """The profile's tools within the run's ceiling; `delegate` is added by `build`."""
+        names = [name for name in profile.tools if name in self.tools]
+        if self.ceiling.read_only:
+            names = [name for name in names if self.tools[name].read_only]
+        return names
+
+    def describe_profiles(self) -> str:
+        lines = []
+        for name in self.delegable():
+            profile = self.profiles[name]
+            kind = (
+                "parallel, read-only"
+                if self.parallel_safe(profile)
+                else "one at a time, can change files"
+            )
+            where = ", in a Docker container" if profile.sandbox == "docker" else ""
+            lines.append(f"- {name} ({kind}{where}): {profile.description}")
+        return "\n".join(lines) or "- (none: this run allows no workers)"
+
+    # -- building agents -------------------------------------------------------------
+
+    def build(
+        self,
+        profile: Profile,
+        agent_id: str,
+        sandbox: Sandbox,
+        budget: Budget,
+        depth: int,
+        parent: Caller | None,
+    ) -> tuple[Agent, str]:
+        """The agent for a profile, and its system prompt."""
+        identity: dict[str, Any] = {"agent_id": agent_id, "profile": profile.name}
+        if parent is not None:
+            identity["parent_id"] = parent.agent_id
+        events = self.events.bind(**identity)
+        tools = {name: self.tools[name] for name in self.effective_tools(profile)}
+        if "delegate" in profile.tools and depth < self.ceiling.max_depth:
+            lineage = (*parent.lineage, parent.agent_id) if parent else ()
+            caller = Caller(agent_id, depth, budget, events, lineage)
+            tools["delegate"] = self.delegate_tool(caller)
+        agent = Agent(
+            model=self.make_model(profile.model),
+            tools=tools,
+            sandbox=sandbox,
+            events=events,
+            limits=profile.limits.as_limits(),
+            budget=budget,
+            pool=self.pool,
+        )
+        workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
+        prompt = profile.system_prompt.replace("{workspace}", workspace)
+        prompt = prompt.replace("{profiles}", self.describe_profiles()).strip()
+        return agent, prompt
+
+    def delegate_tool(self, caller: Caller) -> Tool[Any]:
+        names = self.delegable() or ["none"]
+        # The profile argument is an enum of what this run allows: models follow enums.
+        args_model = create_model(
+            "DelegateArgs",
+            __base__=Args,
+            profile=(
+                str,
+                Field(
+                    description="Which worker profile: " + ", ".join(names),
+                    json_schema_extra={"enum": cast(Any, names)},
+                ),
+            ),
+            task=(
+                str,
+                Field(description="A self-contained task: what to do, where, and what to report."),
+            ),
+        )
+
+        def run(_ctx: ToolContext, args: Any) -> ToolResult:
+            return self.delegate(caller, args.profile, args.task)
+
+        def overlaps(args: Any) -> bool:
+            profile = self.profiles.get(args.profile)
+            return (
+                profile is not None
+                and self.refusal(args.profile) is None
+                and self.parallel_safe(profile)
+            )
+
+        return Tool(
+            name="delegate",
+            description=(
+                "Hand a task to a worker agent with the given profile and get its report. Several "
+                "delegate calls in one turn to read-only profiles run in parallel; profiles that "
+                "change files run one at a time, in the order called."
+            ),
+            args=args_model,
+            run=run,
+            read_only=False,
+            overlaps=overlaps,
+        )
+
+    # -- delegating ------------------------------------------------------------------
+
+    def delegate(self, caller: Caller, profile_name: str, task: str) -> ToolResult:
+        if problem := self._why_not(caller, profile_name, task):
+            return ToolResult(
+                output=f"not started: {problem}", summary=f"refused: {problem}"[:90], is_error=True
+            )
+        profile = self.profiles[profile_name]
+        agent_id = f"w{next(self._ids)}"
+        budget = caller.budget.child(profile.limits.as_limits())
+        parallel = self.parallel_safe(profile)
+        tools = self.effective_tools(profile)
+        caller.events.emit(
+            "delegate_start",
+            child_id=agent_id,
+            child_profile=profile_name,
+            task=task,
+            tools=tools
+            + (
+                ["delegate"]
+                if "delegate" in profile.tools and caller.depth + 1 < self.ceiling.max_depth
+                else []
+            ),
+            sandbox=profile.sandbox,
+            parallel_safe=parallel,
+            max_steps=profile.limits.max_steps,
+            max_seconds=budget.seconds_left(),
+            max_tokens=budget.tokens_left(),
+        )
+        started = time.monotonic()
+        report = self._run_worker(caller, profile, agent_id, task, budget, parallel)
+        files = _files_changed(report.result)
+        caller.events.emit(
+            "delegate_end",
+            child_id=agent_id,
+            child_profile=profile_name,
+            status=report.status,
+            reason=report.reason,
+            steps=report.result.steps,
+            tokens=budget.used,
+            tool_calls=report.result.tool_calls,
+            elapsed_s=round(time.monotonic() - started, 3),
+            files_changed=files,
+        )
+        text = _report_text(
+            agent_id, profile_name, report, files, budget.used, time.monotonic() - started
+        )
+        return ToolResult(
+            output=text,
+            summary=f"{agent_id} {report.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
+            is_error=report.status != "completed",
+            facts={
+                "worker": agent_id,
+                "status": report.status,
+                "modified": files,
+                "commands": _commands(report.result),
+            },
+        )
+
+    def _why_not(self, caller: Caller, profile_name: str, task: str) -> str | None:
+        if problem := self.refusal(profile_name):
+            return problem
+        if caller.depth + 1 > self.ceiling.max_depth:
+            return f"workers may nest at most {self.ceiling.max_depth} deep"
+        if not task.strip():
+            return "the task is empty; say what the worker should do"
+        if caller.budget.cancelled():
+            return "the run is being cancelled"
+        tokens, seconds = caller.budget.tokens_left(), caller.budget.seconds_left()
+        if tokens is not None and tokens <= 0:
+            return "the token budget is spent"
+        if seconds is not None and seconds <= 1:
+            return "the time budget is spent"
+        with self._lock:
+            if self._started >= self.ceiling.max_workers:
+                return f"this run has already started its maximum of {self.ceiling.max_workers} workers"
+            self._started += 1
+        return None
+
+    def _run_worker(
+        self,
+        caller: Caller,
+        profile: Profile,
+        agent_id: str,
+        task: str,
+        budget: Budget,
+        parallel: bool,
+    ) -> _Report:
+        box: dict[str, Any] = {}
+        holding = threading.Event()  # set once the worker may start (editor lock taken)
+
+        def work() -> None:
+            took_lock = False
+            try:
+                if not parallel:
+                    took_lock = self.editor_lock.acquire(
+                        agent_id, (*caller.lineage, caller.agent_id), caller.budget.cancelled
+                    )
+                holding.set()
+                with self.make_sandbox(profile, agent_id) as sandbox:
+                    agent, prompt = self.build(
+                        profile, agent_id, sandbox, budget, caller.depth + 1, caller
+                    )
+                    box["result"] = run_agent(
+                        agent,
+                        [{"role": "system", "content": prompt}, {"role": "user", "content": task}],
+                    )
+            except InterruptedError:
+                box["result"] = AgentResult(Aborted("cancelled"), [])
+            except SandboxUnavailable as error:
+                box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
+            except Exception as error:  # a harness fault in one worker must reach its caller
+                box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
+            finally:
+                holding.set()
+                if took_lock:
+                    self.editor_lock.release(agent_id)
+
+        thread = threading.Thread(target=work, name=f"gaffer-{agent_id}", daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+        holding.wait()
+        seconds = budget.seconds_left()
+        # The caller keeps the worker's wall clock itself: a worker stuck in a call that
+        # never returns is reported as `timeout` and left to die on its own.
+        thread.join(None if seconds is None else max(0.0, seconds) + TIMEOUT_GRACE_S)
+        if thread.is_alive():
+            budget.cancel()
+            return _Report(
+                "timeout", "the worker's wall clock ran out", AgentResult(Aborted("timeout"), [])
+            )
+        result: AgentResult = box["result"]
+        return _Report(status_of(result.outcome), reason_of(result.outcome), result)
+
+    def shutdown(self) -> None:
+        """Wait briefly for workers to write their last lines, then let the rest go."""
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Report:
+    status: str
+    reason: str
+    result: AgentResult
+
+
+def _files_changed(result: AgentResult) -> list[str]:
+    seen: dict[str, None] = {}
+    for facts in result.facts:
+        for path in facts.get("modified", []):
+            seen[path] = None
+    return list(seen)
+
+
+def _commands(result: AgentResult) -> list[dict[str, Any]]:
+    commands = []
+    for facts in result.facts:
+        if "command" in facts:
+            commands.append(
+                {k: facts.get(k) for k in ("command", "exit_code", "timed_out", "denied")}
+            )
+        commands.extend(facts.get("commands", []))
+    return commands
+
+
+def _report_text(
+    agent_id: str, profile: str, report: _Report, files: list[str], tokens: int, elapsed: float
+) -> str:
+    result = report.result
+    lines = [
+        f"worker {agent_id} ({profile}): {report.status} after {result.steps} steps, "
+        f"{elapsed:.1f}s, {tokens} tokens",
+    ]
+    if report.status != "completed":
+        lines.append(f"reason: {report.reason}")
+    lines.append("files changed: " + (", ".join(files) if files else "none"))
+    commands = _commands(result)
+    if commands:
+        lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
+    answer = getattr(result.outcome, "answer", "")
+    lines.append("final answer:\n" + (answer.strip() if answer and answer.strip() else "(none)"))
+    return "\n".join(lines)
+
+
+def _describe_command(command: dict[str, Any]) -> str:
+    if command.get("denied"):
+        outcome = "denied, not run"
+    elif command.get("timed_out"):
+        outcome = "timed out"
+    elif command.get("exit_code") is None:
+        outcome = "killed"
+    else:
+        outcome = f"exit {command['exit_code']}"
+    text = str(command["command"])
+    return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome}"

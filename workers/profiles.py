@@ -1,0 +1,104 @@
+"""Profiles: what an agent may use, as validated data loaded from TOML files."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workers.limits import DEFAULT_MAX_STEPS, Limits
+
+# Tools the harness itself provides to an agent, outside the tool registry.
+HARNESS_TOOLS = frozenset({"delegate"})
+
+
+class ProfileError(Exception):
+    """A profile file that cannot be used: the message names the file, the key and why."""
+
+
+class ProfileLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    """Model calls the agent may make."""
+    max_seconds: float | None = Field(None, gt=0)
+    """Wall-clock seconds for the agent, tools and sub-agents included."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Prompt + completion tokens for the agent and its sub-agents."""
+
+    def as_limits(self) -> Limits:
+        return Limits(self.max_steps, self.max_seconds, self.max_tokens)
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$")
+    """How the supervisor and the user refer to it."""
+    description: str = Field(min_length=1)
+    """Shown to the supervisor's model so it knows what to hand this profile."""
+    tools: list[str]
+    """The tools the profile grants, by name."""
+    sandbox: Literal["none", "docker"] = "none"
+    """`docker` runs every tool in a container holding only the workspace."""
+    limits: ProfileLimits = Field(default_factory=ProfileLimits)
+    model: str | None = None
+    """Another model for this profile; default: the run's model."""
+    image: str | None = None
+    """For `docker` profiles: an image other than gaffer's sandbox image."""
+    system_prompt: str = Field(min_length=1)
+    """The agent's instructions; `{workspace}` is replaced by the workspace path."""
+    source: str = Field("", exclude=True)
+    """Where the profile was loaded from (set by the loader)."""
+
+
+def is_parallel_safe(profile: Profile, read_only: dict[str, bool]) -> bool:
+    """Exactly when every granted tool is read-only: derived from the tools, never declared."""
+    return all(read_only.get(name, False) for name in profile.tools)
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("profiles")))
+
+
+def search_path(workspace: Path) -> list[Path]:
+    """Built-ins first; a later folder overrides an earlier one by profile name."""
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [builtin_dir(), config / "gaffer" / "profiles", workspace / ".gaffer" / "profiles"]
+
+
+def load_profiles(folders: Iterable[Path], known_tools: Iterable[str]) -> dict[str, Profile]:
+    known = set(known_tools) | HARNESS_TOOLS
+    profiles: dict[str, Profile] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            profile = load_profile(path, known)
+            profiles[profile.name] = profile
+    return profiles
+
+
+def load_profile(path: Path, known_tools: set[str]) -> Profile:
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ProfileError(f"{path}: cannot be read as TOML: {error}") from error
+    data.setdefault("name", path.stem)
+    try:
+        profile = Profile.model_validate({**data, "source": str(path)})
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "file"
+        raise ProfileError(f"{path}: {where}: {first['msg']}") from error
+    unknown = [tool for tool in profile.tools if tool not in known_tools]
+    if unknown:
+        raise ProfileError(
+            f"{path}: tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"
+        )
+    return profile
