@@ -8,10 +8,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from bench import log_throughput, loop_overhead
+from bench import log_throughput, loop_overhead, parallel_readers
 from bench.common import Row
 
-BENCHMARKS = [loop_overhead, log_throughput]
+BENCHMARKS = [loop_overhead, parallel_readers, log_throughput]
 
 
 def main() -> int:
@@ -26,7 +26,7 @@ def main() -> int:
     for row in rows:
         met = "" if row.ok is None else ("yes" if row.ok else "NO")
         table.add_row(row.name, f"{row.value:g}", row.unit, row.target, met)
-    Console(highlight=False).print(table)
+    Console(highlight=False, width=120).print(table)
     return 0 if all(row.ok is not False for row in rows) else 1
 
 

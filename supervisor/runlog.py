@@ -81,28 +81,34 @@ def find_run(log_dir: Path, ref: str) -> Path:
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more of the id")
 
 
-def _depths(records: list[Record]) -> dict[str, int]:
-    parents = {r["agent_id"]: r.get("parent_id") for r in records if "agent_id" in r}
-    depths: dict[str, int] = {}
-    for agent in parents:
-        depth, seen, current = 0, set(), parents.get(agent)
-        while current and current not in seen:
-            seen.add(current)
-            depth += 1
-            current = parents.get(current)
-        depths[agent] = depth
-    return depths
-
-
 def render(records: list[Record]) -> list[Text]:
-    """The run as a person reads it: each agent's steps, indented under its parent."""
-    depths = _depths(records)
+    """The run as a tree: each agent's steps, and under each delegation the worker's own."""
+    by_agent: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        by_agent[str(record.get("agent_id", "?"))].append(record)
     lines: list[Text] = []
-    for r in records:
-        indent = "  " * depths.get(r.get("agent_id", ""), 0)
-        line = _render_one(r)
-        if line is not None:
-            lines.append(Text(indent) + line)
+
+    def walk(agent_id: str, depth: int, seen: set[str]) -> None:
+        seen.add(agent_id)
+        for record in by_agent.get(agent_id, []):
+            line = _render_one(record)
+            if line is not None:
+                lines.append(Text("  " * depth) + line)
+            child = record.get("child_id")
+            if (
+                record.get("event") == "delegate_start"
+                and isinstance(child, str)
+                and child not in seen
+            ):
+                walk(child, depth + 1, seen)
+
+    seen: set[str] = set()
+    for agent_id, agent_records in by_agent.items():
+        if agent_id not in seen and not any("parent_id" in r for r in agent_records):
+            walk(agent_id, 0, seen)
+    for agent_id in by_agent:  # workers whose delegate_start line was lost
+        if agent_id not in seen:
+            walk(agent_id, 1, seen)
     return lines
 
 
@@ -140,6 +146,16 @@ def _render_one(r: Record) -> Text | None:
             return line + Text(f" ({r.get('elapsed_s')}s)", style="dim")
         case "limit":
             return Text(f"stopped: {r.get('limit')} limit: {r.get('detail')}", style="yellow")
+        case "delegate_start":
+            return Text(f"[step {step}] → {r.get('child_id')} ", style="bold") + Text(
+                f"{r.get('child_profile')}: {r.get('task')}", style="magenta"
+            )
+        case "delegate_end":
+            return Text(
+                f"← {r.get('child_id')} {r.get('status')} · {r.get('steps')} steps · {r.get('tokens')} tok · "
+                f"{r.get('elapsed_s')}s · files changed: {', '.join(r.get('files_changed') or []) or 'none'}",
+                style="bold",
+            )
         case "agent_end":
             line = Text(
                 f"■ {r.get('agent_id')}: {r.get('status')} after {r.get('steps')} steps, {r.get('tokens')} tokens",
@@ -160,11 +176,14 @@ def _render_one(r: Record) -> Text | None:
 def stats(records: list[Record]) -> list[Table]:
     """Tokens, time and tool calls: per agent, and per tool."""
     agents: dict[str, Counter[str]] = defaultdict(Counter)
+    profiles: dict[str, str] = {}
     elapsed: dict[str, float] = defaultdict(float)
     tools: dict[str, Counter[str]] = defaultdict(Counter)
     tool_time: dict[str, float] = defaultdict(float)
     for r in records:
         agent = str(r.get("agent_id", "?"))
+        if "profile" in r:
+            profiles.setdefault(agent, str(r["profile"]))
         if r.get("event") == "llm_call":
             agents[agent]["llm_calls"] += 1
             agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)

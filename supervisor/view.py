@@ -1,10 +1,18 @@
-"""The terminal view: a subscriber that turns events into lines on stderr (rich)."""
+"""The terminal view: a subscriber that turns events into lines on stderr (rich).
+
+The top agent's text streams as it is written. Workers get one line when they start
+and one when they end; their tool calls print as whole indented lines. On a terminal,
+a live footer shows one line per running worker: profile, step, current tool, tokens.
+All output goes through one lock, so lines from parallel workers never interleave.
+"""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.text import Text
 
 from workers.events import Record
@@ -15,19 +23,32 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class TerminalView:
-    """Streams the model's text and prints one line per tool call, retry and stop."""
+@dataclass
+class _Worker:
+    agent_id: str
+    profile: str
+    step: int = 0
+    tool: str = ""
+    tokens: int = 0
 
+
+class TerminalView:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or stderr_console()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._mid_line = False
+        self._workers: dict[str, _Worker] = {}
+        self._live: Live | None = None
 
     def __call__(self, record: Record) -> None:
         with self._lock:
             handler = getattr(self, "_on_" + record["event"], None)
             if handler is not None:
                 handler(record)
+            if record.get("agent_id") in self._workers:
+                self._track(record)
+
+    # -- output ------------------------------------------------------------------
 
     def _write(self, text: Text | str, *, newline: bool = True) -> None:
         if newline and self._mid_line:
@@ -35,36 +56,113 @@ class TerminalView:
             self._mid_line = False
         self.console.print(text, end="\n" if newline else "", markup=False)
 
+    def _footer(self) -> Group:
+        lines = []
+        for w in self._workers.values():
+            line = Text(f"  ⋯ {w.agent_id} {w.profile}", style="bold")
+            line.append(f" · step {w.step}", style="dim")
+            if w.tool:
+                line.append(f" · {w.tool}", style="cyan")
+            line.append(f" · {w.tokens} tok", style="dim")
+            lines.append(line)
+        return Group(*lines)
+
+    def _refresh_live(self) -> None:
+        if not self.console.is_terminal:
+            return
+        if self._workers and self._live is None:
+            if self._mid_line:
+                self.console.print()
+                self._mid_line = False
+            self._live = Live(
+                self._footer(), console=self.console, refresh_per_second=8, transient=True
+            )
+            self._live.start()
+        elif self._live is not None and not self._workers:
+            self._live.stop()
+            self._live = None
+        elif self._live is not None:
+            self._live.update(self._footer())
+
+    def _track(self, record: Record) -> None:
+        worker = self._workers[record["agent_id"]]
+        match record["event"]:
+            case "turn_start":
+                worker.step, worker.tool = record["step"], "thinking"
+            case "tool_start":
+                worker.tool = f"{record['name']} {record.get('label', '')}".strip()
+            case "llm_call":
+                worker.tokens += record.get("total_tokens", 0)
+                worker.tool = ""
+        self._refresh_live()
+
+    # -- events ------------------------------------------------------------------
+
     def _on_text_delta(self, record: Record) -> None:
+        if "parent_id" in record:
+            return  # a worker's prose is in its report; only the top agent streams
         text: str = record["text"]
         self._write(text, newline=False)
         if text:
             self._mid_line = not text.endswith("\n")
 
     def _on_tool_call(self, record: Record) -> None:
-        line = Text(f"[step {record['step']}] ", style="dim")
-        line.append(record["name"], style="bold cyan")
+        worker = "parent_id" in record
+        line = Text(f"  {record['agent_id']} " if worker else "", style="dim")
+        line.append(f"[step {record['step']}] ", style="dim")
+        line.append(record["name"], style="cyan" if worker else "bold cyan")
         if record.get("label"):
-            line.append(f" {record['label']}")
+            line.append(f" {record['label']}", style="dim" if worker else "")
         line.append(" → ", style="dim")
         line.append(record.get("summary") or "done", style="red" if record["is_error"] else "green")
         self._write(line)
 
+    def _on_delegate_start(self, record: Record) -> None:
+        child = record["child_id"]
+        self._workers[child] = _Worker(child, record["child_profile"])
+        task = " ".join(str(record["task"]).split())
+        line = Text(f"→ {child} ", style="bold")
+        line.append(record["child_profile"], style="bold magenta")
+        line.append(f": {task if len(task) <= 100 else task[:99] + '…'}")
+        self._write(line)
+        self._refresh_live()
+
+    def _on_delegate_end(self, record: Record) -> None:
+        self._workers.pop(record["child_id"], None)
+        ok = record["status"] == "completed"
+        line = Text(
+            f"{'✓' if ok else '✗'} {record['child_id']} ", style="bold green" if ok else "bold red"
+        )
+        line.append(record["child_profile"], style="magenta")
+        line.append(
+            f" {record['status']} · {record['steps']} steps · {record['tokens']} tok · "
+            f"{record['elapsed_s']:.1f}s · {len(record.get('files_changed', []))} files changed"
+        )
+        if not ok:
+            line.append(f" · {record['reason']}", style="red")
+        self._write(line)
+        self._refresh_live()
+
     def _on_llm_retry(self, record: Record) -> None:
         self._write(
             Text(
-                f"[step {record['step']}] model call failed (attempt {record['attempt']}: "
-                f"{record['error']}); retrying in {record['wait_s']:.1f}s",
+                f"  {record['agent_id']} [step {record['step']}] model call failed (attempt "
+                f"{record['attempt']}: {record['error']}); retrying in {record['wait_s']:.1f}s",
                 style="yellow",
             )
         )
 
     def _on_limit(self, record: Record) -> None:
+        who = f"{record['agent_id']} " if "parent_id" in record else ""
         self._write(
-            Text(f"stopped: {record['limit']} limit: {record['detail']}", style="bold yellow")
+            Text(f"{who}stopped: {record['limit']} limit: {record['detail']}", style="bold yellow")
         )
 
     def _on_agent_end(self, record: Record) -> None:
-        if self._mid_line:
+        if "parent_id" not in record and self._mid_line:
             self.console.print()
             self._mid_line = False
+
+    def _on_session_end(self, _record: Record) -> None:
+        self._workers.clear()
+        self._refresh_live()

@@ -1,0 +1,112 @@
+"""Profiles are validated data; users add and override them by name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workers.profiles import ProfileError, builtin_dir, load_profiles, search_path
+from workers.tools import BUILTIN_TOOLS
+
+GOOD = 'name = "{name}"\ndescription = "d"\ntools = ["read_file"]\nsystem_prompt = "p"\n'
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_builtins_load() -> None:
+    profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
+    assert set(profiles) == {"supervisor", "explorer", "coder", "shell"}
+    assert profiles["coder"].sandbox == "docker" and profiles["explorer"].sandbox == "none"
+    assert "delegate" in profiles["supervisor"].tools
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (GOOD.format(name="x") + "colour = 'red'\n", "colour: Extra inputs are not permitted"),
+        (
+            GOOD.format(name="x").replace('["read_file"]', '["read_file", "teleport"]'),
+            "unknown tool(s) teleport",
+        ),
+        (GOOD.format(name="x") + 'sandbox = "vm"\n', "sandbox: Input should be 'none' or 'docker'"),
+        (
+            GOOD.format(name="x") + "[limits]\nmax_steps = -1\n",
+            "limits.max_steps: Input should be greater",
+        ),
+        (GOOD.format(name="x") + "[limits]\nmax_stepz = 3\n", "limits.max_stepz: Extra inputs"),
+        ('name = "x"\n', "description: Field required"),
+        ("name = [", "cannot be read as TOML"),
+    ],
+)
+def test_a_bad_profile_names_the_file_the_key_and_why(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = write(tmp_path / "p", "x", text)
+    with pytest.raises(ProfileError) as raised:
+        load_profiles([tmp_path / "p"], BUILTIN_TOOLS)
+    assert str(raised.value).startswith(str(path))
+    assert message in str(raised.value)
+
+
+def test_user_and_workspace_profiles_override_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    workspace = tmp_path / "ws"
+    write(tmp_path / "config" / "gaffer" / "profiles", "explorer", GOOD.format(name="explorer"))
+    write(workspace / ".gaffer" / "profiles", "mine", GOOD.format(name="mine"))
+    profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+    assert profiles["explorer"].tools == ["read_file"]
+    assert profiles["explorer"].source.endswith("config/gaffer/profiles/explorer.toml")
+    assert "mine" in profiles and "coder" in profiles
+
+
+def test_gaffer_profiles_lists_tools_sandbox_limits_safety_and_source(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    write(workspace / ".gaffer" / "profiles", "mine", GOOD.format(name="mine"))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "250"}
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "profiles"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    assert "docker" in rows["coder"] and " no " in rows["coder"]
+    assert " yes " in rows["explorer"] and "15 steps, 600s" in rows["explorer"]
+    assert rows["mine"].rstrip().endswith("mine.toml")
+
+
+def test_a_bad_profile_stops_gaffer_run_with_one_line(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    write(workspace / ".gaffer" / "profiles", "bad", GOOD.format(name="bad") + "extra = 1\n")
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "x"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.count("\n") == 1
+        and "bad.toml: extra: Extra inputs are not permitted" in done.stderr
+    )

@@ -1,0 +1,65 @@
+"""The terminal view: the top agent's text, whole lines per worker, a live footer on a TTY."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from supervisor.session import RunPlan, Session
+from supervisor.view import TerminalView
+from workers.model.scripted import RoutedModel, Step, call, calls, say
+from workers.profiles import builtin_dir, load_profiles
+from workers.tools import BUILTIN_TOOLS
+
+
+def run_with_view(workspace: Path, tmp_path: Path, *, terminal: bool) -> str:
+    scripts: dict[str, list[Step]] = {
+        "survey": [
+            calls(
+                ("delegate", {"profile": "explorer", "task": "find the tests"}),
+                ("delegate", {"profile": "explorer", "task": "find the docs"}),
+                text="Splitting the survey in two.",
+            ),
+            say("Tests are in tests/, docs in README."),
+        ],
+        "find the tests": [call("find_files", pattern="test_*.py"), say("tests/")],
+        "find the docs": [call("list_dir"), say("README")],
+    }
+    model = RoutedModel(scripts, latency=0.05)
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, force_terminal=terminal, width=200, highlight=False, soft_wrap=True
+    )
+    session = Session(workspace, tmp_path / "logs", [TerminalView(console)])
+    plan = RunPlan(
+        profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
+        tools=dict(BUILTIN_TOOLS),
+        make_model=lambda _name: model,
+    )
+    session.run("survey", plan)
+    return buffer.getvalue()
+
+
+def test_plain_view_shows_whole_lines_per_worker(workspace: Path, tmp_path: Path) -> None:
+    out = run_with_view(workspace, tmp_path, terminal=False)
+    lines = out.splitlines()
+    assert lines[0] == "Splitting the survey in two."
+    assert "→ w1 explorer: find the tests" in lines and "→ w2 explorer: find the docs" in lines
+    assert any(line.startswith("  w1 [step 1] find_files test_*.py → ") for line in lines)
+    assert any(line.startswith("  w2 [step 1] list_dir → ") for line in lines)
+    done = [line for line in lines if line.startswith("✓ ")]
+    assert len(done) == 2 and all("completed · 2 steps" in line for line in done)
+    assert lines[-1] == "Tests are in tests/, docs in README."
+    assert "\x1b[" not in out
+
+
+@pytest.mark.parametrize("terminal", [True])
+def test_terminal_view_runs_a_live_footer_and_leaves_clean_lines(
+    workspace: Path, tmp_path: Path, terminal: bool
+) -> None:
+    out = run_with_view(workspace, tmp_path, terminal=terminal)
+    assert "⋯ w" in out  # the live footer was drawn while workers ran
+    assert "Tests are in tests/, docs in README." in out
