@@ -8,10 +8,10 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from bench import log_throughput, loop_overhead, parallel_readers
+from bench import log_throughput, loop_overhead, parallel_readers, sandbox
 from bench.common import Row
 
-BENCHMARKS = [loop_overhead, parallel_readers, log_throughput]
+BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput]
 
 
 def main() -> int:

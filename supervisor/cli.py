@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from supervisor import doctor as doctor_checks
 from supervisor import runlog, settings
 from supervisor.delegation import Ceiling
 from supervisor.session import RunPlan, Session
@@ -20,6 +21,8 @@ from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
 from workers.profiles import ProfileError, is_parallel_safe, load_profiles, search_path
+from workers.sandbox import SandboxUnavailable
+from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -117,6 +120,7 @@ def run(
         ),
         approve=(lambda _c, _r: True) if yes else (lambda _c, _r: False),
         base_url=config.base_url,
+        sandbox_uid=config.sandbox_uid,
     )
     session = Session(workspace, config.logs_in(workspace), [] if quiet else [TerminalView()])
     result = session.run(task, plan)
@@ -181,6 +185,45 @@ def list_profiles() -> None:
             profile.source,
         )
     Console(highlight=False, soft_wrap=True).print(table)
+
+
+@main.group()
+def sandbox() -> None:
+    """The Docker sandbox that code-editing and shell workers run in."""
+
+
+@sandbox.command()
+@click.option(
+    "--profile",
+    "profile_name",
+    default="coder",
+    show_default=True,
+    help="Whose container to check.",
+)
+@click.option(
+    "--sandbox-uid", type=int, help="Run the container as this uid (default: the workspace owner)."
+)
+def doctor(profile_name: str, sandbox_uid: int | None) -> None:
+    """Show the container's mounts, user, network, limits and image, and run canary probes."""
+    workspace = Path.cwd().resolve()
+    try:
+        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+    except ProfileError as error:
+        _fail(str(error))
+    profile = profiles.get(profile_name)
+    if profile is None or profile.sandbox != "docker":
+        _fail(f"{profile_name!r} is not a docker profile; try --profile coder")
+        return
+    try:
+        for line in doctor_checks.describe(container_spec(workspace, profile.docker, sandbox_uid)):
+            click.echo(line)
+        probes = doctor_checks.run_probes(workspace, profile.docker, sandbox_uid)
+    except SandboxUnavailable as error:
+        _fail(str(error))
+        return
+    for probe in probes:
+        click.echo(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
+    sys.exit(EXIT_OK if all(p.ok for p in probes) else EXIT_ERROR)
 
 
 def _log_dir(log_dir: Path | None) -> Path:

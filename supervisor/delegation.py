@@ -25,7 +25,7 @@ from workers.loop import Agent, AgentResult, run_agent
 from workers.model import Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile, is_parallel_safe
-from workers.sandbox import Sandbox
+from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 
 # A worker past its wall clock gets this long to notice its cancellation before its
@@ -33,10 +33,6 @@ from workers.tools.base import Args, Tool, ToolContext, ToolResult
 TIMEOUT_GRACE_S = 5.0
 # How long a cancelled run waits for its workers to write their last log lines.
 SHUTDOWN_WAIT_S = 10.0
-
-
-class SandboxUnavailable(Exception):
-    """The profile's sandbox cannot start; the message says how to fix it, in one line."""
 
 
 SandboxFactory = Callable[[Profile, str], AbstractContextManager[Sandbox]]

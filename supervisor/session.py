@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -13,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from supervisor.delegation import Ceiling, SandboxFactory, SandboxUnavailable, Team
+from supervisor.delegation import Ceiling, SandboxFactory, Team
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
 from workers.limits import Budget
@@ -21,7 +22,7 @@ from workers.loop import AgentResult, run_agent
 from workers.model import Message, Model
 from workers.outcome import Failed, reason_of, status_of
 from workers.profiles import Profile
-from workers.sandbox import Sandbox
+from workers.sandbox import Sandbox, SandboxUnavailable, docker
 from workers.sandbox.host import HostSandbox
 from workers.tools.base import Approver, Tool, ToolContext, deny_all
 
@@ -58,6 +59,8 @@ class RunPlan:
     ceiling: Ceiling = field(default_factory=Ceiling)
     approve: Approver = deny_all
     base_url: str | None = None
+    sandbox_uid: int | None = None
+    """Run containers as this uid instead of the workspace owner's."""
 
 
 @dataclass
@@ -76,14 +79,31 @@ class Session:
         )
 
     def make_sandbox(self, plan: RunPlan) -> SandboxFactory:
+        docker_client: list[Any] = []  # made on first use: runs without docker never touch it
+        lock = threading.Lock()
+
         def make(profile: Profile, agent_id: str) -> AbstractContextManager[Sandbox]:
-            if profile.sandbox == "docker":
-                raise SandboxUnavailable(
-                    f"profile {profile.name!r} needs the Docker sandbox, which this build of "
-                    "gaffer does not have yet; it never falls back to the host"
-                )
-            context = ToolContext(self.workspace, approve=plan.approve, guard_shell=True)
-            return contextlib.nullcontext(HostSandbox(context))
+            if profile.sandbox == "none":
+                context = ToolContext(self.workspace, approve=plan.approve, guard_shell=True)
+                return contextlib.nullcontext(HostSandbox(context))
+            with lock:
+                if not docker_client:
+                    try:
+                        docker_client.append(docker.client())
+                    except SandboxUnavailable as error:
+                        raise SandboxUnavailable(
+                            f"profile {profile.name!r} runs in Docker and never on the host: {error}"
+                        ) from error
+                    # Containers of crashed runs (kill -9) go before this run adds its own.
+                    docker.remove_leftovers(docker_client[0])
+            return docker.docker_sandbox(
+                self.workspace,
+                profile.docker,
+                run_id=self.session_id,
+                agent_id=agent_id,
+                uid=plan.sandbox_uid,
+                docker_client=docker_client[0],
+            )
 
         return make
 

@@ -45,6 +45,8 @@ class Settings(BaseModel):
     """How deep workers may delegate to workers."""
     max_workers: int = Field(32, ge=0)
     """Workers one run may start, all depths together."""
+    sandbox_uid: int | None = Field(None, ge=1)
+    """Run sandbox containers as this uid (default: the workspace owner's; never root)."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

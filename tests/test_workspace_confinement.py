@@ -84,3 +84,18 @@ def test_device_files_and_fifos_are_refused(run_tool: RunTool, workspace: Path) 
 def test_nul_in_path_is_refused(run_tool: RunTool) -> None:
     result = run_tool("read_file", path="a\x00b")
     assert result.is_error and "NUL" in result.output
+
+
+@pytest.mark.parametrize(
+    "path", [".git/hooks/pre-commit", ".gaffer/profiles/coder.toml", "./.git/config"]
+)
+def test_git_and_gaffer_folders_are_not_writable_by_tools(
+    run_tool: RunTool, workspace: Path, path: str
+) -> None:
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    (workspace / ".git" / "config").write_text("[core]\n")
+    result = run_tool("write_file", path=path, content="#!/bin/sh\necho pwned\n")
+    assert result.is_error and "agents may not write to" in result.output
+    edit = run_tool("edit_file", path=".git/config", old_text="[core]", new_text="[evil]")
+    assert edit.is_error and (workspace / ".git" / "config").read_text() == "[core]\n"
+    assert run_tool("read_file", path=".git/config").output.startswith("[core]")

@@ -212,6 +212,7 @@ def _run_tool(agent: Agent, call: ToolCall, step: int, refusal: ToolResult | Non
         result_preview=result.output[:200],
         result_chars=len(result.output),
         sandbox=agent.sandbox.name,
+        **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
         **({"facts": result.facts} if result.facts else {}),
     )
     return result

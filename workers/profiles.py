@@ -35,6 +35,22 @@ class ProfileLimits(BaseModel):
         return Limits(self.max_steps, self.max_seconds, self.max_tokens)
 
 
+class DockerOptions(BaseModel):
+    """How a `docker` profile's container is made."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    image: str = "gaffer-sandbox:latest"
+    """The image; another one for projects that need their own toolchain."""
+    network: str = "none"
+    """Docker network mode; `none` unless the profile opts into a named network."""
+    memory: str = Field("2g", pattern=r"^[0-9]+[kmg]?$")
+    """Memory limit, e.g. 2g or 512m; the container is killed past it."""
+    cpus: float = Field(1.0, gt=0, le=64)
+    pids: int = Field(512, ge=16)
+    """Processes and threads at once: a fork bomb stops here."""
+
+
 class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -49,8 +65,8 @@ class Profile(BaseModel):
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
     model: str | None = None
     """Another model for this profile; default: the run's model."""
-    image: str | None = None
-    """For `docker` profiles: an image other than gaffer's sandbox image."""
+    docker: DockerOptions = Field(default_factory=DockerOptions)
+    """For `docker` profiles: image, network and resource limits."""
     system_prompt: str = Field(min_length=1)
     """The agent's instructions; `{workspace}` is replaced by the workspace path."""
     source: str = Field("", exclude=True)

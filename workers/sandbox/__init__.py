@@ -12,9 +12,15 @@ class SandboxFault(Exception):
     """The sandbox itself broke (container gone, daemon down): a harness fault, never the model's."""
 
 
+class SandboxUnavailable(Exception):
+    """The sandbox cannot start; the message says how to fix it, in one line."""
+
+
 class Sandbox(Protocol):
     name: str
     """`host` or `docker`: written on every tool_call line."""
+    container_id: str | None
+    """The container the tools run in, for the log; None on the host."""
 
     def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
         """Run one validated tool call; ToolError for the model's mistakes, SandboxFault for ours."""

@@ -11,6 +11,7 @@ from workers.tools.base import Args, Tool, ToolContext, ToolResult
 
 class HostSandbox:
     name = "host"
+    container_id: str | None = None
 
     def __init__(self, context: ToolContext) -> None:
         self.context = context

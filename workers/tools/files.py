@@ -12,7 +12,7 @@ from typing import BinaryIO
 from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
+from workers.tools.workspace import SKIPPED_DIRS, relative, resolve, resolve_for_write
 
 # One read must fit comfortably in a small model's context next to the conversation.
 MAX_READ_LINES = 2000
@@ -129,7 +129,7 @@ class WriteFileArgs(Args):
 
 
 def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolResult:
-    real = resolve(ctx.workspace, args.path)
+    real = resolve_for_write(ctx.workspace, args.path)
     if real.is_dir():
         raise ToolError(f"{args.path!r} is a directory; give a file path")
     existed = real.exists()
@@ -153,6 +153,7 @@ class EditFileArgs(Args):
 
 def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
     real = _existing_file(ctx, args.path)
+    resolve_for_write(ctx.workspace, args.path)
     if not args.old_text:
         raise ToolError(
             "old_text is empty; give the exact text to replace (use write_file for a new file)"

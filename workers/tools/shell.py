@@ -100,7 +100,7 @@ def execute(
     exit_code = proc.wait()
     elapsed = time.monotonic() - started
     text, saved = _shown_output(workspace, out_path)
-    status = f"killed: {killed_for}" if killed_for else f"exit code {exit_code}"
+    status = f"killed: {killed_for}" if killed_for else _exit_status(exit_code)
     footer = f"[{status}; {elapsed:.1f}s]"
     summary = f"{'killed, ' + killed_for if killed_for else f'exit {exit_code}'} in {elapsed:.1f}s"
     return ToolResult(
@@ -114,6 +114,14 @@ def execute(
             "output_file": saved,
         },
     )
+
+
+def _exit_status(code: int) -> str:
+    if code >= 0:
+        return f"exit code {code}"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+    hint = " (in a sandbox, usually the memory limit)" if -code == signal.SIGKILL else ""
+    return f"exit code {code}: killed by {name}{hint}"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

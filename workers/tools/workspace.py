@@ -27,6 +27,21 @@ SKIPPED_DIRS = frozenset(
 )
 
 
+# Writes here would outlive the run with more power than the agent had: git hooks run on
+# the user's machine, and gaffer's own folder holds the profiles and config of the next run.
+PROTECTED_DIRS = (".git", ".gaffer")
+
+
+def resolve_for_write(workspace: Path, path: str) -> Path:
+    """Like `resolve`, and also refuses gaffer's and git's own folders."""
+    real = resolve(workspace, path)
+    rel = os.path.relpath(real, os.path.realpath(workspace))
+    top = rel.split(os.sep, 1)[0]
+    if top in PROTECTED_DIRS:
+        raise ToolError(f"{path!r} is inside {top}/, which agents may not write to")
+    return real
+
+
 def resolve(workspace: Path, path: str) -> Path:
     """The real path of `path` inside the workspace, or a ToolError saying why not.
 

@@ -1,0 +1,330 @@
+"""The Docker sandbox: one container per worker run, tools served from inside it.
+
+The container holds the workspace at /workspace and nothing else from the host: no
+network, no capabilities, no new privileges, a read-only root, a non-root user, memory,
+CPU and process limits, and an environment with no host variables. `.git` and `.gaffer`
+are mounted read-only inside it, so nothing the agent does there runs later on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workers.limits import Budget
+from workers.profiles import DockerOptions
+from workers.sandbox import SandboxFault, SandboxUnavailable
+from workers.tools.base import Args, Tool, ToolResult
+
+WORKSPACE = "/workspace"
+HOME = "/home/gaffer"
+LABEL = "gaffer.sandbox"
+# Time for the tool server to start and say it is ready; an image cold from disk can
+# take a second or two on a busy machine.
+READY_TIMEOUT_S = 30.0
+# Beyond the agent's own deadline, how long to wait for an answer before declaring the
+# server dead; covers the kill of a timed-out command and the reply.
+ANSWER_GRACE_S = 10.0
+# A call with no deadline still cannot hang the run forever.
+NO_DEADLINE_WAIT_S = 3600.0
+
+
+def tools_hash() -> str:
+    """A digest of the code the tool server runs: an image built from other code is stale."""
+    root = Path(__file__).resolve().parent.parent
+    files = sorted([*(root / "tools").glob("*.py"), root / "sandbox" / "tool_server.py"])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything that decides what the container can reach: printed by `sandbox doctor`."""
+
+    image: str
+    user: str
+    network: str
+    memory: str
+    cpus: float
+    pids: int
+    mounts: list[tuple[str, str, bool]]
+    """(host path, container path, read-only)."""
+
+
+def container_spec(
+    workspace: Path, options: DockerOptions, uid: int | None = None
+) -> ContainerSpec:
+    real = Path(os.path.realpath(workspace))
+    owner = real.stat()
+    user_id = owner.st_uid if uid is None else uid
+    if user_id == 0:
+        raise SandboxUnavailable(
+            f"the workspace {real} is owned by root and workers never run as root; "
+            "chown it to your user, or name a uid with --sandbox-uid"
+        )
+    mounts = [(str(real), WORKSPACE, False)]
+    for protected in (".git", ".gaffer"):
+        if (real / protected).exists():
+            mounts.append((str(real / protected), f"{WORKSPACE}/{protected}", True))
+    # Command output too long for the model is saved here, so it must stay writable.
+    shell_out = real / ".gaffer" / "shell"
+    shell_out.mkdir(parents=True, exist_ok=True)
+    group = owner.st_gid if uid is None else uid
+    if os.geteuid() == 0:  # made by root for a user's workspace: hand it to that user
+        for folder in (real / ".gaffer", shell_out):
+            os.chown(folder, user_id, group)
+    if not any(m[1] == f"{WORKSPACE}/.gaffer" for m in mounts):
+        mounts.append((str(real / ".gaffer"), f"{WORKSPACE}/.gaffer", True))
+    mounts.append((str(shell_out), f"{WORKSPACE}/.gaffer/shell", False))
+    return ContainerSpec(
+        image=options.image,
+        user=f"{user_id}:{group}",
+        network=options.network,
+        memory=options.memory,
+        cpus=options.cpus,
+        pids=options.pids,
+        mounts=mounts,
+    )
+
+
+def client() -> Any:
+    """A Docker client, or SandboxUnavailable saying how to get one."""
+    try:
+        import docker
+    except ImportError as error:
+        raise SandboxUnavailable(
+            "the `docker` Python package is missing; run `make install`"
+        ) from error
+    try:
+        docker_client = docker.from_env(version="auto", timeout=30)
+        docker_client.ping()
+    except Exception as error:
+        raise SandboxUnavailable(
+            f"cannot reach the Docker daemon ({_short(error)}); install docker.io and start dockerd"
+        ) from error
+    return docker_client
+
+
+def check_image(docker_client: Any, image: str) -> None:
+    import docker.errors
+
+    try:
+        found = docker_client.images.get(image)
+    except docker.errors.ImageNotFound as error:
+        raise SandboxUnavailable(
+            f"the sandbox image {image} is not built; run `make sandbox-image`"
+        ) from error
+    built_for = (found.labels or {}).get("gaffer.tools")
+    if built_for is not None and built_for != tools_hash():
+        raise SandboxUnavailable(
+            f"the sandbox image {image} was built from other tool code; run `make sandbox-image`"
+        )
+
+
+def remove_leftovers(docker_client: Any) -> list[str]:
+    """Remove containers of gaffer runs whose process is gone (a crash, a kill -9)."""
+    removed = []
+    for container in docker_client.containers.list(all=True, filters={"label": LABEL}):
+        labels = container.labels or {}
+        if labels.get("gaffer.host") != socket.gethostname():
+            continue
+        if _alive(int(labels.get("gaffer.pid", "0") or 0)):
+            continue
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.short_id)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def docker_sandbox(
+    workspace: Path,
+    options: DockerOptions,
+    *,
+    run_id: str,
+    agent_id: str,
+    uid: int | None = None,
+    docker_client: Any = None,
+) -> Iterator[DockerSandbox]:
+    """Start a container for one worker run, and remove it however the run ends."""
+    spec = container_spec(workspace, options, uid)
+    docker_client = docker_client or client()
+    check_image(docker_client, spec.image)
+    from docker.types import Mount
+
+    container = docker_client.containers.create(
+        spec.image,
+        command=["python3", "-m", "workers.sandbox.tool_server", WORKSPACE],
+        stdin_open=True,
+        init=True,  # an init as PID 1 reaps what commands leave behind
+        user=spec.user,
+        working_dir=WORKSPACE,
+        environment={"HOME": HOME, "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+        network_mode=spec.network,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,size=512m,mode=1777", HOME: "rw,size=128m,mode=1777"},
+        mem_limit=spec.memory,
+        memswap_limit=spec.memory,
+        nano_cpus=int(spec.cpus * 1e9),
+        pids_limit=spec.pids,
+        mounts=[Mount(target=t, source=s, type="bind", read_only=ro) for s, t, ro in spec.mounts],
+        labels={
+            LABEL: "1",
+            "gaffer.run": run_id,
+            "gaffer.agent": agent_id,
+            "gaffer.pid": str(os.getpid()),
+            "gaffer.host": socket.gethostname(),
+        },
+    )
+    try:
+        raw = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        container.start()
+        sandbox = DockerSandbox(container, raw)
+        sandbox.wait_ready()
+        yield sandbox
+    finally:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+
+class DockerSandbox:
+    name = "docker"
+
+    def __init__(self, container: Any, raw_socket: Any) -> None:
+        self.container = container
+        self.container_id: str | None = container.short_id
+        self._socket: socket.socket = getattr(raw_socket, "_sock", raw_socket)
+        self._raw = raw_socket  # keeps the HTTP response that owns the socket alive
+        self._frames = _FrameReader(self._socket)
+        self._lock = threading.Lock()
+        self._ids = 0
+        self.info: dict[str, Any] = {}
+
+    def wait_ready(self) -> None:
+        line = self._frames.next_line(time.monotonic() + READY_TIMEOUT_S, lambda: False)
+        if line is None:
+            raise SandboxUnavailable(
+                f"the tool server in container {self.container_id} did not start: {self._frames.stderr_tail()}"
+            )
+        self.info = json.loads(line)
+
+    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
+        with self._lock:
+            self._ids += 1
+            seconds = budget.seconds_left()
+            request = {
+                "id": self._ids,
+                "tool": tool.name,
+                "args": args.model_dump(),
+                "seconds": seconds,
+            }
+            self._send(request)
+            wait = NO_DEADLINE_WAIT_S if seconds is None else max(0.0, seconds) + ANSWER_GRACE_S
+            cancel_sent = False
+
+            def cancelled() -> bool:
+                nonlocal cancel_sent
+                if budget.cancelled() and not cancel_sent:
+                    self._send({"cancel": True})
+                    cancel_sent = True
+                return False  # keep waiting: the server answers once the command is killed
+
+            line = self._frames.next_line(time.monotonic() + wait, cancelled)
+        if line is None:
+            raise SandboxFault(
+                f"the tool server in container {self.container_id} stopped answering "
+                f"({self._frames.stderr_tail() or 'no error output'})"
+            )
+        reply = json.loads(line)
+        facts = dict(reply.get("facts") or {})
+        facts["container"] = self.container_id
+        return ToolResult(
+            output=reply.get("output", ""),
+            summary=reply.get("summary", ""),
+            is_error=bool(reply.get("is_error")),
+            facts=facts,
+        )
+
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            self._socket.sendall((json.dumps(message) + "\n").encode())
+        except OSError as error:
+            raise SandboxFault(f"the container {self.container_id} is gone: {error}") from error
+
+
+class _FrameReader:
+    """Lines of the container's stdout from Docker's multiplexed attach stream.
+
+    Each frame is an 8-byte header (stream 1 = stdout, 2 = stderr; 4-byte length) and
+    its payload. stderr is kept for error messages.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = b""
+        self._stdout = b""
+        self._stderr = b""
+        self._closed = False
+
+    def next_line(self, deadline: float, poll: Any) -> str | None:
+        while b"\n" not in self._stdout:
+            if self._closed or time.monotonic() > deadline:
+                return None
+            poll()
+            ready, _, _ = select.select([self._sock], [], [], 0.05)
+            if not ready:
+                continue
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                self._closed = True
+                continue
+            self._buffer += chunk
+            self._split_frames()
+        line, self._stdout = self._stdout.split(b"\n", 1)
+        return line.decode("utf-8", errors="replace")
+
+    def _split_frames(self) -> None:
+        while len(self._buffer) >= 8:
+            stream, length = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
+            if len(self._buffer) < 8 + length:
+                return
+            payload, self._buffer = self._buffer[8 : 8 + length], self._buffer[8 + length :]
+            if stream == 2:
+                self._stderr = (self._stderr + payload)[-4000:]
+            else:
+                self._stdout += payload
+
+    def stderr_tail(self) -> str:
+        return _short(self._stderr.decode("utf-8", errors="replace"), 500)
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else "…" + text[-limit:]

@@ -1,0 +1,96 @@
+"""The tool server: runs inside the sandbox container and answers tool calls over stdio.
+
+It runs the same tool code as the host, so confinement is checked where the files are:
+a symlink in the workspace resolves inside the container, never on the host. One JSON
+object per line each way:
+
+    → {"id": 1, "tool": "read_file", "args": {...}, "seconds": 118.5}
+    ← {"id": 1, "output": "...", "summary": "...", "is_error": false, "facts": {...}}
+    → {"cancel": true}   (while a call runs: kill its command, answer as soon as it stops)
+
+The first line it writes is {"ready": true, ...}, so the host knows it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext, ToolError
+
+
+def allow_all(_command: str, _reason: str) -> bool:
+    return True  # the container is the brake: no prompts in here
+
+
+def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) -> dict[str, Any]:
+    reply: dict[str, Any] = {"id": request.get("id")}
+    tool = BUILTIN_TOOLS.get(str(request.get("tool")))
+    if tool is None:
+        return {**reply, "output": f"error: unknown tool {request.get('tool')!r}", "is_error": True}
+    seconds = request.get("seconds")
+    context = ToolContext(
+        workspace,
+        approve=allow_all,
+        guard_shell=False,
+        deadline=time.monotonic() + float(seconds) if seconds is not None else None,
+        cancelled=cancel.is_set,
+    )
+    try:
+        result = tool.run(context, tool.args.model_validate(request.get("args") or {}))
+    except ToolError as error:
+        return {**reply, "output": f"error: {error}", "summary": str(error)[:80], "is_error": True}
+    except ValidationError as error:
+        return {**reply, "output": f"error: invalid arguments: {error}", "is_error": True}
+    except Exception as error:  # one broken call must not take the server down
+        message = f"{tool.name} failed unexpectedly: {type(error).__name__}: {error}"
+        return {**reply, "output": f"error: {message}", "summary": message[:80], "is_error": True}
+    return {
+        **reply,
+        "output": result.output,
+        "summary": result.summary,
+        "is_error": result.is_error,
+        "facts": result.facts,
+    }
+
+
+def serve(workspace: Path) -> None:
+    # Our own import path must not leak into the commands the agent runs.
+    os.environ.pop("PYTHONPATH", None)
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    cancel = threading.Event()
+
+    def read() -> None:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            message = json.loads(line)
+            if message.get("cancel"):
+                cancel.set()
+            else:
+                requests.put(message)
+        requests.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    _send({"ready": True, "uid": os.getuid(), "pid": os.getpid()})
+    while (request := requests.get()) is not None:
+        cancel.clear()
+        _send(handle(request, workspace, cancel))
+
+
+def _send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1] if len(sys.argv) > 1 else "/workspace"))
