@@ -76,6 +76,11 @@ def main(ctx: click.Context) -> None:
 )
 @click.option("--quiet", is_flag=True, help="Show nothing on stderr but the outcome.")
 @click.option("--no-stream", is_flag=True, help="Ask for whole responses instead of streams.")
+@click.option(
+    "--no-verify", is_flag=True, help="Let final answers out without the verification gate."
+)
+@click.option("--context-window", type=int, help="The model's context window in tokens.")
+@click.option("--sandbox-uid", type=int, help="Run sandbox containers as this uid.")
 def run(
     task: str,
     top: str,
@@ -84,12 +89,15 @@ def run(
     yes: bool,
     quiet: bool,
     no_stream: bool,
+    no_verify: bool,
     **flags: Any,
 ) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
     workspace = Path.cwd().resolve()
     if no_stream:
         flags["stream"] = False
+    if no_verify:
+        flags["verify"] = False
     plan_flags = {key: flags.pop(key) for key in ("max_steps", "max_seconds", "max_tokens")}
     try:
         config = settings.load(
@@ -121,6 +129,8 @@ def run(
         approve=(lambda _c, _r: True) if yes else (lambda _c, _r: False),
         base_url=config.base_url,
         sandbox_uid=config.sandbox_uid,
+        verify=config.verify,
+        context_window=config.context_window,
     )
     session = Session(workspace, config.logs_in(workspace), [] if quiet else [TerminalView()])
     result = session.run(task, plan)

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from pydantic import Field, create_model
 
+from workers.context import ContextKeeper, window_for
 from workers.events import Emitter
 from workers.limits import Budget
 from workers.loop import Agent, AgentResult, run_agent
@@ -27,6 +28,8 @@ from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile, is_parallel_safe
 from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
+from workers.tools.memory import project_instructions
+from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate, evidence, judge
 
 # A worker past its wall clock gets this long to notice its cancellation before its
 # caller stops waiting and reports `timeout`.
@@ -105,6 +108,11 @@ class Team:
     events: Emitter
     """Bound to the session only; each agent binds its own identity."""
     ceiling: Ceiling = field(default_factory=Ceiling)
+    verify: bool = True
+    """Run every agent's final answer through the verification gate (--no-verify turns it off)."""
+    max_send_backs: int = DEFAULT_MAX_SEND_BACKS
+    context_window: int | None = None
+    """Tokens; None takes the model's known window or a conservative default."""
     pool: ThreadPoolExecutor = field(init=False)
     editor_lock: EditorLock = field(default_factory=EditorLock)
 
@@ -116,6 +124,8 @@ class Team:
         self._started = 0
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        # Read once per run: every agent starts from the same project instructions.
+        self.instructions = project_instructions(self.workspace)
 
     # -- what a profile gets -------------------------------------------------------
 
@@ -183,18 +193,25 @@ class Team:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             caller = Caller(agent_id, depth, budget, events, lineage)
             tools["delegate"] = self.delegate_tool(caller)
+        model = self.make_model(profile.model)
         agent = Agent(
-            model=self.make_model(profile.model),
+            model=model,
             tools=tools,
             sandbox=sandbox,
             events=events,
             limits=profile.limits.as_limits(),
             budget=budget,
             pool=self.pool,
+            gate=Gate(events, self.max_send_backs) if self.verify else None,
+            context=ContextKeeper(
+                window_for(model.name, self.context_window), rules=self.instructions
+            ),
         )
         workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
         prompt = profile.system_prompt.replace("{workspace}", workspace)
         prompt = prompt.replace("{profiles}", self.describe_profiles()).strip()
+        if self.instructions:
+            prompt += "\n\n# Project instructions (follow them)\n\n" + self.instructions
         return agent, prompt
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
@@ -295,7 +312,7 @@ class Team:
                 "worker": agent_id,
                 "status": report.status,
                 "modified": files,
-                "commands": _commands(report.result),
+                "evidence": report.result.facts,
             },
         )
 
@@ -400,15 +417,10 @@ def _files_changed(result: AgentResult) -> list[str]:
     return list(seen)
 
 
-def _commands(result: AgentResult) -> list[dict[str, Any]]:
-    commands = []
-    for facts in result.facts:
-        if "command" in facts:
-            commands.append(
-                {k: facts.get(k) for k in ("command", "exit_code", "timed_out", "denied")}
-            )
-        commands.extend(facts.get("commands", []))
-    return commands
+def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every command the worker (and its own workers) ran, in order."""
+    keys = ("command", "exit_code", "timed_out", "denied")
+    return [{k: e.get(k) for k in keys} for e in evidence(facts) if "command" in e]
 
 
 def _report_text(
@@ -422,7 +434,10 @@ def _report_text(
     if report.status != "completed":
         lines.append(f"reason: {report.reason}")
     lines.append("files changed: " + (", ".join(files) if files else "none"))
-    commands = _commands(result)
+    verdict = judge(result.facts)
+    if verdict is not None:
+        lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
+    commands = _commands(result.facts)
     if commands:
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
     answer = getattr(result.outcome, "answer", "")

@@ -61,6 +61,8 @@ class RunPlan:
     base_url: str | None = None
     sandbox_uid: int | None = None
     """Run containers as this uid instead of the workspace owner's."""
+    verify: bool = True
+    context_window: int | None = None
 
 
 @dataclass
@@ -141,6 +143,8 @@ class Session:
             make_sandbox=self.make_sandbox(plan),
             events=self.events,
             ceiling=plan.ceiling,
+            verify=plan.verify,
+            context_window=plan.context_window,
         )
         try:
             result = self._run_top(team, top, task, root)

@@ -45,6 +45,10 @@ class Settings(BaseModel):
     """How deep workers may delegate to workers."""
     max_workers: int = Field(32, ge=0)
     """Workers one run may start, all depths together."""
+    verify: bool = True
+    """Check final answers against the evidence (edits need a passing test after them)."""
+    context_window: int | None = Field(None, ge=1024)
+    """The model's context window in tokens; default: known per model, else 32768."""
     sandbox_uid: int | None = Field(None, ge=1)
     """Run sandbox containers as this uid (default: the workspace owner's; never root)."""
 

@@ -81,7 +81,9 @@ def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path)
     ]
     add_host_coder(workspace)
     with FakeOpenAI(replies) as server:
-        done = gaffer(workspace, "run", "--profile", "hostcoder", "fix add", server=server)
+        done = gaffer(
+            workspace, "run", "--profile", "hostcoder", "--no-verify", "fix add", server=server
+        )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Fixed add() in calc.py.\n"
     assert "Let me look." in done.stderr
@@ -186,7 +188,9 @@ def test_denied_shell_command_without_yes_and_allowed_with_it(workspace: Path) -
     assert not (workspace / "made.txt").exists()
     assert "denied: the command was not run" in server.requests[1]["messages"][-1]["content"]
     with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
-        done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
+        done = gaffer(
+            workspace, "run", "--profile", "hostcoder", "--yes", "--no-verify", "x", server=server
+        )
         assert done.returncode == 0
     assert (workspace / "made.txt").exists()
 
@@ -260,3 +264,82 @@ def test_ctrl_c_exits_130(workspace: Path, signal_name: str) -> None:
     assert proc.returncode == 130
     assert "interrupted" in stderr
     assert log_lines(workspace)[-1]["event"] == "session_end"
+
+
+def test_the_gate_sends_an_unchecked_edit_back_then_lets_a_tested_one_through(
+    workspace: Path,
+) -> None:
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "Makefile").write_text("test:\n\tgrep -q 'a + b' calc.py\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"})
+    replies = [
+        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(text="Fixed it, trust me."),
+        Reply(tool_calls=[("run_shell", json.dumps({"command": "make test"}))]),
+        Reply(text="Fixed add(); make test passes."),
+    ]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "fix add", server=server)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Fixed add(); make test passes.\n\nVerification: verified\n"
+    sent_back = server.requests[2]["messages"][-1]
+    assert sent_back["role"] == "user" and "no test ran after the last edit" in sent_back["content"]
+    checks = [line for line in log_lines(workspace) if line["event"] == "verification"]
+    assert [(c["verdict"], c["action"]) for c in checks] == [
+        ("unverified", "sent_back"),
+        ("verified", "accepted"),
+    ]
+
+
+def test_a_failing_test_is_not_verified(workspace: Path) -> None:
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "Makefile").write_text("test:\n\tfalse\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
+    test = [("run_shell", json.dumps({"command": "make test"}))]
+    replies = [
+        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(tool_calls=test),
+        Reply(text="done"),
+    ] + [
+        Reply(tool_calls=test),
+        Reply(text="done"),
+    ] * 2
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
+    assert done.returncode == 0
+    assert done.stdout.endswith(
+        "Verification: unverified (the last test run failed: `make test` → exit 2)\n"
+    )
+
+
+def test_a_denied_test_command_counts_as_not_run(workspace: Path) -> None:
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
+    test = [("run_shell", json.dumps({"command": "make test"}))]
+    replies = [
+        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(tool_calls=test),
+        Reply(text="done"),
+    ] + [
+        Reply(tool_calls=test),
+        Reply(text="done"),
+    ] * 2
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "x", server=server)
+    assert (
+        "Verification: unverified (files were changed and no test ran after the last edit)"
+        in done.stdout
+    )
+
+
+def test_no_verify_turns_the_gate_off(workspace: Path) -> None:
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
+    with FakeOpenAI([Reply(tool_calls=[("edit_file", edit)]), Reply(text="done")]) as server:
+        done = gaffer(workspace, "run", "--profile", "hostcoder", "--no-verify", "x", server=server)
+    assert done.stdout == "done\n"
+    assert not [line for line in log_lines(workspace) if line["event"] == "verification"]

@@ -77,6 +77,7 @@ def run_session(
     task: str = "the job",
     latency: float = 0.0,
     on_session: Any = None,
+    verify: bool = False,
     **plan: Any,
 ) -> tuple[AgentResult, list[Record], RoutedModel]:
     extra = tmp_path / "extra_profiles"
@@ -94,6 +95,7 @@ def run_session(
             profiles=load_profiles([builtin_dir(), extra], tools),
             tools=tools,
             make_model=lambda _name: model,
+            verify=verify,
             **plan,
         ),
     )
@@ -379,3 +381,36 @@ def test_parallel_safe_is_derived_from_the_tools(tmp_path: Path) -> None:
     # Same name, different tools: the name decides nothing.
     sneaky = profiles["explorer"].model_copy(update={"tools": ["read_file", "run_shell"]})
     assert not is_parallel_safe(sneaky, read_only)
+
+
+def test_a_worker_report_carries_the_gate_verdict(workspace: Path, tmp_path: Path) -> None:
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            call("delegate", profile="writer", task="write"),
+            say("ok"),
+            say("ok!"),
+            say("ok!!"),
+        ],
+        "write": [
+            call("write_file", path="out.txt", content="x"),
+            say("written"),
+            say("really"),
+            say("really!"),
+        ],
+    }
+    result, records, model = run_session(workspace, tmp_path, scripts, verify=True)
+    report = tool_answers(model, "the job", 1)[0]
+    assert (
+        "verification (by gaffer): unverified (files were changed and no test ran after the last edit)"
+        in report
+    )
+    assert report.rstrip().endswith(
+        "Verification: unverified (files were changed and no test ran after the last edit)"
+    )
+    # The supervisor's own answer is judged on its workers' evidence too.
+    assert isinstance(result.outcome, Finished)
+    assert result.outcome.answer.endswith(
+        "Verification: unverified (files were changed and no test ran after the last edit)"
+    )
+    sent_back = [r for r in of(records, "verification") if r["action"] == "sent_back"]
+    assert {r["agent_id"] for r in sent_back} == {"w1", "supervisor"}

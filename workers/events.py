@@ -27,6 +27,7 @@ LoggedEvent = Literal[
     "limit",
     "compaction",
     "mcp_call",
+    "user_message",
 ]
 LiveEvent = Literal["text_delta", "tool_start"]
 EventName = LoggedEvent | LiveEvent

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workers import executor
+from workers.context import ContextKeeper
 from workers.events import Emitter
 from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT, Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 from workers.sandbox import Sandbox
 from workers.tools.base import Tool, ToolResult
+from workers.verification import Gate
 
 WRAP_UP = (
     "You have reached your step limit. Tools are no longer available: reply now with your "
@@ -34,6 +36,10 @@ class Agent:
     """Tokens, time and cancellation, shared with the agents above this one."""
     pool: Executor | None = None
     """Runs the calls of a batch that may overlap; without one, every call runs in order."""
+    gate: Gate | None = None
+    """Checks a final answer against the evidence; None answers without checking."""
+    context: ContextKeeper | None = None
+    """Keeps the conversation within the model's context window; None keeps everything."""
 
 
 @dataclass
@@ -95,14 +101,21 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         result.steps = step
         last_step = step == agent.limits.max_steps
         if last_step:
-            messages.append({"role": "user", "content": WRAP_UP})
+            tell(agent, messages, WRAP_UP, source="wrap_up")
+        if agent.context is not None:
+            agent.context.prepare(agent, messages, result.facts, step)
         turn = _call_model(agent, messages, [] if last_step else schemas, step)
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         if last_step:  # tools were not offered; calls made anyway are answered as not run
-            return LimitHit("steps", f"used all {step} steps", answer=turn.text)
+            return LimitHit(
+                "steps", f"used all {step} steps", answer=_stamped(agent, turn.text, result)
+            )
         if not turn.tool_calls:
-            return Finished(turn.text)
+            if agent.gate is not None and (send_back := agent.gate.review(result.facts)):
+                tell(agent, messages, send_back, source="verification")
+                continue
+            return Finished(_stamped(agent, turn.text, result))
         for call, tool_result in zip(
             turn.tool_calls, _run_batch(agent, turn, step, guard), strict=False
         ):
@@ -114,6 +127,16 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if stop := guard.stop or _limit_if_spent(agent):
             return stop  # calls the batch did not reach are answered as not run
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
+
+
+def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:
+    """A message from the harness (or the user) to the model, logged so a resume sees it."""
+    messages.append({"role": "user", "content": content})
+    agent.events.emit("user_message", content=content, source=source)
+
+
+def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
+    return agent.gate.stamp(answer, result.facts) if agent.gate is not None else answer
 
 
 def _answer_of(outcome: Outcome) -> str:
@@ -149,6 +172,8 @@ def _call_model(
         timeout=agent.budget.seconds_left(),
     )
     agent.budget.spend(turn.usage.total)
+    if agent.context is not None:
+        agent.context.observe(turn.usage.prompt_tokens)
     agent.events.emit(
         "llm_call",
         step=step,
@@ -161,6 +186,9 @@ def _call_model(
         attempt=turn.attempt,
         finish_reason=turn.finish_reason,
         tool_calls=len(turn.tool_calls),
+        # The whole turn, so a run can be read back and resumed from its log alone.
+        text=turn.text,
+        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
     )
     return turn
 
@@ -211,6 +239,7 @@ def _run_tool(agent: Agent, call: ToolCall, step: int, refusal: ToolResult | Non
         summary=result.summary,
         result_preview=result.output[:200],
         result_chars=len(result.output),
+        content=result.output,
         sandbox=agent.sandbox.name,
         **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
         **({"facts": result.facts} if result.facts else {}),

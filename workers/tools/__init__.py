@@ -6,6 +6,7 @@ from typing import Any
 
 from workers.tools.base import Tool
 from workers.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, WRITE_FILE
+from workers.tools.memory import REMEMBER
 from workers.tools.search import FIND_FILES, GREP
 from workers.tools.shell import RUN_SHELL
 
@@ -13,7 +14,7 @@ AnyTool = Tool[Any]
 
 BUILTIN_TOOLS: dict[str, AnyTool] = {
     tool.name: tool
-    for tool in (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, GREP, FIND_FILES, RUN_SHELL)
+    for tool in (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, GREP, FIND_FILES, RUN_SHELL, REMEMBER)
 }
 
 

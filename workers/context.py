@@ -1,0 +1,251 @@
+"""Keeping a long conversation inside the model's context window.
+
+First, old tool outputs are masked: beyond the last few turns a long result becomes a
+one-line stub naming the tool, its arguments and its size (the agent can call it again).
+Then, if the prompt still nears the window, older turns are compacted: one model call
+summarises them, and a task-state block built by the harness from its own facts (goal,
+project rules, files changed, commands and exit codes, last test result) is pinned in
+front, so the goal and the rules survive any number of compactions. A cut never falls
+between an assistant's tool calls and their results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from workers.model import Message
+from workers.verification import DEFAULT_TEST_COMMANDS, evidence
+
+if TYPE_CHECKING:
+    from workers.loop import Agent
+
+# Known context windows, by model-name prefix; anything else gets the conservative default.
+KNOWN_WINDOWS: dict[str, int] = {
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "gpt-5": 400_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "deepseek": 128_000,
+    "claude": 200_000,
+    "gemini": 1_048_576,
+    "qwen2.5-coder": 32_768,
+    "qwen3": 32_768,
+    "llama-3.1": 128_000,
+    "llama3.1": 128_000,
+    "llama3": 8_192,
+}
+DEFAULT_WINDOW = 32_768
+MASK_AT = 0.5
+"""Share of the window at which old tool outputs start to be masked."""
+COMPACT_AT = 0.8
+"""Share of the window at which older turns are summarised."""
+KEEP_TURNS = 4
+"""Recent assistant turns (with their tool results) never masked or summarised."""
+MASK_MIN_CHARS = 300
+"""Outputs shorter than a stub are not worth masking."""
+RULES_CAP = 4000
+"""Characters of project rules pinned into the task state (the full text stays in the system prompt)."""
+STUB_PREFIX = "[output of "
+SUMMARIZE = (
+    "You compress an agent's working conversation so it can continue with less context. "
+    "Write a concise summary of what was done and learned: decisions, findings with file "
+    "paths, what worked, what failed and why, and what remains to do. Keep exact names, "
+    "paths and error messages. Do not invent anything. No preamble."
+)
+
+
+def window_for(model: str, configured: int | None = None) -> int:
+    if configured:
+        return configured
+    name = model.lower().rsplit("/", 1)[-1]
+    matches = [prefix for prefix in KNOWN_WINDOWS if name.startswith(prefix)]
+    return KNOWN_WINDOWS[max(matches, key=len)] if matches else DEFAULT_WINDOW
+
+
+@dataclass
+class ContextKeeper:
+    window: int
+    rules: str = ""
+    """The project's AGENT.md / AGENTS.md text: pinned through every compaction."""
+    last_prompt_tokens: int = 0
+    """As the endpoint reported for the last call: the only count trusted."""
+    goal: str = ""
+    """The first thing the agent was asked; pinned through every compaction."""
+
+    def observe(self, prompt_tokens: int) -> None:
+        self.last_prompt_tokens = prompt_tokens
+
+    def prepare(
+        self, agent: Agent, messages: list[Message], facts: list[dict[str, Any]], step: int
+    ) -> None:
+        """Before a model call: mask, then compact if the prompt would still be too big."""
+        if self.last_prompt_tokens < MASK_AT * self.window:
+            return
+        before = _chars(messages)
+        mask(messages, KEEP_TURNS)
+        estimate = self.last_prompt_tokens * _chars(messages) / max(before, 1)
+        if estimate >= COMPACT_AT * self.window:
+            self.compact(agent, messages, facts, step, reason="threshold")
+
+    def compact(
+        self,
+        agent: Agent,
+        messages: list[Message],
+        facts: list[dict[str, Any]],
+        step: int,
+        *,
+        reason: str,
+    ) -> bool:
+        """Summarise all but the last turns; False when there is nothing old enough to fold."""
+        cut = _cut_index(messages, KEEP_TURNS) or _cut_index(messages, 1)
+        if cut is None:
+            return False
+        head = 1 if messages and messages[0]["role"] == "system" else 0
+        if not self.goal:
+            self.goal = next(
+                (str(m["content"]) for m in messages[head:] if m["role"] == "user"), ""
+            )
+        old = messages[head:cut]
+        started = time.monotonic()
+        turn = agent.model.complete(
+            [
+                {"role": "system", "content": SUMMARIZE},
+                {"role": "user", "content": transcript(old)},
+            ],
+            [],
+            timeout=agent.budget.seconds_left(),
+        )
+        agent.budget.spend(turn.usage.total)
+        state = {
+            "role": "user",
+            "content": task_state(self.goal, self.rules, facts)
+            + "\n\n[Summary of the earlier work]\n"
+            + turn.text.strip(),
+        }
+        chars_before = _chars(messages)
+        messages[head:cut] = [state]
+        tokens_before = self.last_prompt_tokens
+        # Until the endpoint reports again, scale its last count by what was removed.
+        self.last_prompt_tokens = int(tokens_before * _chars(messages) / max(chars_before, 1))
+        agent.events.emit(
+            "compaction",
+            step=step,
+            reason=reason,
+            tokens_before=tokens_before,
+            tokens_after=self.last_prompt_tokens,
+            tokens_after_is_estimate=True,
+            messages_folded=cut - head,
+            summary_tokens=turn.usage.total,
+            elapsed_s=round(time.monotonic() - started, 3),
+            state=state["content"],
+        )
+        return True
+
+
+def task_state(goal: str, rules: str, facts: list[dict[str, Any]]) -> str:
+    """The pinned block: built from the harness's own records, never from the model."""
+    events = list(evidence(facts))
+    files: dict[str, None] = {}
+    for event in events:
+        for path in event.get("modified", []):
+            files[path] = None
+    commands = [e for e in events if "command" in e]
+    tests = [
+        e for e in commands if any(re.search(p, str(e["command"])) for p in DEFAULT_TEST_COMMANDS)
+    ]
+    lines = ["[Task state, kept by gaffer from what it observed]", f"Goal: {goal.strip()}"]
+    if rules.strip():
+        capped = (
+            rules.strip()
+            if len(rules) <= RULES_CAP
+            else rules.strip()[:RULES_CAP] + "\n…(cut; the full rules are in the system prompt)"
+        )
+        lines.append("Project rules (AGENT.md / AGENTS.md):\n" + capped)
+    lines.append("Files changed: " + (", ".join(files) if files else "none yet"))
+    if commands:
+        shown = commands[-10:]
+        lines.append(
+            "Commands run"
+            + (f" (last {len(shown)} of {len(commands)})" if len(commands) > 10 else "")
+            + ":"
+        )
+        lines += [f"- `{c['command']}` → {_exit(c)}" for c in shown]
+    lines.append(
+        "Last test result: "
+        + (f"`{tests[-1]['command']}` → {_exit(tests[-1])}" if tests else "no test run yet")
+    )
+    return "\n".join(lines)
+
+
+def mask(messages: list[Message], keep_turns: int) -> int:
+    """Stub long tool outputs before the last `keep_turns` turns; returns how many."""
+    cut = _cut_index(messages, keep_turns)
+    if cut is None:
+        return 0
+    calls = {
+        c["id"]: c["function"]
+        for m in messages[:cut]
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+    }
+    masked = 0
+    for message in messages[:cut]:
+        content = message.get("content") or ""
+        if (
+            message["role"] != "tool"
+            or len(content) < MASK_MIN_CHARS
+            or content.startswith(STUB_PREFIX)
+        ):
+            continue
+        function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
+        arguments = " ".join(str(function.get("arguments", "")).split())[:120]
+        message["content"] = (
+            f"{STUB_PREFIX}{function['name']} {arguments} elided to save context: "
+            f"{len(content)} characters; call it again if you need it]"
+        )
+        masked += 1
+    return masked
+
+
+def transcript(messages: list[Message], per_message: int = 2000) -> str:
+    parts = []
+    for message in messages:
+        content = str(message.get("content") or "")
+        if len(content) > per_message:
+            content = content[:per_message] + f"… ({len(content) - per_message} more characters)"
+        line = f"{message['role'].upper()}: {content}"
+        for call in message.get("tool_calls") or []:
+            line += f"\n  → {call['function']['name']}({call['function']['arguments'][:300]})"
+        parts.append(line)
+    return "\n\n".join(parts)
+
+
+def _cut_index(messages: list[Message], keep_turns: int) -> int | None:
+    """Where the last `keep_turns` assistant turns begin, if anything older exists to fold."""
+    starts = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if len(starts) <= keep_turns:
+        return None
+    cut = starts[-keep_turns]
+    first_real = 1 if messages and messages[0]["role"] == "system" else 0
+    return cut if cut > first_real + 1 else None
+
+
+def _chars(messages: list[Message]) -> int:
+    return sum(
+        len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or []))
+        for m in messages
+    )
+
+
+def _exit(event: dict[str, Any]) -> str:
+    if event.get("denied"):
+        return "denied, not run"
+    if event.get("timed_out"):
+        return "timed out"
+    code = event.get("exit_code")
+    return "killed" if code is None else f"exit {code}"

@@ -1,0 +1,72 @@
+"""Project memory: `remember` appends to AGENT.md; AGENT.md and AGENTS.md are read at start."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from pydantic import Field
+
+from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.workspace import resolve_for_write
+
+MEMORY_FILE = "AGENT.md"
+# AGENTS.md is the cross-tool convention for project instructions; AGENT.md is gaffer's memory.
+INSTRUCTION_FILES = ("AGENT.md", "AGENTS.md")
+# A project's instructions share the context window with the work: cap each file.
+MAX_INSTRUCTIONS_BYTES = 32 * 1024
+MAX_ENTRY_CHARS = 2000
+HEADING = "## Remembered by gaffer"
+
+
+class RememberArgs(Args):
+    content: str = Field(description="One convention or preference, in a sentence or two.")
+
+
+def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
+    entry = " ".join(args.content.split())
+    if not entry:
+        raise ToolError("content is empty; say what to remember")
+    if len(entry) > MAX_ENTRY_CHARS:
+        raise ToolError(f"that is {len(entry)} characters; keep an entry under {MAX_ENTRY_CHARS}")
+    path = resolve_for_write(ctx.workspace, MEMORY_FILE)
+    text = path.read_text(encoding="utf-8") if path.exists() else "# AGENT.md\n"
+    if HEADING not in text:
+        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n"
+    elif not text.endswith("\n"):
+        text += "\n"
+    text += f"- {dt.date.today().isoformat()}: {entry}\n"
+    path.write_text(text, encoding="utf-8")
+    return ToolResult(
+        output=f"remembered in {MEMORY_FILE}; every future run will read it",
+        summary="remembered",
+        facts={"modified": [MEMORY_FILE], "memory": True},
+    )
+
+
+def project_instructions(workspace: Path) -> str:
+    """AGENT.md and AGENTS.md, each capped, as one block for a system prompt ('' if none)."""
+    parts = []
+    for name in INSTRUCTION_FILES:
+        path = workspace / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        text = data[:MAX_INSTRUCTIONS_BYTES].decode("utf-8", errors="replace")
+        if len(data) > MAX_INSTRUCTIONS_BYTES:
+            text += f"\n…({len(data) - MAX_INSTRUCTIONS_BYTES} more bytes of {name} not loaded)"
+        parts.append(f"## {name}\n\n{text.strip()}")
+    return "\n\n".join(parts)
+
+
+REMEMBER = Tool(
+    name="remember",
+    description=(
+        "Save a lasting convention or preference of this project or its user to AGENT.md, "
+        "which every future run reads: how to run the tests, code style, names to use, things "
+        "to avoid. Store conventions and preferences, not conclusions about the current task."
+    ),
+    args=RememberArgs,
+    run=remember,
+    read_only=False,
+)

@@ -1,0 +1,130 @@
+"""The verification gate: no "done" without evidence the harness saw for itself.
+
+Evidence is what the tool executor recorded (files modified, commands and their exit
+codes), never what the model says. A test run counts only when it exited 0 after the
+last edit; a denied or refused command counts as not run. Workers' evidence reaches
+their caller inside the delegate call's facts, in order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.events import Emitter
+
+DEFAULT_TEST_COMMANDS = (
+    r"\bpytest\b",
+    r"\bpython3? -m pytest\b",
+    r"\bmake (test|check)\b",
+    r"\bnpm (run )?test\b",
+    r"\bgo test\b",
+    r"\bcargo test\b",
+)
+# How often an agent is sent back before its answer goes out marked unverified.
+DEFAULT_MAX_SEND_BACKS = 2
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verified: bool
+    reason: str = ""
+
+    @property
+    def line(self) -> str:
+        return (
+            "Verification: verified"
+            if self.verified
+            else f"Verification: unverified ({self.reason})"
+        )
+
+
+def evidence(facts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every tool call's facts in order, a worker's own calls in place of its delegate call."""
+    for fact in facts:
+        if "evidence" in fact:
+            yield from evidence(fact["evidence"])
+        else:
+            yield fact
+
+
+def judge(
+    facts: Iterable[dict[str, Any]], test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS
+) -> Verdict | None:
+    """None when nothing was changed; otherwise whether the change was shown to work."""
+    events = list(evidence(facts))
+    edits = [i for i, e in enumerate(events) if e.get("modified")]
+    if not edits:
+        return None
+    after = events[edits[-1] + 1 :]
+    patterns = [re.compile(p) for p in test_commands]
+    ran = [e for e in after if "command" in e and not e.get("denied")]
+    tests = [e for e in ran if any(p.search(str(e["command"])) for p in patterns)]
+    if not tests:
+        return Verdict(False, "files were changed and no test ran after the last edit")
+    last = tests[-1]
+    if last.get("exit_code") != 0:
+        return Verdict(False, f"the last test run failed: `{last['command']}` → {_outcome(last)}")
+    unexplained = _still_failing([e for e in ran if e not in tests])
+    if unexplained:
+        return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
+    return Verdict(True)
+
+
+def _still_failing(commands: list[dict[str, Any]]) -> list[str]:
+    """Commands whose latest run failed (a later success of the same command clears it)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for command in commands:
+        latest[str(command["command"])] = command
+    return [f"`{c}` → {_outcome(e)}" for c, e in latest.items() if e.get("exit_code") != 0]
+
+
+def _outcome(event: dict[str, Any]) -> str:
+    if event.get("timed_out"):
+        return "timed out"
+    code = event.get("exit_code")
+    return "killed" if code is None else f"exit {code}"
+
+
+@dataclass
+class Gate:
+    """Checks an agent's final answer; sends it back with a reason at most `max_send_backs` times."""
+
+    events: Emitter
+    max_send_backs: int = DEFAULT_MAX_SEND_BACKS
+    test_commands: tuple[str, ...] = DEFAULT_TEST_COMMANDS
+    sent_back: int = field(default=0, init=False)
+
+    def review(self, facts: list[dict[str, Any]]) -> str | None:
+        """A message sending the agent back to work, or None to let the answer through."""
+        verdict = judge(facts, self.test_commands)
+        if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
+            self.events.emit(
+                "verification",
+                verdict="none"
+                if verdict is None
+                else ("verified" if verdict.verified else "unverified"),
+                reason=verdict.reason if verdict else "no files changed",
+                action="accepted",
+                sent_back=self.sent_back,
+            )
+            return None
+        self.sent_back += 1
+        self.events.emit(
+            "verification",
+            verdict="unverified",
+            reason=verdict.reason,
+            action="sent_back",
+            sent_back=self.sent_back,
+        )
+        return (
+            f"Not done yet: {verdict.reason}. Run the project's tests (or the failing command) "
+            "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
+            "your answer."
+        )
+
+    def stamp(self, answer: str, facts: list[dict[str, Any]]) -> str:
+        verdict = judge(facts, self.test_commands)
+        return answer if verdict is None else f"{answer.rstrip()}\n\n{verdict.line}"
