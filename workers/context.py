@@ -92,6 +92,18 @@ class ContextKeeper:
         if estimate >= COMPACT_AT * self.window:
             self.compact(agent, messages, facts, step, reason="threshold")
 
+    def _cut_for_headroom(self, messages: list[Message]) -> int | None:
+        """Keep as many recent turns as fit under the masking mark, at least one."""
+        total = max(_chars(messages), 1)
+        for keep in range(KEEP_TURNS, 0, -1):
+            cut = _cut_index(messages, keep)
+            if cut is None:
+                continue
+            tail_tokens = self.last_prompt_tokens * _chars(messages[cut:]) / total
+            if tail_tokens < MASK_AT * self.window or keep == 1:
+                return cut
+        return None
+
     def compact(
         self,
         agent: Agent,
@@ -102,7 +114,7 @@ class ContextKeeper:
         reason: str,
     ) -> bool:
         """Summarise all but the last turns; False when there is nothing old enough to fold."""
-        cut = _cut_index(messages, KEEP_TURNS) or _cut_index(messages, 1)
+        cut = self._cut_for_headroom(messages)
         if cut is None:
             return False
         head = 1 if messages and messages[0]["role"] == "system" else 0
