@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -10,20 +11,22 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from supervisor import doctor as doctor_checks
 from supervisor import runlog, settings
 from supervisor.delegation import Ceiling
-from supervisor.session import RunPlan, Session
-from supervisor.view import TerminalView
+from supervisor.repl import Repl, line_reader
+from supervisor.resume import rebuild
+from supervisor.session import RunPlan, Session, gaffer_version
+from supervisor.view import TerminalView, profiles_table, stderr_console
 from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
-from workers.profiles import ProfileError, is_parallel_safe, load_profiles, search_path
+from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import Approver
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -37,72 +40,88 @@ def _fail(message: str, code: int = EXIT_ERROR) -> None:
 @click.version_option(package_name="gaffer")
 @click.pass_context
 def main(ctx: click.Context) -> None:
-    """gaffer: hand an LLM real work on a real repository, and see everything it did."""
+    """gaffer: hand an LLM real work on a real repository, and see everything it did.
+
+    `gaffer` alone opens a chat; `gaffer run "TASK"` runs one task and exits.
+    """
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        ctx.invoke(chat)
 
 
-@main.command()
-@click.argument("task")
-@click.option("--model", help="Model name [env GAFFER_MODEL].")
-@click.option("--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL].")
-@click.option("--api-key", help="API key [env OPENAI_API_KEY].")
-@click.option(
-    "--profile",
-    "top",
-    default="supervisor",
-    show_default=True,
-    help="Profile of the agent you talk to.",
-)
-@click.option(
-    "--max-steps", type=int, help="Model calls the top agent may make (default: its profile's)."
-)
-@click.option(
-    "--max-seconds", type=float, help="Wall-clock limit for the whole run, workers included."
-)
-@click.option(
-    "--max-tokens", type=int, help="Prompt + completion tokens for the whole run, workers included."
-)
-@click.option("--max-parallel", type=int, help="Read-only workers at the same time (default 4).")
-@click.option("--read-only", is_flag=True, help="Allow only read-only (parallel-safe) workers.")
-@click.option(
-    "--profiles", "allowed", help="Comma-separated profiles workers may use; default all."
-)
-@click.option(
-    "--log-dir", type=click.Path(path_type=Path), help="Where run logs go [env GAFFER_LOG_DIR]."
-)
-@click.option(
-    "--yes", is_flag=True, help="Approve host shell commands outside the read-only allowlist."
-)
-@click.option("--quiet", is_flag=True, help="Show nothing on stderr but the outcome.")
-@click.option("--no-stream", is_flag=True, help="Ask for whole responses instead of streams.")
-@click.option(
-    "--no-verify", is_flag=True, help="Let final answers out without the verification gate."
-)
-@click.option("--context-window", type=int, help="The model's context window in tokens.")
-@click.option("--sandbox-uid", type=int, help="Run sandbox containers as this uid.")
-def run(
-    task: str,
-    top: str,
-    read_only: bool,
-    allowed: str | None,
-    yes: bool,
-    quiet: bool,
-    no_stream: bool,
-    no_verify: bool,
-    **flags: Any,
-) -> None:
-    """Run TASK in the current directory; the final answer goes to stdout."""
-    workspace = Path.cwd().resolve()
-    if no_stream:
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `run` and `chat` share: the model, the limits, the ceiling, the log."""
+    options = [
+        click.option("--model", help="Model name [env GAFFER_MODEL]."),
+        click.option("--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
+        click.option("--api-key", help="API key [env OPENAI_API_KEY]."),
+        click.option(
+            "--profile",
+            "top",
+            default="supervisor",
+            show_default=True,
+            help="Profile of the agent you talk to.",
+        ),
+        click.option(
+            "--max-steps",
+            type=int,
+            help="Model calls the top agent may make per task (default: its profile's).",
+        ),
+        click.option(
+            "--max-seconds",
+            type=float,
+            help="Wall-clock limit for the whole run, workers included.",
+        ),
+        click.option(
+            "--max-tokens",
+            type=int,
+            help="Prompt + completion tokens for the whole run, workers included.",
+        ),
+        click.option(
+            "--max-parallel", type=int, help="Read-only workers at the same time (default 4)."
+        ),
+        click.option(
+            "--read-only", is_flag=True, help="Allow only read-only (parallel-safe) workers."
+        ),
+        click.option(
+            "--profiles", "allowed", help="Comma-separated profiles workers may use; default all."
+        ),
+        click.option(
+            "--log-dir",
+            type=click.Path(path_type=Path),
+            help="Where run logs go [env GAFFER_LOG_DIR].",
+        ),
+        click.option(
+            "--yes",
+            is_flag=True,
+            help="Approve host shell commands outside the read-only allowlist.",
+        ),
+        click.option(
+            "--no-stream", is_flag=True, help="Ask for whole responses instead of streams."
+        ),
+        click.option(
+            "--no-verify", is_flag=True, help="Let final answers out without the verification gate."
+        ),
+        click.option("--context-window", type=int, help="The model's context window in tokens."),
+        click.option("--sandbox-uid", type=int, help="Run sandbox containers as this uid."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _plan(
+    workspace: Path, flags: dict[str, Any], approve: Approver
+) -> tuple[settings.Settings, RunPlan]:
+    """Settings and the run plan from the flags, or a one-line exit 1."""
+    top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
+    flags.pop("yes", None)
+    if flags.pop("no_stream", False):
         flags["stream"] = False
-    if no_verify:
+    if flags.pop("no_verify", False):
         flags["verify"] = False
-    plan_flags = {key: flags.pop(key) for key in ("max_steps", "max_seconds", "max_tokens")}
+    max_steps = flags.pop("max_steps")
     try:
-        config = settings.load(
-            workspace, {**flags, **{k: v for k, v in plan_flags.items() if k != "max_steps"}}
-        )
+        config = settings.load(workspace, flags)
         profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
     except (settings.ConfigError, ProfileError) as error:
         _fail(str(error))
@@ -116,7 +135,7 @@ def run(
         tools=dict(BUILTIN_TOOLS),
         make_model=_model_factory(config),
         top=top,
-        max_steps=plan_flags["max_steps"],
+        max_steps=max_steps,
         max_seconds=config.max_seconds,
         max_tokens=config.max_tokens,
         ceiling=Ceiling(
@@ -126,14 +145,43 @@ def run(
             max_depth=config.max_depth,
             max_workers=config.max_workers,
         ),
-        approve=(lambda _c, _r: True) if yes else (lambda _c, _r: False),
+        approve=approve,
         base_url=config.base_url,
         sandbox_uid=config.sandbox_uid,
         verify=config.verify,
         context_window=config.context_window,
     )
-    session = Session(workspace, config.logs_in(workspace), [] if quiet else [TerminalView()])
-    result = session.run(task, plan)
+    return config, plan
+
+
+@main.command()
+@click.argument("task")
+@run_options
+@click.option("--quiet", is_flag=True, help="Show nothing on stderr but the outcome.")
+@click.option(
+    "--resume",
+    "resume_ref",
+    help="Continue the conversation of an earlier run (an id, a prefix, `last`).",
+)
+def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
+    """Run TASK in the current directory; the final answer goes to stdout."""
+    workspace = Path.cwd().resolve()
+    approve: Approver = (lambda _c, _r: True) if flags["yes"] else (lambda _c, _r: False)
+    config, plan = _plan(workspace, flags, approve)
+    log_dir = config.logs_in(workspace)
+    resumed, resumed_from = None, None
+    if resume_ref:
+        try:
+            path = runlog.find_run(log_dir, resume_ref)
+        except runlog.RunNotFound as error:
+            _fail(str(error))
+            return
+        rebuilt = rebuild(runlog.read_records(path))
+        resumed, resumed_from = rebuilt.messages, path.stem
+        for worker in rebuilt.interrupted_workers:
+            click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
+    session = Session(workspace, log_dir, [] if quiet else [TerminalView()])
+    result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
     outcome = result.outcome
     match outcome:
         case Finished(answer=answer):
@@ -147,6 +195,46 @@ def run(
             _fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
         case Failed():
             _fail(f"error: {reason_of(outcome)} (log: {session.log.path})", EXIT_ERROR)
+
+
+@main.command()
+@run_options
+def chat(**flags: Any) -> None:
+    """A conversation in the current directory: line editing, history, slash commands (/help)."""
+    workspace = Path.cwd().resolve()
+    console = stderr_console()
+    approve = (lambda _c, _r: True) if flags["yes"] else _ask_user(console)
+    config, plan = _plan(workspace, flags, approve)
+    session = Session(workspace, config.logs_in(workspace), [TerminalView(console)])
+    session.start(plan)
+    console.print(
+        f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
+        markup=False,
+        highlight=False,
+    )
+    try:
+        Repl(session, console).loop(line_reader(history_path()))
+    finally:
+        session.close()
+    click.echo(f"log: {session.log.path}", err=True)
+
+
+def _ask_user(console: Console) -> Approver:
+    def ask(command: str, reason: str) -> bool:
+        console.print(
+            f"run on this machine? {command}\n  ({reason})", markup=False, highlight=False
+        )
+        try:
+            return input("  [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+    return ask
+
+
+def history_path() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gaffer" / "history"
 
 
 def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
@@ -178,23 +266,7 @@ def list_profiles() -> None:
         profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
     except ProfileError as error:
         _fail(str(error))
-    read_only = {name: tool.read_only for name, tool in BUILTIN_TOOLS.items()}
-    table = Table(box=None, pad_edge=False)
-    for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
-        table.add_column(column, overflow="fold")
-    for profile in profiles.values():
-        limits = profile.limits
-        table.add_row(
-            profile.name,
-            ", ".join(profile.tools),
-            profile.sandbox,
-            f"{limits.max_steps} steps"
-            + (f", {limits.max_seconds:g}s" if limits.max_seconds else "")
-            + (f", {limits.max_tokens} tok" if limits.max_tokens else ""),
-            "yes" if is_parallel_safe(profile, read_only) else "no",
-            profile.source,
-        )
-    Console(highlight=False, soft_wrap=True).print(table)
+    Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
 
 
 @main.group()

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.delegation import Ceiling, SandboxFactory, Team
+from workers.context import ContextKeeper, window_for
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
 from workers.limits import Budget
-from workers.loop import AgentResult, run_agent
+from workers.loop import AgentResult, run_agent, tell
 from workers.model import Message, Model
-from workers.outcome import Failed, reason_of, status_of
+from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
 from workers.sandbox import Sandbox, SandboxUnavailable, docker
 from workers.sandbox.host import HostSandbox
@@ -74,6 +75,7 @@ class Session:
 
     def __post_init__(self) -> None:
         self.root = Budget()
+        self._turn_budget: Budget | None = None
         self.log = JsonlLog(self.log_dir / f"{self.session_id}.jsonl")
         self.recorder = Recorder()
         self.events = Emitter([self.log, self.recorder, *self.subscribers]).bind(
@@ -110,73 +112,129 @@ class Session:
         return make
 
     def cancel(self) -> None:
-        """Stop the run: every agent ends at its next step, running commands are killed."""
-        self.root.cancel()
+        """Stop what runs now: every agent ends at its next step, running commands are killed."""
+        if self._turn_budget is not None:
+            self._turn_budget.cancel()
+        else:
+            self.root.cancel()
 
-    def run(self, task: str, plan: RunPlan) -> AgentResult:
-        started = time.monotonic()
-        top = plan.profiles[plan.top]
+    def run(
+        self,
+        task: str,
+        plan: RunPlan,
+        *,
+        resumed: list[Message] | None = None,
+        resumed_from: str | None = None,
+    ) -> AgentResult:
+        """One task, start to end: what `gaffer run` does."""
+        self.start(plan, task=task, resumed=resumed, resumed_from=resumed_from)
+        try:
+            return self.turn(task)
+        finally:
+            self.close()
+
+    def start(
+        self,
+        plan: RunPlan,
+        *,
+        task: str = "",
+        resumed: list[Message] | None = None,
+        resumed_from: str | None = None,
+    ) -> None:
+        self.plan = plan
+        self.top = plan.profiles[plan.top]
         if plan.max_steps is not None:
-            top = top.model_copy(
-                update={"limits": top.limits.model_copy(update={"max_steps": plan.max_steps})}
-            )
-        model: Model = plan.make_model(top.model)
-        self.events.bind(agent_id=TOP_AGENT_ID).emit(
+            limits = self.top.limits.model_copy(update={"max_steps": plan.max_steps})
+            self.top = self.top.model_copy(update={"limits": limits})
+        self.model_name: str | None = self.top.model
+        self._started = time.monotonic()
+        self._last: AgentResult | None = None
+        self._turn_budget = None
+        self.top_events.emit(
             "session_start",
             task=task,
             workspace=str(self.workspace),
-            model=model.name,
+            model=plan.make_model(self.model_name).name,
             base_url=plan.base_url,
             gaffer_version=gaffer_version(),
             pid=os.getpid(),
-            profile=top.name,
-            max_steps=top.limits.max_steps,
+            profile=self.top.name,
+            max_steps=self.top.limits.max_steps,
             max_seconds=plan.max_seconds,
             max_tokens=plan.max_tokens,
+            resumed_from=resumed_from,
         )
-        root = self.root = Budget(plan.max_tokens, plan.max_seconds, parent=self.root)
-        team = Team(
+        self.root = Budget(plan.max_tokens, plan.max_seconds)
+        self.team = Team(
             workspace=self.workspace,
             profiles=plan.profiles,
             tools=plan.tools,
-            make_model=plan.make_model,
+            make_model=lambda name: plan.make_model(name or self.model_name),
             make_sandbox=self.make_sandbox(plan),
             events=self.events,
             ceiling=plan.ceiling,
             verify=plan.verify,
             context_window=plan.context_window,
         )
+        self.messages: list[Message] = list(resumed or [])
+        model = plan.make_model(self.model_name)
+        self.keeper = ContextKeeper(
+            window_for(model.name, plan.context_window), rules=self.team.instructions
+        )
+
+    @property
+    def top_events(self) -> Emitter:
+        return self.events.bind(agent_id=TOP_AGENT_ID, profile=self.plan.top)
+
+    def turn(self, text: str) -> AgentResult:
+        """The top agent answers one user message, in the conversation so far."""
+        budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            result = self._run_top(team, top, task, root)
-            team.shutdown()
-            self._end(result, root, started)
+            with self.team.make_sandbox(self.top, TOP_AGENT_ID) as sandbox:
+                agent, prompt = self.team.build(
+                    self.top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
+                )
+                agent.context = self.keeper  # the conversation's window outlives one turn
+                if not self.messages or self.messages[0]["role"] != "system":
+                    self.messages.insert(0, {"role": "system", "content": prompt})
+                tell(agent, self.messages, text, source="user")
+                result = run_agent(agent, self.messages)
+        except SandboxUnavailable as error:
+            result = AgentResult(Failed(str(error), kind="sandbox"), self.messages)
         finally:
-            self.log.close()
+            self._turn_budget = None
+        self._last = result
         return result
 
-    def _run_top(self, team: Team, top: Profile, task: str, root: Budget) -> AgentResult:
-        budget = root.child(top.limits.as_limits())
-        try:
-            with team.make_sandbox(top, TOP_AGENT_ID) as sandbox:
-                agent, prompt = team.build(top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None)
-                messages: list[Message] = [
-                    {"role": "system", "content": prompt},
-                    {"role": "user", "content": task},
-                ]
-                return run_agent(agent, messages)
-        except SandboxUnavailable as error:
-            return AgentResult(Failed(str(error), kind="sandbox"), [])
+    def compact(self) -> bool:
+        """Fold older turns now (/compact)."""
+        budget = self.root.child(self.top.limits.as_limits())
+        with self.team.make_sandbox(self.top, TOP_AGENT_ID) as sandbox:
+            agent, _ = self.team.build(
+                self.top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
+            )
+            return self.keeper.compact(
+                agent, self.messages, self._last.facts if self._last else [], 0, reason="manual"
+            )
 
-    def _end(self, result: AgentResult, budget: Budget, started: float) -> None:
+    def close(self) -> None:
+        try:
+            self.team.shutdown()
+            self._end()
+        finally:
+            self.log.close()
+
+    def _end(self) -> None:
+        outcome = self._last.outcome if self._last else Aborted("no task was given")
         llm_calls = self.recorder.of("llm_call")
         tool_calls = self.recorder.of("tool_call")
-        self.events.bind(agent_id=TOP_AGENT_ID).emit(
+        self.top_events.emit(
             "session_end",
-            status=status_of(result.outcome),
-            reason=reason_of(result.outcome),
-            elapsed_s=round(time.monotonic() - started, 3),
-            steps=result.steps,
-            tokens=budget.used,
+            status=status_of(outcome),
+            reason=reason_of(outcome),
+            elapsed_s=round(time.monotonic() - self._started, 3),
+            steps=self._last.steps if self._last else 0,
+            tokens=self.root.used,
             prompt_tokens=sum(r["prompt_tokens"] for r in llm_calls),
             completion_tokens=sum(r["completion_tokens"] for r in llm_calls),
             llm_calls=len(llm_calls),

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from workers.events import Record
+from workers.profiles import Profile, is_parallel_safe
+from workers.tools.base import Tool
 
 
 def stderr_console() -> Console:
@@ -166,3 +170,24 @@ class TerminalView:
     def _on_session_end(self, _record: Record) -> None:
         self._workers.clear()
         self._refresh_live()
+
+
+def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:
+    """Profiles with their tools, sandbox, limits, parallel safety and source."""
+    read_only = {name: tool.read_only for name, tool in tools.items()}
+    table = Table(box=None, pad_edge=False)
+    for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
+        table.add_column(column, overflow="fold")
+    for profile in profiles.values():
+        limits = profile.limits
+        table.add_row(
+            profile.name,
+            ", ".join(profile.tools),
+            profile.sandbox,
+            f"{limits.max_steps} steps"
+            + (f", {limits.max_seconds:g}s" if limits.max_seconds else "")
+            + (f", {limits.max_tokens} tok" if limits.max_tokens else ""),
+            "yes" if is_parallel_safe(profile, read_only) else "no",
+            profile.source,
+        )
+    return table

@@ -240,7 +240,7 @@ def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     lines = log_lines(workspace)
-    assert [line["event"] for line in lines][:2] == ["session_start", "agent_start"]
+    assert [line["event"] for line in lines][:3] == ["session_start", "user_message", "agent_start"]
     assert any(line["event"] == "tool_call" for line in lines)
     assert "interrupted" in gaffer(workspace, "logs").stdout
 

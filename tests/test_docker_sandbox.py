@@ -268,6 +268,7 @@ def test_two_coders_never_overlap_and_log_their_container(
         profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
         tools=dict(BUILTIN_TOOLS),
         make_model=lambda _name: model,
+        verify=False,
     )
     result = session.run("refactor", plan)
     assert result.outcome.__class__.__name__ == "Finished", result.outcome

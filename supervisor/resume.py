@@ -1,0 +1,115 @@
+"""Rebuilding the top agent's conversation from a run log, to continue where it stopped.
+
+The log holds every user message, every assistant turn (text and tool calls) and every
+tool result in full, and each compaction's pinned state: enough to rebuild exactly what
+the model saw. Calls that never got a result (the run was killed mid-call) are answered
+as interrupted; a worker that was running is reported, never replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.model import Message
+
+Record = dict[str, Any]
+TOP_AGENT_ID = "supervisor"
+
+
+@dataclass
+class Rebuilt:
+    messages: list[Message]
+    """Without the system prompt: the resuming session writes a fresh one."""
+    interrupted_workers: list[str] = field(default_factory=list)
+    """`w3 (coder): task…` for each worker that started and never ended."""
+    task: str = ""
+
+
+def rebuild(records: list[Record]) -> Rebuilt:
+    messages: list[Message] = [{"role": "system", "content": ""}]
+    pending: dict[str, Message] = {}  # results of the current batch, put in call order
+    order: list[str] = []
+    starts: dict[str, Record] = {}
+    ended: set[str] = set()
+
+    def flush() -> None:
+        for call_id in order:
+            if call_id in pending:
+                messages.append(pending.pop(call_id))
+        order.clear()
+
+    for record in records:
+        event = record.get("event")
+        if event == "delegate_start":
+            starts[str(record.get("child_id"))] = record
+        elif event == "delegate_end":
+            ended.add(str(record.get("child_id")))
+        if record.get("agent_id") != TOP_AGENT_ID:
+            continue
+        if event == "user_message":
+            flush()
+            messages.append({"role": "user", "content": record.get("content", "")})
+        elif event == "llm_call":
+            flush()
+            calls = record.get("calls") or []
+            message: Message = {"role": "assistant", "content": record.get("text") or None}
+            if calls:
+                message["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]},
+                    }
+                    for c in calls
+                ]
+            messages.append(message)
+            order[:] = [c["id"] for c in calls]
+        elif event == "tool_call":
+            call_id = str(record.get("tool_call_id"))
+            pending[call_id] = {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "content": record.get("content", record.get("result_preview", "")),
+            }
+        elif event == "compaction":
+            flush()
+            folded = int(record.get("messages_folded", 0))
+            messages[1 : 1 + folded] = [{"role": "user", "content": record.get("state", "")}]
+    flush()
+    interrupted = [
+        f"{child} ({start.get('child_profile')}): {start.get('task')}"
+        for child, start in starts.items()
+        if child not in ended and start.get("agent_id") == TOP_AGENT_ID
+    ]
+    _answer_interrupted(messages)
+    task = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
+    return Rebuilt(messages=messages[1:], interrupted_workers=interrupted, task=task)
+
+
+def _answer_interrupted(messages: list[Message]) -> None:
+    """Give every call a result, in call order; the missing ones say they were interrupted."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        calls = (message.get("tool_calls") or []) if message["role"] == "assistant" else []
+        if not calls:
+            continue
+        end = index
+        while end < len(messages) and messages[end]["role"] == "tool":
+            end += 1
+        results = {m["tool_call_id"]: m for m in messages[index:end]}
+        messages[index:end] = [results.get(c["id"]) or _interrupted(c) for c in calls]
+        index += len(calls)
+
+
+def _interrupted(call: dict[str, Any]) -> Message:
+    if call["function"]["name"] == "delegate":
+        text = (
+            "interrupted: the run stopped while this worker was working; its work is not "
+            "replayed. Files it changed may be half-done: check before relying on them."
+        )
+    else:
+        text = "interrupted: the run stopped before this call finished; it was not run again."
+    return {"role": "tool", "tool_call_id": call["id"], "content": text}

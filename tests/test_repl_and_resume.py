@@ -1,0 +1,230 @@
+"""The REPL's slash commands and turns, and resuming a run from its log after kill -9."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from supervisor.repl import Repl
+from supervisor.resume import rebuild
+from supervisor.runlog import read_records
+from supervisor.session import RunPlan, Session
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.test_cli import _env, add_host_coder
+from workers.model.scripted import RoutedModel, Step, call, say
+from workers.profiles import builtin_dir, load_profiles
+from workers.tools import BUILTIN_TOOLS
+
+
+def repl_for(
+    workspace: Path, tmp_path: Path, scripts: dict[str, list[Step]]
+) -> tuple[Repl, io.StringIO, Session]:
+    model = RoutedModel(scripts)
+    out = io.StringIO()
+    session = Session(workspace, tmp_path / "logs")
+    session.start(
+        RunPlan(
+            profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
+            tools=dict(BUILTIN_TOOLS),
+            make_model=lambda _n: model,
+        )
+    )
+    return Repl(session, Console(file=out, width=200)), out, session
+
+
+def test_turns_share_one_conversation(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    scripts: dict[str, list[Step]] = {
+        "what is in a.txt?": [
+            call("read_file", path="a.txt"),
+            say("alpha"),
+            say("you asked about a.txt"),
+        ]
+    }
+    repl, _, session = repl_for(workspace, tmp_path, scripts)
+    assert repl.handle("what is in a.txt?")
+    assert repl.handle("and what did I ask?")
+    roles = [m["role"] for m in session.messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user", "assistant"]
+    session.close()
+
+
+def test_slash_commands(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "AGENT.md").write_text("Use tabs.\n")
+    scripts: dict[str, list[Step]] = {"hi": [say("hello")]}
+    repl, out, session = repl_for(workspace, tmp_path, scripts)
+    repl.handle("hi")
+    for line in (
+        "/help",
+        "/stats",
+        "/log 5",
+        "/model",
+        "/model other-model",
+        "/profiles",
+        "/memory",
+        "/compact",
+        "/nope",
+    ):
+        assert repl.handle(line)
+    text = out.getvalue()
+    assert "/resume [run]" in text and "per agent" in text and "model: routed" in text
+    assert session.model_name == "other-model"
+    assert "explorer" in text and "Use tabs." in text and "nothing old enough to compact" in text
+    assert "unknown command /nope" in text
+    repl.handle("/clear")
+    assert session.messages == []
+    assert not repl.handle("/exit")
+    session.close()
+
+
+def test_ctrl_c_cancels_the_turn_not_the_session(workspace: Path, tmp_path: Path) -> None:
+    def interrupt(_messages: object) -> object:
+        raise KeyboardInterrupt
+
+    scripts: dict[str, list[Step]] = {"first": [interrupt, say("second answer")]}  # type: ignore[list-item]
+    repl, out, session = repl_for(workspace, tmp_path, scripts)
+    repl.handle("first")
+    assert "turn cancelled; the session goes on" in out.getvalue()
+    repl.handle("again")
+    assert session.messages[-1] == {"role": "assistant", "content": "second answer"}
+    session.close()
+
+
+def test_chat_command_reads_piped_lines(workspace: Path) -> None:
+    with FakeOpenAI([Reply(text="Hello from the model.")]) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "supervisor"],
+            input="hi there\n/stats\n/exit\n",
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "Hello from the model." in done.stderr and "per agent" in done.stderr
+    assert server.requests[0]["messages"][-1] == {"role": "user", "content": "hi there"}
+
+
+def test_resume_after_kill_9(workspace: Path) -> None:
+    add_host_coder(workspace)
+    (workspace / "a.txt").write_text("alpha\n")
+    first = [
+        Reply(text="Reading.", tool_calls=[("read_file", '{"path": "a.txt"}')]),
+        Reply(text="never", delay=30),
+    ]
+    with FakeOpenAI(first) as server:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "run",
+                "--profile",
+                "hostcoder",
+                "summarise a.txt",
+            ],
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with FakeOpenAI([Reply(text="a.txt says alpha.")]) as server:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "run",
+                "--profile",
+                "hostcoder",
+                "--resume",
+                "last",
+                "go on",
+            ],
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "a.txt says alpha.\n"
+    sent = server.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+    assert sent[1]["content"] == "summarise a.txt" and sent[3]["content"] == "alpha\n"
+    assert sent[2]["tool_calls"][0]["function"]["name"] == "read_file"
+    assert sent[-1]["content"] == "go on"
+    logs = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    assert read_records(logs[-1])[0]["resumed_from"] == logs[0].stem
+
+
+def test_rebuild_marks_interrupted_calls_and_workers() -> None:
+    records = [
+        {"event": "user_message", "agent_id": "supervisor", "content": "survey"},
+        {
+            "event": "llm_call",
+            "agent_id": "supervisor",
+            "text": "",
+            "calls": [
+                {
+                    "id": "c1",
+                    "name": "delegate",
+                    "arguments": json.dumps({"profile": "explorer", "task": "a"}),
+                },
+                {
+                    "id": "c2",
+                    "name": "delegate",
+                    "arguments": json.dumps({"profile": "explorer", "task": "b"}),
+                },
+            ],
+        },
+        {
+            "event": "delegate_start",
+            "agent_id": "supervisor",
+            "child_id": "w1",
+            "child_profile": "explorer",
+            "task": "a",
+        },
+        {
+            "event": "delegate_start",
+            "agent_id": "supervisor",
+            "child_id": "w2",
+            "child_profile": "explorer",
+            "task": "b",
+        },
+        {
+            "event": "delegate_end",
+            "agent_id": "supervisor",
+            "child_id": "w2",
+            "status": "completed",
+        },
+        {
+            "event": "tool_call",
+            "agent_id": "supervisor",
+            "tool_call_id": "c2",
+            "content": "report b",
+        },
+    ]
+    rebuilt = rebuild(records)
+    assert [m["role"] for m in rebuilt.messages] == ["user", "assistant", "tool", "tool"]
+    assert (
+        rebuilt.messages[2]["tool_call_id"] == "c1"
+        and "interrupted" in rebuilt.messages[2]["content"]
+    )
+    assert "not replayed" in rebuilt.messages[2]["content"]
+    assert rebuilt.messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "report b"}
+    assert rebuilt.interrupted_workers == ["w1 (explorer): a"]
