@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +15,21 @@ from rich.console import Console
 
 from supervisor import doctor as doctor_checks
 from supervisor import runlog, settings
-from supervisor.delegation import Ceiling
+from supervisor.delegation import Ceiling, Team
 from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.session import RunPlan, Session, gaffer_version
-from supervisor.view import TerminalView, profiles_table, stderr_console
+from supervisor.view import TerminalView, profiles_table, stderr_console, tools_table
+from workers.events import Emitter, Subscriber
+from workers.extensions import load_extensions
 from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
-from workers.profiles import ProfileError, load_profiles, search_path
-from workers.sandbox import SandboxUnavailable
+from workers.profiles import HARNESS_TOOLS, Profile, ProfileError, load_profiles, search_path
+from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver
+from workers.tools.base import Approver, Tool
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -110,9 +113,9 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _plan(
-    workspace: Path, flags: dict[str, Any], approve: Approver
-) -> tuple[settings.Settings, RunPlan]:
-    """Settings and the run plan from the flags, or a one-line exit 1."""
+    workspace: Path, flags: dict[str, Any], approve: Approver, subscribers: list[Subscriber]
+) -> tuple[Session, RunPlan]:
+    """The session and its run plan from the flags, or a one-line exit 1."""
     top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
     flags.pop("yes", None)
     if flags.pop("no_stream", False):
@@ -122,17 +125,29 @@ def _plan(
     max_steps = flags.pop("max_steps")
     try:
         config = settings.load(workspace, flags)
-        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
-    except (settings.ConfigError, ProfileError) as error:
+    except settings.ConfigError as error:
+        _fail(str(error))
+    log_dir = config.logs_in(workspace)
+    session = Session(workspace, log_dir, subscribers)
+    extensions = load_extensions(
+        workspace, session.events, taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS, log_dir=log_dir
+    )
+    tools = {**BUILTIN_TOOLS, **extensions.tools}
+    try:
+        profiles = load_profiles(search_path(workspace), tools)
+    except ProfileError as error:
+        extensions.close()
         _fail(str(error))
     if top not in profiles:
+        extensions.close()
         _fail(f"no profile {top!r}; `gaffer profiles` lists them")
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
     if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
+        extensions.close()
         _fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
     plan = RunPlan(
         profiles=profiles,
-        tools=dict(BUILTIN_TOOLS),
+        tools=tools,
         make_model=_model_factory(config),
         top=top,
         max_steps=max_steps,
@@ -150,8 +165,9 @@ def _plan(
         sandbox_uid=config.sandbox_uid,
         verify=config.verify,
         context_window=config.context_window,
+        extensions=extensions,
     )
-    return config, plan
+    return session, plan
 
 
 @main.command()
@@ -167,12 +183,11 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
     workspace = Path.cwd().resolve()
     approve: Approver = (lambda _c, _r: True) if flags["yes"] else (lambda _c, _r: False)
-    config, plan = _plan(workspace, flags, approve)
-    log_dir = config.logs_in(workspace)
+    session, plan = _plan(workspace, flags, approve, [] if quiet else [TerminalView()])
     resumed, resumed_from = None, None
     if resume_ref:
         try:
-            path = runlog.find_run(log_dir, resume_ref)
+            path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
         except runlog.RunNotFound as error:
             _fail(str(error))
             return
@@ -180,7 +195,6 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
         resumed, resumed_from = rebuilt.messages, path.stem
         for worker in rebuilt.interrupted_workers:
             click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
-    session = Session(workspace, log_dir, [] if quiet else [TerminalView()])
     result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
     outcome = result.outcome
     match outcome:
@@ -204,8 +218,7 @@ def chat(**flags: Any) -> None:
     workspace = Path.cwd().resolve()
     console = stderr_console()
     approve = (lambda _c, _r: True) if flags["yes"] else _ask_user(console)
-    config, plan = _plan(workspace, flags, approve)
-    session = Session(workspace, config.logs_in(workspace), [TerminalView(console)])
+    session, plan = _plan(workspace, flags, approve, [TerminalView(console)])
     session.start(plan)
     console.print(
         f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
@@ -267,6 +280,54 @@ def list_profiles() -> None:
     except ProfileError as error:
         _fail(str(error))
     Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
+
+
+@main.command(name="tools")
+def list_tools() -> None:
+    """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
+    workspace = Path.cwd().resolve()
+    events = Emitter([TerminalView()]).bind(session_id="tools")
+    extensions = load_extensions(
+        workspace,
+        events,
+        taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
+        log_dir=workspace / ".gaffer" / "logs",
+    )
+    try:
+        tools = {**BUILTIN_TOOLS, **extensions.tools}
+        profiles = load_profiles(search_path(workspace), tools)
+        team = Team(
+            workspace,
+            profiles,
+            tools,
+            make_model=_no_model,
+            make_sandbox=_no_sandbox,
+            events=events,
+        )
+        grants: dict[str, list[str]] = {}
+        for profile in profiles.values():
+            names = team.effective_tools(profile)
+            names += [n for n in ("delegate",) if n in profile.tools]
+            names += ["use_skill"] if extensions.skills else []
+            for name in names:
+                grants.setdefault(name, []).append(profile.name)
+        listed: dict[str, Tool[Any]] = dict(tools)
+        if extensions.skills and (use_skill := extensions.use_skill()) is not None:
+            listed["use_skill"] = use_skill
+        Console(highlight=False, soft_wrap=True).print(tools_table(listed, grants))
+        team.shutdown()
+    except ProfileError as error:
+        _fail(str(error))
+    finally:
+        extensions.close()
+
+
+def _no_model(_name: str | None) -> Model:
+    raise RuntimeError("listing tools calls no model")
+
+
+def _no_sandbox(_profile: Profile, _agent_id: str) -> AbstractContextManager[Sandbox]:
+    raise RuntimeError("listing tools starts no sandbox")
 
 
 @main.group()

@@ -25,7 +25,7 @@ from workers.limits import Budget
 from workers.loop import Agent, AgentResult, run_agent
 from workers.model import Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
-from workers.profiles import Profile, is_parallel_safe
+from workers.profiles import Profile, expand_tools, is_parallel_safe
 from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 from workers.tools.memory import project_instructions
@@ -113,6 +113,10 @@ class Team:
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
     context_window: int | None = None
     """Tokens; None takes the model's known window or a conservative default."""
+    use_skill: Tool[Any] | None = None
+    """Given to every agent when there are skills."""
+    extra_prompt: str = ""
+    """Appended to every agent's system prompt (the list of skills)."""
     pool: ThreadPoolExecutor = field(init=False)
     editor_lock: EditorLock = field(default_factory=EditorLock)
 
@@ -130,9 +134,13 @@ class Team:
     # -- what a profile gets -------------------------------------------------------
 
     def parallel_safe(self, profile: Profile) -> bool:
-        return is_parallel_safe(
-            profile, {name: tool.read_only for name, tool in self.tools.items()}
-        )
+        return is_parallel_safe(profile, self._read_only(), self._extensions())
+
+    def _read_only(self) -> dict[str, bool]:
+        return {name: tool.read_only for name, tool in self.tools.items()}
+
+    def _extensions(self) -> set[str]:
+        return {n for n, tool in self.tools.items() if tool.origin.startswith(("plugin", "mcp"))}
 
     def refusal(self, profile_name: str) -> str | None:
         """Why the run's ceiling forbids delegating to this profile, or None."""
@@ -153,10 +161,19 @@ class Team:
         ]
 
     def effective_tools(self, profile: Profile) -> list[str]:
-        """The profile's tools within the run's ceiling; `delegate` is added by `build`."""
-        names = [name for name in profile.tools if name in self.tools]
+        """The profile's tools within the run's ceiling; `delegate` is added by `build`.
+
+        Plugin and MCP tools run in gaffer's own process, so a sandboxed profile never
+        gets them: its tools all run in its container.
+        """
+        extensions = self._extensions()
+        names = [
+            n for n in expand_tools(profile.tools, self._read_only(), extensions) if n in self.tools
+        ]
+        if profile.sandbox == "docker":
+            names = [n for n in names if n not in extensions]
         if self.ceiling.read_only:
-            names = [name for name in names if self.tools[name].read_only]
+            names = [n for n in names if self.tools[n].read_only]
         return names
 
     def describe_profiles(self) -> str:
@@ -189,6 +206,8 @@ class Team:
             identity["parent_id"] = parent.agent_id
         events = self.events.bind(**identity)
         tools = {name: self.tools[name] for name in self.effective_tools(profile)}
+        if self.use_skill is not None:
+            tools["use_skill"] = self.use_skill
         if "delegate" in profile.tools and depth < self.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             caller = Caller(agent_id, depth, budget, events, lineage)
@@ -212,6 +231,8 @@ class Team:
         prompt = prompt.replace("{profiles}", self.describe_profiles()).strip()
         if self.instructions:
             prompt += "\n\n# Project instructions (follow them)\n\n" + self.instructions
+        if self.extra_prompt:
+            prompt += "\n\n" + self.extra_prompt
         return agent, prompt
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
@@ -255,6 +276,8 @@ class Team:
             run=run,
             read_only=False,
             overlaps=overlaps,
+            harness=True,
+            origin="harness",
         )
 
     # -- delegating ------------------------------------------------------------------

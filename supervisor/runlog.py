@@ -63,12 +63,12 @@ def list_runs(log_dir: Path) -> list[RunSummary]:
     return runs
 
 
-def find_run(log_dir: Path, ref: str) -> Path:
-    """A run by file path, id, unique id prefix, or `last`."""
+def find_run(log_dir: Path, ref: str, *, exclude: str | None = None) -> Path:
+    """A run by file path, id, unique id prefix, or `last` (never the `exclude` run)."""
     as_path = Path(ref)
     if as_path.suffix == ".jsonl" and as_path.is_file():
         return as_path
-    runs = sorted(log_dir.glob("*.jsonl"))
+    runs = sorted(p for p in log_dir.glob("*.jsonl") if p.stem != exclude)
     if ref == "last":
         if not runs:
             raise RunNotFound(f"no runs in {log_dir}")

@@ -18,6 +18,7 @@ from supervisor.delegation import Ceiling, SandboxFactory, Team
 from workers.context import ContextKeeper, window_for
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
+from workers.extensions import Extensions
 from workers.limits import Budget
 from workers.loop import AgentResult, run_agent, tell
 from workers.model import Message, Model
@@ -64,6 +65,8 @@ class RunPlan:
     """Run containers as this uid instead of the workspace owner's."""
     verify: bool = True
     context_window: int | None = None
+    extensions: Extensions | None = None
+    """Plugins, MCP servers and skills; closed with the session."""
 
 
 @dataclass
@@ -175,6 +178,8 @@ class Session:
             ceiling=plan.ceiling,
             verify=plan.verify,
             context_window=plan.context_window,
+            use_skill=plan.extensions.use_skill() if plan.extensions else None,
+            extra_prompt=plan.extensions.prompt() if plan.extensions else "",
         )
         self.messages: list[Message] = list(resumed or [])
         model = plan.make_model(self.model_name)
@@ -222,6 +227,8 @@ class Session:
             self.team.shutdown()
             self._end()
         finally:
+            if self.plan.extensions is not None:
+                self.plan.extensions.close()
             self.log.close()
 
     def _end(self) -> None:

@@ -167,6 +167,10 @@ class TerminalView:
             self.console.print()
             self._mid_line = False
 
+    def _on_extension(self, record: Record) -> None:
+        if record.get("status") == "skipped":
+            self._write(Text(f"gaffer: warning: {record['message']}", style="yellow"))
+
     def _on_session_end(self, _record: Record) -> None:
         self._workers.clear()
         self._refresh_live()
@@ -175,6 +179,7 @@ class TerminalView:
 def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:
     """Profiles with their tools, sandbox, limits, parallel safety and source."""
     read_only = {name: tool.read_only for name, tool in tools.items()}
+    extensions = {n for n, t in tools.items() if t.origin.startswith(("plugin", "mcp"))}
     table = Table(box=None, pad_edge=False)
     for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
         table.add_column(column, overflow="fold")
@@ -187,7 +192,22 @@ def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) ->
             f"{limits.max_steps} steps"
             + (f", {limits.max_seconds:g}s" if limits.max_seconds else "")
             + (f", {limits.max_tokens} tok" if limits.max_tokens else ""),
-            "yes" if is_parallel_safe(profile, read_only) else "no",
+            "yes" if is_parallel_safe(profile, read_only, extensions) else "no",
             profile.source,
+        )
+    return table
+
+
+def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Table:
+    """Every tool with its origin, whether it is read-only, and which profiles get it."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("tool", "origin", "read-only", "profiles"):
+        table.add_column(column, overflow="fold")
+    for name, tool in tools.items():
+        table.add_row(
+            name,
+            tool.origin,
+            "yes" if tool.read_only else "no",
+            ", ".join(grants.get(name, [])) or "-",
         )
     return table

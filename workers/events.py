@@ -28,6 +28,7 @@ LoggedEvent = Literal[
     "compaction",
     "mcp_call",
     "user_message",
+    "extension",
 ]
 LiveEvent = Literal["text_delta", "tool_start"]
 EventName = LoggedEvent | LiveEvent

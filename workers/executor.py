@@ -4,6 +4,7 @@ the model's mistakes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox import Sandbox, SandboxFault
-from workers.tools.base import Tool, ToolError, ToolResult
+from workers.tools.base import Tool, ToolContext, ToolError, ToolResult
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | str:
@@ -47,6 +48,11 @@ def execute(
         )
         return _error(f"invalid arguments for {call.name}: {problems}. Expected {_example(tool)}.")
     try:
+        if tool.harness:
+            context = ToolContext(
+                Path.cwd(), deadline=budget.deadline_at(), cancelled=budget.cancelled
+            )
+            return tool.run(context, args)
         return sandbox.run(tool, args, budget)
     except ToolError as error:
         return _error(str(error))

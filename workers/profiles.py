@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from workers.limits import DEFAULT_MAX_STEPS, Limits
 
 # Tools the harness itself provides to an agent, outside the tool registry.
-HARNESS_TOOLS = frozenset({"delegate"})
+HARNESS_TOOLS = frozenset({"delegate", "use_skill"})
 
 
 class ProfileError(Exception):
@@ -73,9 +74,41 @@ class Profile(BaseModel):
     """Where the profile was loaded from (set by the loader)."""
 
 
-def is_parallel_safe(profile: Profile, read_only: dict[str, bool]) -> bool:
-    """Exactly when every granted tool is read-only: derived from the tools, never declared."""
-    return all(read_only.get(name, False) for name in profile.tools)
+READ_ONLY_EXTENSIONS = "@read_only_extensions"
+"""In a profile's tools: every read-only plugin and MCP tool."""
+
+
+def is_pattern(entry: str) -> bool:
+    """Entries that may match nothing without being an error: MCP servers can be down."""
+    return entry.startswith(("@", "mcp__")) or any(c in entry for c in "*?[")
+
+
+def expand_tools(
+    entries: list[str], read_only: dict[str, bool], extensions: Collection[str]
+) -> list[str]:
+    """A profile's tool entries as the tool names they grant, in order, each once."""
+    names: dict[str, None] = {}
+    for entry in entries:
+        if entry == READ_ONLY_EXTENSIONS:
+            names.update((n, None) for n in sorted(extensions) if read_only.get(n))
+        elif is_pattern(entry):
+            names.update((n, None) for n in sorted(read_only) if fnmatch.fnmatchcase(n, entry))
+        else:
+            names[entry] = None
+    return list(names)
+
+
+def is_parallel_safe(
+    profile: Profile, read_only: dict[str, bool], extensions: Collection[str] = ()
+) -> bool:
+    """Exactly when every granted tool is read-only: derived from the tools, never declared.
+
+    A name with no known tool behind it counts as not read-only: unknown is unsafe.
+    """
+    return all(
+        read_only.get(name, False)
+        for name in expand_tools(profile.tools, read_only, set(extensions))
+    )
 
 
 def builtin_dir() -> Path:
@@ -112,7 +145,7 @@ def load_profile(path: Path, known_tools: set[str]) -> Profile:
         first = error.errors()[0]
         where = ".".join(map(str, first["loc"])) or "file"
         raise ProfileError(f"{path}: {where}: {first['msg']}") from error
-    unknown = [tool for tool in profile.tools if tool not in known_tools]
+    unknown = [tool for tool in profile.tools if tool not in known_tools and not is_pattern(tool)]
     if unknown:
         raise ProfileError(
             f"{path}: tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"

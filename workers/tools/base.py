@@ -16,6 +16,12 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ExtensionArgs(BaseModel):
+    """Arguments checked against a JSON schema given as data, not by pydantic."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class ToolError(Exception):
     """An error the model can fix (file not found, edit matched twice): becomes `is_error`."""
 
@@ -65,6 +71,13 @@ class Tool(Generic[A]):
     overlaps: Callable[[A], bool] | None = None
     """True for a call that may run at the same time as others of its batch (delegating
     to a parallel-safe worker). Other calls run one after another, in order."""
+    parameters: dict[str, Any] | None = None
+    """A JSON schema given as data (plugins, MCP) instead of generated from `args`."""
+    harness: bool = False
+    """Runs in gaffer itself, never in a sandbox, and touches no workspace file
+    (delegate, use_skill)."""
+    origin: str = "built-in"
+    """Where the tool comes from: built-in, harness, plugin <path>, mcp <server>."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions `tools` entry."""
@@ -73,7 +86,7 @@ class Tool(Generic[A]):
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _plain_schema(self.args.model_json_schema()),
+                "parameters": self.parameters or _plain_schema(self.args.model_json_schema()),
             },
         }
 

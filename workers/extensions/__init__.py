@@ -1,0 +1,69 @@
+"""Extensions, cheapest first: Skills (text), plugins (a Python file), MCP servers (a process).
+
+A broken extension is reported in one line and skipped; it never takes gaffer down.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.events import Emitter
+from workers.extensions.mcp_servers import McpHub, read_configs
+from workers.extensions.plugins import load_plugins
+from workers.extensions.skills import Skill, load_skills, skills_prompt, use_skill_tool
+from workers.tools.base import Tool
+
+
+@dataclass
+class Extensions:
+    tools: dict[str, Tool[Any]] = field(default_factory=dict)
+    """Plugin and MCP tools, by name."""
+    skills: dict[str, Skill] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    hub: McpHub | None = None
+
+    def use_skill(self) -> Tool[Any] | None:
+        return use_skill_tool(self.skills) if self.skills else None
+
+    def prompt(self) -> str:
+        return skills_prompt(self.skills)
+
+    def close(self) -> None:
+        if self.hub is not None:
+            self.hub.close()
+            self.hub = None
+
+
+def user_config_dir() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gaffer"
+
+
+def load_extensions(
+    workspace: Path, events: Emitter, *, taken: set[str], log_dir: Path
+) -> Extensions:
+    extensions = Extensions()
+    log = events.bind(agent_id="extensions")
+
+    def warn(message: str) -> None:
+        extensions.warnings.append(message)
+        log.emit("extension", status="skipped", message=message)
+
+    user = user_config_dir()
+    extensions.skills = load_skills([user / "skills", workspace / ".gaffer" / "skills"], warn)
+    extensions.tools = load_plugins([user / "tools", workspace / ".gaffer" / "tools"], taken, warn)
+    configs = read_configs([workspace / ".mcp.json", user / "mcp.json"], warn)
+    if configs:
+        extensions.hub = McpHub(events.bind(agent_id="mcp"), log_dir)
+        for name, tool in extensions.hub.start(configs, warn).items():
+            if name in taken or name in extensions.tools:
+                warn(f"MCP tool {name} skipped: the name is already taken")
+                continue
+            extensions.tools[name] = tool
+    for name, tool in extensions.tools.items():
+        log.emit(
+            "extension", status="loaded", tool=name, origin=tool.origin, read_only=tool.read_only
+        )
+    return extensions
