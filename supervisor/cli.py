@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -12,10 +13,13 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import Progress
 
 from supervisor import doctor as doctor_checks
 from supervisor import runlog, settings
 from supervisor.delegation import Ceiling, Team
+from supervisor.local import server as local_server
+from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.session import RunPlan, Session, gaffer_version
@@ -106,6 +110,9 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--context-window", type=int, help="The model's context window in tokens."),
         click.option("--sandbox-uid", type=int, help="Run sandbox containers as this uid."),
+        click.option(
+            "--local", is_flag=True, help="Use the local model even when an endpoint is set."
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -113,10 +120,19 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _plan(
-    workspace: Path, flags: dict[str, Any], approve: Approver, subscribers: list[Subscriber]
+    workspace: Path,
+    flags: dict[str, Any],
+    approve: Approver,
+    subscribers: list[Subscriber],
+    stack: contextlib.ExitStack,
 ) -> tuple[Session, RunPlan]:
-    """The session and its run plan from the flags, or a one-line exit 1."""
+    """The session and its run plan from the flags, or a one-line exit 1.
+
+    With no endpoint configured (or --local), the local model is fetched on first use
+    and served for this run; `stack` stops it when the command ends.
+    """
     top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
+    use_local = flags.pop("local", False)
     flags.pop("yes", None)
     if flags.pop("no_stream", False):
         flags["stream"] = False
@@ -127,6 +143,8 @@ def _plan(
         config = settings.load(workspace, flags)
     except settings.ConfigError as error:
         _fail(str(error))
+    if use_local or config.base_url is None:
+        config = _with_local_model(config, stack)
     log_dir = config.logs_in(workspace)
     session = Session(workspace, log_dir, subscribers)
     extensions = load_extensions(
@@ -183,7 +201,12 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
     workspace = Path.cwd().resolve()
     approve: Approver = (lambda _c, _r: True) if flags["yes"] else (lambda _c, _r: False)
-    session, plan = _plan(workspace, flags, approve, [] if quiet else [TerminalView()])
+    with contextlib.ExitStack() as stack:
+        session, plan = _plan(workspace, flags, approve, [] if quiet else [TerminalView()], stack)
+        _run_task(session, plan, task, resume_ref)
+
+
+def _run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None) -> None:
     resumed, resumed_from = None, None
     if resume_ref:
         try:
@@ -218,7 +241,12 @@ def chat(**flags: Any) -> None:
     workspace = Path.cwd().resolve()
     console = stderr_console()
     approve = (lambda _c, _r: True) if flags["yes"] else _ask_user(console)
-    session, plan = _plan(workspace, flags, approve, [TerminalView(console)])
+    with contextlib.ExitStack() as stack:
+        session, plan = _plan(workspace, flags, approve, [TerminalView(console)], stack)
+        _chat(session, plan, workspace, console)
+
+
+def _chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:
     session.start(plan)
     console.print(
         f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
@@ -248,6 +276,45 @@ def _ask_user(console: Console) -> Approver:
 def history_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gaffer" / "history"
+
+
+def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
+    """Settings pointing at the local model's server, pulled and started as needed."""
+    try:
+        local_server.check_machine()
+        if not local_store.is_pulled():
+            _pull_with_progress()
+        running = stack.enter_context(local_server.for_this_run())
+    except (local_store.PullError, local_server.LocalUnavailable) as error:
+        _fail(f"no endpoint is set (OPENAI_BASE_URL) and the local model cannot run here: {error}")
+        raise
+    return config.model_copy(
+        update={
+            "base_url": running.base_url,
+            "model": running.model,
+            "context_window": config.context_window or local_server.CONTEXT_PER_SLOT,
+        }
+    )
+
+
+def _pull_with_progress() -> Path:
+    model = local_store.QWEN_CODER_1_5B
+    console = stderr_console()
+    console.print(
+        f"fetching the local model {model.name} ({model.size / 2**30:.2f} GiB), once", markup=False
+    )
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("downloading", total=model.parts)
+
+        def report(stage: str, done: int, total: int) -> None:
+            progress.update(
+                task,
+                description="downloading" if stage == "download" else "joining and verifying",
+                completed=done,
+                total=total,
+            )
+
+        return local_store.pull(model, report)
 
 
 def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
@@ -328,6 +395,60 @@ def _no_model(_name: str | None) -> Model:
 
 def _no_sandbox(_profile: Profile, _agent_id: str) -> AbstractContextManager[Sandbox]:
     raise RuntimeError("listing tools starts no sandbox")
+
+
+@main.group()
+def local() -> None:
+    """The local model: Qwen2.5-Coder-1.5B served by llama.cpp on 127.0.0.1."""
+
+
+@local.command(name="pull")
+def local_pull() -> None:
+    """Fetch and verify the model (once; cached under ~/.cache/gaffer/models)."""
+    try:
+        path = local_store.model_path() if local_store.is_pulled() else _pull_with_progress()
+    except local_store.PullError as error:
+        _fail(str(error))
+        return
+    click.echo(f"model ready: {path}")
+
+
+@local.command(name="start")
+def local_start() -> None:
+    """Start the server and leave it running for later runs."""
+    if (found := local_server.running()) is not None:
+        click.echo(f"already running: {found.base_url} (pid {found.pid})")
+        return
+    try:
+        if not local_store.is_pulled():
+            _pull_with_progress()
+        found, _ = local_server.start(detach=True)
+    except (local_store.PullError, local_server.LocalUnavailable) as error:
+        _fail(str(error))
+        return
+    click.echo(
+        f"serving {found.model} at {found.base_url} (pid {found.pid}); `gaffer local stop` ends it"
+    )
+
+
+@local.command(name="stop")
+def local_stop() -> None:
+    """Stop the server `gaffer local start` left running."""
+    click.echo("stopped" if local_server.stop_running() else "no local server was running")
+
+
+@local.command(name="status")
+def local_status() -> None:
+    """Whether the model is pulled and the server running."""
+    model = local_store.QWEN_CODER_1_5B
+    pulled = local_store.is_pulled()
+    click.echo(
+        f"model   {model.name}: {'pulled, ' + str(local_store.model_path()) if pulled else 'not pulled (gaffer local pull)'}"
+    )
+    found = local_server.running()
+    click.echo(
+        f"server  {'running at ' + found.base_url + f' (pid {found.pid})' if found else 'not running'}"
+    )
 
 
 @main.group()

@@ -147,7 +147,7 @@ def _render_one(r: Record) -> Text | None:
         case "limit":
             return Text(f"stopped: {r.get('limit')} limit: {r.get('detail')}", style="yellow")
         case "delegate_start":
-            return Text(f"[step {step}] → {r.get('child_id')} ", style="bold") + Text(
+            return Text(f"→ {r.get('child_id')} ", style="bold") + Text(
                 f"{r.get('child_profile')}: {r.get('task')}", style="magenta"
             )
         case "delegate_end":

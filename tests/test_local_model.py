@@ -1,0 +1,47 @@
+"""The real local model: llama.cpp serving Qwen2.5-Coder-1.5B, driven by gaffer's loop.
+
+Slow (the model is 1.1 GB and runs on the CPU): run by `make test-slow`, not `make test`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.local import server, store
+from supervisor.session import RunPlan, Session
+from workers.model.openai_client import OpenAIModel
+from workers.profiles import builtin_dir, load_profiles
+from workers.tools import BUILTIN_TOOLS
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_short_tool_calling_run_with_the_local_model(workspace: Path, tmp_path: Path) -> None:
+    store.pull()
+    (workspace / "alpha.py").write_text("def alpha():\n    return 1\n")
+    (workspace / "beta.py").write_text("def beta():\n    return 2\n")
+    with server.for_this_run() as running:
+        model = OpenAIModel(
+            model=running.model, base_url=running.base_url, api_key=None, request_timeout=300
+        )
+        session = Session(workspace, tmp_path / "logs")
+        plan = RunPlan(
+            profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
+            tools=dict(BUILTIN_TOOLS),
+            make_model=lambda _name: model,
+            top="explorer",
+            max_steps=4,
+            context_window=16384,
+        )
+        result = session.run(
+            "Use list_dir to list the folder . and then tell me the names of the Python files.",
+            plan,
+        )
+    calls = session.recorder.of("tool_call")
+    assert calls, "the model made no tool call that gaffer could parse"
+    assert any(c["name"] == "list_dir" and not c["is_error"] for c in calls)
+    assert result.outcome.__class__.__name__ in ("Finished", "LimitHit")
+    llm = session.recorder.of("llm_call")
+    assert all(r["usage_reported"] for r in llm) and llm[0]["prompt_tokens"] > 100
