@@ -39,10 +39,10 @@ test-slow: install
 # The main job on a fresh machine: a parallel survey of this repository by a real model.
 # With OPENAI_BASE_URL set it uses that endpoint; otherwise the local model (fetched once,
 # about 1.1 GB, then served by llama.cpp on 127.0.0.1).
-DEMO_TASK := Survey this repository for a newcomer. In your first reply call delegate twice, both with profile explorer. Task 1: 'Use list_dir on . and say in one line what each top-level folder is for.' Task 2: 'Use grep to find the line that defines run_agent and report the file and what the function does.' When both reports are back, answer with a short summary of the repository.
+DEMO_TASK := Survey this repository for a newcomer. Send out two explorers at once: reply with two delegate calls in the same reply. First delegate: profile explorer, task 'Use list_dir on . and say in one line what each top-level folder is for.' Second delegate: profile explorer, task 'Use grep to find the line that defines run_agent and report the file and what the function does.' When both reports are back, answer with a short summary.
 demo: install
 	$(BIN)/gaffer local pull
-	$(BIN)/gaffer run --read-only --max-steps 6 "$(DEMO_TASK)"
+	-$(BIN)/gaffer run --profile dispatcher --read-only --max-steps 2 "$(DEMO_TASK)"
 	@echo "log: $$(ls -t .gaffer/logs/*.jsonl | head -1)"
 	$(BIN)/gaffer stats last
 

@@ -293,6 +293,10 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
             "base_url": running.base_url,
             "model": running.model,
             "context_window": config.context_window or local_server.CONTEXT_PER_SLOT,
+            # About a minute and a half of writing at this model's speed on two cores.
+            "max_output_tokens": min(config.max_output_tokens or 768, 768),
+            # A small model follows instructions far more reliably near-greedy.
+            "temperature": 0.0 if config.temperature is None else config.temperature,
         }
     )
 
@@ -332,6 +336,8 @@ def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
                     max_attempts=config.max_attempts,
                     request_timeout=config.request_timeout,
                     stream=config.stream,
+                    max_output_tokens=config.max_output_tokens,
+                    temperature=config.temperature,
                 )
             return models[name]
 

@@ -35,6 +35,10 @@ class Settings(BaseModel):
     """Tries per model call before the endpoint counts as down."""
     request_timeout: float = Field(600.0, gt=0)
     """Seconds one model request may take."""
+    max_output_tokens: int | None = Field(4096, ge=16)
+    """Tokens one model reply may have; a runaway reply is cut there (finish_reason length)."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature; None leaves the endpoint's default."""
     stream: bool = True
     """Stream responses (text shows as it is written)."""
     log_dir: Path | None = None

@@ -377,7 +377,13 @@ def test_parallel_safe_is_derived_from_the_tools(tmp_path: Path) -> None:
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
     read_only = {name: tool.read_only for name, tool in BUILTIN_TOOLS.items()}
     safe = {name: is_parallel_safe(p, read_only) for name, p in profiles.items()}
-    assert safe == {"coder": False, "explorer": True, "shell": False, "supervisor": False}
+    assert safe == {
+        "coder": False,
+        "dispatcher": False,
+        "explorer": True,
+        "shell": False,
+        "supervisor": False,
+    }
     # Same name, different tools: the name decides nothing.
     sneaky = profiles["explorer"].model_copy(update={"tools": ["read_file", "run_shell"]})
     assert not is_parallel_safe(sneaky, read_only)

@@ -235,3 +235,16 @@ def test_events_carry_what_the_log_needs(workspace: Path) -> None:
     llm_line = recorder.of("llm_call")[0]
     assert {"prompt_tokens", "completion_tokens", "elapsed_s", "attempt"} <= llm_line.keys()
     assert all(r["session_id"] == "s1" and r["agent_id"] == "main" for r in recorder.records)
+
+
+def test_an_identical_call_twice_in_one_batch_runs_once(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    batch = calls(
+        ("read_file", {"path": "a.txt"}), ("read_file", {"path": "a.txt"}), ("list_dir", {})
+    )
+    result, recorder, _ = run(workspace, [batch, say("ok")])
+    answers = [m["content"] for m in tool_messages(result)]
+    assert answers[0] == "alpha\n" and answers[1].startswith(
+        "not run: the same call as an earlier one"
+    )
+    assert len(answers) == 3 and result.outcome == Finished("ok")

@@ -24,7 +24,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 def test_builtins_load() -> None:
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
-    assert set(profiles) == {"supervisor", "explorer", "coder", "shell"}
+    assert set(profiles) == {"supervisor", "explorer", "coder", "shell", "dispatcher"}
     assert profiles["coder"].sandbox == "docker" and profiles["explorer"].sandbox == "none"
     assert "delegate" in profiles["supervisor"].tools
 

@@ -199,15 +199,25 @@ def _run_batch(
     """Results in call order. Calls that may overlap go to the pool together; the others
     run here one after another. The batch stops early on a limit or a repetition stop."""
     pending: list[Future[ToolResult] | ToolResult] = []
+    seen: set[tuple[str, str]] = set()
     for call in turn.tool_calls:
         if guard.stop or _limit_if_spent(agent):
             break
-        refusal = guard.check(call)
+        key = (call.name, " ".join(call.arguments.split()))
+        refusal = guard.check(call) or (_DUPLICATE if key in seen else None)
+        seen.add(key)
         if refusal is None and agent.pool is not None and _may_overlap(agent, call):
             pending.append(agent.pool.submit(_run_tool, agent, call, step, None))
         else:
             pending.append(_run_tool(agent, call, step, refusal))
     return [p.result() if isinstance(p, Future) else p for p in pending]
+
+
+_DUPLICATE = ToolResult(
+    output="not run: the same call as an earlier one in this reply; its result is above",
+    summary="duplicate in the batch",
+    is_error=True,
+)
 
 
 def _may_overlap(agent: Agent, call: ToolCall) -> bool:

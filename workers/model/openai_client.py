@@ -56,12 +56,17 @@ class OpenAIModel:
         stream: bool = True,
         backoff_initial: float = 1.0,
         backoff_max: float = 30.0,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> None:
         self.name = model
         self.base_url = base_url
         self.max_attempts = max_attempts
         self.request_timeout = request_timeout
         self.stream = stream
+        # A model that never stops writing would hold a step forever; this caps one reply.
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -117,6 +122,10 @@ class OpenAIModel:
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
+        if self.max_output_tokens:
+            request["max_tokens"] = self.max_output_tokens
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
         if not self.stream:
             return _from_response(self._client.chat.completions.create(**request), echo)
         stream = self._client.chat.completions.create(
