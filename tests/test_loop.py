@@ -242,7 +242,7 @@ def test_an_identical_call_twice_in_one_batch_runs_once(workspace: Path) -> None
     batch = calls(
         ("read_file", {"path": "a.txt"}), ("read_file", {"path": "a.txt"}), ("list_dir", {})
     )
-    result, recorder, _ = run(workspace, [batch, say("ok")])
+    result, _, _ = run(workspace, [batch, say("ok")])
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0] == "alpha\n" and answers[1].startswith(
         "not run: the same call as an earlier one"
