@@ -92,7 +92,7 @@ class Tool(Generic[A]):
 
     def label(self, arguments: dict[str, Any]) -> str:
         """The argument a person wants to see in a one-line view of the call."""
-        for key in ("path", "command", "pattern", "task", "name", "content"):
+        for key in ("command", "pattern", "path", "task", "name", "content"):
             value = arguments.get(key)
             if isinstance(value, str):
                 value = " ".join(value.split())
