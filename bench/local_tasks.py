@@ -22,7 +22,7 @@ from workers.sandbox import SandboxUnavailable, docker
 
 USER_UID = 1000
 MAX_STEPS = 12
-MAX_SECONDS = 480
+MAX_SECONDS = 360
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Outcome:
     status: str
 
 
-def run_task(task: Task, base_url: str, model: str) -> Outcome:
+def run_task(task: Task) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
@@ -92,12 +92,7 @@ def run_task(task: Task, base_url: str, model: str) -> Outcome:
         if os.geteuid() == 0:  # the coder's container runs as the workspace owner, never root
             for path in [workspace, *workspace.iterdir()]:
                 os.chown(path, USER_UID, USER_UID)
-        env = {
-            **os.environ,
-            "OPENAI_BASE_URL": base_url,
-            "GAFFER_MODEL": model,
-            "GAFFER_LOG_DIR": str(Path(tmp) / "logs"),
-        }
+        env = {**os.environ, "GAFFER_LOG_DIR": str(Path(tmp) / "logs")}
         started = time.monotonic()
         subprocess.run(
             [
@@ -105,11 +100,10 @@ def run_task(task: Task, base_url: str, model: str) -> Outcome:
                 "-m",
                 "supervisor",
                 "run",
+                "--local",
                 "--profile",
                 "coder",
                 "--quiet",
-                "--context-window",
-                "16384",
                 "--max-steps",
                 str(MAX_STEPS),
                 "--max-seconds",
@@ -152,12 +146,15 @@ def run() -> list[Row]:
         store.pull()
     except (SandboxUnavailable, server.LocalUnavailable, store.PullError) as error:
         return [Row(f"local model tasks: skipped ({error})", 0, "")]
-    running, proc = server.start()
+    # One server for all tasks, found by each `gaffer run --local` as a user's would be.
+    left_running = server.running() is not None
+    if not left_running:
+        server.start(detach=True)
     rows: list[Row] = []
     solved = 0
     try:
         for task in TASKS:
-            outcome = run_task(task, running.base_url, running.model)
+            outcome = run_task(task)
             solved += outcome.solved
             label = f"local model: {task.name}"
             rows += [
@@ -167,7 +164,7 @@ def run() -> list[Row]:
                 Row(f"{label}: tool calls", outcome.tool_calls, "calls"),
             ]
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        if not left_running:
+            server.stop_running()
     rows.append(Row("local model: tasks solved", solved, f"of {len(TASKS)}"))
     return rows

@@ -223,22 +223,27 @@ def test_logs_and_stats_read_the_run_back(workspace: Path) -> None:
     assert missing.returncode == 1 and "no run 'nonexistent'" in missing.stderr
 
 
+def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
+    """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", *args],
+        cwd=workspace,
+        env=_env(workspace, server, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.requests) < requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
     replies = [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="slow", delay=30)]
     with FakeOpenAI(replies) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "x"],
-            cwd=workspace,
-            env=_env(workspace, server, None),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_9_mid_run(workspace, server, "x")
     lines = log_lines(workspace)
     assert [line["event"] for line in lines][:3] == ["session_start", "user_message", "agent_start"]
     assert any(line["event"] == "tool_call" for line in lines)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -17,7 +15,7 @@ from supervisor.resume import rebuild
 from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.test_cli import _env, add_host_coder
+from tests.test_cli import _env, add_host_coder, kill_9_mid_run
 from workers.model.scripted import RoutedModel, Step, call, say
 from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
@@ -121,27 +119,7 @@ def test_resume_after_kill_9(workspace: Path) -> None:
         Reply(text="never", delay=30),
     ]
     with FakeOpenAI(first) as server:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "supervisor",
-                "run",
-                "--profile",
-                "hostcoder",
-                "summarise a.txt",
-            ],
-            cwd=workspace,
-            env=_env(workspace, server, None),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_9_mid_run(workspace, server, "--profile", "hostcoder", "summarise a.txt")
     with FakeOpenAI([Reply(text="a.txt says alpha.")]) as server:
         done = subprocess.run(
             [

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.local.store import QWEN_CODER_1_5B, ModelFile, cache_dir, model_path
+from workers.processes import process_alive
 
 HEALTH_TIMEOUT_S = 180.0
 # Two request slots of 16k tokens each: room for a supervisor and a worker at once on
@@ -76,7 +77,7 @@ def running() -> Running | None:
         found = Running(int(data["pid"]), int(data["port"]), str(data["model"]))
     except (OSError, ValueError, KeyError):
         return None
-    return found if _alive(found.pid) and healthy(found.port) else None
+    return found if process_alive(found.pid) and healthy(found.port) else None
 
 
 def healthy(port: int) -> bool:
@@ -166,16 +167,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def serve(path: str, port: int, alias: str) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.limits import Budget
+from workers.processes import process_alive
 from workers.profiles import DockerOptions
 from workers.sandbox import SandboxFault, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolResult
@@ -141,24 +142,12 @@ def remove_leftovers(docker_client: Any) -> list[str]:
         labels = container.labels or {}
         if labels.get("gaffer.host") != socket.gethostname():
             continue
-        if _alive(int(labels.get("gaffer.pid", "0") or 0)):
+        if process_alive(int(labels.get("gaffer.pid", "0") or 0)):
             continue
         with contextlib.suppress(Exception):
             container.remove(force=True)
             removed.append(container.short_id)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager
