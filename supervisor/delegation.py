@@ -35,7 +35,9 @@ from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate, evidence, judge
 # caller stops waiting and reports `timeout`.
 TIMEOUT_GRACE_S = 5.0
 # How long a cancelled run waits for its workers to write their last log lines.
-SHUTDOWN_WAIT_S = 10.0
+SHUTDOWN_WAIT_S = 5.0
+# How often a caller looks up from waiting on a worker to check for a cancel.
+WAIT_POLL_S = 0.1
 
 
 SandboxFactory = Callable[[Profile, str], AbstractContextManager[Sandbox]]
@@ -404,14 +406,22 @@ class Team:
         thread.start()
         holding.wait()
         seconds = budget.seconds_left()
-        # The caller keeps the worker's wall clock itself: a worker stuck in a call that
-        # never returns is reported as `timeout` and left to die on its own.
-        thread.join(None if seconds is None else max(0.0, seconds) + TIMEOUT_GRACE_S)
-        if thread.is_alive():
-            budget.cancel()
-            return _Report(
-                "timeout", "the worker's wall clock ran out", AgentResult(Aborted("timeout"), [])
-            )
+        # The caller keeps the worker's wall clock itself, and answers a cancel at once: a
+        # worker stuck in a call that never returns is reported and left to die on its own.
+        deadline = (
+            None if seconds is None else time.monotonic() + max(0.0, seconds) + TIMEOUT_GRACE_S
+        )
+        while thread.is_alive():
+            thread.join(WAIT_POLL_S)
+            if thread.is_alive() and budget.cancelled():
+                return _Report("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
+            if thread.is_alive() and deadline is not None and time.monotonic() > deadline:
+                budget.cancel()
+                return _Report(
+                    "timeout",
+                    "the worker's wall clock ran out",
+                    AgentResult(Aborted("timeout"), []),
+                )
         result: AgentResult = box["result"]
         return _Report(status_of(result.outcome), reason_of(result.outcome), result)
 

@@ -348,3 +348,37 @@ def test_no_verify_turns_the_gate_off(workspace: Path) -> None:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "--no-verify", "x", server=server)
     assert done.stdout == "done\n"
     assert not [line for line in log_lines(workspace) if line["event"] == "verification"]
+
+
+def test_ctrl_c_cancels_running_workers_and_the_log_says_so(workspace: Path) -> None:
+    batch = [
+        ("delegate", json.dumps({"profile": "explorer", "task": "look at a"})),
+        ("delegate", json.dumps({"profile": "explorer", "task": "look at b"})),
+    ]
+    replies = [
+        Reply(tool_calls=batch),
+        Reply(text="slow a", delay=30),
+        Reply(text="slow b", delay=30),
+    ]
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "survey"],
+            cwd=workspace,
+            env=_env(workspace, server, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in stderr
+    assert time.monotonic() - started < 15
+    lines = log_lines(workspace)
+    ends = [line for line in lines if line["event"] == "delegate_end"]
+    assert sorted(str(e["status"]) for e in ends) == ["cancelled", "cancelled"]
+    assert lines[-1]["event"] == "session_end" and lines[-1]["status"] == "cancelled"
