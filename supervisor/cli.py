@@ -151,18 +151,22 @@ def _plan(
         workspace, session.events, taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS, log_dir=log_dir
     )
     tools = {**BUILTIN_TOOLS, **extensions.tools}
+
+    def abandon(message: str) -> None:
+        """Exit before the run starts, leaving no empty log behind."""
+        extensions.close()
+        session.discard()
+        _fail(message)
+
     try:
         profiles = load_profiles(search_path(workspace), tools)
     except ProfileError as error:
-        extensions.close()
-        _fail(str(error))
+        abandon(str(error))
     if top not in profiles:
-        extensions.close()
-        _fail(f"no profile {top!r}; `gaffer profiles` lists them")
+        abandon(f"no profile {top!r}; `gaffer profiles` lists them")
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
     if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
-        extensions.close()
-        _fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
+        abandon(f"--profiles names unknown profile(s): {', '.join(unknown)}")
     plan = RunPlan(
         profiles=profiles,
         tools=tools,
@@ -212,6 +216,9 @@ def _run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None
         try:
             path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
         except runlog.RunNotFound as error:
+            if plan.extensions is not None:
+                plan.extensions.close()
+            session.discard()
             _fail(str(error))
             return
         rebuilt = rebuild(runlog.read_records(path))

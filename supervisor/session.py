@@ -114,6 +114,12 @@ class Session:
 
         return make
 
+    def discard(self) -> None:
+        """Close and remove the log of a session that never started (bad flags, bad profile)."""
+        self.log.close()
+        if self.log.path.stat().st_size == 0 or not self.recorder.of("session_start"):
+            self.log.path.unlink(missing_ok=True)
+
     def cancel(self) -> None:
         """Stop what runs now: every agent ends at its next step, running commands are killed."""
         if self._turn_budget is not None:
