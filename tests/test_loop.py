@@ -248,3 +248,11 @@ def test_an_identical_call_twice_in_one_batch_runs_once(workspace: Path) -> None
         "not run: the same call as an earlier one"
     )
     assert len(answers) == 3 and result.outcome == Finished("ok")
+
+
+def test_copies_in_one_batch_do_not_count_as_repetition(workspace: Path) -> None:
+    batch = calls(*([("list_dir", {"path": "."})] * 5))
+    result, _, _ = run(workspace, [batch, say("ok")])
+    answers = [m["content"] for m in tool_messages(result)]
+    assert sum(a.startswith("not run: the same call") for a in answers) == 4
+    assert result.outcome == Finished("ok")

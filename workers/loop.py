@@ -204,7 +204,8 @@ def _run_batch(
         if guard.stop or _limit_if_spent(agent):
             break
         key = (call.name, " ".join(call.arguments.split()))
-        refusal = guard.check(call) or (_DUPLICATE if key in seen else None)
+        # A copy of a call in the same reply is not run, and not counted as a repetition.
+        refusal = _DUPLICATE if key in seen else guard.check(call)
         seen.add(key)
         if refusal is None and agent.pool is not None and _may_overlap(agent, call):
             pending.append(agent.pool.submit(_run_tool, agent, call, step, None))
