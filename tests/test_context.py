@@ -177,3 +177,25 @@ def test_compaction_by_hand_folds_old_turns(workspace: Path) -> None:
     assert not keeper.compact(agent, short, [], step=0, reason="manual") or len(short) < len(
         conversation(2)
     )
+
+
+def test_a_batch_that_jumps_past_the_window_is_folded_before_the_next_call(workspace: Path) -> None:
+    messages = conversation(6, output="y" * 200)
+    keeper = ContextKeeper(window=4000)
+    keeper.observe(1000, messages)  # the endpoint's count for the prompt as it was
+    messages[-1]["content"] = "z" * 40_000  # then one long result arrives
+    recorder = Recorder()
+    agent = Agent(
+        model=LongRunModel(steps=1),
+        tools={},
+        sandbox=HostSandbox(ToolContext(workspace)),
+        events=Emitter([recorder]).bind(session_id="s", agent_id="main"),
+        budget=Budget(),
+    )
+    keeper.prepare(agent, messages, [], step=7)
+    assert recorder.of("compaction"), "the jump was only seen after the endpoint refused it"
+    assert (
+        keeper.projected(messages) < 0.8 * 4000
+        or len([m for m in messages if m["role"] == "assistant"]) == 1
+    )
+    assert_pairs_intact(messages)

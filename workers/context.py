@@ -76,20 +76,31 @@ class ContextKeeper:
     """As the endpoint reported for the last call: the only count trusted."""
     goal: str = ""
     """The first thing the agent was asked; pinned through every compaction."""
+    chars_then: int = 0
+    """The conversation's size in characters when the endpoint last reported its tokens."""
 
-    def observe(self, prompt_tokens: int) -> None:
+    def observe(self, prompt_tokens: int, messages: list[Message]) -> None:
         self.last_prompt_tokens = prompt_tokens
+        self.chars_then = _chars(messages)
+
+    def projected(self, messages: list[Message]) -> float:
+        """The next prompt's size: the last reported count, scaled by what was added since.
+
+        One batch of long tool results can grow the prompt past the window in a single
+        step; waiting for the endpoint to report that would be one step too late.
+        """
+        if not self.chars_then:
+            return float(self.last_prompt_tokens)
+        return self.last_prompt_tokens * _chars(messages) / self.chars_then
 
     def prepare(
         self, agent: Agent, messages: list[Message], facts: list[dict[str, Any]], step: int
     ) -> None:
         """Before a model call: mask, then compact if the prompt would still be too big."""
-        if self.last_prompt_tokens < MASK_AT * self.window:
+        if self.projected(messages) < MASK_AT * self.window:
             return
-        before = _chars(messages)
         mask(messages, KEEP_TURNS)
-        estimate = self.last_prompt_tokens * _chars(messages) / max(before, 1)
-        if estimate >= COMPACT_AT * self.window:
+        if self.projected(messages) >= COMPACT_AT * self.window:
             self.compact(agent, messages, facts, step, reason="threshold")
 
     def _cut_for_headroom(self, messages: list[Message]) -> int | None:
@@ -99,7 +110,7 @@ class ContextKeeper:
             cut = _cut_index(messages, keep)
             if cut is None:
                 continue
-            tail_tokens = self.last_prompt_tokens * _chars(messages[cut:]) / total
+            tail_tokens = self.projected(messages) * _chars(messages[cut:]) / total
             if tail_tokens < MASK_AT * self.window or keep == 1:
                 return cut
         return None
@@ -139,11 +150,11 @@ class ContextKeeper:
             + "\n\n[Summary of the earlier work]\n"
             + turn.text.strip(),
         }
-        chars_before = _chars(messages)
+        tokens_before = int(self.projected(messages))
         messages[head:cut] = [state]
-        tokens_before = self.last_prompt_tokens
-        # Until the endpoint reports again, scale its last count by what was removed.
-        self.last_prompt_tokens = int(tokens_before * _chars(messages) / max(chars_before, 1))
+        # Until the endpoint reports again, scale its count by what was folded away.
+        self.last_prompt_tokens = int(self.projected(messages))
+        self.chars_then = _chars(messages)
         agent.events.emit(
             "compaction",
             step=step,

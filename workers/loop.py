@@ -173,7 +173,7 @@ def _call_model(
     )
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:
-        agent.context.observe(turn.usage.prompt_tokens)
+        agent.context.observe(turn.usage.prompt_tokens, messages)
     agent.events.emit(
         "llm_call",
         step=step,
