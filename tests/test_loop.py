@@ -256,3 +256,13 @@ def test_copies_in_one_batch_do_not_count_as_repetition(workspace: Path) -> None
     answers = [m["content"] for m in tool_messages(result)]
     assert sum(a.startswith("not run: the same call") for a in answers) == 4
     assert result.outcome == Finished("ok")
+
+
+def test_an_unreadable_reply_is_sent_back_to_the_model(workspace: Path) -> None:
+    garbled = ModelError(
+        "malformed_output", "the endpoint could not read the model's reply: bad JSON"
+    )
+    result, recorder, _ = run(workspace, [garbled, say("ok")])
+    assert result.outcome == Finished("ok")
+    told = [r for r in recorder.of("user_message") if r["source"] == "model_error"]
+    assert len(told) == 1 and "could not be read" in told[0]["content"]

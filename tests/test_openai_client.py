@@ -193,3 +193,14 @@ def test_deadline_stops_retrying() -> None:
             model_for(server).complete([{"role": "user", "content": "x"}], [], timeout=1.0)
     assert time.monotonic() - started < 3
     assert len(server.requests) == 1
+
+
+def test_a_reply_the_server_cannot_parse_is_the_models_mistake_not_retried() -> None:
+    message = "Failed to parse tool call arguments as JSON: parse error at line 1"
+    with (
+        FakeOpenAI([error_reply(500, message), Reply(text="never")]) as server,
+        pytest.raises(ModelError) as raised,
+    ):
+        model_for(server).complete([{"role": "user", "content": "x"}], [])
+    assert raised.value.kind == "malformed_output"
+    assert len(server.requests) == 1

@@ -19,6 +19,10 @@ from workers.sandbox import Sandbox
 from workers.tools.base import Tool, ToolResult
 from workers.verification import Gate
 
+UNREADABLE = (
+    "Your last reply could not be read ({error}). Reply again: fewer tool calls, each one "
+    "complete, valid JSON."
+)
 WRAP_UP = (
     "You have reached your step limit. Tools are no longer available: reply now with your "
     "final answer, saying what you did, what you found and what is left undone."
@@ -104,7 +108,13 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             tell(agent, messages, WRAP_UP, source="wrap_up")
         if agent.context is not None:
             agent.context.prepare(agent, messages, result.facts, step)
-        turn = _call_model(agent, messages, [] if last_step else schemas, step)
+        try:
+            turn = _call_model(agent, messages, [] if last_step else schemas, step)
+        except ModelError as error:
+            if error.kind != "malformed_output":
+                raise
+            tell(agent, messages, UNREADABLE.format(error=error.message), source="model_error")
+            continue
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         if last_step:  # tools were not offered; calls made anyway are answered as not run

@@ -57,7 +57,13 @@ class AssistantTurn:
 
 
 ModelErrorKind = Literal[
-    "auth", "not_found", "bad_request", "context_window", "unavailable", "config"
+    "auth",
+    "not_found",
+    "bad_request",
+    "context_window",
+    "unavailable",
+    "config",
+    "malformed_output",
 ]
 
 

@@ -32,6 +32,11 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking for more than this is treated as down for now: waiting minutes inside
 # one step would look like a hang to the user.
 MAX_RETRY_AFTER_S = 120.0
+# Servers that parse tool calls themselves (llama.cpp) answer 500 when the model wrote
+# one they cannot read. That is the model's mistake: retrying the same prompt repeats it.
+_UNREADABLE_OUTPUT = re.compile(
+    r"parse tool call|tool call arguments|failed to parse.*tool", re.IGNORECASE
+)
 _CONTEXT_ERROR = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
     re.IGNORECASE,
@@ -149,6 +154,10 @@ class OpenAIModel:
             if status == 404:
                 return ModelError(
                     "not_found", f"model {self.name!r} or its endpoint not found at {where}: {text}"
+                )
+            if _UNREADABLE_OUTPUT.search(text):
+                return ModelError(
+                    "malformed_output", f"the endpoint could not read the model's reply: {text}"
                 )
             if _CONTEXT_ERROR.search(text) or _error_code(error) == "context_length_exceeded":
                 return ModelError(
@@ -281,6 +290,8 @@ class _Echo:
 
 def _is_retryable(error: BaseException) -> bool:
     if isinstance(error, openai.APIStatusError):
+        if _UNREADABLE_OUTPUT.search(error.message):
+            return False
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
     # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
     # APIError is an `error` event inside a stream, which servers send for transient faults.
