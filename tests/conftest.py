@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,16 @@ from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolResult
 
 RunTool = Callable[..., ToolResult]
+
+
+def must_run_here(reason: str) -> None:
+    """What a test needs is missing: in CI that is a failure, elsewhere a skip.
+
+    CI installs ripgrep and Docker and runs as root, so nothing may skip there.
+    """
+    if os.environ.get("CI") or os.environ.get("GAFFER_REQUIRE_DOCKER") == "1":
+        pytest.fail(f"this test must run in CI: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture

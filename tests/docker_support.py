@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.conftest import must_run_here
 from workers.sandbox import SandboxUnavailable, docker
 
 USER_UID = 1000  # a workspace owned by an ordinary user, as a checkout would be
@@ -19,9 +18,7 @@ def require_docker() -> Any:
         client = docker.client()
         docker.check_image(client, "gaffer-sandbox:latest")
     except SandboxUnavailable as error:
-        if os.environ.get("GAFFER_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"the Docker sandbox tests must run here: {error}")
-        pytest.skip(f"no Docker sandbox here: {error}")
+        must_run_here(f"no Docker sandbox here: {error}")
     return client
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import must_run_here
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from workers.limits import Budget
 from workers.profiles import DockerOptions
@@ -312,7 +313,7 @@ def test_sandbox_doctor_passes_every_probe(client: Any, ws: Path) -> None:
 
 def test_sandbox_doctor_refuses_a_root_owned_workspace(client: Any, tmp_path: Path) -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root to make a root-owned workspace")
+        must_run_here("needs root to make a root-owned workspace")
     done = subprocess.run(
         [sys.executable, "-m", "supervisor", "sandbox", "doctor"],
         cwd=tmp_path,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunTool
+from tests.conftest import RunTool, must_run_here
 from workers.tools import search
 
 
@@ -16,7 +16,7 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     if request.param == "python":
         monkeypatch.setattr(search.shutil, "which", lambda _name: None)
     elif shutil.which("rg") is None:
-        pytest.skip("ripgrep is not installed here; .ci/run installs it")
+        must_run_here("ripgrep is not installed here; .ci/run installs it")
     return str(request.param)
 
 
