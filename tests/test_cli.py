@@ -297,20 +297,21 @@ def test_the_gate_sends_an_unchecked_edit_back_then_lets_a_tested_one_through(
     ]
 
 
-def test_a_failing_test_is_not_verified(workspace: Path) -> None:
+def edit_then_keep_testing(workspace: Path) -> list[Reply]:
+    """A model that edits, runs `make test`, and claims done each time it is sent back."""
     add_host_coder(workspace)
     (workspace / "calc.py").write_text("x = 1\n")
-    (workspace / "Makefile").write_text("test:\n\tfalse\n")
     edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
     test = [("run_shell", json.dumps({"command": "make test"}))]
-    replies = [
-        Reply(tool_calls=[("edit_file", edit)]),
+    return [Reply(tool_calls=[("edit_file", edit)])] + [
         Reply(tool_calls=test),
         Reply(text="done"),
-    ] + [
-        Reply(tool_calls=test),
-        Reply(text="done"),
-    ] * 2
+    ] * 3
+
+
+def test_a_failing_test_is_not_verified(workspace: Path) -> None:
+    replies = edit_then_keep_testing(workspace)
+    (workspace / "Makefile").write_text("test:\n\tfalse\n")
     with FakeOpenAI(replies) as server:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
     assert done.returncode == 0
@@ -320,18 +321,7 @@ def test_a_failing_test_is_not_verified(workspace: Path) -> None:
 
 
 def test_a_denied_test_command_counts_as_not_run(workspace: Path) -> None:
-    add_host_coder(workspace)
-    (workspace / "calc.py").write_text("x = 1\n")
-    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
-    test = [("run_shell", json.dumps({"command": "make test"}))]
-    replies = [
-        Reply(tool_calls=[("edit_file", edit)]),
-        Reply(tool_calls=test),
-        Reply(text="done"),
-    ] + [
-        Reply(tool_calls=test),
-        Reply(text="done"),
-    ] * 2
+    replies = edit_then_keep_testing(workspace)
     with FakeOpenAI(replies) as server:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "x", server=server)
     assert (
