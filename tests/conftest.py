@@ -41,6 +41,7 @@ def run_tool(workspace: Path) -> RunTool:
     def run(name: str, *, approve: bool = False, **arguments: object) -> ToolResult:
         context = ToolContext(workspace, approve=lambda _c, _r: approve)
         call = ToolCall(id="t1", name=name, arguments=json.dumps(arguments))
-        return executor.execute(call, BUILTIN_TOOLS, HostSandbox(context), Budget())
+        arguments = executor.parse_arguments(call.arguments)
+        return executor.execute(call, arguments, BUILTIN_TOOLS, HostSandbox(context), Budget())
 
     return run

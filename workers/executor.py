@@ -27,14 +27,18 @@ def parse_arguments(raw: str) -> dict[str, Any] | str:
 
 
 def execute(
-    call: ToolCall, tools: dict[str, Tool[Any]], sandbox: Sandbox, budget: Budget
+    call: ToolCall,
+    arguments: dict[str, Any] | str,
+    tools: dict[str, Tool[Any]],
+    sandbox: Sandbox,
+    budget: Budget,
 ) -> ToolResult:
+    """Run one call whose arguments `parse_arguments` already read (or why it could not)."""
     tool = tools.get(call.name)
     if tool is None:
         return _error(
             f"unknown tool {call.name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
         )
-    arguments = parse_arguments(call.arguments)
     if isinstance(arguments, str):
         return _error(
             f"the arguments for {call.name} are {arguments}. Send one JSON object, e.g. "

@@ -213,14 +213,15 @@ def _run_batch(
     for call in turn.tool_calls:
         if guard.stop or _limit_if_spent(agent):
             break
-        key = (call.name, " ".join(call.arguments.split()))
+        arguments = executor.parse_arguments(call.arguments)
+        key = _same_call_key(call, arguments)
         # A copy of a call in the same reply is not run, and not counted as a repetition.
-        refusal = _DUPLICATE if key in seen else guard.check(call)
+        refusal = _DUPLICATE if key in seen else guard.check(call.name, key)
         seen.add(key)
-        if refusal is None and agent.pool is not None and _may_overlap(agent, call):
-            pending.append(agent.pool.submit(_run_tool, agent, call, step, None))
+        if refusal is None and agent.pool is not None and _may_overlap(agent, call, arguments):
+            pending.append(agent.pool.submit(_run_tool, agent, call, arguments, step, None))
         else:
-            pending.append(_run_tool(agent, call, step, refusal))
+            pending.append(_run_tool(agent, call, arguments, step, refusal))
     return [p.result() if isinstance(p, Future) else p for p in pending]
 
 
@@ -231,23 +232,30 @@ _DUPLICATE = ToolResult(
 )
 
 
-def _may_overlap(agent: Agent, call: ToolCall) -> bool:
+def _same_call_key(call: ToolCall, arguments: dict[str, Any] | str) -> tuple[str, str]:
+    """What makes two calls the same: the tool and its arguments, key order aside."""
+    same = json.dumps(arguments, sort_keys=True) if isinstance(arguments, dict) else call.arguments
+    return call.name, same
+
+
+def _may_overlap(agent: Agent, call: ToolCall, arguments: dict[str, Any] | str) -> bool:
     tool = agent.tools.get(call.name)
-    if tool is None or tool.overlaps is None:
+    if tool is None or tool.overlaps is None or isinstance(arguments, str):
         return False
     try:
-        return bool(tool.overlaps(tool.args.model_validate_json(call.arguments or "{}")))
+        return bool(tool.overlaps(tool.args.model_validate(arguments)))
     except ValueError:  # bad arguments: run it in order, the executor reports the error
         return False
 
 
-def _run_tool(agent: Agent, call: ToolCall, step: int, refusal: ToolResult | None) -> ToolResult:
-    args = executor.parse_arguments(call.arguments)
+def _run_tool(
+    agent: Agent, call: ToolCall, args: dict[str, Any] | str, step: int, refusal: ToolResult | None
+) -> ToolResult:
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
     agent.events.emit("tool_start", step=step, name=call.name, label=label)
     started = time.monotonic()
-    result = refusal or executor.execute(call, agent.tools, agent.sandbox, agent.budget)
+    result = refusal or executor.execute(call, args, agent.tools, agent.sandbox, agent.budget)
     agent.events.emit(
         "tool_call",
         step=step,
@@ -276,26 +284,21 @@ class RepetitionGuard:
         self._count = 0
         self.stop: LimitHit | None = None
 
-    def check(self, call: ToolCall) -> ToolResult | None:
+    def check(self, name: str, key: tuple[str, str]) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
-        parsed = executor.parse_arguments(call.arguments)
-        key = (
-            call.name,
-            json.dumps(parsed, sort_keys=True) if isinstance(parsed, dict) else call.arguments,
-        )
         self._count = self._count + 1 if key == self._last else 1
         self._last = key
         if self._count >= STOP_REPEAT_AT:
             self.stop = LimitHit(
                 "repetition",
-                f"{call.name} was called {self._count} times in a row with the same arguments",
+                f"{name} was called {self._count} times in a row with the same arguments",
             )
             return ToolResult(
                 output="not run: the run stopped because this call kept repeating", is_error=True
             )
         if self._count >= REFUSE_REPEAT_AT:
             return ToolResult(
-                output=f"refused: this is call {self._count} in a row to {call.name} with the same "
+                output=f"refused: this is call {self._count} in a row to {name} with the same "
                 "arguments, and its result will not change. Use what you already have, try "
                 "something different, or give your final answer. Repeating it once more ends the run.",
                 summary="refused: repeated call",
