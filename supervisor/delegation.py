@@ -29,7 +29,14 @@ from workers.profiles import Profile, expand_tools, is_parallel_safe
 from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 from workers.tools.memory import project_instructions
-from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate, evidence, judge
+from workers.verification import (
+    DEFAULT_MAX_SEND_BACKS,
+    Gate,
+    evidence,
+    files_changed,
+    judge,
+    outcome,
+)
 
 # A worker past its wall clock gets this long to notice its cancellation before its
 # caller stops waiting and reports `timeout`.
@@ -142,7 +149,7 @@ class Team:
         return {name: tool.read_only for name, tool in self.tools.items()}
 
     def _extensions(self) -> set[str]:
-        return {n for n, tool in self.tools.items() if tool.origin.startswith(("plugin", "mcp"))}
+        return {n for n, tool in self.tools.items() if tool.is_extension}
 
     def refusal(self, profile_name: str) -> str | None:
         """Why the run's ceiling forbids delegating to this profile, or None."""
@@ -313,7 +320,7 @@ class Team:
         )
         started = time.monotonic()
         report = self._run_worker(caller, profile, agent_id, task, budget, parallel)
-        files = _files_changed(report.result)
+        files = files_changed(report.result.facts)
         caller.events.emit(
             "delegate_end",
             child_id=agent_id,
@@ -442,14 +449,6 @@ class _Report:
     result: AgentResult
 
 
-def _files_changed(result: AgentResult) -> list[str]:
-    seen: dict[str, None] = {}
-    for facts in result.facts:
-        for path in facts.get("modified", []):
-            seen[path] = None
-    return list(seen)
-
-
 def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every command the worker (and its own workers) ran, in order."""
     keys = ("command", "exit_code", "timed_out", "denied")
@@ -479,13 +478,5 @@ def _report_text(
 
 
 def _describe_command(command: dict[str, Any]) -> str:
-    if command.get("denied"):
-        outcome = "denied, not run"
-    elif command.get("timed_out"):
-        outcome = "timed out"
-    elif command.get("exit_code") is None:
-        outcome = "killed"
-    else:
-        outcome = f"exit {command['exit_code']}"
     text = str(command["command"])
-    return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome}"
+    return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome(command)}"

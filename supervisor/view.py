@@ -179,7 +179,7 @@ class TerminalView:
 def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:
     """Profiles with their tools, sandbox, limits, parallel safety and source."""
     read_only = {name: tool.read_only for name, tool in tools.items()}
-    extensions = {n for n, t in tools.items() if t.origin.startswith(("plugin", "mcp"))}
+    extensions = {n for n, t in tools.items() if t.is_extension}
     table = Table(box=None, pad_edge=False)
     for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
         table.add_column(column, overflow="fold")

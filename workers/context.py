@@ -12,13 +12,12 @@ between an assistant's tool calls and their results.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workers.model import Message
-from workers.verification import DEFAULT_TEST_COMMANDS, evidence
+from workers.verification import evidence, files_changed, is_test, outcome
 
 if TYPE_CHECKING:
     from workers.loop import Agent
@@ -172,15 +171,9 @@ class ContextKeeper:
 
 def task_state(goal: str, rules: str, facts: list[dict[str, Any]]) -> str:
     """The pinned block: built from the harness's own records, never from the model."""
-    events = list(evidence(facts))
-    files: dict[str, None] = {}
-    for event in events:
-        for path in event.get("modified", []):
-            files[path] = None
-    commands = [e for e in events if "command" in e]
-    tests = [
-        e for e in commands if any(re.search(p, str(e["command"])) for p in DEFAULT_TEST_COMMANDS)
-    ]
+    files = files_changed(facts)
+    commands = [e for e in evidence(facts) if "command" in e]
+    tests = [e for e in commands if is_test(str(e["command"]))]
     lines = ["[Task state, kept by gaffer from what it observed]", f"Goal: {goal.strip()}"]
     if rules.strip():
         capped = (
@@ -197,10 +190,10 @@ def task_state(goal: str, rules: str, facts: list[dict[str, Any]]) -> str:
             + (f" (last {len(shown)} of {len(commands)})" if len(commands) > 10 else "")
             + ":"
         )
-        lines += [f"- `{c['command']}` → {_exit(c)}" for c in shown]
+        lines += [f"- `{c['command']}` → {outcome(c)}" for c in shown]
     lines.append(
         "Last test result: "
-        + (f"`{tests[-1]['command']}` → {_exit(tests[-1])}" if tests else "no test run yet")
+        + (f"`{tests[-1]['command']}` → {outcome(tests[-1])}" if tests else "no test run yet")
     )
     return "\n".join(lines)
 
@@ -263,12 +256,3 @@ def _chars(messages: list[Message]) -> int:
         len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or []))
         for m in messages
     )
-
-
-def _exit(event: dict[str, Any]) -> str:
-    if event.get("denied"):
-        return "denied, not run"
-    if event.get("timed_out"):
-        return "timed out"
-    code = event.get("exit_code")
-    return "killed" if code is None else f"exit {code}"

@@ -59,14 +59,13 @@ def judge(
     if not edits:
         return None
     after = events[edits[-1] + 1 :]
-    patterns = [re.compile(p) for p in test_commands]
     ran = [e for e in after if "command" in e and not e.get("denied")]
-    tests = [e for e in ran if any(p.search(str(e["command"])) for p in patterns)]
+    tests = [e for e in ran if is_test(str(e["command"]), test_commands)]
     if not tests:
         return Verdict(False, "files were changed and no test ran after the last edit")
     last = tests[-1]
     if last.get("exit_code") != 0:
-        return Verdict(False, f"the last test run failed: `{last['command']}` → {_outcome(last)}")
+        return Verdict(False, f"the last test run failed: `{last['command']}` → {outcome(last)}")
     unexplained = _still_failing([e for e in ran if e not in tests])
     if unexplained:
         return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
@@ -78,14 +77,29 @@ def _still_failing(commands: list[dict[str, Any]]) -> list[str]:
     latest: dict[str, dict[str, Any]] = {}
     for command in commands:
         latest[str(command["command"])] = command
-    return [f"`{c}` → {_outcome(e)}" for c, e in latest.items() if e.get("exit_code") != 0]
+    return [f"`{c}` → {outcome(e)}" for c, e in latest.items() if e.get("exit_code") != 0]
 
 
-def _outcome(event: dict[str, Any]) -> str:
+def outcome(event: dict[str, Any]) -> str:
+    """How a command ended, in the words reports and the task state use."""
+    if event.get("denied"):
+        return "denied, not run"
     if event.get("timed_out"):
         return "timed out"
     code = event.get("exit_code")
     return "killed" if code is None else f"exit {code}"
+
+
+def is_test(command: str, test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS) -> bool:
+    return any(re.search(pattern, command) for pattern in test_commands)
+
+
+def files_changed(facts: Iterable[dict[str, Any]]) -> list[str]:
+    """Every path an agent or its workers wrote, in the order first written."""
+    files: dict[str, None] = {}
+    for event in evidence(facts):
+        files.update((path, None) for path in event.get("modified", []))
+    return list(files)
 
 
 @dataclass

@@ -79,6 +79,11 @@ class Tool(Generic[A]):
     origin: str = "built-in"
     """Where the tool comes from: built-in, harness, plugin <path>, mcp <server>."""
 
+    @property
+    def is_extension(self) -> bool:
+        """A plugin or MCP tool: it runs in gaffer's own process, never in a sandbox."""
+        return self.origin.startswith(("plugin", "mcp"))
+
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions `tools` entry."""
         return {
