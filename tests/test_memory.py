@@ -37,7 +37,7 @@ def test_instructions_are_capped(workspace: Path) -> None:
     (workspace / "AGENTS.md").write_text("rule\n" * 20_000)
     text = project_instructions(workspace)
     assert text.startswith("## AGENTS.md") and len(text.encode()) < MAX_INSTRUCTIONS_BYTES + 200
-    assert "more bytes of AGENTS.md not loaded" in text
+    assert "the rest of AGENTS.md, past 32 KB, not loaded" in text
 
 
 def test_memory_written_in_one_run_is_loaded_in_the_next_by_every_agent(

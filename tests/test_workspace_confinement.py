@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import RunTool
+from workers.tools import shell
 
 
 @pytest.fixture
@@ -87,15 +89,95 @@ def test_nul_in_path_is_refused(run_tool: RunTool) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [".git/hooks/pre-commit", ".gaffer/profiles/coder.toml", "./.git/config"]
+    "path",
+    [
+        ".git/hooks/pre-commit",
+        ".gaffer/profiles/coder.toml",
+        "./.git/config",
+        "sub/.git/hooks/pre-commit",
+        "vendor/lib/.git/config",
+        "pkg/.GIT/config",
+        "sub/.git",
+        ".mcp.json",
+    ],
 )
-def test_git_and_gaffer_folders_are_not_writable_by_tools(
+def test_what_the_host_runs_on_its_own_is_not_writable_by_tools(
     run_tool: RunTool, workspace: Path, path: str
 ) -> None:
     (workspace / ".git" / "hooks").mkdir(parents=True)
     (workspace / ".git" / "config").write_text("[core]\n")
+    (workspace / "sub" / ".git" / "hooks").mkdir(parents=True)
     result = run_tool("write_file", path=path, content="#!/bin/sh\necho pwned\n")
-    assert result.is_error and "agents may not write to" in result.output
+    assert result.is_error and "agents may not write there" in result.output
+    assert not (workspace / path).is_file() or path == "./.git/config"
     edit = run_tool("edit_file", path=".git/config", old_text="[core]", new_text="[evil]")
     assert edit.is_error and (workspace / ".git" / "config").read_text() == "[core]\n"
     assert run_tool("read_file", path=".git/config").output.startswith("[core]")
+
+
+@pytest.mark.parametrize(
+    ("hooks_path", "written", "protected"),
+    [
+        (".husky/_", ".husky/pre-commit", True),  # husky 9: _/h runs the hooks one level up
+        (".husky/_", ".husky/_/h", True),
+        ("tools/hooks", "tools/hooks/pre-push", True),
+        ("tools/hooks", "tools/build.sh", False),
+        ("/somewhere/else", "somewhere/else/x", False),
+    ],
+)
+def test_the_core_hooks_path_target_is_not_writable_by_tools(
+    run_tool: RunTool, workspace: Path, hooks_path: str, written: str, protected: bool
+) -> None:
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "config").write_text(
+        f'[core]\n\trepositoryformatversion = 0\n\thooksPath = "{hooks_path}"\n[user]\n\tname = x\n'
+    )
+    result = run_tool("write_file", path=written, content="#!/bin/sh\nid\n")
+    assert result.is_error == protected, result.output
+    if protected:
+        assert "core.hooksPath" in result.output
+
+
+def test_a_hard_linked_file_is_refused_for_writes_but_readable(
+    run_tool: RunTool, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "cache-file.js"
+    outside.write_text("module.exports = 1\n")
+    os.link(outside, workspace / "dep.js")  # as pnpm and uv link their caches in
+    for result in (
+        run_tool("write_file", path="dep.js", content="pwned\n"),
+        run_tool("edit_file", path="dep.js", old_text="1", new_text="2"),
+    ):
+        assert result.is_error and "hard links" in result.output
+    assert outside.read_text() == "module.exports = 1\n"
+    assert run_tool("read_file", path="dep.js").output.startswith("module.exports")
+
+
+def test_a_link_planted_in_the_shell_output_folder_is_never_followed(
+    run_tool: RunTool, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even a planter who guessed every name is refused: the host only creates new files.
+    names = iter(["aaaa", "aaaa", "bbbb"])
+    monkeypatch.setattr(shell.secrets, "token_hex", lambda _n: next(names))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    shell_dir = workspace / ".gaffer" / "shell"
+    shell_dir.mkdir(parents=True)
+    # A sandboxed command can write .gaffer/shell; it plants links under every name the
+    # host's next outputs could take.
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (shell_dir / f"{stamp}-aaaa.log").symlink_to(victim)
+    result = run_tool("run_shell", command="echo overwritten")
+    assert result.output.startswith("overwritten") and not result.is_error
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_gaffer_folder_that_links_out_is_refused(
+    run_tool: RunTool, workspace: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workspace / ".gaffer").symlink_to(elsewhere)  # shipped by a hostile repository
+    result = run_tool("run_shell", command="echo hi")
+    assert result.is_error and "symlink" in result.output
+    assert list(elsewhere.iterdir()) == []

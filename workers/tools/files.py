@@ -12,7 +12,15 @@ from typing import BinaryIO
 from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.workspace import SKIPPED_DIRS, relative, resolve, resolve_for_write
+from workers.tools.workspace import (
+    SKIPPED_DIRS,
+    open_confined,
+    read_all,
+    relative,
+    resolve,
+    resolve_for_write,
+    write_confined,
+)
 
 # One read must fit comfortably in a small model's context next to the conversation.
 MAX_READ_LINES = 2000
@@ -22,11 +30,20 @@ MAX_COUNTED_BYTES = 50 * 1024 * 1024
 # A sniff this long finds the NUL bytes that mark almost every binary format.
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 500
+# An edit holds the whole file in memory twice; past this, a command does it better.
+MAX_EDITED_BYTES = 20 * 1024 * 1024
 
 
 def looks_binary(path: Path) -> bool:
     with path.open("rb") as f:
-        return b"\x00" in f.read(BINARY_SNIFF_BYTES)
+        return sniff_binary(f)
+
+
+def sniff_binary(f: BinaryIO) -> bool:
+    """True for a file with a NUL byte near its start; the file is rewound."""
+    binary = b"\x00" in f.read(BINARY_SNIFF_BYTES)
+    f.seek(0)
+    return binary
 
 
 def _existing_file(ctx: ToolContext, path: str) -> Path:
@@ -53,33 +70,38 @@ class ReadFileArgs(Args):
 
 def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
     real = _existing_file(ctx, args.path)
-    if looks_binary(real):
-        raise ToolError(f"{args.path!r} is a binary file ({real.stat().st_size} bytes); not shown")
+    with open_confined(ctx.workspace, real) as fd, os.fdopen(fd, "rb", closefd=False) as f:
+        return _read_lines(f, args)
+
+
+def _read_lines(f: BinaryIO, args: ReadFileArgs) -> ToolResult:
+    size_on_disk = os.fstat(f.fileno()).st_size
+    if sniff_binary(f):
+        raise ToolError(f"{args.path!r} is a binary file ({size_on_disk} bytes); not shown")
     first = args.offset or 1
     limit = args.limit or MAX_READ_LINES
     lines: list[str] = []
     size, replaced, cut_line, line_no = 0, False, False, 0
-    with real.open("rb") as f:
-        for line_no, (raw, too_long) in enumerate(_raw_lines(f), start=1):
-            if line_no < first:
-                continue
-            if len(lines) >= limit or (lines and size + len(raw) > MAX_READ_BYTES):
-                break
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text, replaced = raw.decode("utf-8", errors="replace"), True
-            lines.append(text)
-            size += len(raw)
-            if too_long:
-                cut_line = True
-                break
+    for line_no, (raw, too_long) in enumerate(_raw_lines(f), start=1):
+        if line_no < first:
+            continue
+        if len(lines) >= limit or (lines and size + len(raw) > MAX_READ_BYTES):
+            break
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text, replaced = raw.decode("utf-8", errors="replace"), True
+        lines.append(text)
+        size += len(raw)
+        if too_long:
+            cut_line = True
+            break
     if not lines:
         if first == 1:
             return ToolResult(output="(empty file)", summary="empty file")
         raise ToolError(f"offset {first} is past the end of {args.path!r} ({line_no} lines)")
     last = first + len(lines) - 1
-    total = _count_lines(real)
+    total = _count_lines(f, size_on_disk)
     body = "".join(lines)
     notes = []
     if cut_line:
@@ -112,14 +134,14 @@ def _raw_lines(f: BinaryIO) -> Iterator[tuple[bytes, bool]]:
             yield raw, False
 
 
-def _count_lines(path: Path) -> int | None:
-    if path.stat().st_size > MAX_COUNTED_BYTES:
+def _count_lines(f: BinaryIO, size: int) -> int | None:
+    if size > MAX_COUNTED_BYTES:
         return None
+    f.seek(0)
     count, last = 0, b"\n"
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
+    while chunk := f.read(1 << 20):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
     return count + (0 if last == b"\n" else 1)
 
 
@@ -132,10 +154,10 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolResult:
     real = resolve_for_write(ctx.workspace, args.path)
     if real.is_dir():
         raise ToolError(f"{args.path!r} is a directory; give a file path")
-    existed = real.exists()
+    existed = os.path.lexists(real)
     real.parent.mkdir(parents=True, exist_ok=True)
     data = args.content.encode("utf-8")
-    real.write_bytes(data)
+    write_confined(ctx.workspace, real, data)
     what = "replaced the existing file" if existed else "created it"
     rel = relative(ctx.workspace, real)
     return ToolResult(
@@ -152,18 +174,24 @@ class EditFileArgs(Args):
 
 
 def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
-    real = _existing_file(ctx, args.path)
-    resolve_for_write(ctx.workspace, args.path)
+    _existing_file(ctx, args.path)
+    real = resolve_for_write(ctx.workspace, args.path)
     if not args.old_text:
         raise ToolError(
             "old_text is empty; give the exact text to replace (use write_file for a new file)"
         )
     if args.old_text == args.new_text:
         raise ToolError("old_text and new_text are the same; nothing to change")
-    if looks_binary(real):
+    with open_confined(ctx.workspace, real) as fd:
+        data = read_all(fd, MAX_EDITED_BYTES + 1)
+    if len(data) > MAX_EDITED_BYTES:
+        raise ToolError(
+            f"{args.path!r} is over {MAX_EDITED_BYTES // (1024 * 1024)} MB; edit it with a command instead"
+        )
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ToolError(f"{args.path!r} is a binary file; it cannot be edited as text")
     try:
-        text = real.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ToolError(f"{args.path!r} is not valid UTF-8; editing it could corrupt it") from error
     old, new = args.old_text, args.new_text
@@ -184,7 +212,7 @@ def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
             "nothing written. Include more surrounding lines so it matches exactly one place."
         )
     start = text.index(old)
-    real.write_bytes(text.replace(old, new, 1).encode("utf-8"))
+    write_confined(ctx.workspace, real, text.replace(old, new, 1).encode("utf-8"))
     line = text.count("\n", 0, start) + 1
     rel = relative(ctx.workspace, real)
     return ToolResult(

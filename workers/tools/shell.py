@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import Field
 
 from workers.tools import shell_policy
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.workspace import GAFFER_DIR, own_dir
 
 DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 600
@@ -26,7 +28,6 @@ MAX_SAVED_BYTES = 64 * 1024 * 1024
 POLL_S = 0.05
 # Variables that look like credentials never reach a command on the host.
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_counter = itertools.count(1)
 
 
 class RunShellArgs(Args):
@@ -63,12 +64,10 @@ def execute(
     workspace: Path, command: str, timeout: float, cancelled: Callable[[], bool] = lambda: False
 ) -> ToolResult:
     """Run `command` with bash in its own process group; the whole group dies at the end."""
-    out_dir = workspace / ".gaffer" / "shell"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out_path = out_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_counter)}.log"
+    out_path, fd = _new_output_file(own_dir(workspace, GAFFER_DIR, "shell"))
     started = time.monotonic()
     killed_for = ""
-    with out_path.open("wb") as out:
+    with os.fdopen(fd, "w+b") as out:
         proc = subprocess.Popen(
             ["bash", "-c", command],
             cwd=workspace,
@@ -91,15 +90,15 @@ def execute(
                 if time.monotonic() - started > timeout:
                     killed_for = f"timed out after {timeout:.0f}s"
                     break
-                if out_path.stat().st_size > MAX_SAVED_BYTES:
+                if os.fstat(out.fileno()).st_size > MAX_SAVED_BYTES:
                     killed_for = f"printed more than {MAX_SAVED_BYTES // (1024 * 1024)} MB"
                     break
         finally:
             # Also reaps what the command left in the background: a tool call ends whole.
             _kill_group(proc)
-    exit_code = proc.wait()
+        exit_code = proc.wait()
+        text, saved = _shown_output(workspace, out, out_path)
     elapsed = time.monotonic() - started
-    text, saved = _shown_output(workspace, out_path)
     status = f"killed: {killed_for}" if killed_for else _exit_status(exit_code)
     footer = f"[{status}; {elapsed:.1f}s]"
     summary = f"{'killed, ' + killed_for if killed_for else f'exit {exit_code}'} in {elapsed:.1f}s"
@@ -116,6 +115,24 @@ def execute(
     )
 
 
+def _new_output_file(folder: Path) -> tuple[Path, int]:
+    """A new file for a command's output, created here and never through an existing path:
+    .gaffer/shell is writable from a sandbox, and a link planted there must not redirect
+    a host command's output. The random part keeps planted names from blocking it."""
+    for _ in range(8):
+        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}.log"
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return path, os.open(path, flags, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise ToolError(
+                f"cannot create an output file in {folder}: {error.strerror}"
+            ) from error
+    raise ToolError(f"cannot create an output file in {folder}: every name tried was taken")
+
+
 def _exit_status(code: int) -> str:
     if code >= 0:
         return f"exit code {code}"
@@ -129,20 +146,24 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _shown_output(workspace: Path, path: Path) -> tuple[str, str | None]:
-    """The output as the model sees it, and the saved file's path when it was cut."""
-    size = path.stat().st_size
+def _shown_output(workspace: Path, out: BinaryIO, path: Path) -> tuple[str, str | None]:
+    """The output as the model sees it, and the saved file's path when it was cut.
+
+    Read back through the descriptor the command wrote to, not through its path.
+    """
+    size = os.fstat(out.fileno()).st_size
+    out.seek(0)
     if size <= MAX_OUTPUT_CHARS:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        text = out.read().decode("utf-8", errors="replace")
         if len(text) <= MAX_OUTPUT_CHARS:
-            path.unlink()
+            path.unlink(missing_ok=True)
             return text, None
     half = MAX_OUTPUT_CHARS // 2
-    with path.open("rb") as f:
-        head = f.read(half).decode("utf-8", errors="replace")
-        f.seek(max(half, size - half))
-        tail = f.read().decode("utf-8", errors="replace")
-    rel = path.relative_to(workspace).as_posix()
+    out.seek(0)
+    head = out.read(half).decode("utf-8", errors="replace")
+    out.seek(max(half, size - half))
+    tail = out.read().decode("utf-8", errors="replace")
+    rel = os.path.relpath(path, os.path.realpath(workspace))
     cut = size - len(head.encode()) - len(tail.encode())
     middle = f"\n\n[... {cut} bytes cut; the full output is in {rel}: read_file it with offset to see more ...]\n\n"
     return head + middle + tail, rel

@@ -1,9 +1,17 @@
-"""Confinement of every path a tool touches to the workspace, by resolved real path."""
+"""Confinement of every path a tool touches to the workspace, by resolved real path.
+
+Reads and writes go through descriptors opened without following a final symlink, and
+the path a descriptor really has is checked again after the open: a link planted or
+swapped between the check and the open is caught, never followed out.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from workers.tools.base import ToolError
@@ -26,19 +34,33 @@ SKIPPED_DIRS = frozenset(
     }
 )
 
+GAFFER_DIR = ".gaffer"
+MCP_CONFIG = ".mcp.json"
 
-# Writes here would outlive the run with more power than the agent had: git hooks run on
-# the user's machine, and gaffer's own folder holds the profiles and config of the next run.
-PROTECTED_DIRS = (".git", ".gaffer")
+
+def protection(workspace: Path, rel: str) -> str | None:
+    """Why a write at this workspace-relative path would change what the host later runs
+    on its own (git hooks and config, gaffer's folder, MCP servers), or None."""
+    parts = [p for p in rel.replace(os.sep, "/").split("/") if p not in ("", ".")]
+    # Case-folded: git on case-insensitive file systems reads .GIT as .git.
+    if any(part.lower() == ".git" for part in parts):
+        return "a .git folder or file (git runs its hooks and config on your machine)"
+    if parts and parts[0] == GAFFER_DIR:
+        return "gaffer's own folder (profiles, plugins, config and logs of later runs)"
+    if parts == [MCP_CONFIG]:
+        return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
+    for hooks in git_hooks_dirs(workspace):
+        if parts[: len(hooks)] == hooks:
+            return f"git's hooks folder {'/'.join(hooks)} (core.hooksPath; git runs it on commit)"
+    return None
 
 
 def resolve_for_write(workspace: Path, path: str) -> Path:
-    """Like `resolve`, and also refuses gaffer's and git's own folders."""
+    """Like `resolve`, and also refuses what the host runs on its own (`protection`)."""
     real = resolve(workspace, path)
-    rel = os.path.relpath(real, os.path.realpath(workspace))
-    top = rel.split(os.sep, 1)[0]
-    if top in PROTECTED_DIRS:
-        raise ToolError(f"{path!r} is inside {top}/, which agents may not write to")
+    why = protection(workspace, os.path.relpath(real, os.path.realpath(workspace)))
+    if why:
+        raise ToolError(f"{path!r} is inside {why}; agents may not write there")
     return real
 
 
@@ -55,8 +77,8 @@ def resolve(workspace: Path, path: str) -> Path:
     given = path.strip() or "."
     lexical = os.path.normpath(os.path.join(root, given))
     real = os.path.realpath(lexical)
-    if not _inside(real, root):
-        if _inside(lexical, root):
+    if not inside(real, root):
+        if inside(lexical, root):
             raise ToolError(
                 f"{path!r} is or passes through a symlink that points outside the workspace "
                 f"(to {real}); only paths inside the workspace can be used"
@@ -75,11 +97,158 @@ def resolve(workspace: Path, path: str) -> Path:
     return Path(real)
 
 
+@contextlib.contextmanager
+def open_confined(workspace: Path, real: Path, *, write: bool = False) -> Iterator[int]:
+    """A descriptor on the regular file `real` (from `resolve`), opened without following
+    links; `write` creates the file when missing and refuses one with other hard links,
+    whose other names may lie outside the workspace (package caches link files in)."""
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags |= (os.O_RDWR | os.O_CREAT) if write else os.O_RDONLY
+    try:
+        fd = os.open(real, flags, 0o666)
+    except OSError as error:
+        if error.errno == 40:  # ELOOP: the last part is a symlink
+            raise ToolError(f"{relative(workspace, real)!r} is a symlink; refused") from error
+        raise ToolError(f"cannot open {relative(workspace, real)!r}: {error.strerror}") from error
+    try:
+        info = os.fstat(fd)
+        shown = relative(workspace, real)
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{shown!r} is not a regular file; refused")
+        if not inside(descriptor_path(fd), os.path.realpath(workspace)):
+            raise ToolError(f"{shown!r} moved outside the workspace while it was opened; refused")
+        if write and info.st_nlink > 1:
+            raise ToolError(
+                f"{shown!r} has {info.st_nlink} hard links, and writing it would change every "
+                "copy, some perhaps outside the workspace; refused. Write a new file instead, "
+                "or ask the user to break the link"
+            )
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_confined(workspace: Path, path: str, max_bytes: int) -> bytes | None:
+    """A regular file inside the workspace, at most `max_bytes + 1` bytes of it; None when
+    it does not exist. Never through a link out, never a hard link, never /proc."""
+    real = resolve(workspace, path)
+    if not os.path.lexists(real):
+        return None
+    with open_confined(workspace, real) as fd:
+        if os.fstat(fd).st_nlink > 1:
+            raise ToolError(f"{path!r} is hard-linked to other files; not read")
+        return read_all(fd, max_bytes + 1)
+
+
+def write_confined(workspace: Path, real: Path, data: bytes) -> None:
+    with open_confined(workspace, real, write=True) as fd:
+        os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def read_all(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit and (chunk := os.read(fd, min(1 << 20, limit - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def descriptor_path(fd: int) -> str:
+    """Where an open descriptor really points, whatever path opened it."""
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+def own_dir(workspace: Path, *parts: str) -> Path:
+    """A folder of gaffer's inside the workspace (`.gaffer/shell`), made when missing and
+    refused when any part of it is a symlink or not a folder: a repository may ship a
+    `.gaffer` that links elsewhere, and gaffer would then write, or chown, out there."""
+    folder = Path(os.path.realpath(workspace))
+    for part in parts:
+        folder = folder / part
+        if not os.path.lexists(folder):
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode):
+            raise ToolError(
+                f"{folder} is a symlink or a file, not a folder; gaffer will not write through "
+                "it (remove it, and gaffer makes a real folder)"
+            )
+    return folder
+
+
 def relative(workspace: Path, path: Path) -> str:
     """How a path is shown to the model: relative to the workspace root."""
     rel = os.path.relpath(path, os.path.realpath(workspace))
     return "." if rel == "." else rel
 
 
-def _inside(path: str, root: str) -> bool:
+def inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+# -- git's hooks folder -----------------------------------------------------------------
+
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]')
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def git_hooks_dirs(workspace: Path) -> list[list[str]]:
+    """Folders inside the workspace that git runs hooks from (core.hooksPath), as parts.
+
+    husky 9 sets `.husky/_`, whose scripts run the files one level up: a target named
+    `_` protects its parent too.
+    """
+    root = os.path.realpath(workspace)
+    found: list[list[str]] = []
+    for value in _hooks_path_values(Path(root)):
+        target = os.path.expanduser(value)
+        full = os.path.normpath(target if os.path.isabs(target) else os.path.join(root, target))
+        if not inside(full, root) or full == root:
+            continue
+        parts = os.path.relpath(full, root).split(os.sep)
+        found.append(parts[:-1] if parts[-1] == "_" and len(parts) > 1 else parts)
+    return found
+
+
+def _hooks_path_values(root: Path) -> list[str]:
+    configs = [_repo_config(root)]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    configs += [Path.home() / ".gitconfig", Path(xdg) / "git" / "config"]
+    values = []
+    for config in configs:
+        if config is None:
+            continue
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            value = _core_hooks_path(config.read_text(encoding="utf-8"))
+            if value:
+                values.append(value)
+    return values
+
+
+def _repo_config(root: Path) -> Path | None:
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git / "config"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        pointer = dot_git.read_text(encoding="utf-8").strip()  # worktrees: "gitdir: PATH"
+        if pointer.startswith("gitdir:"):
+            gitdir = Path(root, pointer.removeprefix("gitdir:").strip())
+            common = gitdir / "commondir"
+            if common.is_file():
+                gitdir = gitdir / common.read_text(encoding="utf-8").strip()
+            return gitdir / "config"
+    return None
+
+
+def _core_hooks_path(text: str) -> str | None:
+    section, value = "", None
+    for line in text.splitlines():
+        if match := _SECTION.match(line):
+            section = match.group(1).lower()
+        elif section == "core" and (match := _HOOKS_PATH.match(line)):
+            value = match.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    return value
