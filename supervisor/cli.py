@@ -17,6 +17,7 @@ from rich.progress import Progress
 
 from supervisor import doctor as doctor_checks
 from supervisor import runlog, settings
+from supervisor import trust as trust_view
 from supervisor.delegation import Ceiling, Team
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
@@ -24,6 +25,7 @@ from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.view import TerminalView, profiles_table, stderr_console, tools_table
+from workers import trust
 from workers.events import Emitter, Subscriber
 from workers.extensions import load_extensions
 from workers.model import Model
@@ -34,6 +36,7 @@ from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver, Tool
+from workers.trust import TrustStore, WorkspaceTrust
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -113,6 +116,12 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--local", is_flag=True, help="Use the local model even when an endpoint is set."
         ),
+        click.option(
+            "--trust-workspace",
+            is_flag=True,
+            help="Use this workspace's MCP servers, plugins, profiles, config and skills for "
+            f"this run without `gaffer trust` [env {trust.TRUST_ENV}=1].",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -133,6 +142,7 @@ def _plan(
     """
     top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
     use_local = flags.pop("local", False)
+    workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
     flags.pop("yes", None)
     if flags.pop("no_stream", False):
         flags["stream"] = False
@@ -140,15 +150,19 @@ def _plan(
         flags["verify"] = False
     max_steps = flags.pop("max_steps")
     try:
-        config = settings.load(workspace, flags)
+        config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
         _fail(str(error))
     if use_local or config.base_url is None:
         config = _with_local_model(config, stack)
     log_dir = config.logs_in(workspace)
     session = Session(workspace, log_dir, subscribers)
+    trust_view.report(workspace_trust, session.events)
     extensions = load_extensions(
-        workspace, session.events, taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS, log_dir=log_dir
+        workspace_trust,
+        session.events,
+        taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
+        log_dir=log_dir,
     )
     tools = {**BUILTIN_TOOLS, **extensions.tools}
 
@@ -159,7 +173,7 @@ def _plan(
         _fail(message)
 
     try:
-        profiles = load_profiles(search_path(workspace), tools)
+        profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
     if top not in profiles:
@@ -355,27 +369,30 @@ def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
 def list_profiles() -> None:
     """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
     workspace = Path.cwd().resolve()
+    workspace_trust = trust_view.evaluate(workspace)
     try:
-        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+        profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
     except ProfileError as error:
         _fail(str(error))
     Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
+    _print_skipped(workspace_trust, ("profile",))
 
 
 @main.command(name="tools")
 def list_tools() -> None:
     """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
     workspace = Path.cwd().resolve()
+    workspace_trust = trust_view.evaluate(workspace)
     events = Emitter([TerminalView()]).bind(session_id="tools")
     extensions = load_extensions(
-        workspace,
+        workspace_trust,
         events,
         taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
         log_dir=workspace / ".gaffer" / "logs",
     )
     try:
         tools = {**BUILTIN_TOOLS, **extensions.tools}
-        profiles = load_profiles(search_path(workspace), tools)
+        profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
         team = Team(
             workspace,
             profiles,
@@ -400,6 +417,61 @@ def list_tools() -> None:
         _fail(str(error))
     finally:
         extensions.close()
+    _print_skipped(workspace_trust, ("plugin", "mcp", "skill", "profile"))
+
+
+def _print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> None:
+    skipped = [i for i in workspace_trust.skipped() if i.kind in kinds]
+    for item in skipped:
+        click.echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
+
+
+@main.command(name="trust")
+@click.option("--yes", is_flag=True, help="Trust what is shown without asking.")
+@click.option("--revoke", is_flag=True, help="Forget every approval for this workspace.")
+def trust_command(yes: bool, revoke: bool) -> None:
+    """Review what this workspace would have gaffer run or obey, and trust it.
+
+    MCP servers in .mcp.json, plugins in .gaffer/tools, profiles in .gaffer/profiles,
+    .gaffer/config.toml and skills in .gaffer/skills are used only once trusted; a
+    change to any of them asks again. Approvals live in your own config folder.
+    """
+    workspace = Path.cwd().resolve()
+    store = TrustStore(trust.default_store())
+    if revoke:
+        found = store.revoke(workspace)
+        click.echo(
+            f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}"
+        )
+        return
+    workspace_trust = trust.evaluate(workspace)
+    if not workspace_trust.items and not workspace_trust.refused:
+        click.echo(
+            f"nothing in {workspace} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
+        )
+        return
+    click.echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
+    for line in trust_view.review(workspace_trust):
+        click.echo(line)
+    pending = [i for i in workspace_trust.items if i.state != "trusted"]
+    if not pending:
+        click.echo("everything here is trusted as it is now")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            click.echo(
+                f"not trusted yet: run `gaffer trust --yes` to trust the {len(pending)} new or changed item(s)"
+            )
+            return
+        if not click.confirm(
+            f"trust the {len(pending)} new or changed item(s) as they are now?", default=False
+        ):
+            click.echo("nothing trusted")
+            return
+    store.approve(workspace, workspace_trust.items)
+    click.echo(
+        f"trusted {len(workspace_trust.items)} item(s) of {workspace}; a change to any of them asks again"
+    )
 
 
 def _no_model(_name: str | None) -> Model:
@@ -483,8 +555,9 @@ def sandbox() -> None:
 def doctor(profile_name: str, sandbox_uid: int | None) -> None:
     """Show the container's mounts, user, network, limits and image, and run canary probes."""
     workspace = Path.cwd().resolve()
+    workspace_trust = trust_view.evaluate(workspace)
     try:
-        profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+        profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
     except ProfileError as error:
         _fail(str(error))
     profile = profiles.get(profile_name)
@@ -506,7 +579,8 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
 def _log_dir(log_dir: Path | None) -> Path:
     workspace = Path.cwd().resolve()
     try:
-        return settings.load(workspace, {"log_dir": log_dir}).logs_in(workspace)
+        config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
+        return config.logs_in(workspace)
     except settings.ConfigError as error:
         _fail(str(error))
         raise

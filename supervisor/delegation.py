@@ -138,7 +138,12 @@ class Team:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         # Read once per run: every agent starts from the same project instructions.
-        self.instructions = project_instructions(self.workspace)
+        self.instructions = project_instructions(self.workspace, self._not_loaded)
+
+    def _not_loaded(self, message: str) -> None:
+        self.events.bind(agent_id="trust").emit(
+            "boundary", action="refused", what="instructions", message=message
+        )
 
     # -- what a profile gets -------------------------------------------------------
 

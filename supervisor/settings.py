@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.limits import DEFAULT_MAX_STEPS
+from workers.trust import Source
 
 
 class ConfigError(Exception):
@@ -76,13 +77,18 @@ def user_config_path() -> Path:
     return Path(base) / "gaffer" / "config.toml"
 
 
-def load(workspace: Path, flags: dict[str, Any]) -> Settings:
-    """Merge the layers; a bad file, key or value is a ConfigError naming where."""
+def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Settings:
+    """Merge the layers; a bad file, key or value is a ConfigError naming where.
+
+    `workspace_config` is `.gaffer/config.toml` as read and trusted (workers.trust), or
+    None when the workspace has none or it is not trusted.
+    """
     merged: dict[str, Any] = {}
-    merged.update(_read_toml(user_config_path(), refused={"api_key"}))
-    merged.update(
-        _read_toml(workspace / ".gaffer" / "config.toml", refused=NOT_IN_WORKSPACE_CONFIG)
-    )
+    user = user_config_path()
+    if user.is_file():
+        merged.update(_read_toml(Source(str(user), user.read_bytes()), refused={"api_key"}))
+    if workspace_config is not None:
+        merged.update(_read_toml(workspace_config, refused=NOT_IN_WORKSPACE_CONFIG))
     merged.update({key: os.environ[var] for key, var in ENV_VARS.items() if os.environ.get(var)})
     merged.update({key: value for key, value in flags.items() if value is not None})
     try:
@@ -93,11 +99,10 @@ def load(workspace: Path, flags: dict[str, Any]) -> Settings:
         raise ConfigError(f"bad setting {where}: {first['msg']}") from error
 
 
-def _read_toml(path: Path, *, refused: set[str]) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
+def _read_toml(source: Source, *, refused: set[str]) -> dict[str, Any]:
+    path = source.origin
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(source.data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from error
     known = set(Settings.model_fields)

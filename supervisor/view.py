@@ -171,6 +171,9 @@ class TerminalView:
         if record.get("status") == "skipped":
             self._write(Text(f"gaffer: warning: {record['message']}", style="yellow"))
 
+    def _on_boundary(self, record: Record) -> None:
+        self._write(Text(f"gaffer: {record['message']}", style="yellow"))
+
     def _on_session_end(self, _record: Record) -> None:
         self._workers.clear()
         self._refresh_live()

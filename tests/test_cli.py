@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
+from workers import trust
 
 REQUIRED = {"ts", "event", "session_id", "agent_id"}
 
@@ -40,6 +41,7 @@ def _env(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
     env.update(
         HOME=str(workspace.parent / "home"),
+        XDG_CONFIG_HOME=str(workspace.parent / "home" / ".config"),
         GAFFER_LOG_DIR=str(workspace.parent / "logs"),
         NO_COLOR="1",
     )
@@ -60,10 +62,22 @@ system_prompt = "You edit code in {workspace}."
 
 
 def add_host_coder(workspace: Path) -> None:
-    """A user's own profile that edits on the host: how these tests reach the file tools."""
+    """A user's own profile that edits on the host: how these tests reach the file tools.
+
+    It lives in the workspace, so the workspace is trusted, as its user would with
+    `gaffer trust`.
+    """
     folder = workspace / ".gaffer" / "profiles"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "hostcoder.toml").write_text(HOST_CODER)
+    trust_workspace(workspace)
+
+
+def trust_workspace(workspace: Path) -> None:
+    """What `gaffer trust --yes` records, in the config folder `gaffer()` gives its runs."""
+    store = workspace.parent / "home" / ".config" / "gaffer" / "trusted.json"
+    items = trust.evaluate(workspace, store=store).items
+    trust.TrustStore(store).approve(workspace, items)
 
 
 def log_lines(workspace: Path) -> list[dict[str, object]]:
@@ -159,7 +173,11 @@ def test_auth_error_exits_1_in_one_line_without_traceback(workspace: Path) -> No
 def test_unreachable_endpoint_exits_1(workspace: Path) -> None:
     (workspace / ".gaffer").mkdir()
     (workspace / ".gaffer" / "config.toml").write_text("max_attempts = 2\n")
-    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}
+    env = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "OPENAI_API_KEY": "k",
+        "GAFFER_TRUST_WORKSPACE": "1",
+    }
     done = gaffer(workspace, "run", "x", env=env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "failed after 2 attempts" in done.stderr
@@ -168,7 +186,7 @@ def test_unreachable_endpoint_exits_1(workspace: Path) -> None:
 def test_bad_config_exits_1_naming_file_and_key(workspace: Path) -> None:
     (workspace / ".gaffer").mkdir()
     (workspace / ".gaffer" / "config.toml").write_text('modle = "x"\n')
-    done = gaffer(workspace, "run", "x")
+    done = gaffer(workspace, "run", "--trust-workspace", "x")
     assert done.returncode == 1
     assert "config.toml: unknown key 'modle'" in done.stderr and "Traceback" not in done.stderr
 

@@ -18,6 +18,7 @@ from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_cli import _env
 from workers.events import Emitter, Recorder
+from workers import trust
 from workers.extensions import Extensions, load_extensions
 from workers.model.scripted import RoutedModel, call, say
 from workers.profiles import HARNESS_TOOLS, builtin_dir, load_profiles
@@ -53,9 +54,17 @@ def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
 
+def trusted(workspace: Path) -> trust.WorkspaceTrust:
+    """The workspace after its user ran `gaffer trust --yes` in it."""
+    trust.TrustStore(trust.default_store()).approve(workspace, trust.evaluate(workspace).items)
+    return trust.evaluate(workspace)
+
+
 def load(workspace: Path, recorder: Recorder | None = None) -> Extensions:
     events = Emitter([recorder] if recorder else []).bind(session_id="s")
-    return load_extensions(workspace, events, taken=TAKEN, log_dir=workspace / ".gaffer" / "logs")
+    return load_extensions(
+        trusted(workspace), events, taken=TAKEN, log_dir=workspace / ".gaffer" / "logs"
+    )
 
 
 def write_plugins(workspace: Path, files: dict[str, str]) -> None:
@@ -317,6 +326,7 @@ def test_gaffer_run_uses_a_plugin_an_mcp_server_and_a_skill(workspace: Path) -> 
     )
     write_skill(workspace, "release", SKILL)
     write_plugins(workspace, {"syntax.py": "def run(:\n"})
+    trusted(workspace)
     replies = [
         Reply(
             tool_calls=[
@@ -351,7 +361,9 @@ def test_gaffer_run_uses_a_plugin_an_mcp_server_and_a_skill(workspace: Path) -> 
 def test_session_closes_mcp_servers(workspace: Path, tmp_path: Path) -> None:
     write_mcp_config(workspace, {"calc": {"command": sys.executable, "args": [str(SERVER)]}})
     session = Session(workspace, tmp_path / "logs")
-    extensions = load_extensions(workspace, session.events, taken=TAKEN, log_dir=tmp_path / "logs")
+    extensions = load_extensions(
+        trusted(workspace), session.events, taken=TAKEN, log_dir=tmp_path / "logs"
+    )
     model = RoutedModel({"t": [call("mcp__calc__add", a=1, b=1), say("2")]})
     plan = RunPlan(
         profiles=load_profiles([builtin_dir()], {**BUILTIN_TOOLS, **extensions.tools}),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from workers import trust
 from workers.profiles import ProfileError, builtin_dir, load_profiles, search_path
 from workers.tools import BUILTIN_TOOLS
 
@@ -64,16 +65,25 @@ def test_user_and_workspace_profiles_override_by_name(
     workspace = tmp_path / "ws"
     write(tmp_path / "config" / "gaffer" / "profiles", "explorer", GOOD.format(name="explorer"))
     write(workspace / ".gaffer" / "profiles", "mine", GOOD.format(name="mine"))
-    profiles = load_profiles(search_path(workspace), BUILTIN_TOOLS)
+    trusted = trust.evaluate(workspace, trust_all=True).sources("profile")
+    profiles = load_profiles(search_path(), BUILTIN_TOOLS, trusted)
     assert profiles["explorer"].tools == ["read_file"]
     assert profiles["explorer"].source.endswith("config/gaffer/profiles/explorer.toml")
     assert "mine" in profiles and "coder" in profiles
+    assert profiles["mine"].source == ".gaffer/profiles/mine.toml"
+    untrusted = trust.evaluate(workspace).sources("profile")
+    assert "mine" not in load_profiles(search_path(), BUILTIN_TOOLS, untrusted)
 
 
 def test_gaffer_profiles_lists_tools_sandbox_limits_safety_and_source(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     write(workspace / ".gaffer" / "profiles", "mine", GOOD.format(name="mine"))
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "250"}
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "COLUMNS": "250",
+        "GAFFER_TRUST_WORKSPACE": "1",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "supervisor", "profiles"],
         cwd=workspace,
@@ -99,7 +109,7 @@ def test_a_bad_profile_stops_gaffer_run_with_one_line(tmp_path: Path) -> None:
         "GAFFER_LOG_DIR": str(tmp_path / "logs"),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "run", "x"],
+        [sys.executable, "-m", "supervisor", "run", "--trust-workspace", "x"],
         cwd=workspace,
         env=env,
         capture_output=True,

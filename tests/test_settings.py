@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from supervisor import settings
+from workers import trust
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +15,11 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for var in settings.ENV_VARS.values():
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+def load(workspace: Path, flags: dict[str, object]) -> settings.Settings:
+    """Settings as a run in a trusted workspace loads them."""
+    return settings.load(flags, trust.evaluate(workspace, trust_all=True).config())
 
 
 def write(path: Path, text: str) -> None:
@@ -27,29 +33,29 @@ def test_layers_in_order(workspace: Path, tmp_path: Path, monkeypatch: pytest.Mo
         'model = "user"\nmax_steps = 5\nbase_url = "http://127.0.0.1:1/v1"\n',
     )
     write(workspace / ".gaffer/config.toml", 'model = "workspace"\nmax_steps = 7\n')
-    loaded = settings.load(workspace, {})
+    loaded = load(workspace, {})
     assert (loaded.model, loaded.max_steps, loaded.base_url) == (
         "workspace",
         7,
         "http://127.0.0.1:1/v1",
     )
     monkeypatch.setenv("GAFFER_MODEL", "env")
-    assert settings.load(workspace, {}).model == "env"
-    assert settings.load(workspace, {"model": "flag", "max_steps": None}).model == "flag"
+    assert load(workspace, {}).model == "env"
+    assert load(workspace, {"model": "flag", "max_steps": None}).model == "flag"
 
 
 def test_unknown_key_and_bad_value_name_the_file(workspace: Path) -> None:
     write(workspace / ".gaffer/config.toml", "max_stepz = 3\n")
     with pytest.raises(settings.ConfigError, match=r"config.toml: unknown key 'max_stepz'"):
-        settings.load(workspace, {})
+        load(workspace, {})
     write(workspace / ".gaffer/config.toml", "max_steps = 0\n")
     with pytest.raises(
         settings.ConfigError, match=r"config.toml: max_steps: Input should be greater"
     ):
-        settings.load(workspace, {})
+        load(workspace, {})
     write(workspace / ".gaffer/config.toml", "max_steps = [\n")
     with pytest.raises(settings.ConfigError, match="not valid TOML"):
-        settings.load(workspace, {})
+        load(workspace, {})
 
 
 def test_a_repository_cannot_redirect_the_endpoint_or_hold_keys(
@@ -57,16 +63,26 @@ def test_a_repository_cannot_redirect_the_endpoint_or_hold_keys(
 ) -> None:
     write(workspace / ".gaffer/config.toml", 'base_url = "http://evil.example/v1"\n')
     with pytest.raises(settings.ConfigError, match="'base_url' cannot be set in this file"):
-        settings.load(workspace, {})
+        load(workspace, {})
     write(tmp_path / "config/gaffer/config.toml", 'api_key = "sk-x"\n')
     with pytest.raises(settings.ConfigError, match="'api_key' cannot be set"):
-        settings.load(tmp_path, {})
+        load(tmp_path, {})
 
 
 def test_api_key_comes_from_the_environment_and_never_shows(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    loaded = settings.load(workspace, {})
+    loaded = load(workspace, {})
     assert loaded.api_key == "sk-secret"
     assert "sk-secret" not in repr(loaded) and "api_key" not in loaded.model_dump()
+
+
+def test_an_untrusted_workspace_config_is_not_used(workspace: Path) -> None:
+    write(workspace / ".gaffer/config.toml", 'model = "workspace"\nmax_steps = 7\n')
+    untrusted = trust.evaluate(workspace)
+    assert untrusted.config() is None
+    assert settings.load({}, untrusted.config()).max_steps != 7
+    assert untrusted.notices() == [
+        "skipped config .gaffer/config.toml (not trusted; `gaffer trust` shows it and asks)"
+    ]

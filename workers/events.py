@@ -29,6 +29,7 @@ LoggedEvent = Literal[
     "mcp_call",
     "user_message",
     "extension",
+    "boundary",
 ]
 LiveEvent = Literal["text_delta", "tool_start"]
 EventName = LoggedEvent | LiveEvent

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.limits import DEFAULT_MAX_STEPS, Limits
+from workers.trust import Source, read_folder
 
 # Tools the harness itself provides to an agent, outside the tool registry.
 HARNESS_TOOLS = frozenset({"delegate", "use_skill"})
@@ -115,39 +116,67 @@ def builtin_dir() -> Path:
     return Path(str(resources.files("profiles")))
 
 
-def search_path(workspace: Path) -> list[Path]:
-    """Built-ins first; a later folder overrides an earlier one by profile name."""
+def user_dir() -> Path:
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return [builtin_dir(), config / "gaffer" / "profiles", workspace / ".gaffer" / "profiles"]
+    return config / "gaffer" / "profiles"
 
 
-def load_profiles(folders: Iterable[Path], known_tools: Iterable[str]) -> dict[str, Profile]:
+def search_path() -> list[Path]:
+    """Built-ins, then the user's own; a workspace's profiles come only through trust."""
+    return [builtin_dir(), user_dir()]
+
+
+def load_profiles(
+    folders: Iterable[Path], known_tools: Iterable[str], extra: Iterable[Source] = ()
+) -> dict[str, Profile]:
+    """Profiles from folders, then `extra` (a trusted workspace's); a later one overrides
+    an earlier one of the same name."""
     known = set(known_tools) | HARNESS_TOOLS
+    sources = [s for folder in folders for s in read_folder(folder, "*.toml")]
     profiles: dict[str, Profile] = {}
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.toml")):
-            profile = load_profile(path, known)
-            profiles[profile.name] = profile
+    for source in [*sources, *extra]:
+        profile = parse_profile(source, known)
+        profiles[profile.name] = profile
     return profiles
 
 
-def load_profile(path: Path, known_tools: set[str]) -> Profile:
+def parse_profile(source: Source, known_tools: set[str]) -> Profile:
+    origin = source.origin
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ProfileError(f"{path}: cannot be read as TOML: {error}") from error
-    data.setdefault("name", path.stem)
+        data: dict[str, Any] = tomllib.loads(source.data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ProfileError(f"{origin}: cannot be read as TOML: {error}") from error
+    data.setdefault("name", Path(origin).stem)
     try:
-        profile = Profile.model_validate({**data, "source": str(path)})
+        profile = Profile.model_validate({**data, "source": origin})
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(map(str, first["loc"])) or "file"
-        raise ProfileError(f"{path}: {where}: {first['msg']}") from error
+        raise ProfileError(f"{origin}: {where}: {first['msg']}") from error
     unknown = [tool for tool in profile.tools if tool not in known_tools and not is_pattern(tool)]
     if unknown:
         raise ProfileError(
-            f"{path}: tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"
+            f"{origin}: tools: unknown tool(s) {', '.join(unknown)}; known: {', '.join(sorted(known_tools))}"
         )
     return profile
+
+
+def widening(profile: Profile, base: Profile | None) -> list[str]:
+    """How `profile` grants more than the profile of the same name it overrides: what a
+    user must see before trusting a workspace that redefines `coder`."""
+    if base is None:
+        return []
+    wider = []
+    if base.sandbox == "docker" and profile.sandbox != "docker":
+        wider.append("runs on the host, not in a Docker container")
+    if profile.sandbox == "docker":
+        if profile.docker.network != base.docker.network:
+            wider.append(
+                f"container network {profile.docker.network!r} (was {base.docker.network!r})"
+            )
+        if profile.docker.image != base.docker.image:
+            wider.append(f"container image {profile.docker.image!r} (was {base.docker.image!r})")
+    added = [tool for tool in profile.tools if tool not in base.tools]
+    if added:
+        wider.append("adds tools " + ", ".join(added))
+    return wider

@@ -5,7 +5,6 @@ A broken extension is reported in one line and skipped; it never takes gaffer do
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from workers.extensions.mcp_servers import McpHub, read_configs
 from workers.extensions.plugins import load_plugins
 from workers.extensions.skills import Skill, load_skills, skills_prompt, use_skill_tool
 from workers.tools.base import Tool
+from workers.trust import Kind, Source, WorkspaceTrust, read_folder, user_config_dir
 
 
 @dataclass
@@ -37,13 +37,10 @@ class Extensions:
             self.hub = None
 
 
-def user_config_dir() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gaffer"
-
-
 def load_extensions(
-    workspace: Path, events: Emitter, *, taken: set[str], log_dir: Path
+    trust: WorkspaceTrust | None, events: Emitter, *, taken: set[str], log_dir: Path
 ) -> Extensions:
+    """The user's own extensions, and those of the workspace that `trust` allows (None: none)."""
     extensions = Extensions()
     log = events.bind(agent_id="extensions")
 
@@ -52,9 +49,17 @@ def load_extensions(
         log.emit("extension", status="skipped", message=message)
 
     user = user_config_dir()
-    extensions.skills = load_skills([user / "skills", workspace / ".gaffer" / "skills"], warn)
-    extensions.tools = load_plugins([user / "tools", workspace / ".gaffer" / "tools"], taken, warn)
-    configs = read_configs([workspace / ".mcp.json", user / "mcp.json"], warn)
+
+    def workspace(kind: Kind) -> list[Source]:
+        return trust.sources(kind) if trust is not None else []
+
+    extensions.skills = load_skills(
+        [*read_folder(user / "skills", "*/SKILL.md"), *workspace("skill")], warn
+    )
+    extensions.tools = load_plugins(
+        [*read_folder(user / "tools", "*.py"), *workspace("plugin")], taken, warn
+    )
+    configs = read_configs([*workspace("mcp"), *read_folder(user, "mcp.json")], warn)
     if configs:
         extensions.hub = McpHub(events.bind(agent_id="mcp"), log_dir)
         for name, tool in extensions.hub.start(configs, warn).items():

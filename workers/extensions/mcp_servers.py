@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from workers.events import Emitter
 from workers.extensions.plugins import schema_tool
 from workers.tools.base import Tool, ToolError
+from workers.trust import Source
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
 # A server that cannot list its tools in this long is treated as broken.
@@ -43,18 +44,17 @@ class ServerConfig:
     timeout: float = DEFAULT_CALL_TIMEOUT_S
 
 
-def read_configs(paths: Iterable[Path], warn: Callable[[str], None]) -> list[ServerConfig]:
-    """Servers by name from each file in turn; a later file overrides an earlier one."""
+def read_configs(sources: Iterable[Source], warn: Callable[[str], None]) -> list[ServerConfig]:
+    """Servers by name from each config in turn; a later one overrides an earlier one."""
     servers: dict[str, ServerConfig] = {}
-    for path in paths:
-        if not path.is_file():
-            continue
+    for source in sources:
+        path = source.origin
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(source.data.decode("utf-8"))
             entries = data.get("mcpServers", {})
             if not isinstance(entries, dict):
                 raise ValueError("mcpServers must be an object")
-        except (ValueError, OSError) as error:
+        except (ValueError, AttributeError) as error:
             warn(f"MCP config {path} skipped: {error}")
             continue
         for name, entry in entries.items():

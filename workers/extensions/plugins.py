@@ -6,49 +6,47 @@ is skipped with a one-line warning; gaffer goes on.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
+import types
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from workers.tools.base import ExtensionArgs, Tool, ToolContext, ToolError, ToolResult
+from workers.trust import Source
 
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 
 
 def load_plugins(
-    folders: Iterable[Path], taken: set[str], warn: Callable[[str], None]
+    sources: Iterable[Source], taken: set[str], warn: Callable[[str], None]
 ) -> dict[str, Tool[Any]]:
     tools: dict[str, Tool[Any]] = {}
-    for folder in folders:
-        if not folder.is_dir():
+    for source in sources:
+        try:
+            tool = _load(source)
+        except Exception as error:  # any failure in someone else's file is theirs, not ours
+            warn(f"plugin {source.origin} skipped: {type(error).__name__}: {error}")
             continue
-        for path in sorted(folder.glob("*.py")):
-            try:
-                tool = _load(path)
-            except Exception as error:  # any failure in someone else's file is theirs, not ours
-                warn(f"plugin {path} skipped: {type(error).__name__}: {error}")
-                continue
-            if tool.name in taken or tool.name in tools:
-                warn(f"plugin {path} skipped: the name {tool.name!r} is already taken")
-                continue
-            tools[tool.name] = tool
+        if tool.name in taken or tool.name in tools:
+            warn(f"plugin {source.origin} skipped: the name {tool.name!r} is already taken")
+            continue
+        tools[tool.name] = tool
     return tools
 
 
-def _load(path: Path) -> Tool[Any]:
-    module_name = f"gaffer_plugin_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError("not a loadable Python file")
-    module = importlib.util.module_from_spec(spec)
+def _load(source: Source) -> Tool[Any]:
+    """Run the plugin's code: exactly the bytes that were read (and trusted), not the file
+    as it may be by now."""
+    module_name = f"gaffer_plugin_{abs(hash(source.origin))}"
+    module = types.ModuleType(module_name)
+    module.__file__ = str(source.path or source.origin)
+    code = compile(source.data, str(source.path or source.origin), "exec")
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     finally:
         sys.modules.pop(module_name, None)
     definition = getattr(module, "TOOL_DEF", None)
@@ -70,7 +68,7 @@ def _load(path: Path) -> Tool[Any]:
         parameters=parameters,
         call=lambda arguments: str(run(**arguments)),
         read_only=bool(definition.get("read_only", False)),
-        origin=f"plugin {path}",
+        origin=f"plugin {source.origin}",
     )
 
 

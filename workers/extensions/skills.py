@@ -12,6 +12,7 @@ import yaml
 from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.trust import Source
 
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
 # Files listed beside a skill's body, so the agent knows what it can read.
@@ -26,24 +27,21 @@ class Skill:
     body: str
 
 
-def load_skills(folders: Iterable[Path], warn: Callable[[str], None]) -> dict[str, Skill]:
-    """Skills by name; a later folder overrides an earlier one. Bad ones are reported, skipped."""
+def load_skills(sources: Iterable[Source], warn: Callable[[str], None]) -> dict[str, Skill]:
+    """Skills by name; a later one overrides an earlier one. Bad ones are reported, skipped."""
     skills: dict[str, Skill] = {}
-    for root in folders:
-        if not root.is_dir():
+    for source in sources:
+        try:
+            skill = parse_skill(source)
+        except ValueError as error:
+            warn(f"skill {source.origin} skipped: {error}")
             continue
-        for path in sorted(root.glob("*/SKILL.md")):
-            try:
-                skill = parse_skill(path)
-            except ValueError as error:
-                warn(f"skill {path} skipped: {error}")
-                continue
-            skills[skill.name] = skill
+        skills[skill.name] = skill
     return skills
 
 
-def parse_skill(path: Path) -> Skill:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def parse_skill(source: Source) -> Skill:
+    text = source.data.decode("utf-8", errors="replace")
     match = _FRONT_MATTER.match(text)
     if match is None:
         raise ValueError(
@@ -62,9 +60,8 @@ def parse_skill(path: Path) -> Skill:
         raise ValueError("front matter has no name")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("front matter has no description")
-    return Skill(
-        name.strip(), " ".join(description.split()), path.parent, text[match.end() :].strip()
-    )
+    folder = (source.path or Path(source.origin)).parent
+    return Skill(name.strip(), " ".join(description.split()), folder, text[match.end() :].strip())
 
 
 def skills_prompt(skills: dict[str, Skill]) -> str:
