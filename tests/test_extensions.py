@@ -17,8 +17,8 @@ import pytest
 from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_cli import _env
-from workers.events import Emitter, Recorder
 from workers import trust
+from workers.events import Emitter, Recorder
 from workers.extensions import Extensions, load_extensions
 from workers.model.scripted import RoutedModel, call, say
 from workers.profiles import HARNESS_TOOLS, builtin_dir, load_profiles
