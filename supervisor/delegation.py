@@ -393,14 +393,21 @@ class Team:
                         agent_id, (*caller.lineage, caller.agent_id), caller.budget.cancelled
                     )
                 holding.set()
-                with self.make_sandbox(profile, agent_id) as sandbox:
-                    agent, prompt = self.build(
-                        profile, agent_id, sandbox, budget, caller.depth + 1, caller
-                    )
-                    box["result"] = run_agent(
-                        agent,
-                        [{"role": "system", "content": prompt}, {"role": "user", "content": task}],
-                    )
+                sandbox = None
+                try:
+                    with self.make_sandbox(profile, agent_id) as sandbox:
+                        agent, prompt = self.build(
+                            profile, agent_id, sandbox, budget, caller.depth + 1, caller
+                        )
+                        box["result"] = run_agent(
+                            agent,
+                            [
+                                {"role": "system", "content": prompt},
+                                {"role": "user", "content": task},
+                            ],
+                        )
+                finally:
+                    box["quarantined"] = sandbox.quarantined if sandbox is not None else []
             except InterruptedError:
                 box["result"] = AgentResult(Aborted("cancelled"), [])
             except SandboxUnavailable as error:
@@ -435,7 +442,12 @@ class Team:
                     AgentResult(Aborted("timeout"), []),
                 )
         result: AgentResult = box["result"]
-        return _Report(status_of(result.outcome), reason_of(result.outcome), result)
+        return _Report(
+            status_of(result.outcome),
+            reason_of(result.outcome),
+            result,
+            box.get("quarantined", []),
+        )
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""
@@ -452,6 +464,8 @@ class _Report:
     status: str
     reason: str
     result: AgentResult
+    quarantined: list[Any] = field(default_factory=list)
+    """What the worker's sandbox planted that the host would run, moved aside."""
 
 
 def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -471,6 +485,11 @@ def _report_text(
     if report.status != "completed":
         lines.append(f"reason: {report.reason}")
     lines.append("files changed: " + (", ".join(files) if files else "none"))
+    for moved in report.quarantined:
+        lines.append(
+            f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
+            f"kept in {moved.moved_to})"
+        )
     verdict = judge(result.facts)
     if verdict is not None:
         lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))

@@ -7,7 +7,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -103,16 +103,49 @@ class Session:
                         ) from error
                     # Containers of crashed runs (kill -9) go before this run adds its own.
                     docker.remove_leftovers(docker_client[0])
-            return docker.docker_sandbox(
+            return self._guarded(profile, agent_id, plan, docker_client[0])
+
+        return make
+
+    @contextlib.contextmanager
+    def _guarded(
+        self, profile: Profile, agent_id: str, plan: RunPlan, docker_client: Any
+    ) -> Iterator[Sandbox]:
+        """A worker's container, with the boundary's doings at its start and end in the log."""
+        log = self.events.bind(agent_id=agent_id, profile=profile.name)
+        box: docker.DockerSandbox | None = None
+        try:
+            with docker.docker_sandbox(
                 self.workspace,
                 profile.docker,
                 run_id=self.session_id,
                 agent_id=agent_id,
                 uid=plan.sandbox_uid,
-                docker_client=docker_client[0],
-            )
-
-        return make
+                docker_client=docker_client,
+            ) as box:
+                if unshared := box.survey.unshared:
+                    log.emit(
+                        "boundary",
+                        action="unshared",
+                        what="hard links",
+                        paths=list(unshared[:50]),
+                        count=len(unshared),
+                        message=f"gave {len(unshared)} file(s) hard-linked outside the workspace "
+                        f"their own copies, so the container cannot change the originals "
+                        f"({', '.join(unshared[:3])}{', …' if len(unshared) > 3 else ''})",
+                    )
+                yield box
+        finally:
+            for moved in box.quarantined if box is not None else []:
+                log.emit(
+                    "boundary",
+                    action="quarantined",
+                    what="planted by the sandbox",
+                    path=moved.path,
+                    moved_to=moved.moved_to,
+                    message=f"{agent_id} planted {moved.path}, which the host would run on its "
+                    f"own; moved it aside to {moved.moved_to}",
+                )
 
     def discard(self) -> None:
         """Close and remove the log of a session that never started (bad flags, bad profile)."""

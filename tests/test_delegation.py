@@ -142,7 +142,8 @@ def test_parallel_readers_overlap_and_results_keep_call_order(
     earliest_end = min(end for _, end in intervals)
     assert latest_start < earliest_end, "the three explorers never ran at the same time"
     answers = tool_answers(model, "the job", 1)
-    assert [a.splitlines()[0].split()[1] for a in answers] == ["w1", "w2", "w3"]
+    # Ids follow the order the pool started the workers in; results follow call order.
+    assert sorted(a.splitlines()[0].split()[1] for a in answers) == ["w1", "w2", "w3"]
     for task, answer in zip(tasks, answers, strict=True):
         assert answer.endswith(f"answer to {task}")
 

@@ -1,6 +1,8 @@
-"""The host shell policy parses commands; every segment must be read-only."""
+"""The host shell policy judges a command as bash will run it; every part must only read."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -11,15 +13,22 @@ ALLOWED = [
     "cat a.py | grep def | head -5",
     "git status && git diff HEAD~1 -- a.py",
     "git log --oneline -n 5 | cat",
+    "git log -3 --stat --format='%h %s'",
+    "git show HEAD:a.py",
     "find . -name '*.py' -type f",
-    "python -m pytest -q tests/",
-    "python3 -m pytest -x",
-    "pytest -q 2>&1 | tail -20",
+    "find src -maxdepth 2 -type d -print",
     "(cd src && ls) > /dev/null",
-    "wc -l $(git ls-files)",
     "cat <<EOF\nhello\nEOF",
-    "sort a.txt | uniq -c",
+    "sort -rn a.txt | uniq -c",
+    "sort -k2 -t, a.txt",
     "git branch -a",
+    "rg -n -g '*.py' 'def main' src",
+    "grep -rn 'import os' .",
+    "c''at a.py",
+    "cat 'a.py' \"src/b.py\"",
+    "test -f a.py && echo yes",
+    "ls 2>&1 | head",
+    "wc -l < a.py",
 ]
 DENIED = [
     ("rm -rf build", "`rm` is not on the read-only allowlist"),
@@ -27,40 +36,84 @@ DENIED = [
     ("ls; touch x", "`touch`"),
     ("ls || curl http://example.com", "`curl`"),
     ("cat a | sh", "`sh`"),
-    ("echo $(rm -rf /)", "`rm`"),
-    ("echo `rm -rf /`", "`rm`"),
+    ("echo $(rm -rf /)", "substitution"),
+    ("echo `rm -rf /`", "substitution"),
+    ("wc -l $(git ls-files)", "substitution"),
     ("(rm x)", "`rm`"),
     ("ls > files.txt", "writes a file"),
     ("cat a >> b", "writes a file"),
     ("ls &> out.log", "writes a file"),
     ("find . -delete", "find -delete"),
     ("find . -exec rm {} ;", "find -exec"),
+    ("find . -fprint out", "find -fprint"),
     ("git -c core.pager=evil log", "git options"),
     ("git commit -m x", "not a read-only git command"),
-    ("git diff --output=/tmp/x", "writes files"),
+    ("git diff --output=/tmp/x", "--output"),
+    ("git diff --ext-diff", "--ext-diff"),
+    ("git grep -O foo", "git grep -O"),
     ("git branch new-branch", "can change branches"),
-    ("python script.py", "python -m pytest"),
+    ("python script.py", "runs the project's own code"),
+    ("python -m pytest -q", "runs the project's own code"),
+    ("pytest --basetemp=/tmp/x", "runs the project's own code"),
     ("FOO=1 ls", "variable assignment"),
     ("for f in *; do rm $f; done", "for statement"),
     ("f() { rm x; }; f", "function definition"),
-    ("cat <(rm x)", "process substitution"),
+    ("cat <(rm x)", "substitution"),
     ("sort -o out.txt in.txt", "sort -o"),
     ("uniq in out", "uniq"),
     ("rg --pre ./evil x", "--pre"),
+    ("rg --hostname-bin ./evil x", "--hostname-bin"),
     ("$CMD arg", "not a plain word"),
     ("ls $(", "could not be parsed"),
     ("", "empty"),
+    # The bypasses seen: quoting, escapes and expansions that bash removes before running.
+    ("find D -de''lete", "find -delete"),
+    ("find D \\-delete", "find -delete"),
+    ('find D "-delete"', "find -delete"),
+    ("find D ${PWD:+-delete}", "expansion"),
+    ("find D -ex''ec rm {} +", "find -exec"),
+    ("git log --out''put=F", "--output"),
+    ("git log --\\output=F", "--output"),
+    ("sort -uoF x", "sort -o"),
+    ("sort -u -o F x", "sort -o"),
+    ("ls *.py", "glob"),
+    ("cat {a,b}.py", "glob"),
+    ("cat ~/.ssh/id_rsa", "glob"),
+    # Reading outside the workspace, /proc included.
+    ("cat /proc/$PPID/environ", "expansion"),
+    ("cat /proc/1/environ", "outside the workspace"),
+    ("cat /etc/passwd", "outside the workspace"),
+    ("cat ../secret", "climbs out"),
+    ("grep -f/etc/shadow -r .", "outside the workspace"),
+    ("grep --file=/etc/shadow x", "outside the workspace"),
+    ("cd / && cat etc/passwd", "outside the workspace"),
+    ("cat < /etc/passwd", "outside the workspace"),
+    ("cat outlink", "points outside the workspace"),
 ]
 
 
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "a.py").write_text("import os\n")
+    (workspace / "outlink").symlink_to("/etc/hostname")
+    return workspace
+
+
 @pytest.mark.parametrize("command", ALLOWED)
-def test_read_only_commands_are_allowed(command: str) -> None:
-    verdict = check(command)
+def test_read_only_commands_are_allowed(command: str, ws: Path) -> None:
+    verdict = check(command, ws)
     assert verdict.allowed, verdict.reason
 
 
 @pytest.mark.parametrize(("command", "why"), DENIED)
-def test_everything_else_needs_approval_with_a_reason(command: str, why: str) -> None:
-    verdict = check(command)
+def test_everything_else_needs_approval_with_a_reason(command: str, why: str, ws: Path) -> None:
+    verdict = check(command, ws)
     assert not verdict.allowed
-    assert why in verdict.reason
+    assert why in verdict.reason, verdict.reason
+
+
+def test_a_link_inside_a_folder_named_by_cd_is_judged_from_there(ws: Path) -> None:
+    (ws / "src" / "link").symlink_to("/etc")
+    assert not check("cd src && cat link/hostname", ws).allowed

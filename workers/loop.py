@@ -15,7 +15,7 @@ from workers.events import Emitter
 from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT, Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
-from workers.sandbox import Sandbox
+from workers.sandbox import Sandbox, SandboxFault
 from workers.tools.base import Tool, ToolResult
 from workers.verification import Gate
 
@@ -77,6 +77,8 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
         result.outcome = Aborted("interrupted by the user")
     except ModelError as error:
         result.outcome = _limit_if_spent(agent) or Failed(error.message, kind=error.kind)
+    except SandboxFault as error:  # the container broke or misbehaved: this agent ends
+        result.outcome = Failed(str(error), kind="sandbox")
     except Exception as error:  # a harness fault: the run ends, the log keeps the traceback
         result.outcome = Failed(f"{type(error).__name__}: {error}")
         crash["traceback"] = traceback.format_exc(limit=8)

@@ -21,6 +21,9 @@ class Sandbox(Protocol):
     """`host` or `docker`: written on every tool_call line."""
     container_id: str | None
     """The container the tools run in, for the log; None on the host."""
+    quarantined: list[Any]
+    """What the sandbox planted that the host would run, moved aside when it ended
+    (guard.Quarantined); always empty on the host."""
 
     def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
         """Run one validated tool call; ToolError for the model's mistakes, SandboxFault for ours."""

@@ -2,8 +2,15 @@
 
 The container holds the workspace at /workspace and nothing else from the host: no
 network, no capabilities, no new privileges, a read-only root, a non-root user, memory,
-CPU and process limits, and an environment with no host variables. `.git` and `.gaffer`
-are mounted read-only inside it, so nothing the agent does there runs later on the host.
+CPU and process limits, and an environment with no host variables. What the host later
+runs on its own (every `.git`, git's hooks folder, `.mcp.json`, `.gaffer`) is mounted
+read-only, and what appears of that kind anyway is moved aside at the end (guard.py).
+
+The tool server is started with `docker exec`, not as the container's main process, and
+makes itself non-dumpable: its stdin and stdout, the channel its replies travel on, are
+held by no other process in the container and cannot be opened through /proc by the
+commands it runs. Each reply must be one bounded, well-formed line answering the request
+just sent; anything else ends the worker with a clear error.
 """
 
 from __future__ import annotations
@@ -22,11 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from workers.limits import Budget
 from workers.processes import process_alive
 from workers.profiles import DockerOptions
-from workers.sandbox import SandboxFault, SandboxUnavailable
-from workers.tools.base import Args, Tool, ToolResult
+from workers.sandbox import SandboxFault, SandboxUnavailable, guard
+from workers.sandbox.guard import Quarantined, Survey
+from workers.tools.base import Args, Tool, ToolError, ToolResult
+from workers.tools.workspace import GAFFER_DIR, own_dir
 
 WORKSPACE = "/workspace"
 HOME = "/home/gaffer"
@@ -39,6 +50,20 @@ READY_TIMEOUT_S = 30.0
 ANSWER_GRACE_S = 10.0
 # A call with no deadline still cannot hang the run forever.
 NO_DEADLINE_WAIT_S = 3600.0
+# Far past any honest reply (tool outputs are capped near 60 KB before JSON escaping):
+# a longer line is a broken or hostile server, not a big answer.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+ENVIRONMENT = {"HOME": HOME, "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+# Isolated mode (-I): neither /workspace nor any PYTHON* variable is on the server's
+# import path, so nothing the agent writes there can stand in for gaffer's own code.
+SERVER_COMMAND = [
+    "python3",
+    "-I",
+    "-B",
+    "-c",
+    "import sys; sys.path[:0] = ['/opt/gaffer/app', '/opt/gaffer/site']; "
+    "from workers.sandbox.tool_server import main; main()",
+]
 
 
 def tools_hash() -> str:
@@ -66,8 +91,9 @@ class ContainerSpec:
 
 
 def container_spec(
-    workspace: Path, options: DockerOptions, uid: int | None = None
+    workspace: Path, options: DockerOptions, uid: int | None = None, protected: tuple[str, ...] = ()
 ) -> ContainerSpec:
+    """The container for this workspace; `protected` paths (guard.survey) are read-only."""
     real = Path(os.path.realpath(workspace))
     owner = real.stat()
     user_id = owner.st_uid if uid is None else uid
@@ -76,20 +102,19 @@ def container_spec(
             f"the workspace {real} is owned by root and workers never run as root; "
             "chown it to your user, or name a uid with --sandbox-uid"
         )
-    mounts = [(str(real), WORKSPACE, False)]
-    for protected in (".git", ".gaffer"):
-        if (real / protected).exists():
-            mounts.append((str(real / protected), f"{WORKSPACE}/{protected}", True))
     # Command output too long for the model is saved here, so it must stay writable.
-    shell_out = real / ".gaffer" / "shell"
-    shell_out.mkdir(parents=True, exist_ok=True)
+    try:
+        folders = [own_dir(real, GAFFER_DIR), own_dir(real, GAFFER_DIR, "shell")]
+    except ToolError as error:
+        raise SandboxUnavailable(str(error)) from error
     group = owner.st_gid if uid is None else uid
     if os.geteuid() == 0:  # made by root for a user's workspace: hand it to that user
-        for folder in (real / ".gaffer", shell_out):
-            os.chown(folder, user_id, group)
-    if not any(m[1] == f"{WORKSPACE}/.gaffer" for m in mounts):
-        mounts.append((str(real / ".gaffer"), f"{WORKSPACE}/.gaffer", True))
-    mounts.append((str(shell_out), f"{WORKSPACE}/.gaffer/shell", False))
+        for folder in folders:
+            os.lchown(folder, user_id, group)
+    mounts = [(str(real), WORKSPACE, False)]
+    for rel in dict.fromkeys((GAFFER_DIR, *protected)):
+        mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
+    mounts.append((str(folders[1]), f"{WORKSPACE}/{GAFFER_DIR}/shell", False))
     return ContainerSpec(
         image=options.image,
         user=f"{user_id}:{group}",
@@ -160,20 +185,22 @@ def docker_sandbox(
     uid: int | None = None,
     docker_client: Any = None,
 ) -> Iterator[DockerSandbox]:
-    """Start a container for one worker run, and remove it however the run ends."""
-    spec = container_spec(workspace, options, uid)
+    """Start a container for one worker run, and remove it however the run ends; then
+    move aside anything it planted that the host would run (`sandbox.quarantined`)."""
     docker_client = docker_client or client()
-    check_image(docker_client, spec.image)
+    check_image(docker_client, options.image)
+    before = guard.survey(workspace)
+    spec = container_spec(workspace, options, uid, before.protected)
     from docker.types import Mount
 
     container = docker_client.containers.create(
         spec.image,
-        command=["python3", "-m", "workers.sandbox.tool_server", WORKSPACE],
-        stdin_open=True,
+        # The main process only keeps the container alive; the tool server is exec'd.
+        command=["sleep", "infinity"],
         init=True,  # an init as PID 1 reaps what commands leave behind
         user=spec.user,
         working_dir=WORKSPACE,
-        environment={"HOME": HOME, "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+        environment=ENVIRONMENT,
         network_mode=spec.network,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
@@ -192,37 +219,71 @@ def docker_sandbox(
             "gaffer.host": socket.gethostname(),
         },
     )
+    sandbox = DockerSandbox(container, before)
     try:
-        raw = container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         container.start()
-        sandbox = DockerSandbox(container, raw)
-        sandbox.wait_ready()
+        sandbox.connect(docker_client, spec.user)
         yield sandbox
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+        try:
+            sandbox.quarantined = guard.sweep(workspace, before, f"{run_id}-{agent_id}")
+        except OSError as error:
+            raise SandboxFault(f"cannot move aside what the container planted: {error}") from error
+
+
+class _Reply(BaseModel):
+    """One answer of the tool server, as it must look."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    output: str = ""
+    summary: str = ""
+    is_error: bool = False
+    facts: dict[str, Any] = {}
 
 
 class DockerSandbox:
     name = "docker"
 
-    def __init__(self, container: Any, raw_socket: Any) -> None:
+    def __init__(self, container: Any, survey: Survey) -> None:
         self.container = container
         self.container_id: str | None = container.short_id
-        self._socket: socket.socket = getattr(raw_socket, "_sock", raw_socket)
-        self._raw = raw_socket  # keeps the HTTP response that owns the socket alive
-        self._frames = _FrameReader(self._socket)
+        self.survey = survey
+        self.quarantined: list[Quarantined] = []
+        """What the container planted that the host would run, moved aside at the end."""
         self._lock = threading.Lock()
         self._ids = 0
         self.info: dict[str, Any] = {}
 
-    def wait_ready(self) -> None:
-        line = self._frames.next_line(time.monotonic() + READY_TIMEOUT_S, lambda: False)
-        if line is None:
+    def connect(self, docker_client: Any, user: str) -> None:
+        """Start the tool server and wait for its first line."""
+        api = docker_client.api
+        exec_id = api.exec_create(
+            self.container.id,
+            SERVER_COMMAND,
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            user=user,
+            workdir=WORKSPACE,
+            environment=ENVIRONMENT,
+        )["Id"]
+        raw = api.exec_start(exec_id, socket=True)
+        self._raw = raw  # keeps the HTTP response that owns the socket alive
+        self._socket: socket.socket = getattr(raw, "_sock", raw)
+        self._frames = _FrameReader(self._socket)
+        try:
+            line = self._frames.next_line(time.monotonic() + READY_TIMEOUT_S, lambda: False)
+            self.info = json.loads(line) if line is not None else {}
+        except (SandboxFault, ValueError):
+            line = None
+        if line is None or not self.info.get("ready"):
             raise SandboxUnavailable(
                 f"the tool server in container {self.container_id} did not start: {self._frames.stderr_tail()}"
             )
-        self.info = json.loads(line)
 
     def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
         with self._lock:
@@ -246,20 +307,33 @@ class DockerSandbox:
                 return False  # keep waiting: the server answers once the command is killed
 
             line = self._frames.next_line(time.monotonic() + wait, cancelled)
-        if line is None:
-            raise SandboxFault(
-                f"the tool server in container {self.container_id} stopped answering "
-                f"({self._frames.stderr_tail() or 'no error output'})"
-            )
-        reply = json.loads(line)
-        facts = dict(reply.get("facts") or {})
+            if line is None:
+                raise SandboxFault(
+                    f"the tool server in container {self.container_id} stopped answering "
+                    f"({self._frames.stderr_tail() or 'no error output'})"
+                )
+            reply = self._check(line, self._ids)
+        facts = dict(reply.facts)
         facts["container"] = self.container_id
         return ToolResult(
-            output=reply.get("output", ""),
-            summary=reply.get("summary", ""),
-            is_error=bool(reply.get("is_error")),
-            facts=facts,
+            output=reply.output, summary=reply.summary, is_error=reply.is_error, facts=facts
         )
+
+    def _check(self, line: str, expected: int) -> _Reply:
+        try:
+            reply = _Reply.model_validate_json(line)
+        except ValidationError as error:
+            raise SandboxFault(
+                f"the tool server in container {self.container_id} sent a malformed reply "
+                f"({error.error_count()} problem(s), first: {error.errors()[0]['msg']}); "
+                "the worker is stopped"
+            ) from error
+        if reply.id != expected:
+            raise SandboxFault(
+                f"the tool server in container {self.container_id} answered request "
+                f"{reply.id} while {expected} was waiting; the worker is stopped"
+            )
+        return reply
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
@@ -283,7 +357,14 @@ class _FrameReader:
         self._closed = False
 
     def next_line(self, deadline: float, poll: Any) -> str | None:
+        """The next stdout line; None when the stream ends or the deadline passes first;
+        SandboxFault for a line longer than MAX_REPLY_BYTES."""
         while b"\n" not in self._stdout:
+            if len(self._stdout) > MAX_REPLY_BYTES:
+                raise SandboxFault(
+                    f"the tool server sent a reply of more than {MAX_REPLY_BYTES // (1024 * 1024)} MB; "
+                    "the worker is stopped"
+                )
             if self._closed or time.monotonic() > deadline:
                 return None
             poll()
@@ -297,9 +378,16 @@ class _FrameReader:
             self._buffer += chunk
             self._split_frames()
         line, self._stdout = self._stdout.split(b"\n", 1)
+        if len(line) > MAX_REPLY_BYTES:
+            raise SandboxFault(
+                f"the tool server sent a reply of more than {MAX_REPLY_BYTES // (1024 * 1024)} MB; "
+                "the worker is stopped"
+            )
         return line.decode("utf-8", errors="replace")
 
     def _split_frames(self) -> None:
+        if len(self._buffer) > MAX_REPLY_BYTES + 8:
+            raise SandboxFault("the tool server's output stream is broken; the worker is stopped")
         while len(self._buffer) >= 8:
             stream, length = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
             if len(self._buffer) < 8 + length:

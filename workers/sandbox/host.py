@@ -15,6 +15,7 @@ class HostSandbox:
 
     def __init__(self, context: ToolContext) -> None:
         self.context = context
+        self.quarantined: list[Any] = []
 
     def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
         context = dataclasses.replace(

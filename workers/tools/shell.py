@@ -45,7 +45,7 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     if not command.strip():
         raise ToolError("the command is empty")
     if ctx.guard_shell:
-        verdict = shell_policy.check(command)
+        verdict = shell_policy.check(command, ctx.workspace)
         if not verdict.allowed and not ctx.approve(command, verdict.reason):
             return ToolResult(
                 output=f"denied: the command was not run ({verdict.reason}). "

@@ -1,16 +1,21 @@
-"""Which host shell commands run without asking: parsed, never pattern-matched.
+"""Which host shell commands run without asking: judged as bash will run them.
 
-The command is parsed with tree-sitter's bash grammar. It is allowed only when every
-simple command in it — in pipelines, lists, subshells and `$(…)` alike — is on the
-read-only allowlist and no redirection writes a file. Anything the checker does not
-understand needs approval: the policy fails closed.
+The command is parsed with tree-sitter's bash grammar. It runs without approval only
+when every simple command in it — in pipelines, lists and subshells alike — is on the
+read-only allowlist with options known to be read-only, every argument is a literal
+(quotes and escapes removed, as bash does; any expansion, substitution or glob sends
+it to approval), no path argument leads out of the workspace, and no redirection writes
+a file. Anything the checker does not understand needs approval: the policy fails closed.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
@@ -22,136 +27,122 @@ class Verdict:
     reason: str = ""
 
 
-ArgCheck = Callable[[list[str]], str | None]
-"""Returns why these arguments make the command unsafe, or None when they are fine."""
+@dataclass(frozen=True)
+class Options:
+    """The options a command may take without approval; anything else needs it."""
+
+    short: str = ""
+    """Single-letter flags, combinable (`-la`)."""
+    short_valued: str = ""
+    """Single letters that take a value, attached (`-n5`) or next (`-n 5`)."""
+    long: frozenset[str] = frozenset()
+    long_valued: frozenset[str] = frozenset()
+    """Long options that take a value (`--max-count=5` or `--max-count 5`)."""
+    patterns: tuple[str, ...] = ()
+    """Regular expressions for whole option words (git's `-U3`, `-S<text>`)."""
+    any: bool = False
+    """Every option of this command only reads: none writes a file or runs a program."""
+    operands: Callable[[list[str]], str | None] | None = None
+    """A check on the non-option arguments: why they are unsafe, or None."""
 
 
-def _always(_args: list[str]) -> str | None:
-    return None
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-def _find(args: list[str]) -> str | None:
-    risky = {
-        "-exec",
-        "-execdir",
-        "-ok",
-        "-okdir",
-        "-delete",
-        "-fprint",
-        "-fprint0",
-        "-fprintf",
-        "-fls",
-    }
-    hit = next((a for a in args if a in risky), None)
-    return f"find {hit} can change files or run commands" if hit else None
-
-
-def _sort(args: list[str]) -> str | None:
-    if any(a.startswith(("-o", "--output", "--compress-program")) for a in args):
-        return "sort -o writes a file and --compress-program runs one"
-    return None
-
-
-def _uniq(args: list[str]) -> str | None:
-    # `uniq IN OUT` writes OUT.
-    operands = [a for a in args if not a.startswith("-")]
+def _uniq_operands(operands: list[str]) -> str | None:
     return "uniq with two file names writes the second" if len(operands) > 1 else None
 
 
-def _rg(args: list[str]) -> str | None:
-    return (
-        "rg --pre runs a program on every file"
-        if any(a.startswith("--pre") for a in args)
-        else None
-    )
+def _no_operands(operands: list[str]) -> str | None:
+    return f"unexpected argument {operands[0]!r}" if operands else None
 
 
-_GIT_READ = {
-    "status",
-    "diff",
-    "log",
-    "show",
-    "blame",
-    "ls-files",
-    "rev-parse",
-    "grep",
-    "shortlog",
-    "describe",
+_ANY = Options(any=True)
+_RG = Options(
+    short="iIsSwxvnNcClLoqFUuazHhpP0b",
+    short_valued="egtTABCmdEjMr",
+    long=_words(
+        "--hidden --no-ignore --ignore-case --smart-case --case-sensitive --word-regexp "
+        "--line-regexp --invert-match --line-number --no-line-number --count --count-matches "
+        "--files --files-with-matches --files-without-match --only-matching --quiet "
+        "--fixed-strings --multiline --no-heading --heading --with-filename --no-filename "
+        "--json --vimgrep --stats --null --trim --pretty --type-list --column --no-messages "
+        "--unrestricted --text --binary --search-zip --byte-offset --no-config --passthru"
+    ),
+    long_valued=_words(
+        "--regexp --glob --iglob --type --type-not --max-count --max-depth --context "
+        "--after-context --before-context --sort --sortr --color --colors --encoding "
+        "--threads --max-columns --max-filesize --replace"
+    ),
+)
+_SORT = Options(
+    short="bdfgiMhnRrsuVcCz",
+    short_valued="kt",
+    long=_words(
+        "--reverse --numeric-sort --unique --ignore-case --human-numeric-sort --version-sort "
+        "--stable --check --zero-terminated --general-numeric-sort --month-sort "
+        "--dictionary-order --ignore-leading-blanks --random-sort"
+    ),
+    long_valued=_words("--key --field-separator"),
+)
+_GIT = Options(
+    long=_words(
+        "--oneline --stat --shortstat --numstat --name-only --name-status --patch --no-patch "
+        "--graph --all --decorate --no-decorate --abbrev-commit --reverse --first-parent "
+        "--no-merges --merges --follow --cached --staged --no-color --porcelain --short "
+        "--branch --long --ignored --word-diff --color-words --ignore-space-change "
+        "--ignore-all-space --ignore-blank-lines --minimal --patience --histogram --summary "
+        "--raw --no-renames --find-renames --find-copies --exit-code --quiet --check "
+        "--show-current --list --tags --always --contains --exact-match --show-toplevel "
+        "--show-prefix --git-dir --is-inside-work-tree --symbolic-full-name --verify "
+        "--others --modified --deleted --exclude-standard --full-name --line-number --count "
+        "--ignore-case --fixed-strings --extended-regexp --perl-regexp --relative --root "
+        "--show-email --line-porcelain --incremental --no-ext-diff --no-textconv --remotes "
+        "--abbrev-ref --dirstat"
+    ),
+    long_valued=_words(
+        "--unified --date --pretty --format --since --until --after --before --author "
+        "--committer --grep --max-count --skip --color --untracked-files --abbrev --diff-filter"
+    ),
+    patterns=(
+        r"-[pqsbnlcioihHEFPwtrazvdmuL]",
+        r"-vv",
+        r"-[nU]\d+",
+        r"-\d+",
+        r"-[SG].+",
+        r"-[MC]\d*%?",
+        r"-L.+",
+        r"-e",
+    ),
+)
+_GIT_READ = _words("status diff log show blame ls-files rev-parse grep shortlog describe branch")
+_BRANCH_LISTING = _words("-a -r -v -vv --list --all --show-current --remotes")
+
+# Commands whose every option only reads (GNU coreutils, grep): options need no list.
+_READERS = (
+    "ls cat head tail wc grep egrep fgrep pwd echo true false cut tr diff cmp stat du df "
+    "which basename dirname realpath readlink nl sha256sum md5sum test"
+)
+ALLOWLIST: dict[str, Options] = {
+    **{name: _ANY for name in _READERS.split()},
+    "cd": Options(),
+    "uniq": Options(any=True, operands=_uniq_operands),
+    "sort": _SORT,
+    "rg": _RG,
 }
-
-
-def _git(args: list[str]) -> str | None:
-    if not args:
-        return "git without a subcommand"
-    sub, rest = args[0], args[1:]
-    if sub.startswith("-"):
-        # `git -c core.pager=… log` and friends can run anything.
-        return "git options before the subcommand are not on the allowlist"
-    if sub == "branch":
-        listing = all(
-            a in {"-a", "-r", "-v", "-vv", "--list", "--all", "--show-current"} for a in rest
-        )
-        return None if listing else "git branch with arguments can change branches"
-    if sub not in _GIT_READ:
-        return f"git {sub} is not a read-only git command"
-    if any(
-        a.startswith(("--output", "--ext-diff", "--textconv", "--open-files-in-pager", "-O"))
-        for a in rest
-    ):
-        return "that git option writes files or runs external programs"
-    return None
-
-
-def _python(args: list[str]) -> str | None:
-    return None if args[:2] == ["-m", "pytest"] else "only `python -m pytest` runs without approval"
-
-
-ALLOWLIST: dict[str, ArgCheck] = {
-    **{
-        name: _always
-        for name in (
-            "ls",
-            "cd",
-            "cat",
-            "head",
-            "tail",
-            "wc",
-            "grep",
-            "egrep",
-            "fgrep",
-            "pwd",
-            "echo",
-            "true",
-            "false",
-            "cut",
-            "tr",
-            "diff",
-            "cmp",
-            "file",
-            "stat",
-            "du",
-            "df",
-            "which",
-            "basename",
-            "dirname",
-            "realpath",
-            "readlink",
-            "nl",
-            "sha256sum",
-            "md5sum",
-            "test",
-            "[",
-            "pytest",
-        )
-    },
-    "find": _find,
-    "sort": _sort,
-    "uniq": _uniq,
-    "rg": _rg,
-    "git": _git,
-    "python": _python,
-    "python3": _python,
-}
+# `find` and `git` have grammars of their own: checked by their own functions below.
+_FIND_FLAGS = _words(
+    "-print -print0 -empty -readable -writable -executable -true -false -depth -prune "
+    "-quit -not ! -a -and -o -or ( ) -xdev -mount -nowarn -ignore_readdir_race -daystart"
+)
+_FIND_VALUED = _words(
+    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -regextype -type "
+    "-xtype -maxdepth -mindepth -size -mtime -mmin -atime -amin -ctime -cmin -newer "
+    "-anewer -cnewer -user -group -uid -gid -perm -links -inum -samefile -printf -used "
+    "-fstype -lname -ilname"
+)
+_FIND_PATH_VALUES = _words("-newer -anewer -cnewer -samefile")
 
 # Syntax nodes whose meaning the checker understands. Anything else (functions, loops,
 # assignments, process substitution, parse errors) is treated as unknown: ask first.
@@ -185,7 +176,9 @@ _STRUCTURE = {
     "comment",
 }
 _WRITING_REDIRECTS = {">", ">>", "&>", "&>>", ">|", "<>"}
-_HARMLESS_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
+# What follows `{` in a brace expansion: a list or a range, then `}`.
+_BRACES = re.compile(r"[^}]*(,|\.\.)[^}]*\}")
+_HARMLESS_PATHS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "-"}
 
 
 @lru_cache(maxsize=1)
@@ -193,70 +186,249 @@ def _parser() -> Parser:
     return Parser(Language(tree_sitter_bash.language()))
 
 
-def check(command: str) -> Verdict:
-    """Allowed when every part of the command is read-only; else the reason to ask."""
+@dataclass
+class _Check:
+    root: str
+    cwds: list[str] = field(default_factory=list)
+    """The workspace and every folder a `cd` in the command names: relative paths are
+    judged from each."""
+
+
+def check(command: str, workspace: Path | None = None) -> Verdict:
+    """Allowed when every part of the command only reads, inside `workspace` (default:
+    the current folder, where host commands run); else the reason to ask."""
     if not command.strip():
         return Verdict(False, "empty command")
+    root = os.path.realpath(workspace or Path.cwd())
     tree = _parser().parse(command.encode("utf-8"))
-    problem = _check_node(tree.root_node)
+    state = _Check(root, [root])
+    problem = _check_node(tree.root_node, state)
     return Verdict(problem is None, problem or "")
 
 
-def _check_node(node: Node) -> str | None:
+def _check_node(node: Node, state: _Check) -> str | None:
     if node.is_named and node.type not in _STRUCTURE:
         return f"contains {node.type.replace('_', ' ')}, which the allowlist does not cover"
     if node.has_error and node.type == "program" and not node.children:
         return "the command could not be parsed"
-    if node.type == "command":
-        problem = _check_command(node)
-        if problem:
-            return problem
-    if node.type == "file_redirect":
-        problem = _check_redirect(node)
-        if problem:
-            return problem
+    if node.type in ("command_substitution", "expansion", "simple_expansion"):
+        return "it uses a substitution or expansion, whose value cannot be judged before it runs"
+    if node.type == "command" and (problem := _check_command(node, state)):
+        return problem
+    if node.type == "file_redirect" and (problem := _check_redirect(node, state)):
+        return problem
     for child in node.children:
         if child.type == "ERROR" or child.is_missing:
             return "the command could not be parsed"
-        problem = _check_node(child)
-        if problem:
+        if problem := _check_node(child, state):
             return problem
     return None
 
 
-def _check_command(node: Node) -> str | None:
+def _check_command(node: Node, state: _Check) -> str | None:
     name_node = node.child_by_field_name("name")
-    if (
-        name_node is None
-        or name_node.named_child_count != 1
-        or name_node.named_children[0].type != "word"
-    ):
+    if name_node is None or name_node.named_child_count != 1:
         return "the command name is not a plain word"
-    name = _text(name_node)
-    rule = ALLOWLIST.get(name)
-    if rule is None:
+    name = literal(name_node.named_children[0])
+    if name is None:
+        return "the command name is not a plain word"
+    args = []
+    for arg in node.children_by_field_name("argument"):
+        value = literal(arg)
+        if value is None:
+            return (
+                f"an argument of `{name}` ({_text(arg)}) has an expansion, substitution or "
+                "glob, whose value cannot be judged before it runs"
+            )
+        args.append(value)
+    if name == "find":
+        problem, paths = _find(args)
+    elif name == "git":
+        problem, paths = _git(args)
+    elif name in ("python", "python3", "pytest"):
+        return f"`{name}` runs the project's own code (tests, conftest.py), which can do anything"
+    elif (options := ALLOWLIST.get(name)) is not None:
+        problem, paths = _options(name, options, args)
+    else:
         return f"`{name}` is not on the read-only allowlist"
-    args = [_unquote(arg) for arg in node.children_by_field_name("argument")]
-    return rule(args)
+    if problem:
+        return problem
+    if name == "cd" and paths:
+        state.cwds.append(os.path.join(state.root, paths[-1]))
+    for path in paths:
+        if where := _outside(path, state):
+            return f"`{name}` would reach {path!r}, {where}"
+    return None
 
 
-def _check_redirect(node: Node) -> str | None:
+def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, list[str]]:
+    """Why the options are not known to be read-only (or None), and the path-like words."""
+    operands: list[str] = []
+    paths: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            operands += args[i:]
+            break
+        if not arg.startswith("-") or arg == "-" or spec.any:
+            if arg.startswith("-") and arg != "-":
+                paths += _value_paths(arg)
+            else:
+                operands.append(arg)
+            continue
+        if arg.startswith("--"):
+            option, has_value, value = arg.partition("=")
+            if option in spec.long and not has_value:
+                continue
+            if option not in spec.long_valued:
+                return f"`{name} {option}` is not known to be read-only", []
+            if not has_value and i < len(args):
+                value, i = args[i], i + 1
+            paths.append(value)
+            continue
+        if any(re.fullmatch(pattern, arg) for pattern in spec.patterns):
+            continue
+        for position, letter in enumerate(arg[1:], start=1):
+            if letter in spec.short_valued:
+                value = arg[position + 1 :]
+                if not value and i < len(args):
+                    value, i = args[i], i + 1
+                paths.append(value)
+                break
+            if letter not in spec.short:
+                return f"`{name} -{letter}` is not known to be read-only", []
+    if spec.operands is not None and (problem := spec.operands(operands)):
+        return problem, []
+    return None, operands + paths
+
+
+def _find(args: list[str]) -> tuple[str | None, list[str]]:
+    paths, i = [], 0
+    while i < len(args) and not args[i].startswith("-") and args[i] not in ("!", "(", ")"):
+        paths.append(args[i])
+        i += 1
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg in _FIND_FLAGS:
+            continue
+        if arg in _FIND_VALUED and i < len(args):
+            if arg in _FIND_PATH_VALUES:
+                paths.append(args[i])
+            i += 1
+            continue
+        return (
+            f"`find {arg}` is not known to be read-only (it may change files or run commands)",
+            [],
+        )
+    return None, paths
+
+
+def _git(args: list[str]) -> tuple[str | None, list[str]]:
+    if not args:
+        return "git without a subcommand", []
+    sub, rest = args[0], args[1:]
+    if sub.startswith("-"):
+        # `git -c core.pager=… log` and friends can run anything.
+        return "git options before the subcommand are not on the allowlist", []
+    if sub not in _GIT_READ:
+        return f"git {sub} is not a read-only git command", []
+    if sub == "branch" and not all(a in _BRANCH_LISTING for a in rest):
+        return "git branch with arguments can change branches", []
+    return _options(f"git {sub}", _GIT, rest)
+
+
+def _check_redirect(node: Node, state: _Check) -> str | None:
     operator = next((c.type for c in node.children if not c.is_named), "")
     target = node.child_by_field_name("destination")
-    destination = _unquote(target) if target is not None else ""
+    destination = literal(target) if target is not None else ""
+    if destination is None:
+        return "a redirection target has an expansion, whose value cannot be judged"
     if operator == ">&" and (destination.isdigit() or destination == "-"):
         return None  # 2>&1 duplicates a descriptor; `>& file` writes one
-    if operator not in _WRITING_REDIRECTS | {">&"} or destination in _HARMLESS_TARGETS:
+    if operator in _WRITING_REDIRECTS | {">&"} and destination not in _HARMLESS_PATHS:
+        return f"the redirection `{operator}` writes a file"
+    if where := _outside(destination, state):
+        return f"the redirection would read {destination!r}, {where}"
+    return None
+
+
+def _value_paths(option: str) -> list[str]:
+    """Path-like values inside an option word: `--file=/etc/x`, `-f/etc/x`, `-f../x`."""
+    if "=" in option:
+        return [option.partition("=")[2]]
+    match = re.search(r"[/~.].*", option.lstrip("-"))
+    return [match.group(0)] if match else []
+
+
+def _outside(path: str, state: _Check) -> str | None:
+    """Why a path argument leads out of the workspace (or into /proc), or None."""
+    if not path or path in _HARMLESS_PATHS:
         return None
-    return f"the redirection `{operator}` writes a file"
+    if path.startswith("~"):
+        return "a home folder outside the workspace"
+    if ".." in path.split("/"):
+        return "which climbs out with `..`"
+    if path.startswith("/"):
+        real = os.path.realpath(path)
+        return None if _inside(real, state.root) else "outside the workspace"
+    for cwd in state.cwds:
+        full = os.path.join(cwd, path)
+        if os.path.lexists(full) and not _inside(os.path.realpath(full), state.root):
+            return "a link that points outside the workspace"
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def literal(node: Node) -> str | None:
+    """The word as bash passes it to the command, after quote removal; None when bash
+    would expand it (variables, substitutions, globs, braces, tilde) first."""
+    text = _text(node)
+    match node.type:
+        case "word" | "number":
+            return _unescape_word(text)
+        case "raw_string":
+            return text[1:-1]
+        case "string":
+            if any(c.is_named and c.type != "string_content" for c in node.children):
+                return None
+            return re.sub(r'\\([$`"\\\n])', r"\1", text[1:-1])
+        case "concatenation":
+            unquoted = "".join(_text(c) for c in node.children if c.type == "word")
+            if "{" in unquoted and _BRACES.match(unquoted[unquoted.index("{") + 1 :]):
+                return None  # brace expansion split over several words: `{a,b}.py`
+            parts = [literal(child) for child in node.children]
+            return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+        case _:
+            return None
+
+
+def _unescape_word(text: str) -> str | None:
+    """An unquoted word with its backslashes removed; None where bash would expand it."""
+    out, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+            continue
+        rest = text[i + 1 :]
+        if (
+            char in "*?$`"
+            or (char == "[" and "]" in rest)  # a bracket glob
+            or (char == "{" and _BRACES.match(rest))  # brace expansion; `{}` is literal
+            or (char == "~" and (i == 0 or text[i - 1] in "=:"))  # tilde expansion
+        ):
+            return None
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", errors="replace")
-
-
-def _unquote(node: Node) -> str:
-    text = _text(node)
-    if node.type in ("string", "raw_string") and len(text) >= 2:
-        return text[1:-1]
-    return text
