@@ -31,11 +31,13 @@ from workers.extensions import load_extensions
 from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
+from workers.processes import hide_environment_secrets
 from workers.profiles import HARNESS_TOOLS, Profile, ProfileError, load_profiles, search_path
-from workers.sandbox import Sandbox, SandboxUnavailable
+from workers.sandbox import Sandbox, SandboxUnavailable, guard
 from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver, Tool
+from workers.tools.shell import looks_secret
 from workers.trust import TrustStore, WorkspaceTrust
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -54,6 +56,8 @@ def main(ctx: click.Context) -> None:
 
     `gaffer` alone opens a chat; `gaffer run "TASK"` runs one task and exits.
     """
+    # The commands gaffer runs must not find its API key in /proc/<gaffer's pid>/environ.
+    hide_environment_secrets(looks_secret)
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat)
 
@@ -565,7 +569,9 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
         _fail(f"{profile_name!r} is not a docker profile; try --profile coder")
         return
     try:
-        for line in doctor_checks.describe(container_spec(workspace, profile.docker, sandbox_uid)):
+        protected = guard.survey(workspace, unshare=False).protected
+        spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
+        for line in doctor_checks.describe(spec, workspace_trust):
             click.echo(line)
         probes = doctor_checks.run_probes(workspace, profile.docker, sandbox_uid)
     except SandboxUnavailable as error:

@@ -191,7 +191,7 @@ def docker_sandbox(
     check_image(docker_client, options.image)
     before = guard.survey(workspace)
     spec = container_spec(workspace, options, uid, before.protected)
-    from docker.types import Mount
+    from docker.types import LogConfig, Mount
 
     container = docker_client.containers.create(
         spec.image,
@@ -210,6 +210,9 @@ def docker_sandbox(
         memswap_limit=spec.memory,
         nano_cpus=int(spec.cpus * 1e9),
         pids_limit=spec.pids,
+        # Nothing reads the main process's output, and a command that floods /proc/1/fd/1
+        # must not fill the host's disk with Docker's log of it.
+        log_config=LogConfig(type=LogConfig.types.NONE),
         mounts=[Mount(target=t, source=s, type="bind", read_only=ro) for s, t, ro in spec.mounts],
         labels={
             LABEL: "1",

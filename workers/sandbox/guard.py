@@ -35,7 +35,8 @@ class Survey:
     protected: tuple[str, ...]
     """Workspace-relative paths mounted read-only in the container."""
     unshared: tuple[str, ...]
-    """Files that were hard-linked outside the workspace and now have their own copy."""
+    """Files that were hard-linked outside the workspace and now have their own copy
+    (or, for a survey that only looks, would get one)."""
     hooks: tuple[str, ...]
     """git's hooks folders, protected when they exist, swept when they appear."""
 
@@ -48,7 +49,8 @@ class Quarantined:
     """Where it is now, relative to the workspace."""
 
 
-def survey(workspace: Path) -> Survey:
+def survey(workspace: Path, *, unshare: bool = True) -> Survey:
+    """The paths to protect; with `unshare`, files linked out get their own copies first."""
     root = os.path.realpath(workspace)
     hooks = tuple("/".join(parts) for parts in git_hooks_dirs(workspace))
     protected = [GAFFER_DIR] + [h for h in hooks if os.path.lexists(os.path.join(root, h))]
@@ -74,7 +76,8 @@ def survey(workspace: Path) -> Survey:
         nlink = os.lstat(os.path.join(root, paths[0])).st_nlink
         if nlink > len(paths):  # some of its names are outside the workspace
             for rel in paths:
-                _own_copy(os.path.join(root, rel))
+                if unshare:
+                    _own_copy(os.path.join(root, rel))
                 unshared.append(rel)
     return Survey(tuple(dict.fromkeys(protected)), tuple(sorted(unshared)), hooks)
 

@@ -169,8 +169,12 @@ def _shown_output(workspace: Path, out: BinaryIO, path: Path) -> tuple[str, str 
     return head + middle + tail, rel
 
 
+def looks_secret(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
 def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
     # Nobody is there to page or answer prompts.
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     return env
