@@ -47,9 +47,13 @@ def test_plain_view_shows_whole_lines_per_worker(workspace: Path, tmp_path: Path
     out = run_with_view(workspace, tmp_path, terminal=False)
     lines = out.splitlines()
     assert lines[0] == "Splitting the survey in two."
-    assert "→ w1 explorer: find the tests" in lines and "→ w2 explorer: find the docs" in lines
-    assert any(line.startswith("  w1 [step 1] find_files test_*.py → ") for line in lines)
-    assert any(line.startswith("  w2 [step 1] list_dir → ") for line in lines)
+    # Parallel workers take their ids in the order the pool starts them.
+    starts = {line.split(": ", 1)[1]: line.split()[1] for line in lines if line.startswith("→ ")}
+    assert sorted(starts) == ["find the docs", "find the tests"]
+    assert sorted(starts.values()) == ["w1", "w2"]
+    tests_id, docs_id = starts["find the tests"], starts["find the docs"]
+    assert any(line.startswith(f"  {tests_id} [step 1] find_files test_*.py → ") for line in lines)
+    assert any(line.startswith(f"  {docs_id} [step 1] list_dir → ") for line in lines)
     done = [line for line in lines if line.startswith("✓ ")]
     assert len(done) == 2 and all("completed · 2 steps" in line for line in done)
     assert lines[-1] == "Tests are in tests/, docs in README."
