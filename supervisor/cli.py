@@ -36,8 +36,9 @@ from workers.profiles import HARNESS_TOOLS, Profile, ProfileError, load_profiles
 from workers.sandbox import Sandbox, SandboxUnavailable, guard
 from workers.sandbox.docker import container_spec
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver, Tool
+from workers.tools.base import Approver, Tool, ToolError
 from workers.tools.shell import looks_secret
+from workers.tools.workspace import GAFFER_DIR, own_dir
 from workers.trust import TrustStore, WorkspaceTrust
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -160,6 +161,11 @@ def _plan(
     if use_local or config.base_url is None:
         config = _with_local_model(config, stack)
     log_dir = config.logs_in(workspace)
+    if config.log_dir is None:
+        try:  # a repository may ship a .gaffer that links elsewhere: logs never follow it
+            own_dir(workspace, GAFFER_DIR, "logs")
+        except ToolError as error:
+            _fail(str(error))
     session = Session(workspace, log_dir, subscribers)
     trust_view.report(workspace_trust, session.events)
     extensions = load_extensions(
@@ -425,7 +431,15 @@ def list_tools() -> None:
 
 
 def _print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> None:
-    skipped = [i for i in workspace_trust.skipped() if i.kind in kinds]
+    """The workspace's part in the listing: what of it was trusted, and what not loaded."""
+    items = [i for i in workspace_trust.items if i.kind in kinds]
+    if not items:
+        return
+    skipped = [i for i in items if not workspace_trust.allowed(i)]
+    how = "for this run (--trust-workspace)" if workspace_trust.trust_all else "by `gaffer trust`"
+    click.echo(
+        f"\nworkspace: {len(items) - len(skipped)} item(s) trusted {how}, {len(skipped)} not loaded"
+    )
     for item in skipped:
         click.echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
 

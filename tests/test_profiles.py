@@ -97,6 +97,9 @@ def test_gaffer_profiles_lists_tools_sandbox_limits_safety_and_source(tmp_path: 
     assert "docker" in rows["coder"] and " no " in rows["coder"]
     assert " yes " in rows["explorer"] and "15 steps, 600s" in rows["explorer"]
     assert rows["mine"].rstrip().endswith("mine.toml")
+    assert (
+        "workspace: 1 item(s) trusted for this run (--trust-workspace), 0 not loaded" in done.stdout
+    )
 
 
 def test_a_bad_profile_stops_gaffer_run_with_one_line(tmp_path: Path) -> None:
