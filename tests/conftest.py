@@ -34,6 +34,19 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+SECRET = "host secret canary\n"
+"""What a file outside the workspace holds: it must never be read, changed or sent."""
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder outside the workspace with a secret in it."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_text(SECRET)
+    return folder
+
+
 @pytest.fixture
 def run_tool(workspace: Path) -> RunTool:
     """Call a built-in tool the way the loop does: raw JSON arguments, host sandbox."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SECRET
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.test_cli import _env, trust_workspace
@@ -32,14 +33,6 @@ def ws(tmp_path: Path) -> Path:
     (workspace / "app.py").write_text("print('hi')\n")
     chown_tree(workspace)
     return workspace
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    folder = tmp_path / "outside"
-    folder.mkdir()
-    (folder / "secret.txt").write_text("host-secret-canary\n")
-    return folder
 
 
 def shell(command: str) -> Reply:
@@ -148,7 +141,7 @@ def test_agents_md_links_to_host_files_never_reach_the_model(ws: Path, outside: 
     done, sent = next_run(ws)
     assert done.returncode == 0, done.stderr
     assert API_KEY not in sent and "OPENAI_API_KEY" not in sent
-    assert "host-secret-canary" not in sent
+    assert SECRET.strip() not in sent
     assert "AGENTS.md not loaded" in done.stderr and "AGENT.md not loaded" in done.stderr
 
 
@@ -325,7 +318,7 @@ def test_quoting_and_expansion_do_not_get_past_the_host_allowlist(
     assert done.returncode == 0, done.stderr
     denied = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
     assert len(denied) == len(bypasses) and all(d.startswith("denied:") for d in denied)
-    assert (outside / "secret.txt").read_text() == "host-secret-canary\n"
+    assert (outside / "secret.txt").read_text() == SECRET
 
 
 def test_an_approved_host_command_cannot_read_gaffer_s_key_from_proc(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import must_run_here
+from tests.conftest import SECRET, must_run_here
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from workers.limits import Budget
 from workers.profiles import DockerOptions
@@ -34,14 +34,6 @@ def ws(tmp_path: Path) -> Path:
     (workspace / "hello.txt").write_text("hello\n")
     chown_tree(workspace)
     return workspace
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    folder = tmp_path / "outside"
-    folder.mkdir()
-    (folder / "secret.txt").write_text("host secret canary\n")
-    return folder
 
 
 @pytest.fixture
@@ -82,7 +74,7 @@ def test_symlinks_to_a_host_file_and_folder_lead_nowhere(
     via_shell = shell(box, "cat link.txt; echo planted > escape/planted.txt; ls escape/")
     assert "canary" not in via_shell.output
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
-    assert (outside / "secret.txt").read_text() == "host secret canary\n"
+    assert (outside / "secret.txt").read_text() == SECRET
 
 
 @pytest.mark.parametrize(

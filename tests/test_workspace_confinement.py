@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunTool
+from tests.conftest import SECRET, RunTool
 from workers.tools import shell
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    folder = tmp_path / "outside"
-    folder.mkdir()
-    (folder / "secret.txt").write_text("host secret\n")
-    return folder
 
 
 @pytest.mark.parametrize(
@@ -26,7 +18,7 @@ def outside(tmp_path: Path) -> Path:
 def test_paths_outside_are_refused(run_tool: RunTool, outside: Path, path: str) -> None:
     result = run_tool("read_file", path=path)
     assert result.is_error and "outside the workspace" in result.output
-    assert "host secret" not in result.output
+    assert SECRET.strip() not in result.output
 
 
 def test_proc_self_root_is_refused(run_tool: RunTool) -> None:
@@ -44,7 +36,7 @@ def test_symlink_to_a_host_file_is_refused_for_read_and_write(
     assert write.is_error
     edit = run_tool("edit_file", path="link.txt", old_text="host", new_text="pwned")
     assert edit.is_error
-    assert (outside / "secret.txt").read_text() == "host secret\n"
+    assert (outside / "secret.txt").read_text() == SECRET
 
 
 def test_symlink_to_a_host_folder_is_refused(
@@ -65,7 +57,7 @@ def test_search_never_follows_a_symlink_out(
     (workspace / "linked.txt").symlink_to(outside / "secret.txt")
     (workspace / "own.txt").write_text("no secrets here\n")
     grep = run_tool("grep", pattern="secret")
-    assert "host secret" not in grep.output
+    assert SECRET.strip() not in grep.output
     assert "own.txt" in grep.output
     found = run_tool("find_files", pattern="*.txt")
     assert "secret.txt" not in found.output
