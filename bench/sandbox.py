@@ -17,12 +17,14 @@ from supervisor.session import RunPlan, Session
 from workers.limits import Budget
 from workers.model.scripted import RoutedModel, Step, call, say
 from workers.profiles import DockerOptions, builtin_dir, load_profiles
-from workers.sandbox import SandboxUnavailable, docker
+from workers.sandbox import SandboxUnavailable, docker, guard
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Tool, ToolContext
 
 CALLS = 200
+# A large repository, as issue 13 sizes its change-set benchmark.
+GUARD_FILES = 50_000
 USER_UID = 1000
 
 
@@ -80,6 +82,24 @@ def per_call_medians() -> tuple[float, float]:
     return statistics.median(timings["host"]), statistics.median(timings["docker"])
 
 
+def guard_seconds(files: int = GUARD_FILES) -> tuple[float, float]:
+    """Survey (before a container) and sweep (after it) of a tree of `files` files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        workspace = Path(tmp, "big")
+        for i in range(files):
+            folder = workspace / f"pkg{i // 500}" / f"mod{i // 50}"
+            if i % 50 == 0:
+                folder.mkdir(parents=True)
+            (folder / f"f{i}.py").write_text("x = 1\n")
+        (workspace / ".git").mkdir()
+        started = time.perf_counter()
+        before = guard.survey(workspace)
+        surveyed = time.perf_counter() - started
+        started = time.perf_counter()
+        guard.sweep(workspace, before, "bench")
+        return surveyed, time.perf_counter() - started
+
+
 def run() -> list[Row]:
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
@@ -88,6 +108,7 @@ def run() -> list[Row]:
     ready = min(ready_seconds() for _ in range(3))
     host, in_docker = per_call_medians()
     overhead_ms = (in_docker - host) * 1000
+    surveyed, swept = guard_seconds()
     return [
         Row(
             "sandbox: delegate → first tool result in a fresh container",
@@ -108,5 +129,19 @@ def run() -> list[Row]:
             "ms",
             "≤ 5 ms",
             overhead_ms <= 5,
+        ),
+        Row(
+            f"sandbox: boundary survey before a container, {GUARD_FILES:,}-file tree",
+            round(surveyed, 3),
+            "s",
+            "≤ 1 s",
+            surveyed <= 1.0,
+        ),
+        Row(
+            f"sandbox: sweep for planted .git after it, {GUARD_FILES:,}-file tree",
+            round(swept, 3),
+            "s",
+            "≤ 1 s",
+            swept <= 1.0,
         ),
     ]

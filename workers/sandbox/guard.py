@@ -77,7 +77,14 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
         if nlink > len(paths):  # some of its names are outside the workspace
             for rel in paths:
                 if unshare:
-                    _own_copy(os.path.join(root, rel))
+                    try:
+                        _own_copy(os.path.join(root, rel))
+                    except OSError as error:
+                        raise SandboxUnavailable(
+                            f"{rel} is hard-linked to a file outside the workspace and cannot "
+                            f"be given its own copy ({error.strerror}); a container could change "
+                            "the original through it, so none starts"
+                        ) from error
                 unshared.append(rel)
     return Survey(tuple(dict.fromkeys(protected)), tuple(sorted(unshared)), hooks)
 
