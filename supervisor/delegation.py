@@ -27,7 +27,7 @@ from workers.model import Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile, expand_tools, is_parallel_safe
 from workers.sandbox import Sandbox, SandboxUnavailable
-from workers.tools.base import Args, Tool, ToolContext, ToolResult
+from workers.tools.base import Args, Tool, ToolContext, ToolResult, result_chars
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
@@ -227,6 +227,7 @@ class Team:
             caller = Caller(agent_id, depth, budget, events, lineage)
             tools["delegate"] = self.delegate_tool(caller)
         model = self.make_model(profile.model)
+        window = window_for(model.name, self.context_window)
         agent = Agent(
             model=model,
             tools=tools,
@@ -236,9 +237,8 @@ class Team:
             budget=budget,
             pool=self.pool,
             gate=Gate(events, self.max_send_backs) if self.verify else None,
-            context=ContextKeeper(
-                window_for(model.name, self.context_window), rules=self.instructions
-            ),
+            context=ContextKeeper(window, rules=self.instructions),
+            max_output_chars=result_chars(window),
         )
         workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
         prompt = profile.system_prompt.replace("{workspace}", workspace)

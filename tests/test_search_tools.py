@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import RunTool, must_run_here
 from workers.tools import search
+from workers.tools.base import CHARS_PER_TOKEN, RESULT_SHARE, ToolContext, result_chars
 
 
 @pytest.fixture(params=["python", "ripgrep"])
@@ -47,8 +48,30 @@ def test_grep_glob_and_path(run_tool: RunTool, project: Path, engine: str) -> No
 def test_grep_caps_with_a_count(run_tool: RunTool, workspace: Path, engine: str) -> None:
     (workspace / "many.txt").write_text("hit\n" * (search.MAX_MATCHES + 50))
     result = run_tool("grep", pattern="hit")
-    assert len(result.output.splitlines()) == search.MAX_MATCHES + 1
-    assert "50 more matches not shown" in result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "250 matches in 1 file; the first ones:"
+    assert lines[1:-1] == [f"many.txt:{n}:hit" for n in range(1, search.MAX_MATCHES + 1)]
+    assert lines[-1].startswith("[narrow the pattern")
+
+
+def test_a_300_match_grep_fits_its_share_of_a_16k_window(workspace: Path, engine: str) -> None:
+    """The demo's failure: `grep gaffer .` gave 280 matches, 22,000 tokens, into 16,384."""
+    for n in range(30):
+        lines = [f"gaffer line {i} of module {n}: " + "x" * 60 for i in range(10)]
+        (workspace / f"mod{n:02}.py").write_text("\n".join(lines) + "\n")
+    (workspace / "big.py").write_text("gaffer\n" * 100)
+    budget = result_chars(16_384)
+    context = ToolContext(workspace, max_output_chars=budget)
+    result = search.grep(context, search.GrepArgs(pattern="gaffer"))
+    assert len(result.output) <= budget
+    assert len(result.output) / CHARS_PER_TOKEN <= 16_384 * RESULT_SHARE
+    lines = result.output.splitlines()
+    assert lines[0] == "400 matches in 31 files; matches per file, most first:"
+    assert lines[1] == "  big.py: 100"
+    firsts = [line for line in lines if ":1:" in line or " 0 of module" in line]
+    assert len({line.split(":")[0] for line in firsts}) >= 20, "the first match of most files"
+    assert lines[-1].startswith("[narrow the pattern")
+    assert result.summary == "400 matches"
 
 
 def test_grep_bad_regex_and_no_match(run_tool: RunTool, project: Path, engine: str) -> None:

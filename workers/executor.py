@@ -3,6 +3,7 @@ the model's mistakes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,38 @@ def execute(
     tools: dict[str, Tool[Any]],
     sandbox: Sandbox,
     budget: Budget,
+    output_chars: int | None = None,
 ) -> ToolResult:
-    """Run one call whose arguments `parse_arguments` already read (or why it could not)."""
+    """Run one call whose arguments `parse_arguments` already read (or why it could not);
+    its result within `output_chars` (the model's share for one result), whatever the tool."""
+    return fit(_execute(call, arguments, tools, sandbox, budget, output_chars), output_chars)
+
+
+def fit(result: ToolResult, output_chars: int | None) -> ToolResult:
+    """A result no longer than `output_chars`: tools cut their own output usefully; this
+    catches the rest (plugins, MCP servers, worker reports) by keeping head and tail."""
+    text = result.output
+    if output_chars is None or len(text) <= output_chars:
+        return result
+    note = (
+        f"\n[... {len(text) - output_chars} characters cut so the result fits the model's "
+        "context; ask for less, or for a part ...]\n"
+    )
+    keep = max(0, output_chars - len(note))
+    head = keep * 2 // 3
+    return dataclasses.replace(
+        result, output=text[:head] + note + text[len(text) - (keep - head) :]
+    )
+
+
+def _execute(
+    call: ToolCall,
+    arguments: dict[str, Any] | str,
+    tools: dict[str, Tool[Any]],
+    sandbox: Sandbox,
+    budget: Budget,
+    output_chars: int | None,
+) -> ToolResult:
     tool = tools.get(call.name)
     if tool is None:
         return _error(
@@ -54,10 +85,13 @@ def execute(
     try:
         if tool.harness:
             context = ToolContext(
-                Path.cwd(), deadline=budget.deadline_at(), cancelled=budget.cancelled
+                Path.cwd(),
+                deadline=budget.deadline_at(),
+                cancelled=budget.cancelled,
+                max_output_chars=output_chars,
             )
             return tool.run(context, args)
-        return sandbox.run(tool, args, budget)
+        return sandbox.run(tool, args, budget, output_chars)
     except ToolError as error:
         return _error(str(error))
     except SandboxFault:

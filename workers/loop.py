@@ -44,6 +44,9 @@ class Agent:
     """Checks a final answer against the evidence; None answers without checking."""
     context: ContextKeeper | None = None
     """Keeps the conversation within the model's context window; None keeps everything."""
+    max_output_chars: int | None = None
+    """The most one tool result may hold (an eighth of the model's window); None: the
+    tools' own maxima."""
 
 
 @dataclass
@@ -257,7 +260,9 @@ def _run_tool(
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
     agent.events.emit("tool_start", step=step, name=call.name, label=label)
     started = time.monotonic()
-    result = refusal or executor.execute(call, args, agent.tools, agent.sandbox, agent.budget)
+    result = refusal or executor.execute(
+        call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
+    )
     agent.events.emit(
         "tool_call",
         step=step,

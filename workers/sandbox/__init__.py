@@ -25,6 +25,9 @@ class Sandbox(Protocol):
     """What the sandbox planted that the host would run, moved aside when it ended
     (guard.Quarantined); always empty on the host."""
 
-    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
-        """Run one validated tool call; ToolError for the model's mistakes, SandboxFault for ours."""
+    def run(
+        self, tool: Tool[Any], args: Args, budget: Budget, output_chars: int | None = None
+    ) -> ToolResult:
+        """Run one validated tool call, its result within `output_chars`; ToolError for
+        the model's mistakes, SandboxFault for ours."""
         ...

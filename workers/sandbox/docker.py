@@ -288,7 +288,9 @@ class DockerSandbox:
                 f"the tool server in container {self.container_id} did not start: {self._frames.stderr_tail()}"
             )
 
-    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
+    def run(
+        self, tool: Tool[Any], args: Args, budget: Budget, output_chars: int | None = None
+    ) -> ToolResult:
         with self._lock:
             self._ids += 1
             seconds = budget.seconds_left()
@@ -297,6 +299,7 @@ class DockerSandbox:
                 "tool": tool.name,
                 "args": args.model_dump(),
                 "seconds": seconds,
+                "max_output_chars": output_chars,
             }
             self._send(request)
             wait = NO_DEADLINE_WAIT_S if seconds is None else max(0.0, seconds) + ANSWER_GRACE_S

@@ -17,8 +17,13 @@ class HostSandbox:
         self.context = context
         self.quarantined: list[Any] = []
 
-    def run(self, tool: Tool[Any], args: Args, budget: Budget) -> ToolResult:
+    def run(
+        self, tool: Tool[Any], args: Args, budget: Budget, output_chars: int | None = None
+    ) -> ToolResult:
         context = dataclasses.replace(
-            self.context, deadline=budget.deadline_at(), cancelled=budget.cancelled
+            self.context,
+            deadline=budget.deadline_at(),
+            cancelled=budget.cancelled,
+            max_output_chars=output_chars,
         )
         return tool.run(context, args)

@@ -4,7 +4,7 @@ It runs the same tool code as the host, so confinement is checked where the file
 a symlink in the workspace resolves inside the container, never on the host. One JSON
 object per line each way:
 
-    → {"id": 1, "tool": "read_file", "args": {...}, "seconds": 118.5}
+    → {"id": 1, "tool": "read_file", "args": {...}, "seconds": 118.5, "max_output_chars": 6144}
     ← {"id": 1, "output": "...", "summary": "...", "is_error": false, "facts": {...}}
     → {"cancel": true}   (while a call runs: kill its command, answer as soon as it stops)
 
@@ -51,6 +51,7 @@ def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) ->
         guard_shell=False,
         deadline=time.monotonic() + float(seconds) if seconds is not None else None,
         cancelled=cancel.is_set,
+        max_output_chars=cap if isinstance(cap := request.get("max_output_chars"), int) else None,
     )
     try:
         result = tool.run(context, tool.args.model_validate(request.get("args") or {}))

@@ -9,6 +9,18 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+# One tool result may take at most an eighth of the model's context window: the system
+# prompt, the conversation so far, the other results of a batch and the reply must all
+# fit beside it, and masking starts at half the window.
+RESULT_SHARE = 1 / 8
+# Code and logs run 3 to 4 characters a token; 3 errs on the side of fitting.
+CHARS_PER_TOKEN = 3
+
+
+def result_chars(window_tokens: int) -> int:
+    """The most characters one tool result may have for a model with this window."""
+    return int(window_tokens * RESULT_SHARE * CHARS_PER_TOKEN)
+
 
 class Args(BaseModel):
     """Base of every tool's arguments: unknown arguments are refused, not ignored."""
@@ -56,6 +68,12 @@ class ToolContext:
     """time.monotonic() past which the agent's wall clock is spent; caps shell timeouts."""
     cancelled: Callable[[], bool] = lambda: False
     """True once the agent is cancelled: a running command is killed."""
+    max_output_chars: int | None = None
+    """The most a result may hold for this agent's model (`result_chars`); each tool
+    keeps the most useful part within it. None: each tool's own maximum."""
+
+    def output_cap(self, own_max: int) -> int:
+        return own_max if self.max_output_chars is None else min(own_max, self.max_output_chars)
 
 
 A = TypeVar("A", bound=Args)

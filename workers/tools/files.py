@@ -25,11 +25,14 @@ from workers.tools.workspace import (
 # One read must fit comfortably in a small model's context next to the conversation.
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 50 * 1024
+# Room kept for the notes that end a read ("showing lines …; call read_file with offset …").
+NOTES_ROOM = 300
 # Counting lines of a huge file for the "of N" note is not worth the wait.
 MAX_COUNTED_BYTES = 50 * 1024 * 1024
 # A sniff this long finds the NUL bytes that mark almost every binary format.
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 500
+MAX_LISTED_CHARS = 40_000
 # An edit holds the whole file in memory twice; past this, a command does it better.
 MAX_EDITED_BYTES = 20 * 1024 * 1024
 
@@ -71,10 +74,10 @@ class ReadFileArgs(Args):
 def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
     real = _existing_file(ctx, args.path)
     with open_confined(ctx.workspace, real) as fd, os.fdopen(fd, "rb", closefd=False) as f:
-        return _read_lines(f, args)
+        return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
 
 
-def _read_lines(f: BinaryIO, args: ReadFileArgs) -> ToolResult:
+def _read_lines(f: BinaryIO, args: ReadFileArgs, max_bytes: int) -> ToolResult:
     size_on_disk = os.fstat(f.fileno()).st_size
     if sniff_binary(f):
         raise ToolError(f"{args.path!r} is a binary file ({size_on_disk} bytes); not shown")
@@ -85,12 +88,14 @@ def _read_lines(f: BinaryIO, args: ReadFileArgs) -> ToolResult:
     for line_no, (raw, too_long) in enumerate(_raw_lines(f), start=1):
         if line_no < first:
             continue
-        if len(lines) >= limit or (lines and size + len(raw) > MAX_READ_BYTES):
+        if len(lines) >= limit or (lines and size + len(raw) > max_bytes):
             break
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text, replaced = raw.decode("utf-8", errors="replace"), True
+        if size + len(raw) > max_bytes:  # one line longer than the whole budget
+            text, too_long = raw[:max_bytes].decode("utf-8", errors="replace"), True
         lines.append(text)
         size += len(raw)
         if too_long:
@@ -105,7 +110,7 @@ def _read_lines(f: BinaryIO, args: ReadFileArgs) -> ToolResult:
     body = "".join(lines)
     notes = []
     if cut_line:
-        notes.append(f"line {first} is longer than {MAX_READ_BYTES} bytes and was cut")
+        notes.append(f"line {first + len(lines) - 1} is longer than {max_bytes} bytes and was cut")
     if replaced:
         notes.append("the file is not valid UTF-8; undecodable bytes are shown as �")
     of_total = f" of {total}" if total is not None else ""
@@ -267,11 +272,18 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
                 continue
             entries.append(entry)
     entries.sort(key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
-    shown = [_describe(e) for e in entries[:MAX_LIST_ENTRIES]]
+    shown: list[str] = []
+    used, budget = 0, ctx.output_cap(MAX_LISTED_CHARS) - 200
+    for entry in entries[:MAX_LIST_ENTRIES]:
+        line = _describe(entry)
+        if used + len(line) + 1 > budget:
+            break
+        shown.append(line)
+        used += len(line) + 1
     notes = []
-    if len(entries) > MAX_LIST_ENTRIES:
+    if len(entries) > len(shown):
         notes.append(
-            f"{len(entries) - MAX_LIST_ENTRIES} more entries not shown; use find_files to narrow"
+            f"{len(entries) - len(shown)} more entries not shown; use find_files to narrow"
         )
     if skipped:
         notes.append("skipped: " + ", ".join(sorted(skipped)))

@@ -18,6 +18,11 @@ from workers.tools.files import looks_binary
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
 MAX_MATCHES = 200
+# Matches kept to choose from when there are too many to show; counting goes on past it.
+MAX_COLLECTED = 5000
+# The most a grep result holds when the model has room for more (60 KB, about 200 lines).
+MAX_GREP_CHARS = MAX_MATCHES * 300
+MAX_LISTED_CHARS = 40_000
 MAX_FILES = 500
 # A matching line from minified code can be megabytes; the model needs the gist.
 MAX_LINE_CHARS = 300
@@ -45,24 +50,68 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         _ripgrep(rg, ctx.workspace, real, args) if rg else _python_grep(ctx.workspace, real, args)
     )
     matches: list[str] = []
+    per_file: dict[str, int] = {}
     total, complete = 0, True
     started = time.monotonic()
     for line in lines:
         total += 1
-        if len(matches) < MAX_MATCHES:
+        path = line.split(":", 1)[0]
+        per_file[path] = per_file.get(path, 0) + 1
+        if len(matches) < MAX_COLLECTED:
             matches.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…")
         elif time.monotonic() - started > SEARCH_SECONDS:
             complete = False
             break
     if not matches:
         return ToolResult(output=f"no matches for {args.pattern!r}", summary="0 matches")
-    body = "\n".join(matches)
-    if total > len(matches):
-        cut = total - len(matches)
-        body += f"\n[{'' if complete else 'at least '}{cut} more matches not shown; narrow the pattern, path or glob]"
-    return ToolResult(
-        output=body, summary=f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}"
-    )
+    count = f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}"
+    budget = ctx.output_cap(MAX_GREP_CHARS)
+    listing = "\n".join(matches[:MAX_MATCHES])
+    if total <= MAX_MATCHES and len(listing) <= budget:
+        return ToolResult(output=listing, summary=count)
+    return ToolResult(output=_overview(matches, per_file, count, budget), summary=count)
+
+
+def _overview(matches: list[str], per_file: dict[str, int], count: str, budget: int) -> str:
+    """Too many matches to show: how many in which files first, then the first matches of
+    each file in turn, as many as fit, and how to narrow the search."""
+    advice = "[narrow the pattern, the path or the glob to see the rest]"
+    head = f"{count} in {len(per_file)} file{'s' if len(per_file) != 1 else ''}; "
+    head += "matches per file, most first:" if len(per_file) > 1 else "the first ones:"
+    lines = [head]
+    used = len(head) + len(advice) + 2
+    if len(per_file) > 1:
+        ranked = sorted(per_file.items(), key=lambda item: (-item[1], item[0]))
+        shown = 0
+        for path, n in ranked:
+            entry = f"  {path}: {n}"
+            if used + len(entry) + 1 > budget // 3:
+                break
+            lines.append(entry)
+            used += len(entry) + 1
+            shown += 1
+        if shown < len(ranked):
+            lines.append(f"  … and {len(ranked) - shown} more files")
+            used += 30
+        lines.append("first matches of each file:")
+        used += 28
+    by_file: dict[str, list[str]] = {}
+    for match in matches:
+        by_file.setdefault(match.split(":", 1)[0], []).append(match)
+    picked: list[str] = []
+    for depth in range(MAX_MATCHES):  # round-robin: the first of every file, then the second…
+        added = False
+        for file_matches in by_file.values():
+            if depth < len(file_matches) and used + len(file_matches[depth]) + 1 <= budget:
+                picked.append(file_matches[depth])
+                used += len(file_matches[depth]) + 1
+                added = True
+        if not added or len(picked) >= MAX_MATCHES:
+            break
+    order = {match: i for i, match in enumerate(matches)}
+    lines += sorted(picked, key=order.__getitem__)
+    lines.append(advice)
+    return "\n".join(lines)
 
 
 def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
@@ -133,13 +182,15 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     by_path = "/" in args.pattern
     regex = glob_regex(args.pattern)
     found: list[str] = []
-    total = 0
+    total, used, budget = 0, 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
     for path in _walk(real):
         candidate = path.relative_to(real).as_posix() if by_path else path.name
         if regex.fullmatch(candidate):
             total += 1
-            if len(found) < MAX_FILES:
-                found.append(relative(ctx.workspace, path))
+            shown = relative(ctx.workspace, path)
+            if len(found) < MAX_FILES and used + len(shown) + 1 <= budget:
+                found.append(shown)
+                used += len(shown) + 1
     if not found:
         return ToolResult(output=f"no files match {args.pattern!r}", summary="0 files")
     body = "\n".join(found)

@@ -23,6 +23,8 @@ DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 600
 # What the model reads: head and tail of the output, the rest in a file it can read.
 MAX_OUTPUT_CHARS = 30_000
+# Room kept for the line that ends every result: "[exit code 1; 2.3s]".
+FOOTER_ROOM = 100
 # A command that floods output is killed here rather than filling the disk.
 MAX_SAVED_BYTES = 64 * 1024 * 1024
 POLL_S = 0.05
@@ -57,11 +59,16 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     timeout = float(args.timeout or DEFAULT_TIMEOUT_S)
     if ctx.deadline is not None:
         timeout = max(1.0, min(timeout, ctx.deadline - time.monotonic()))
-    return execute(ctx.workspace, command, timeout, ctx.cancelled)
+    shown = ctx.output_cap(MAX_OUTPUT_CHARS) - FOOTER_ROOM
+    return execute(ctx.workspace, command, timeout, ctx.cancelled, shown)
 
 
 def execute(
-    workspace: Path, command: str, timeout: float, cancelled: Callable[[], bool] = lambda: False
+    workspace: Path,
+    command: str,
+    timeout: float,
+    cancelled: Callable[[], bool] = lambda: False,
+    shown_chars: int = MAX_OUTPUT_CHARS,
 ) -> ToolResult:
     """Run `command` with bash in its own process group; the whole group dies at the end."""
     out_path, fd = _new_output_file(own_dir(workspace, GAFFER_DIR, "shell"))
@@ -97,7 +104,7 @@ def execute(
             # Also reaps what the command left in the background: a tool call ends whole.
             _kill_group(proc)
         exit_code = proc.wait()
-        text, saved = _shown_output(workspace, out, out_path)
+        text, saved = _shown_output(workspace, out, out_path, shown_chars)
     elapsed = time.monotonic() - started
     status = f"killed: {killed_for}" if killed_for else _exit_status(exit_code)
     footer = f"[{status}; {elapsed:.1f}s]"
@@ -146,24 +153,28 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _shown_output(workspace: Path, out: BinaryIO, path: Path) -> tuple[str, str | None]:
+def _shown_output(
+    workspace: Path, out: BinaryIO, path: Path, shown_chars: int
+) -> tuple[str, str | None]:
     """The output as the model sees it, and the saved file's path when it was cut.
 
     Read back through the descriptor the command wrote to, not through its path.
     """
     size = os.fstat(out.fileno()).st_size
     out.seek(0)
-    if size <= MAX_OUTPUT_CHARS:
+    if size <= shown_chars:
         text = out.read().decode("utf-8", errors="replace")
-        if len(text) <= MAX_OUTPUT_CHARS:
+        if len(text) <= shown_chars:
             path.unlink(missing_ok=True)
             return text, None
-    half = MAX_OUTPUT_CHARS // 2
-    out.seek(0)
-    head = out.read(half).decode("utf-8", errors="replace")
-    out.seek(max(half, size - half))
-    tail = out.read().decode("utf-8", errors="replace")
     rel = os.path.relpath(path, os.path.realpath(workspace))
+    # The tail is where tests and builds say what failed: it gets the larger part.
+    room = max(0, shown_chars - 200)
+    head_bytes, tail_bytes = room // 3, room - room // 3
+    out.seek(0)
+    head = out.read(head_bytes).decode("utf-8", errors="replace")
+    out.seek(max(head_bytes, size - tail_bytes))
+    tail = out.read().decode("utf-8", errors="replace")
     cut = size - len(head.encode()) - len(tail.encode())
     middle = f"\n\n[... {cut} bytes cut; the full output is in {rel}: read_file it with offset to see more ...]\n\n"
     return head + middle + tail, rel
