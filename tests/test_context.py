@@ -10,10 +10,10 @@ from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
 from workers.loop import Agent, run_agent
 from workers.model import AssistantTurn, Message, Usage
-from workers.model.scripted import call
+from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import ToolContext
+from workers.tools.base import ToolContext, result_chars
 
 RULES = "Always run `make check` before answering. Never touch vendor/."
 
@@ -199,3 +199,31 @@ def test_a_batch_that_jumps_past_the_window_is_folded_before_the_next_call(works
         or len([m for m in messages if m["role"] == "assistant"]) == 1
     )
     assert_pairs_intact(messages)
+
+
+def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
+    """Eight long results in one batch, each within its share, still overfill a small
+    window: masking keeps the latest turn whole, so the agent stops with a named reason."""
+    for i in range(8):
+        (workspace / f"f{i}.txt").write_text("line of text\n" * 400)
+    recorder = Recorder()
+    model = ScriptedModel(
+        [calls(*(("read_file", {"path": f"f{i}.txt"}) for i in range(8))), say("never")]
+    )
+    agent = Agent(
+        model=model,
+        tools=dict(BUILTIN_TOOLS),
+        sandbox=HostSandbox(ToolContext(workspace)),
+        events=Emitter([recorder]).bind(session_id="s", agent_id="main"),
+        budget=Budget(),
+        context=ContextKeeper(window=4096),
+        max_output_chars=result_chars(4096),
+    )
+    result = run_agent(
+        agent, [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    )
+    assert result.outcome.__class__.__name__ == "LimitHit"
+    assert result.outcome.limit == "context"  # type: ignore[union-attr]
+    assert "4096-token window" in result.outcome.detail  # type: ignore[union-attr]
+    assert len(model.seen) == 1, "the oversize prompt reached the model"
+    assert recorder.of("agent_end")[0]["reason"].startswith("context limit")

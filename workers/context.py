@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workers.model import Message
+from workers.outcome import LimitHit
+from workers.tools.base import CHARS_PER_TOKEN
 from workers.verification import evidence, files_changed, is_test, outcome
 
 if TYPE_CHECKING:
@@ -43,6 +45,9 @@ MASK_AT = 0.5
 """Share of the window at which old tool outputs start to be masked."""
 COMPACT_AT = 0.8
 """Share of the window at which older turns are summarised."""
+PROMPT_MAX = 0.9
+"""The most of the window a prompt may fill: the rest is the reply's. A prompt projected
+past it is never sent."""
 KEEP_TURNS = 4
 """Recent assistant turns (with their tool results) never masked or summarised."""
 MASK_MIN_CHARS = 300
@@ -88,19 +93,30 @@ class ContextKeeper:
         One batch of long tool results can grow the prompt past the window in a single
         step; waiting for the endpoint to report that would be one step too late.
         """
-        if not self.chars_then:
-            return float(self.last_prompt_tokens)
+        if not self.chars_then or not self.last_prompt_tokens:
+            return _chars(messages) / CHARS_PER_TOKEN  # nothing reported yet: estimate
         return self.last_prompt_tokens * _chars(messages) / self.chars_then
 
     def prepare(
         self, agent: Agent, messages: list[Message], facts: list[dict[str, Any]], step: int
-    ) -> None:
-        """Before a model call: mask, then compact if the prompt would still be too big."""
+    ) -> LimitHit | None:
+        """Before a model call: mask, then compact if the prompt would still be too big;
+        a stop when even that leaves a prompt the window cannot hold."""
         if self.projected(messages) < MASK_AT * self.window:
-            return
+            return None
         mask(messages, KEEP_TURNS)
         if self.projected(messages) >= COMPACT_AT * self.window:
             self.compact(agent, messages, facts, step, reason="threshold")
+        if self.projected(messages) >= PROMPT_MAX * self.window:
+            mask(messages, 1)  # last resort: only the latest turn's results stay whole
+        tokens = self.projected(messages)
+        if tokens >= PROMPT_MAX * self.window:
+            return LimitHit(
+                "context",
+                f"the next prompt would be about {tokens:.0f} tokens, more than the "
+                f"{self.window}-token window holds even after masking and compaction",
+            )
+        return None
 
     def _cut_for_headroom(self, messages: list[Message]) -> int | None:
         """Keep as many recent turns as fit under the masking mark, at least one."""

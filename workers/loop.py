@@ -111,8 +111,10 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         last_step = step == agent.limits.max_steps
         if last_step:
             tell(agent, messages, WRAP_UP, source="wrap_up")
-        if agent.context is not None:
-            agent.context.prepare(agent, messages, result.facts, step)
+        if agent.context is not None and (
+            full := agent.context.prepare(agent, messages, result.facts, step)
+        ):
+            return full
         try:
             turn = _call_model(agent, messages, [] if last_step else schemas, step)
         except ModelError as error:

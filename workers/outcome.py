@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LimitName = Literal["steps", "time", "tokens", "repetition"]
+LimitName = Literal["steps", "time", "tokens", "repetition", "context"]
 Status = Literal["completed", "limit", "timeout", "cancelled", "failed"]
 
 
