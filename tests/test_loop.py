@@ -266,3 +266,62 @@ def test_an_unreadable_reply_is_sent_back_to_the_model(workspace: Path) -> None:
     assert result.outcome == Finished("ok")
     told = [r for r in recorder.of("user_message") if r["source"] == "model_error"]
     assert len(told) == 1 and "could not be read" in told[0]["content"]
+
+
+def test_a_cycle_of_three_calls_gets_one_nudge_then_ends_with_repetition(
+    workspace: Path,
+) -> None:
+    """What a small coder did: a failing edit, an edit that re-inserts the block, the
+    same failing test run, and round again."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    cycle = [
+        call("edit_file", path="calc.py", old_text="return a + b", new_text="return a - b"),
+        call("write_file", path="calc.py", content="def add(a, b):\n    return a - b\n"),
+        call("run_shell", command="exit 1"),
+    ]
+    script = [dataclasses.replace(turn) for _ in range(4) for turn in cycle] + [say("never")]
+    result, recorder, model = run(workspace, script)
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
+    assert "after a warning, still your last 3 calls repeat" in result.outcome.detail
+    nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 1
+    assert nudges[0]["content"].startswith("You are going in circles: your last 3 calls repeat")
+    assert "- edit_file" in nudges[0]["content"] and "- run_shell" in nudges[0]["content"]
+    assert len(recorder.of("tool_call")) == 7, "it ran one more call of the cycle, then stopped"
+    assert model.remaining == 6
+
+
+def test_the_same_error_three_times_gets_a_nudge_and_a_fourth_ends_the_run(
+    workspace: Path,
+) -> None:
+    missing = call("read_file", path="gone.py")
+    script = [
+        missing,
+        call("list_dir"),
+        dataclasses.replace(missing),
+        call("find_files", pattern="*.py"),
+        dataclasses.replace(missing),
+        call("grep", pattern="x"),
+        dataclasses.replace(missing),
+        say("never"),
+    ]
+    result, recorder, _ = run(workspace, script)
+    nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 1 and "the same error came back 3 times" in nudges[0]["content"]
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
+    assert len(recorder.of("tool_call")) == 7
+
+
+def test_a_nudged_agent_that_changes_course_finishes(workspace: Path) -> None:
+    missing = call("read_file", path="gone.py")
+    script = [
+        missing,
+        call("list_dir"),
+        dataclasses.replace(missing),
+        call("find_files", pattern="*.py"),
+        dataclasses.replace(missing),
+        call("list_dir", path="."),
+        say("gone.py does not exist"),
+    ]
+    result, _, _ = run(workspace, script)
+    assert result.outcome == Finished("gone.py does not exist")

@@ -12,9 +12,10 @@ from typing import Any
 from workers import executor
 from workers.context import ContextKeeper
 from workers.events import Emitter
-from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT, Budget, Limits
+from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
+from workers.repetition import RepetitionGuard
 from workers.sandbox import Sandbox, SandboxFault
 from workers.tools.base import Tool, ToolResult
 from workers.verification import Gate
@@ -141,8 +142,12 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             messages.append(
                 {"role": "tool", "tool_call_id": call.id, "content": tool_result.output}
             )
+            if tool_result is not _DUPLICATE:
+                guard.observe(call, tool_result)
         if stop := guard.stop or _limit_if_spent(agent):
             return stop  # calls the batch did not reach are answered as not run
+        if nudge := guard.take_nudge():
+            tell(agent, messages, nudge, source="repetition")
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
@@ -283,37 +288,6 @@ def _run_tool(
         **({"facts": result.facts} if result.facts else {}),
     )
     return result
-
-
-class RepetitionGuard:
-    """Same tool, same arguments, again and again: refuse once, then end the run."""
-
-    def __init__(self) -> None:
-        self._last: tuple[str, str] | None = None
-        self._count = 0
-        self.stop: LimitHit | None = None
-
-    def check(self, name: str, key: tuple[str, str]) -> ToolResult | None:
-        """A refusal to send instead of running the call, or None to run it."""
-        self._count = self._count + 1 if key == self._last else 1
-        self._last = key
-        if self._count >= STOP_REPEAT_AT:
-            self.stop = LimitHit(
-                "repetition",
-                f"{name} was called {self._count} times in a row with the same arguments",
-            )
-            return ToolResult(
-                output="not run: the run stopped because this call kept repeating", is_error=True
-            )
-        if self._count >= REFUSE_REPEAT_AT:
-            return ToolResult(
-                output=f"refused: this is call {self._count} in a row to {name} with the same "
-                "arguments, and its result will not change. Use what you already have, try "
-                "something different, or give your final answer. Repeating it once more ends the run.",
-                summary="refused: repeated call",
-                is_error=True,
-            )
-        return None
 
 
 def _answer_unanswered(messages: list[Message], reason: str) -> None:

@@ -1,0 +1,143 @@
+"""A model going round in circles is shown what it keeps doing once, then stopped.
+
+Three patterns, all judged on what gaffer saw rather than what the model said:
+- the same call again and again: the third in a row is refused, the fourth ends the run;
+- the same sequence of 2 to 4 calls with the same results, twice in a row (a failing
+  edit, an edit that re-inserts the block, the same failing test run, and round again);
+- the same error result three times, whatever call produced it.
+The last two get one nudge naming the calls; if the agent goes on, it ends with
+`repetition`. Results are compared with their numbers masked, so a timing or a line
+number that moves does not hide a cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT
+from workers.model import ToolCall
+from workers.outcome import LimitHit
+from workers.tools.base import ToolResult
+
+CYCLE_PERIODS = (2, 3, 4)
+"""Lengths of a repeating sequence of calls worth catching; 1 is the same call again."""
+SAME_ERROR_AT = 3
+"""The same error result this many times means the agent is not learning from it."""
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+NUDGE = (
+    "You are going in circles: {what}\n{calls}\n"
+    "Doing the same again will not change the result. Step back: read the file as it is "
+    "now, work out why it fails, and try something different, or give your final answer "
+    "with what you know. If this goes on, the run ends."
+)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One call and its result, as compared for repetition."""
+
+    call: str
+    result: str
+    is_error: bool
+    shown: str
+    """A line for the nudge: the call and the start of its result."""
+
+
+class RepetitionGuard:
+    def __init__(self) -> None:
+        self._last: tuple[str, str] | None = None
+        self._count = 0
+        self._history: list[Seen] = []
+        self._nudge: str | None = None
+        self._nudged = False
+        self.stop: LimitHit | None = None
+
+    def check(self, name: str, key: tuple[str, str]) -> ToolResult | None:
+        """Before a call runs: a refusal to send instead, or None to run it."""
+        self._count = self._count + 1 if key == self._last else 1
+        self._last = key
+        if self._count >= STOP_REPEAT_AT:
+            self.stop = LimitHit(
+                "repetition",
+                f"{name} was called {self._count} times in a row with the same arguments",
+            )
+            return ToolResult(
+                output="not run: the run stopped because this call kept repeating", is_error=True
+            )
+        if self._count >= REFUSE_REPEAT_AT:
+            return ToolResult(
+                output=f"refused: this is call {self._count} in a row to {name} with the same "
+                "arguments, and its result will not change. Use what you already have, try "
+                "something different, or give your final answer. Repeating it once more ends the run.",
+                summary="refused: repeated call",
+                is_error=True,
+            )
+        return None
+
+    def observe(self, call: ToolCall, result: ToolResult) -> None:
+        """After a call ran: remember it, and look for a cycle ending with it."""
+        seen = Seen(
+            call=f"{call.name} {_canonical(call.arguments)}",
+            result=_masked(result.output),
+            is_error=result.is_error,
+            shown=f"- {call.name} {_short(call.arguments, 80)} → {_short(result.output, 100)}",
+        )
+        self._history.append(seen)
+        found = self._cycle() or self._same_error()
+        if found is None:
+            return
+        what, lines = found
+        if self._nudged:
+            self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':')}")
+            return
+        self._nudged = True
+        self._nudge = NUDGE.format(what=what, calls="\n".join(lines))
+
+    def take_nudge(self) -> str | None:
+        """The message to show the agent once, after the batch that completed a cycle."""
+        nudge, self._nudge = self._nudge, None
+        return nudge
+
+    def _cycle(self) -> tuple[str, list[str]] | None:
+        history = self._history
+        for period in CYCLE_PERIODS:
+            if len(history) < 2 * period:
+                continue
+            block, again = history[-2 * period : -period], history[-period:]
+            if block == again and len({s.call for s in block}) > 1:
+                return (
+                    f"your last {period} calls repeat the {period} before them, with the same results:",
+                    [s.shown for s in again],
+                )
+        return None
+
+    def _same_error(self) -> tuple[str, list[str]] | None:
+        latest = self._history[-1]
+        if not latest.is_error:
+            return None
+        same = [s for s in self._history if s.is_error and s.result == latest.result]
+        if len(same) < SAME_ERROR_AT:
+            return None
+        return (
+            f"the same error came back {len(same)} times:",
+            [same[-1].shown],
+        )
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
+
+
+def _masked(text: str) -> str:
+    return " ".join(_NUMBER.sub("#", text[:4000]).split())
+
+
+def _short(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
