@@ -20,6 +20,7 @@ from typing import Any, cast
 from pydantic import Field, create_model
 
 from workers.context import ContextKeeper, window_for
+from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
 from workers.limits import Budget
 from workers.loop import Agent, AgentResult, run_agent
@@ -239,6 +240,9 @@ class Team:
             gate=Gate(events, self.max_send_backs) if self.verify else None,
             context=ContextKeeper(window, rules=self.instructions),
             max_output_chars=result_chars(window),
+            edits=EditGuard(self.workspace, "/workspace" if profile.sandbox == "docker" else None)
+            if EDIT_TOOLS & set(tools) or "run_shell" in tools
+            else None,
         )
         workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
         prompt = profile.system_prompt.replace("{workspace}", workspace)

@@ -297,7 +297,7 @@ def test_the_gate_sends_an_unchecked_edit_back_then_lets_a_tested_one_through(
     (workspace / "Makefile").write_text("test:\n\tgrep -q 'a + b' calc.py\n")
     edit = json.dumps({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"})
     replies = [
-        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(tool_calls=[("read_file", '{"path": "calc.py"}'), ("edit_file", edit)]),
         Reply(text="Fixed it, trust me."),
         Reply(tool_calls=[("run_shell", json.dumps({"command": "make test"}))]),
         Reply(text="Fixed add(); make test passes."),
@@ -321,7 +321,7 @@ def edit_then_keep_testing(workspace: Path) -> list[Reply]:
     (workspace / "calc.py").write_text("x = 1\n")
     edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
     test = [("run_shell", json.dumps({"command": "make test"}))]
-    return [Reply(tool_calls=[("edit_file", edit)])] + [
+    return [Reply(tool_calls=[("read_file", '{"path": "calc.py"}'), ("edit_file", edit)])] + [
         Reply(tool_calls=test),
         Reply(text="done"),
     ] * 3

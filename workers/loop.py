@@ -11,6 +11,7 @@ from typing import Any
 
 from workers import executor
 from workers.context import ContextKeeper
+from workers.editing import EditGuard
 from workers.events import Emitter
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
@@ -48,6 +49,8 @@ class Agent:
     max_output_chars: int | None = None
     """The most one tool result may hold (an eighth of the model's window); None: the
     tools' own maxima."""
+    edits: EditGuard | None = None
+    """Read before edit, and where a failed test points; for agents that edit files."""
 
 
 @dataclass
@@ -267,9 +270,13 @@ def _run_tool(
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
     agent.events.emit("tool_start", step=step, name=call.name, label=label)
     started = time.monotonic()
+    if refusal is None and agent.edits is not None:
+        refusal = agent.edits.before(call.name, args)
     result = refusal or executor.execute(
         call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
     )
+    if agent.edits is not None and refusal is None:
+        result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
     agent.events.emit(
         "tool_call",
         step=step,

@@ -1,0 +1,109 @@
+"""Read before edit, and a failed test run that points at its failure."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.test_loop import run, tool_messages
+from workers.editing import EditGuard, failure_focus
+from workers.events import Emitter
+from workers.loop import Agent, run_agent
+from workers.model.scripted import ScriptedModel, call, say
+from workers.outcome import Finished
+from workers.sandbox.host import HostSandbox
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext
+
+
+def test_an_unread_file_is_not_edited_and_a_read_one_is(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    script = [
+        call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"),
+        call("write_file", path="calc.py", content="everything new\n"),
+        call("read_file", path="calc.py"),
+        call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"),
+        call("edit_file", path="calc.py", old_text="a + b", new_text="b + a"),
+        call("write_file", path="new.py", content="x = 1\n"),
+        say("done"),
+    ]
+    result, _, _ = run(workspace, script, edits=EditGuard(workspace))
+    answers = [m["content"] for m in tool_messages(result)]
+    assert answers[0].startswith(
+        "refused: read calc.py before changing it (you have not read it yet)"
+    )
+    assert "   2 |     return a - b" in answers[0], "the refusal shows the file's head"
+    assert answers[1].startswith("refused: read calc.py before changing it")
+    assert answers[3].startswith("edited calc.py") and answers[4].startswith("edited calc.py")
+    assert answers[5].startswith("wrote 6 bytes to new.py"), "a new file needs no read"
+    assert (workspace / "calc.py").read_text().endswith("return b + a\n")
+    assert result.outcome == Finished("done")
+
+
+def test_a_file_changed_by_something_else_must_be_read_again(workspace: Path) -> None:
+    target = workspace / "calc.py"
+    target.write_text("x = 1\n")
+
+    def reformat(_messages: object) -> object:
+        target.write_text("x = 1  # reformatted\n")  # a formatter or a shell command
+        return call("edit_file", path="calc.py", old_text="x = 1", new_text="x = 2")
+
+    script = [call("read_file", path="calc.py"), reformat, say("done")]
+    result, _, _ = run(workspace, script, edits=EditGuard(workspace))
+    refused = tool_messages(result)[1]["content"]
+    assert refused.startswith("refused: read calc.py before changing it (it changed since")
+    assert target.read_text() == "x = 1  # reformatted\n"
+
+
+def test_a_container_path_is_the_same_file(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("x = 1\n")
+    guard = EditGuard(workspace, "/workspace")
+    refusal = guard.before("edit_file", {"path": "/workspace/calc.py"})
+    assert refusal is not None and "read calc.py" in refusal.output
+
+
+FAILING = """
+from calc import add
+
+
+def test_add():
+    total = add(1, 2)
+    assert total == 3
+"""
+
+
+def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
+    workspace: Path,
+) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "test_calc.py").write_text(FAILING)
+    command = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+    approved = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
+    agent = Agent(
+        model=ScriptedModel([call("run_shell", command=command), say("it fails")]),
+        tools=dict(BUILTIN_TOOLS),
+        sandbox=approved,
+        events=Emitter(),
+        edits=EditGuard(workspace),
+    )
+    result = run_agent(agent, [{"role": "user", "content": "run the tests"}])
+    shown = tool_messages(result)[0]["content"]
+    focus = shown[shown.index("[gaffer: where the first failure is]") :]
+    assert "test_calc.py:7: AssertionError" in focus
+    assert ">   7 |     assert total == 3" in focus
+    assert "assert -1 == 3" in shown, "the assertion is in the output"
+    assert "E   assert -1 == 3" not in focus, "and is not repeated"
+
+
+def test_a_cut_output_still_shows_the_assertion(workspace: Path) -> None:
+    (workspace / "test_calc.py").write_text(FAILING)
+    output = "....\n" * 500 + "test_calc.py:7: AssertionError\nE       assert -1 == 3\n"
+    focus = failure_focus(workspace, "pytest -q", output, shown="[... cut ...]\n1 failed")
+    assert "E   assert -1 == 3" in focus and ">   7 |     assert total == 3" in focus
+
+
+def test_focus_reads_only_test_commands_and_project_files(workspace: Path) -> None:
+    output = 'File "/usr/lib/python3/dist-packages/x.py", line 3\nE   boom\n'
+    assert failure_focus(workspace, "make lint", output) == ""
+    assert "E   boom" in failure_focus(workspace, "pytest", output)
+    assert "/usr/lib" not in failure_focus(workspace, "pytest", output)

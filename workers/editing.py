@@ -1,0 +1,203 @@
+"""What an editing agent is held to: read a file before changing it, and see where a
+test failed rather than only that it did.
+
+Both work on the host's view of the workspace, whatever sandbox ran the call: the
+container has the workspace mounted, so a path the model names there (`calc.py`,
+`/workspace/calc.py`) is the same file here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.tools.base import ToolError, ToolResult
+from workers.tools.workspace import read_confined, relative, resolve
+from workers.verification import is_test
+
+EDIT_TOOLS = frozenset({"write_file", "edit_file"})
+# Enough of a file to recognise it and see where to read on.
+HEAD_LINES = 20
+# Bigger files are fingerprinted by size and time alone: hashing them on every edit
+# would cost more than the check is worth.
+MAX_HASHED_BYTES = 20 * 1024 * 1024
+# Lines shown either side of the line a failure points at.
+CONTEXT_LINES = 3
+MAX_ERROR_LINES = 8
+MAX_FOCUS_CHARS = 1500
+
+
+@dataclass
+class EditGuard:
+    """Refuses write_file and edit_file on an existing file until the agent has read it
+    since it last changed (by anyone: a formatter, a shell command, another worker), and
+    adds to a failed test run where its first failure is."""
+
+    workspace: Path
+    container_root: str | None = None
+    """Where the workspace is mounted in the agent's sandbox (`/workspace`), if anywhere."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """Workspace-relative path → the fingerprint of the file when the agent last saw it
+    whole: after reading it, or after writing it itself."""
+
+    def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
+        """A refusal to send instead of running the call, or None to run it."""
+        if name not in EDIT_TOOLS or not isinstance(arguments, dict):
+            return None
+        found = self._file(arguments.get("path"))
+        if found is None:
+            return None  # a new file, or a path the tool itself will refuse
+        rel, real = found
+        now = _fingerprint(real)
+        last = self.seen.get(rel)
+        if last == now:
+            return None
+        why = "you have not read it yet" if last is None else "it changed since you last read it"
+        return ToolResult(
+            output=f"refused: read {rel} before changing it ({why}); nothing was written. "
+            f"Call read_file on it, then make the change against what it holds now. It begins:\n"
+            + _head(self.workspace, rel),
+            summary="refused: read it first",
+            is_error=True,
+        )
+
+    def after(self, name: str, arguments: dict[str, Any] | str, result: ToolResult) -> ToolResult:
+        """Remember a file as the agent now knows it; point a failed test run at its failure."""
+        if not isinstance(arguments, dict):
+            return result
+        if not result.is_error and (name == "read_file" or name in EDIT_TOOLS):
+            found = self._file(arguments.get("path"))
+            if found is not None:
+                self.seen[found[0]] = _fingerprint(found[1])
+        command = result.facts.get("command")
+        if name == "run_shell" and result.is_error and isinstance(command, str):
+            focus = failure_focus(
+                self.workspace,
+                command,
+                self._full_output(result),
+                self.container_root,
+                shown=result.output,
+            )
+            if focus:
+                return dataclasses.replace(result, output=f"{result.output}\n\n{focus}")
+        return result
+
+    def _full_output(self, result: ToolResult) -> str:
+        """The whole output when it was cut for the model (saved under .gaffer/shell)."""
+        saved = result.facts.get("output_file")
+        if isinstance(saved, str):
+            try:
+                data = read_confined(self.workspace, saved, 8 * 1024 * 1024)
+            except ToolError:
+                data = None
+            if data is not None:
+                return data.decode("utf-8", errors="replace")
+        return result.output
+
+    def _file(self, path: object) -> tuple[str, Path] | None:
+        if not isinstance(path, str):
+            return None
+        if self.container_root and (path + "/").startswith(self.container_root + "/"):
+            path = path[len(self.container_root) :].lstrip("/") or "."
+        try:
+            real = resolve(self.workspace, path)
+        except ToolError:
+            return None
+        if not real.is_file():
+            return None
+        return relative(self.workspace, real), real
+
+
+def _fingerprint(path: Path) -> str:
+    info = os.stat(path)
+    if info.st_size > MAX_HASHED_BYTES:
+        return f"{info.st_size}:{info.st_mtime_ns}"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _head(workspace: Path, rel: str) -> str:
+    try:
+        data = read_confined(workspace, rel, 8192) or b""
+    except ToolError as error:
+        return f"(it cannot be shown: {error})"
+    lines = data.decode("utf-8", errors="replace").splitlines()[:HEAD_LINES]
+    return "\n".join(f"{n:>4} | {line}" for n, line in enumerate(lines, 1)) or "(empty)"
+
+
+# -- where a test failed ------------------------------------------------------------------
+
+# pytest: "tests/test_calc.py:5: AssertionError"; tracebacks: 'File "/x/calc.py", line 3'
+_PYTEST_AT = re.compile(r"^(?P<file>[^\s:]+\.py):(?P<line>\d+): (?P<what>\S.*)$", re.MULTILINE)
+_TRACEBACK_AT = re.compile(r'File "(?P<file>[^"]+\.py)", line (?P<line>\d+)')
+_ERROR_LINE = re.compile(r"^E {2,}(?P<text>.*)$", re.MULTILINE)
+_SUMMARY = re.compile(r"^(FAILED|ERROR) .*$", re.MULTILINE)
+
+
+def failure_focus(
+    workspace: Path,
+    command: str,
+    output: str,
+    container_root: str | None = None,
+    shown: str = "",
+) -> str:
+    """For a failed test run: the first failure's assertion and the lines it points at, as
+    a block to add to the result; '' when there is nothing to point at. What the model
+    already sees (`shown`, the result as it was cut) is not repeated."""
+    if not is_test(command):
+        return ""
+    errors = [m.group("text") for m in _ERROR_LINE.finditer(output)][:MAX_ERROR_LINES]
+    summary = [m.group(0) for m in _SUMMARY.finditer(output)][:3]
+    where = _first_location(workspace, output, container_root)
+    if not errors and where is None:
+        return ""
+    lines = ["[gaffer: where the first failure is]"]
+    if where is not None:
+        rel, number, what = where
+        lines.append(f"{rel}:{number}: {what}".rstrip(": "))
+    lines += [f"E   {text}" for text in errors if text not in shown]
+    if where is not None:
+        lines.append(_around(workspace, where[0], where[1]))
+    lines += [line for line in summary if line not in shown]
+    block = "\n".join(lines)
+    return block if len(block) <= MAX_FOCUS_CHARS else block[: MAX_FOCUS_CHARS - 1] + "…"
+
+
+def _first_location(
+    workspace: Path, output: str, container_root: str | None
+) -> tuple[str, int, str] | None:
+    found = [
+        (m.start(), m.group("file"), int(m.group("line")), m.group("what"))
+        for m in _PYTEST_AT.finditer(output)
+    ]
+    found += [
+        (m.start(), m.group("file"), int(m.group("line")), "")
+        for m in _TRACEBACK_AT.finditer(output)
+    ]
+    for _, name, number, what in sorted(found):
+        if container_root and name.startswith(container_root + "/"):
+            name = name[len(container_root) + 1 :]
+        try:
+            real = resolve(workspace, name)
+        except ToolError:
+            continue  # a library's frame, outside the project
+        if real.is_file() and "site-packages" not in name:
+            return relative(workspace, real), number, what
+    return None
+
+
+def _around(workspace: Path, rel: str, number: int) -> str:
+    try:
+        data = read_confined(workspace, rel, 2 * 1024 * 1024) or b""
+    except ToolError:
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    first, last = max(1, number - CONTEXT_LINES), min(len(lines), number + CONTEXT_LINES)
+    shown = [
+        f"{'>' if n == number else ' '}{n:>4} | {lines[n - 1]}" for n in range(first, last + 1)
+    ]
+    return f"{rel}, lines {first}-{last}:\n" + "\n".join(shown) if shown else ""
