@@ -583,7 +583,7 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
         _fail(f"{profile_name!r} is not a docker profile; try --profile coder")
         return
     try:
-        protected = guard.survey(workspace, unshare=False).protected
+        protected = guard.survey(workspace, unshare=False).mounts
         spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
         for line in doctor_checks.describe(spec, workspace_trust):
             click.echo(line)

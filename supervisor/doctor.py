@@ -197,7 +197,7 @@ def _container_checks(canary: str) -> list[Callable[[DockerSandbox], Probe]]:
         )
 
     def host_runs_read_only(box: DockerSandbox) -> Probe:
-        paths = box.survey.protected
+        paths = box.survey.mounts
         writable = _shell(box, " ; ".join(f"test -w '{p}' && echo '{p}'" for p in paths)).split()
         return Probe(
             "what the host runs on its own is read-only (.git at any depth, hooks, .mcp.json, .gaffer)",

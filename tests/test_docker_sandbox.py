@@ -320,3 +320,14 @@ def test_sandbox_doctor_refuses_a_root_owned_workspace(client: Any, tmp_path: Pa
         timeout=120,
     )
     assert done.returncode == 1 and "owned by root" in done.stderr
+
+
+def test_a_protected_path_that_is_a_symlink_is_never_mounted(ws: Path, outside: Path) -> None:
+    from workers.sandbox import guard
+
+    (ws / ".mcp.json").symlink_to(outside / "secret.txt")
+    (ws / "hooks-real").mkdir()
+    before = guard.survey(ws, unshare=False)
+    assert ".mcp.json" in before.protected and ".mcp.json" not in before.mounts
+    spec = docker.container_spec(ws, DockerOptions(), protected=before.mounts)
+    assert all(not host.endswith("secret.txt") for host, _, _ in spec.mounts)

@@ -29,6 +29,11 @@ ALLOWED = [
     "test -f a.py && echo yes",
     "ls 2>&1 | head",
     "wc -l < a.py",
+    "grep -rn '/api/v1' src",
+    "rg '/usr/bin' src",
+    "grep -e '/etc' -r src",
+    "cd src && ls",
+    "cat <<'EOF'\n`not run` $HOME\nEOF",
 ]
 DENIED = [
     ("rm -rf build", "`rm` is not on the read-only allowlist"),
@@ -89,6 +94,24 @@ DENIED = [
     ("cd / && cat etc/passwd", "outside the workspace"),
     ("cat < /etc/passwd", "outside the workspace"),
     ("cat outlink", "points outside the workspace"),
+    # Found by review: what bash does that a naive reading misses.
+    ("cat <<EOF\n`touch pwned`\nEOF", "here-document"),
+    ("cat <<-EOF\n$(id)\nEOF", "here-document"),
+    ("cd && cat .aws/credentials", "leaves the workspace"),
+    ("cd -; cat x", "leaves the workspace"),
+    ("cat .\\\n./.\\\n./etc/hostname", "backslash-newline"),
+    ('cat ".\\\n./etc/hostname"', "backslash-newline"),
+    ("cd src && cd up && cat etc/hostname", "points outside the workspace"),
+    ("grep -R secret .", "-R"),
+    ("grep --dereference-recursive x .", "--dereference-recursive"),
+    ("rg -L secret", "rg -L"),
+    ("rg --follow secret", "--follow"),
+    ("diff -r a src", "-r"),
+    ("ls -L src", "-L"),
+    ("du --dereference src", "--dereference"),
+    ("wc --files0-from=list", "--files0-from"),
+    ("sha256sum -c sums.txt", "-c"),
+    ("echo hi > -", "writes a file"),
 ]
 
 
@@ -98,6 +121,7 @@ def ws(tmp_path: Path) -> Path:
     (workspace / "src").mkdir(parents=True)
     (workspace / "a.py").write_text("import os\n")
     (workspace / "outlink").symlink_to("/etc/hostname")
+    (workspace / "src" / "up").symlink_to("/")
     return workspace
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import SECRET, RunTool
-from workers.tools import shell
+from workers.tools import git_paths, shell
+from workers.tools.base import ToolContext, ToolError
+from workers.tools.workspace import resolve_for_write
 
 
 @pytest.mark.parametrize(
@@ -107,6 +110,13 @@ def test_what_the_host_runs_on_its_own_is_not_writable_by_tools(
     assert run_tool("read_file", path=".git/config").output.startswith("[core]")
 
 
+def git(folder: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "safe.directory=*", *args], cwd=folder, check=True, capture_output=True
+    )
+
+
+@pytest.mark.parametrize("with_git", [True, False], ids=["git", "no-git-installed"])
 @pytest.mark.parametrize(
     ("hooks_path", "written", "protected"),
     [
@@ -118,16 +128,74 @@ def test_what_the_host_runs_on_its_own_is_not_writable_by_tools(
     ],
 )
 def test_the_core_hooks_path_target_is_not_writable_by_tools(
-    run_tool: RunTool, workspace: Path, hooks_path: str, written: str, protected: bool
+    run_tool: RunTool,
+    workspace: Path,
+    hooks_path: str,
+    written: str,
+    protected: bool,
+    with_git: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    (workspace / ".git").mkdir()
-    (workspace / ".git" / "config").write_text(
-        f'[core]\n\trepositoryformatversion = 0\n\thooksPath = "{hooks_path}"\n[user]\n\tname = x\n'
-    )
+    git(workspace, "init", "-q")
+    git(workspace, "config", "core.hooksPath", hooks_path)
+    if not with_git:
+        monkeypatch.setattr(git_paths.shutil, "which", lambda _name: None)
     result = run_tool("write_file", path=written, content="#!/bin/sh\nid\n")
     assert result.is_error == protected, result.output
     if protected:
-        assert "core.hooksPath" in result.output
+        assert "runs as hooks" in result.output
+
+
+def test_hooks_of_the_repository_above_a_workspace_and_included_config_are_protected(
+    run_tool: RunTool, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    workspace = repo / "frontend"
+    (workspace / ".husky" / "_").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "core.hooksPath", "frontend/.husky/_")
+    git(repo, "config", "include.path", "../frontend/.gitconfig")
+    (workspace / ".gitconfig").write_text("[user]\n\tname = x\n")
+    context = ToolContext(workspace)
+    for path in (".husky/pre-commit", ".gitconfig"):
+        with pytest.raises(ToolError, match="runs as hooks"):
+            resolve_for_write(context.workspace, path)
+    resolve_for_write(context.workspace, "src/app.ts")
+
+
+def test_a_symlinked_hooks_folder_is_protected_through_its_target(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    (workspace / "tools" / "hooks").mkdir(parents=True)
+    (workspace / ".husky").symlink_to("tools/hooks")
+    git(workspace, "init", "-q")
+    git(workspace, "config", "core.hooksPath", ".husky")
+    result = run_tool("write_file", path="tools/hooks/pre-commit", content="id\n")
+    assert result.is_error and "runs as hooks" in result.output
+
+
+def test_a_folder_git_would_take_for_a_repository_cannot_be_made(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    (workspace / "evil" / "objects").mkdir(parents=True)
+    assert not run_tool("write_file", path="evil/HEAD", content="ref: refs/heads/main\n").is_error
+    made = run_tool("write_file", path="evil/refs/heads/main", content="x\n")
+    assert made.is_error and "git would take for a repository" in made.output
+    (workspace / "evil" / "refs").mkdir()
+    config = run_tool("write_file", path="evil/config", content="[core]\n\tfsmonitor = id\n")
+    assert config.is_error and "git would take for a repository" in config.output
+
+
+def test_the_user_s_own_config_is_protected_when_the_workspace_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".config" / "gaffer" / "tools").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    for path in (".config/gaffer/tools/evil.py", ".config/gaffer/trusted.json", ".gitconfig"):
+        with pytest.raises(ToolError, match="runs as hooks"):
+            resolve_for_write(home, path)
 
 
 def test_a_hard_linked_file_is_refused_for_writes_but_readable(

@@ -17,7 +17,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import shlex
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -206,13 +208,27 @@ def _mcp_items(workspace: Path, data: bytes, refused: list[Refused]) -> list[Ite
     return items
 
 
+# Environment variables that change which program runs, or what it loads first.
+_STEERING_ENV = re.compile(
+    r"^(PATH|LD_\w+|DYLD_\w+|NODE_OPTIONS|NODE_PATH|PYTHON\w*|PERL5?LIB|RUBY\w*|BASH_ENV|ENV)$"
+)
+
+
 def _mcp_runs(entry: Any) -> str:
     if not isinstance(entry, dict):
         return "(not an object)"
     if entry.get("url"):
         return f"connects to {entry['url']}"
     command = [str(entry.get("command", ""))] + [str(a) for a in entry.get("args", []) or []]
-    return "runs " + shlex.join(command)
+    runs = "runs " + shlex.join(command)
+    env = entry.get("env") or {}
+    if isinstance(env, dict) and env:
+        shown = ", ".join(
+            f"{k}={v}" + (" (CHANGES WHAT RUNS)" if _STEERING_ENV.match(str(k)) else "")
+            for k, v in env.items()
+        )
+        runs += f" with environment {shown}"
+    return runs
 
 
 def _referenced_files(workspace: Path, entry: Any) -> list[bytes]:
@@ -221,6 +237,13 @@ def _referenced_files(workspace: Path, entry: Any) -> list[bytes]:
     if not isinstance(entry, dict) or not entry.get("command"):
         return []
     words = [str(entry["command"])] + [str(a) for a in entry.get("args", []) or []]
+    env = entry.get("env")
+    if isinstance(env, dict) and env.get("PATH") and "/" not in words[0]:
+        # The server's PATH may name workspace folders: hash the program it would find.
+        search = os.pathsep.join(
+            os.path.join(os.path.realpath(workspace), p) for p in str(env["PATH"]).split(os.pathsep)
+        )
+        words.append(os.path.relpath(shutil.which(words[0], path=search) or words[0], workspace))
     found: list[bytes] = []
     for word in words:
         if len(found) >= MAX_REFERENCED_FILES or word.startswith("-"):

@@ -190,7 +190,7 @@ def docker_sandbox(
     docker_client = docker_client or client()
     check_image(docker_client, options.image)
     before = guard.survey(workspace)
-    spec = container_spec(workspace, options, uid, before.protected)
+    spec = container_spec(workspace, options, uid, before.mounts)
     from docker.types import LogConfig, Mount
 
     container = docker_client.containers.create(

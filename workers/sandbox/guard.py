@@ -1,14 +1,17 @@
 """What a container may not change on the host, and what it planted there anyway.
 
 Before a container starts, `survey` walks the workspace once. Everything the host runs
-on its own later becomes a read-only mount: every `.git` (folder or file, at any depth),
-git's hooks folder (core.hooksPath), `.mcp.json` and `.gaffer`. Files hard-linked to
+on its own later becomes a read-only mount: every repository (a `.git` folder or file at
+any depth, or a folder git would take for one), git's hooks folders and the config files
+it includes, `.mcp.json` and `.gaffer`. Files hard-linked to
 files outside the workspace (package caches link them in) get their own copies, since a
 write inside the container would otherwise change the cache for every project.
 
 A container can still create such a thing where none existed (`git init` and a
-`core.fsmonitor` in a folder without a repository). After it is removed, `sweep` moves
-whatever appeared into `.gaffer/quarantine/`, kept rather than deleted, and says so.
+`core.fsmonitor` in a folder without a repository), or rename a folder above a mount
+point and plant a new one under the old name. After it is removed, `sweep` moves every
+such path that is new or not the same file as before into `.gaffer/quarantine/`, kept
+rather than deleted, and says so.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pathlib import Path
 
 from workers.sandbox import SandboxUnavailable
 from workers.tools.base import ToolError
-from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, git_hooks_dirs, own_dir
+from workers.tools.git_paths import is_git_dir_name, looks_like_git_dir
+from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside, own_dir
 
 # Each protected path is one bind mount; a workspace with more nested repositories than
 # this is refused rather than half protected.
@@ -33,12 +37,18 @@ QUARANTINE_DIR = "quarantine"
 @dataclass(frozen=True)
 class Survey:
     protected: tuple[str, ...]
-    """Workspace-relative paths mounted read-only in the container."""
+    """Workspace-relative paths the container may not change; checked again at the end."""
+    mounts: tuple[str, ...]
+    """Of those, the ones mounted read-only: real folders and files, never a symlink
+    (Docker would mount what it points at)."""
+    identity: dict[str, tuple[int, int]]
+    """(device, inode) of each protected path: one replaced or moved (a container can
+    rename a folder above a mount point) is found even where the name is the same."""
+    watched: tuple[str, ...]
+    """Paths that must not appear: git's hooks folders and config files, `.mcp.json`."""
     unshared: tuple[str, ...]
     """Files that were hard-linked outside the workspace and now have their own copy
     (or, for a survey that only looks, would get one)."""
-    hooks: tuple[str, ...]
-    """git's hooks folders, protected when they exist, swept when they appear."""
 
 
 @dataclass(frozen=True)
@@ -52,22 +62,26 @@ class Quarantined:
 def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     """The paths to protect; with `unshare`, files linked out get their own copies first."""
     root = os.path.realpath(workspace)
-    hooks = tuple("/".join(parts) for parts in git_hooks_dirs(workspace))
-    protected = [GAFFER_DIR] + [h for h in hooks if os.path.lexists(os.path.join(root, h))]
-    if os.path.lexists(os.path.join(root, MCP_CONFIG)):
-        protected.append(MCP_CONFIG)
+    watched = (MCP_CONFIG, *host_controlled(workspace))
+    protected = [GAFFER_DIR, *(p for p in watched if os.path.lexists(os.path.join(root, p)))]
     linked: dict[tuple[int, int], list[str]] = {}
-    for rel, entry in _walk(root):
-        if entry.name.lower() == ".git":
-            protected.append(rel)
-            continue
-        if entry.is_file(follow_symlinks=False):
-            info = entry.stat(follow_symlinks=False)
-            if info.st_nlink > 1:
-                linked.setdefault((info.st_dev, info.st_ino), []).append(rel)
-    if len(protected) > MAX_PROTECTED:
+    for rel, entries in _folders(root):
+        protected += _repositories(rel, entries)
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                if info.st_nlink > 1:
+                    linked.setdefault((info.st_dev, info.st_ino), []).append(_join(rel, entry.name))
+    mounts = []
+    for rel in dict.fromkeys(protected):
+        full = os.path.join(root, rel)
+        if not os.path.islink(full):
+            mounts.append(rel)
+        elif inside(target := os.path.realpath(full), root) and target != root:
+            mounts.append(os.path.relpath(target, root))  # what the link stands for
+    if len(mounts) > MAX_PROTECTED:
         raise SandboxUnavailable(
-            f"the workspace holds {len(protected)} git folders and other paths the container "
+            f"the workspace holds {len(mounts)} git folders and other paths the container "
             f"must not change, more than the {MAX_PROTECTED} gaffer protects one by one; "
             "run it on a smaller folder"
         )
@@ -86,17 +100,27 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
                             "the original through it, so none starts"
                         ) from error
                 unshared.append(rel)
-    return Survey(tuple(dict.fromkeys(protected)), tuple(sorted(unshared)), hooks)
+    protected = list(dict.fromkeys([*protected, *mounts]))
+    return Survey(
+        protected=tuple(protected),
+        mounts=tuple(dict.fromkeys(mounts)),
+        identity={rel: _identity(os.path.join(root, rel)) for rel in protected},
+        watched=watched,
+        unshared=tuple(sorted(unshared)),
+    )
 
 
 def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
-    """Move aside every `.git`, `.mcp.json` or hooks folder that appeared since `survey`."""
+    """Move aside every repository, hooks folder, git config or `.mcp.json` that appeared
+    or was replaced since `survey`."""
     root = os.path.realpath(workspace)
-    planted = [rel for rel, entry in _walk(root) if entry.name.lower() == ".git"]
-    planted += [
-        rel for rel in (MCP_CONFIG, *before.hooks) if os.path.lexists(os.path.join(root, rel))
+    found = [rel for rel, entries in _folders(root) for rel in _repositories(rel, entries)]
+    found += [rel for rel in before.watched if os.path.lexists(os.path.join(root, rel))]
+    planted = [
+        rel
+        for rel in dict.fromkeys(found)
+        if before.identity.get(rel) != _identity(os.path.join(root, rel))
     ]
-    planted = [rel for rel in planted if rel not in before.protected]
     if not planted:
         return []
     try:
@@ -105,6 +129,8 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
         raise SandboxUnavailable(f"cannot move planted files aside: {error}") from error
     moved = []
     for rel in planted:
+        if not os.path.lexists(os.path.join(root, rel)):
+            continue  # inside something already moved aside
         target = aside / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(os.path.join(root, rel), target)
@@ -112,25 +138,49 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
     return moved
 
 
-def _walk(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under root, never following links and never entering a `.git`
-    (protected whole) or gaffer's own folder (read-only in the container)."""
-    stack = [root]
+def _repositories(folder: str, entries: list[os.DirEntry[str]]) -> list[str]:
+    """In one folder: its `.git` entries, and the folder itself if git would take it for
+    a repository whatever its name (HEAD, objects and refs in it)."""
+    found = [_join(folder, e.name) for e in entries if is_git_dir_name(e.name)]
+    if folder != "." and looks_like_git_dir({e.name for e in entries}):
+        found.append(folder)
+    return found
+
+
+def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
+    """Every folder under root with its entries, never following links and never entering
+    a repository (protected whole) or gaffer's own folder (read-only in the container)."""
+    stack = ["."]
     while stack:
-        folder = stack.pop()
+        rel = stack.pop()
         try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    rel = os.path.relpath(entry.path, root)
-                    yield rel, entry
-                    if (
-                        entry.is_dir(follow_symlinks=False)
-                        and entry.name.lower() != ".git"
-                        and rel != GAFFER_DIR
-                    ):
-                        stack.append(entry.path)
+            with os.scandir(os.path.join(root, rel)) as scan:
+                entries = list(scan)
         except OSError:
             continue
+        yield rel, entries
+        if rel != "." and looks_like_git_dir({e.name for e in entries}):
+            continue
+        for entry in entries:
+            child = _join(rel, entry.name)
+            if (
+                entry.is_dir(follow_symlinks=False)
+                and not is_git_dir_name(entry.name)
+                and child != GAFFER_DIR
+            ):
+                stack.append(child)
+
+
+def _join(folder: str, name: str) -> str:
+    return name if folder == "." else f"{folder}/{name}"
+
+
+def _identity(path: str) -> tuple[int, int]:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return (0, 0)
+    return info.st_dev, info.st_ino
 
 
 def _own_copy(path: str) -> None:

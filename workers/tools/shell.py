@@ -17,6 +17,7 @@ from pydantic import Field
 
 from workers.tools import shell_policy
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.git_paths import git_env
 from workers.tools.workspace import GAFFER_DIR, own_dir
 
 DEFAULT_TIMEOUT_S = 120
@@ -188,7 +189,8 @@ def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
     # Nobody is there to page or answer prompts.
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
-    return env
+    # A repository planted in the workspace must not run its fsmonitor through `git status`.
+    return git_env(env)
 
 
 RUN_SHELL = Tool(

@@ -41,9 +41,16 @@ class Options:
     patterns: tuple[str, ...] = ()
     """Regular expressions for whole option words (git's `-U3`, `-S<text>`)."""
     any: bool = False
-    """Every option of this command only reads: none writes a file or runs a program."""
+    """Every option of this command only reads inside what it is given: none writes a
+    file, runs a program, or follows links out (those are listed in `refused`)."""
+    refused: frozenset[str] = frozenset()
+    """With `any`: options that are not read-only after all, as `-R` letters or `--long`."""
     operands: Callable[[list[str]], str | None] | None = None
     """A check on the non-option arguments: why they are unsafe, or None."""
+    pattern_first: bool = False
+    """The first operand is a pattern, not a path (grep, rg), unless -e or -f gave one."""
+    takes_value: frozenset[str] = frozenset()
+    """With `any`: options whose next word is their value (a pattern, a count), not a path."""
 
 
 def _words(text: str) -> frozenset[str]:
@@ -59,9 +66,22 @@ def _no_operands(operands: list[str]) -> str | None:
 
 
 _ANY = Options(any=True)
+# Options of otherwise read-only commands that follow links out of what they were given,
+# or read a list of other files to open.
+_GREP = Options(
+    any=True,
+    refused=frozenset({"-R", "--dereference-recursive"}),
+    pattern_first=True,
+    takes_value=frozenset({"-e", "--regexp", "-m", "--max-count", "-A", "-B", "-C", "--context"}),
+)
+_LISTERS = Options(any=True, refused=frozenset({"-L", "--dereference", "--files0-from"}))
+_DIFF = Options(any=True, refused=frozenset({"-r", "--recursive", "-N", "--new-file"}))
+_SUMS = Options(any=True, refused=frozenset({"-c", "--check"}))
+_WC = Options(any=True, refused=frozenset({"--files0-from"}))
 _RG = Options(
-    short="iIsSwxvnNcClLoqFUuazHhpP0b",
-    short_valued="egtTABCmdEjMr",
+    pattern_first=True,
+    short="iIsSwxvnNcCloqFUuazHhpP0b",
+    short_valued="efgtTABCmdEjMr",
     long=_words(
         "--hidden --no-ignore --ignore-case --smart-case --case-sensitive --word-regexp "
         "--line-regexp --invert-match --line-number --no-line-number --count --count-matches "
@@ -71,7 +91,7 @@ _RG = Options(
         "--unrestricted --text --binary --search-zip --byte-offset --no-config --passthru"
     ),
     long_valued=_words(
-        "--regexp --glob --iglob --type --type-not --max-count --max-depth --context "
+        "--regexp --file --glob --iglob --type --type-not --max-count --max-depth --context "
         "--after-context --before-context --sort --sortr --color --colors --encoding "
         "--threads --max-columns --max-filesize --replace"
     ),
@@ -119,13 +139,20 @@ _GIT = Options(
 _GIT_READ = _words("status diff log show blame ls-files rev-parse grep shortlog describe branch")
 _BRANCH_LISTING = _words("-a -r -v -vv --list --all --show-current --remotes")
 
-# Commands whose every option only reads (GNU coreutils, grep): options need no list.
+# Commands whose every option only reads (GNU coreutils): options need no list.
 _READERS = (
-    "ls cat head tail wc grep egrep fgrep pwd echo true false cut tr diff cmp stat du df "
-    "which basename dirname realpath readlink nl sha256sum md5sum test"
+    "cat head tail pwd echo true false cut tr cmp stat df which basename dirname realpath "
+    "readlink nl test"
 )
 ALLOWLIST: dict[str, Options] = {
     **{name: _ANY for name in _READERS.split()},
+    **{name: _GREP for name in ("grep", "egrep", "fgrep")},
+    "ls": _LISTERS,
+    "du": _LISTERS,
+    "diff": _DIFF,
+    "wc": _WC,
+    "sha256sum": _SUMS,
+    "md5sum": _SUMS,
     "cd": Options(),
     "uniq": Options(any=True, operands=_uniq_operands),
     "sort": _SORT,
@@ -199,6 +226,8 @@ def check(command: str, workspace: Path | None = None) -> Verdict:
     the current folder, where host commands run); else the reason to ask."""
     if not command.strip():
         return Verdict(False, "empty command")
+    if "\\\n" in command:
+        return Verdict(False, "it has a backslash-newline, which bash removes before it runs")
     root = os.path.realpath(workspace or Path.cwd())
     tree = _parser().parse(command.encode("utf-8"))
     state = _Check(root, [root])
@@ -216,6 +245,8 @@ def _check_node(node: Node, state: _Check) -> str | None:
     if node.type == "command" and (problem := _check_command(node, state)):
         return problem
     if node.type == "file_redirect" and (problem := _check_redirect(node, state)):
+        return problem
+    if node.type == "heredoc_redirect" and (problem := _check_heredoc(node)):
         return problem
     for child in node.children:
         if child.type == "ERROR" or child.is_missing:
@@ -253,8 +284,11 @@ def _check_command(node: Node, state: _Check) -> str | None:
         return f"`{name}` is not on the read-only allowlist"
     if problem:
         return problem
-    if name == "cd" and paths:
-        state.cwds.append(os.path.join(state.root, paths[-1]))
+    if name == "cd":
+        if not paths or paths[-1] == "-":
+            return "`cd` without a folder (or `cd -`) leaves the workspace for $HOME or $OLDPWD"
+        # Each cd moves from wherever an earlier one may have led: judge from all of them.
+        state.cwds += [os.path.realpath(os.path.join(cwd, paths[-1])) for cwd in state.cwds]
     for path in paths:
         if where := _outside(path, state):
             return f"`{name}` would reach {path!r}, {where}"
@@ -265,6 +299,7 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
     """Why the options are not known to be read-only (or None), and the path-like words."""
     operands: list[str] = []
     paths: list[str] = []
+    pattern_given = False
     i = 0
     while i < len(args):
         arg = args[i]
@@ -272,14 +307,20 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
         if arg == "--":
             operands += args[i:]
             break
-        if not arg.startswith("-") or arg == "-" or spec.any:
-            if arg.startswith("-") and arg != "-":
-                paths += _value_paths(arg)
-            else:
-                operands.append(arg)
+        if not arg.startswith("-") or arg == "-":
+            operands.append(arg)
+            continue
+        if spec.any:
+            if refused := _refused_option(arg, spec.refused):
+                return f"`{name} {refused}` is not read-only within the workspace", []
+            pattern_given |= arg.startswith(("-e", "-f", "--regexp", "--file"))
+            paths += _value_paths(arg)
+            if arg in spec.takes_value:
+                i += 1
             continue
         if arg.startswith("--"):
             option, has_value, value = arg.partition("=")
+            pattern_given |= option in ("--regexp", "--file")
             if option in spec.long and not has_value:
                 continue
             if option not in spec.long_valued:
@@ -291,6 +332,7 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
         if any(re.fullmatch(pattern, arg) for pattern in spec.patterns):
             continue
         for position, letter in enumerate(arg[1:], start=1):
+            pattern_given |= letter in "ef" and letter in spec.short_valued
             if letter in spec.short_valued:
                 value = arg[position + 1 :]
                 if not value and i < len(args):
@@ -301,7 +343,16 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
                 return f"`{name} -{letter}` is not known to be read-only", []
     if spec.operands is not None and (problem := spec.operands(operands)):
         return problem, []
+    if spec.pattern_first and not pattern_given and operands:
+        operands = operands[1:]  # the pattern: a regular expression, not a path
     return None, operands + paths
+
+
+def _refused_option(arg: str, refused: frozenset[str]) -> str | None:
+    if arg.startswith("--"):
+        option = arg.partition("=")[0]
+        return option if option in refused else None
+    return next((f"-{letter}" for letter in arg[1:] if f"-{letter}" in refused), None)
 
 
 def _find(args: list[str]) -> tuple[str | None, list[str]]:
@@ -348,10 +399,22 @@ def _check_redirect(node: Node, state: _Check) -> str | None:
         return "a redirection target has an expansion, whose value cannot be judged"
     if operator == ">&" and (destination.isdigit() or destination == "-"):
         return None  # 2>&1 duplicates a descriptor; `>& file` writes one
-    if operator in _WRITING_REDIRECTS | {">&"} and destination not in _HARMLESS_PATHS:
+    if operator in _WRITING_REDIRECTS | {">&"} and destination not in _HARMLESS_PATHS - {"-"}:
         return f"the redirection `{operator}` writes a file"
     if where := _outside(destination, state):
         return f"the redirection would read {destination!r}, {where}"
+    return None
+
+
+def _check_heredoc(node: Node) -> str | None:
+    """A here-document whose delimiter is not quoted expands its body as bash runs it:
+    backticks there run commands, and the grammar does not parse them."""
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    body = next((c for c in node.children if c.type == "heredoc_body"), None)
+    if start is None or body is None or any(q in _text(start) for q in "'\"\\"):
+        return None
+    if any(active in _text(body) for active in "`$\\"):
+        return "a here-document expands `$`, backticks and backslashes in its body before it runs"
     return None
 
 

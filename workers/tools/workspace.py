@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from workers.tools import git_paths
 from workers.tools.base import ToolError
 
 # Folders no listing or search should wander into: tool noise, not project content.
@@ -39,20 +39,60 @@ MCP_CONFIG = ".mcp.json"
 
 
 def protection(workspace: Path, rel: str) -> str | None:
-    """Why a write at this workspace-relative path would change what the host later runs
-    on its own (git hooks and config, gaffer's folder, MCP servers), or None."""
-    parts = [p for p in rel.replace(os.sep, "/").split("/") if p not in ("", ".")]
+    """Why a write at this workspace-relative real path would change what the host later
+    runs or obeys on its own (git repositories, hooks and config, gaffer's folder, MCP
+    servers, the user's own config), or None."""
+    parts = _parts(rel)
     # Case-folded: git on case-insensitive file systems reads .GIT as .git.
-    if any(part.lower() == ".git" for part in parts):
+    if any(git_paths.is_git_dir_name(part) for part in parts):
         return "a .git folder or file (git runs its hooks and config on your machine)"
+    if _completes_git_dir(Path(os.path.realpath(workspace)), parts):
+        return "a folder git would take for a repository (it holds HEAD, objects and refs)"
     if parts and parts[0] == GAFFER_DIR:
         return "gaffer's own folder (profiles, plugins, config and logs of later runs)"
     if parts == [MCP_CONFIG]:
         return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
-    for hooks in git_hooks_dirs(workspace):
-        if parts[: len(hooks)] == hooks:
-            return f"git's hooks folder {'/'.join(hooks)} (core.hooksPath; git runs it on commit)"
+    for controlled in host_controlled(workspace):
+        if parts[: len(_parts(controlled))] == _parts(controlled):
+            return (
+                f"{controlled}, which git or gaffer reads as configuration or runs as hooks "
+                "on your machine"
+            )
     return None
+
+
+def host_controlled(workspace: Path) -> list[str]:
+    """Workspace-relative paths, besides every .git, `.gaffer` and `.mcp.json`, that the
+    host runs or obeys: git's hooks folders and config files, and the user's own gaffer
+    and git config when the workspace holds them (a workspace that is a home folder)."""
+    root = os.path.realpath(workspace)
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    own = [config / "gaffer", config / "git", Path.home() / ".gitconfig"]
+    paths = [p for p in git_paths.controlled(workspace) if not _in_git_dir(p)]
+    for path in own:
+        real = os.path.realpath(path)
+        if inside(real, root) and real != root:
+            paths.append(os.path.relpath(real, root))
+    return list(dict.fromkeys(paths))
+
+
+def _parts(rel: str) -> list[str]:
+    return [p for p in rel.replace(os.sep, "/").split("/") if p not in ("", ".")]
+
+
+def _in_git_dir(rel: str) -> bool:
+    return any(git_paths.is_git_dir_name(part) for part in _parts(rel))
+
+
+def _completes_git_dir(root: Path, parts: list[str]) -> bool:
+    """Whether a folder on this path holds, or would with this write, HEAD, objects and refs."""
+    folder = root
+    for part in parts:
+        present = {m for m in git_paths.GIT_DIR_MARKERS if os.path.lexists(folder / m)}
+        if git_paths.looks_like_git_dir(present | ({part} & git_paths.GIT_DIR_MARKERS)):
+            return True
+        folder = folder / part
+    return False
 
 
 def resolve_for_write(workspace: Path, path: str) -> Path:
@@ -188,67 +228,3 @@ def relative(workspace: Path, path: Path) -> str:
 
 def inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-# -- git's hooks folder -----------------------------------------------------------------
-
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]')
-_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
-
-
-def git_hooks_dirs(workspace: Path) -> list[list[str]]:
-    """Folders inside the workspace that git runs hooks from (core.hooksPath), as parts.
-
-    husky 9 sets `.husky/_`, whose scripts run the files one level up: a target named
-    `_` protects its parent too.
-    """
-    root = os.path.realpath(workspace)
-    found: list[list[str]] = []
-    for value in _hooks_path_values(Path(root)):
-        target = os.path.expanduser(value)
-        full = os.path.normpath(target if os.path.isabs(target) else os.path.join(root, target))
-        if not inside(full, root) or full == root:
-            continue
-        parts = os.path.relpath(full, root).split(os.sep)
-        found.append(parts[:-1] if parts[-1] == "_" and len(parts) > 1 else parts)
-    return found
-
-
-def _hooks_path_values(root: Path) -> list[str]:
-    configs = [_repo_config(root)]
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    configs += [Path.home() / ".gitconfig", Path(xdg) / "git" / "config"]
-    values = []
-    for config in configs:
-        if config is None:
-            continue
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            value = _core_hooks_path(config.read_text(encoding="utf-8"))
-            if value:
-                values.append(value)
-    return values
-
-
-def _repo_config(root: Path) -> Path | None:
-    dot_git = root / ".git"
-    if dot_git.is_dir():
-        return dot_git / "config"
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        pointer = dot_git.read_text(encoding="utf-8").strip()  # worktrees: "gitdir: PATH"
-        if pointer.startswith("gitdir:"):
-            gitdir = Path(root, pointer.removeprefix("gitdir:").strip())
-            common = gitdir / "commondir"
-            if common.is_file():
-                gitdir = gitdir / common.read_text(encoding="utf-8").strip()
-            return gitdir / "config"
-    return None
-
-
-def _core_hooks_path(text: str) -> str | None:
-    section, value = "", None
-    for line in text.splitlines():
-        if match := _SECTION.match(line):
-            section = match.group(1).lower()
-        elif section == "core" and (match := _HOOKS_PATH.match(line)):
-            value = match.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
-    return value

@@ -1,0 +1,159 @@
+"""Where, in a workspace, git finds what it runs on its own: repositories (any `.git`, and
+any folder git would take for one), git's hooks folders, and config files git includes.
+
+git is asked itself where it can be (with config forced safe: no fsmonitor, explicit
+bare repositories only), since hooksPath and includes live in several config files and
+are relative to the repository's top, which may lie above the workspace. Without git,
+the repository's own config is read directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# What makes a folder a repository to git, whatever its name.
+GIT_DIR_MARKERS = frozenset({"HEAD", "objects", "refs"})
+# Config forced on every git gaffer runs, or runs for an agent on the host: git must
+# never run a workspace's fsmonitor, nor treat a planted folder as a bare repository.
+FORCED_GIT_CONFIG = {
+    "core.fsmonitor": "false",
+    "safe.bareRepository": "explicit",
+}
+GIT_TIMEOUT_S = 10
+
+
+def git_env(base: dict[str, str], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """`base` with FORCED_GIT_CONFIG (and `extra`) added at git's command-line level,
+    which outranks every config file."""
+    env = dict(base)
+    count = int(env.get("GIT_CONFIG_COUNT", "0") or 0)
+    for key, value in {**FORCED_GIT_CONFIG, **(extra or {})}.items():
+        env[f"GIT_CONFIG_KEY_{count}"] = key
+        env[f"GIT_CONFIG_VALUE_{count}"] = value
+        count += 1
+    env["GIT_CONFIG_COUNT"] = str(count)
+    return env
+
+
+def is_git_dir_name(name: str) -> bool:
+    return name.lower() == ".git"
+
+
+def looks_like_git_dir(names: set[str]) -> bool:
+    """A folder holding these names is a repository to git, even one not named .git."""
+    return names >= GIT_DIR_MARKERS
+
+
+def controlled(workspace: Path) -> list[str]:
+    """Workspace-relative real paths of git's hooks folders and of config files git reads
+    that lie inside the workspace (outside any .git, which is protected whole)."""
+    root = os.path.realpath(workspace)
+    found = _from_git(root) if shutil.which("git") else None
+    hooks, configs = found if found is not None else (_hooks_without_git(root), [])
+    paths = []
+    for full in [*hooks, *configs]:
+        real = os.path.realpath(full)
+        if real != root and _inside(real, root):
+            paths.append(os.path.relpath(real, root))
+    return list(dict.fromkeys(paths))
+
+
+def _from_git(root: str) -> tuple[list[str], list[str]] | None:
+    top = _git(root, "rev-parse", "--show-toplevel")
+    listing = _git(root, "config", "--show-origin", "--list")
+    if listing is None:
+        return None
+    hooks_values = _git(root, "config", "--get-all", "core.hooksPath") or ""
+    base = top.strip() if top and top.strip() else root
+    hooks = [_hooks_folder(base, value) for value in hooks_values.splitlines() if value.strip()]
+    configs = []
+    for line in listing.splitlines():
+        origin = line.split("\t", 1)[0]
+        if origin.startswith("file:"):  # relative to the top, where git works from
+            configs.append(os.path.join(base, origin.removeprefix("file:")))
+    return hooks, configs
+
+
+def _git(root: str, *args: str) -> str | None:
+    env = git_env(
+        {k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+        # Reading a repository owned by another user (root serving a user's checkout):
+        # its config must still be seen, to protect what it names.
+        {"safe.directory": "*"},
+    )
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else ""
+
+
+def _hooks_folder(base: str, value: str) -> str:
+    """Where hooks are run from; husky 9 sets `.husky/_`, whose scripts run the files one
+    level up, so a folder named `_` stands for its parent."""
+    target = os.path.normpath(os.path.join(base, os.path.expanduser(value.strip())))
+    return os.path.dirname(target) if os.path.basename(target) == "_" else target
+
+
+# -- without git: the repository's own config, read directly --------------------------------
+
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]')
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _hooks_without_git(root: str) -> list[str]:
+    configs = [_repo_config(Path(root))]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    configs += [Path.home() / ".gitconfig", Path(xdg) / "git" / "config"]
+    hooks = []
+    for config in configs:
+        if config is None:
+            continue
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            value = _core_hooks_path(config.read_text(encoding="utf-8"))
+            if value:
+                hooks.append(_hooks_folder(root, value))
+    return hooks
+
+
+def _repo_config(root: Path) -> Path | None:
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git / "config"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        pointer = dot_git.read_text(encoding="utf-8").strip()  # worktrees: "gitdir: PATH"
+        if pointer.startswith("gitdir:"):
+            gitdir = Path(root, pointer.removeprefix("gitdir:").strip())
+            common = gitdir / "commondir"
+            if common.is_file():
+                gitdir = gitdir / common.read_text(encoding="utf-8").strip()
+            return gitdir / "config"
+    return None
+
+
+def _core_hooks_path(text: str) -> str | None:
+    section, value = "", None
+    for line in text.splitlines():
+        if match := _SECTION.match(line):
+            section = match.group(1).lower()
+        elif section == "core" and (match := _HOOKS_PATH.match(line)):
+            value = match.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    return value
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
