@@ -265,9 +265,10 @@ def test_worker_count_is_capped(workspace: Path, tmp_path: Path) -> None:
         "b": [say("B")],
     }
     _, _, model = run_session(workspace, tmp_path, scripts, ceiling=Ceiling(max_workers=1))
-    first, second = tool_answers(model, "the job", 1)
-    assert first.endswith("A")
-    assert "maximum of 1 workers" in second
+    answers = tool_answers(model, "the job", 1)
+    # The two run in parallel: whichever the pool starts first takes the one place.
+    assert sum("maximum of 1 workers" in a for a in answers) == 1
+    assert sum(a.endswith(("A", "B")) for a in answers) == 1
 
 
 def test_the_run_budget_covers_workers_and_refuses_the_next_one(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
-from workers.loop import WRAP_UP, Agent, AgentResult, run_agent
-from workers.model import AssistantTurn, Message, ModelError, Usage
+from workers.loop import WRAP_UP, WRAP_UP_AGAIN, Agent, AgentResult, run_agent
+from workers.model import AssistantTurn, Message, ModelError, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
 from workers.sandbox.host import HostSandbox
@@ -134,11 +134,42 @@ def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
 
 
 def test_step_limit_when_the_model_ignores_the_wrap_up(workspace: Path) -> None:
-    script = [call("list_dir", path="."), call("list_dir", path="./")]
+    script = [call("list_dir", path="."), call("list_dir", path="./"), say("Listed the root.")]
+    result, recorder, model = run(workspace, script, Limits(max_steps=2))
+    assert result.outcome == LimitHit("steps", "used all 2 steps", answer="Listed the root.")
+    assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP_AGAIN}
+    # The call made at the wrap-up never ran, yet it has an answer: the conversation stays valid.
+    assert tool_messages(result)[-1]["content"].startswith("not run: tools are off")
+    assert len(recorder.of("tool_call")) == 1
+
+
+def test_a_tool_call_is_never_the_final_answer(workspace: Path) -> None:
+    fenced = '```json\n{"name": "delegate", "arguments": {"profile": "explorer", "task": "x"}}\n```'
+    script = [
+        call("list_dir"),
+        say(fenced),  # the wrap-up answered with a call written out, as the demo did
+        say('read_file(path="a.py")'),
+    ]
     result, _, _ = run(workspace, script, Limits(max_steps=2))
-    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "steps"
-    # The last call was never run, yet it has an answer: the conversation stays valid.
-    assert tool_messages(result)[-1]["content"].startswith("not run: steps limit")
+    assert isinstance(result.outcome, LimitHit)
+    assert result.outcome.answer == ""
+    assert "the model gave no answer, only tool calls" in result.outcome.detail
+
+
+def test_a_call_written_as_text_mid_run_is_sent_back(workspace: Path) -> None:
+    script = [say('{"name": "list_dir", "arguments": {"path": "."}}'), say("Nothing to do.")]
+    result, recorder, _ = run(workspace, script)
+    assert result.outcome == Finished("Nothing to do.")
+    sent = [r for r in recorder.of("user_message") if r["source"] == "model_error"]
+    assert sent and "tool call written as text" in sent[0]["content"]
+
+
+def test_prose_that_mentions_json_is_an_answer() -> None:
+    names = ["read_file", "delegate"]
+    assert written_call('```json\n{"name": "read_file", "arguments": {}}\n```', names)
+    assert written_call('read_file(path="a.py")', names)
+    assert not written_call('The config is {"name": "x"}; read_file showed it.', names)
+    assert not written_call('{"name": "Ada", "age": 3}', names)
 
 
 def test_token_budget_refuses_the_next_call(workspace: Path) -> None:

@@ -14,7 +14,7 @@ from workers.context import ContextKeeper
 from workers.editing import EditGuard
 from workers.events import Emitter
 from workers.limits import Budget, Limits
-from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall
+from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 from workers.repetition import RepetitionGuard
 from workers.sandbox import Sandbox, SandboxFault
@@ -28,6 +28,14 @@ UNREADABLE = (
 WRAP_UP = (
     "You have reached your step limit. Tools are no longer available: reply now with your "
     "final answer, saying what you did, what you found and what is left undone."
+)
+WRAP_UP_AGAIN = (
+    "That was a tool call, and tools are off. Reply in plain sentences, no JSON: your final "
+    "answer from what you already know."
+)
+WRITTEN_CALL = (
+    "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
+    "in the tool-call format; to finish, answer in plain sentences."
 )
 
 
@@ -112,15 +120,14 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if stop := _limit_if_spent(agent):
             return stop
         result.steps = step
-        last_step = step == agent.limits.max_steps
-        if last_step:
-            tell(agent, messages, WRAP_UP, source="wrap_up")
         if agent.context is not None and (
             full := agent.context.prepare(agent, messages, result.facts, step)
         ):
             return full
+        if step == agent.limits.max_steps:
+            return _wrap_up(agent, result, step)
         try:
-            turn = _call_model(agent, messages, [] if last_step else schemas, step)
+            turn = _call_model(agent, messages, schemas, step)
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise
@@ -128,11 +135,10 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             continue
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
-        if last_step:  # tools were not offered; calls made anyway are answered as not run
-            return LimitHit(
-                "steps", f"used all {step} steps", answer=_stamped(agent, turn.text, result)
-            )
         if not turn.tool_calls:
+            if written_call(turn.text, agent.tools):
+                tell(agent, messages, WRITTEN_CALL, source="model_error")
+                continue
             if agent.gate is not None and (send_back := agent.gate.review(result.facts)):
                 tell(agent, messages, send_back, source="verification")
                 continue
@@ -152,6 +158,28 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if nudge := guard.take_nudge():
             tell(agent, messages, nudge, source="repetition")
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
+
+
+def _wrap_up(agent: Agent, result: AgentResult, step: int) -> Outcome:
+    """The last step: tools off, an answer in prose. A reply that is only a tool call
+    (called anyway, or written out as text) is asked once more; a second is no answer."""
+    messages = result.messages
+    for ask in (WRAP_UP, WRAP_UP_AGAIN):
+        tell(agent, messages, ask, source="wrap_up")
+        try:
+            turn = _call_model(agent, messages, [], step)
+        except ModelError as error:
+            if error.kind != "malformed_output":
+                raise
+            continue
+        result.tokens += turn.usage.total
+        messages.append(turn.as_message())
+        if not turn.tool_calls and not written_call(turn.text, agent.tools):
+            return LimitHit(
+                "steps", f"used all {step} steps", answer=_stamped(agent, turn.text, result)
+            )
+        _answer_unanswered(messages, "tools are off at the step limit")
+    return LimitHit("steps", f"used all {step} steps; the model gave no answer, only tool calls")
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

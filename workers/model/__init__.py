@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -54,6 +56,27 @@ class AssistantTurn:
                 for c in self.tool_calls
             ]
         return message
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+def written_call(text: str, tool_names: Iterable[str]) -> bool:
+    """Whether a reply's text is only a tool call written out (fenced JSON, or `name(...)`),
+    as small models do when tools are off or their call was not parsed: never an answer."""
+    body = _FENCE.sub("", text.strip()).strip()
+    if not body:
+        return False
+    names = set(tool_names)
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return any(re.match(rf"{re.escape(name)}\s*\(", body) for name in names)
+    calls = value if isinstance(value, list) else [value]
+    return bool(calls) and all(
+        isinstance(c, dict) and (c.get("name") in names or {"name", "arguments"} <= c.keys())
+        for c in calls
+    )
 
 
 ModelErrorKind = Literal[
