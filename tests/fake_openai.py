@@ -7,6 +7,8 @@ asks for a stream), an HTTP error with headers, or a stream that breaks midway.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -43,6 +45,8 @@ class FakeOpenAI:
         self.replies = list(replies or [])
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
+        self.disconnects: list[float] = []
+        """When a client hung up while its reply was being computed (a `delay`)."""
         self._lock = threading.Lock()
         fake = self
 
@@ -60,8 +64,10 @@ class FakeOpenAI:
                     reply = (
                         fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
                     )
-                if reply.delay:
-                    time.sleep(reply.delay)
+                if reply.delay and not self._wait_for_client(reply.delay):
+                    with fake._lock:
+                        fake.disconnects.append(time.monotonic())
+                    return
                 if reply.status != 200:
                     self._json(
                         reply.status, {"error": reply.error or {"message": "error"}}, reply.headers
@@ -70,6 +76,16 @@ class FakeOpenAI:
                     self._stream(reply, body)
                 else:
                     self._json(200, _completion(reply, body), reply.headers)
+
+            def _wait_for_client(self, seconds: float) -> bool:
+                """Sleep as a slow server computes, but notice a client that hangs up,
+                as llama.cpp's server does: False when it left."""
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    readable, _, _ = select.select([self.connection], [], [], 0.02)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        return False
+                return True
 
             def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
                 data = json.dumps(payload).encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -204,3 +205,22 @@ def test_a_reply_the_server_cannot_parse_is_the_models_mistake_not_retried() -> 
         model_for(server).complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == "malformed_output"
     assert len(server.requests) == 1
+
+
+def test_a_cancelled_call_closes_its_connection_and_the_server_sees_it() -> None:
+    """A worker whose caller gave up must not leave the server computing for nobody."""
+    with FakeOpenAI([Reply(text="too late", delay=30)]) as server:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k")
+        cancel = threading.Event()
+        threading.Timer(0.5, cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(ModelError) as raised:
+            model.complete([{"role": "user", "content": "hi"}], [], cancelled=cancel.is_set)
+        ended = time.monotonic()
+        assert raised.value.kind == "cancelled"
+        assert ended - started < 5, "the call waited for the server instead of hanging up"
+        deadline = time.monotonic() + 5
+        while not server.disconnects and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.disconnects and server.disconnects[0] - started < 5
+        assert len(server.requests) == 1, "a cancelled call is not retried"

@@ -223,6 +223,7 @@ def _call_model(
             "llm_retry", step=step, attempt=attempt, error=error, wait_s=round(wait, 3)
         ),
         timeout=agent.budget.seconds_left(),
+        cancelled=agent.budget.cancelled,
     )
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:

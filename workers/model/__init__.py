@@ -87,6 +87,7 @@ ModelErrorKind = Literal[
     "unavailable",
     "config",
     "malformed_output",
+    "cancelled",
 ]
 
 
@@ -101,6 +102,8 @@ class ModelError(Exception):
 
 RetryHook = Callable[[int, str, float], None]
 """Called before each retry with (attempt that failed, error text, seconds to wait)."""
+Cancelled = Callable[[], bool]
+"""True once the call's agent is cancelled: the call ends and its connection closes."""
 
 
 class Model(Protocol):
@@ -114,6 +117,7 @@ class Model(Protocol):
         on_text: TextSink | None = None,
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
+        cancelled: Cancelled | None = None,
     ) -> AssistantTurn:
         """One assistant turn; streams text to `on_text`; raises ModelError."""
         ...

@@ -16,10 +16,11 @@ from tenacity import (
     stop_before_delay,
     wait_exponential_jitter,
 )
-from tenacity.stop import StopBaseT
+from tenacity.stop import stop_base
 
 from workers.model import (
     AssistantTurn,
+    Cancelled,
     Message,
     ModelError,
     RetryHook,
@@ -27,6 +28,7 @@ from workers.model import (
     ToolCall,
     Usage,
 )
+from workers.model.cancel import install, interruptible
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking for more than this is treated as down for now: waiting minutes inside
@@ -41,6 +43,16 @@ _CONTEXT_ERROR = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
     re.IGNORECASE,
 )
+
+
+class stop_when(stop_base):
+    """Stop retrying once this is true (the call was cancelled)."""
+
+    def __init__(self, condition: Cancelled) -> None:
+        self.condition = condition
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.condition()
 
 
 class IncompleteStream(Exception):
@@ -79,6 +91,7 @@ class OpenAIModel:
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=request_timeout
         )
+        self._readers = install(self._client)
 
     def complete(
         self,
@@ -88,12 +101,15 @@ class OpenAIModel:
         on_text: TextSink | None = None,
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
+        cancelled: Cancelled | None = None,
     ) -> AssistantTurn:
         echo = _Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
-        stop: StopBaseT = stop_after_attempt(self.max_attempts)
+        stop: stop_base = stop_after_attempt(self.max_attempts)
         if timeout is not None:
-            stop = stop_after_attempt(self.max_attempts) | stop_before_delay(timeout)
+            stop = stop | stop_before_delay(timeout)
+        if cancelled is not None:
+            stop = stop | stop_when(cancelled)
 
         def before_sleep(state: RetryCallState) -> None:
             echo.restart()
@@ -114,9 +130,14 @@ class OpenAIModel:
                     call_timeout = self.request_timeout
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
-                    turn = self._once(messages, tools, echo, call_timeout)
+                    with interruptible(self._readers, cancelled):
+                        turn = self._once(messages, tools, echo, call_timeout)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
+            if cancelled is not None and cancelled():
+                raise ModelError(
+                    "cancelled", "the call was cancelled and its connection closed"
+                ) from error
             attempts = int(retrying.statistics.get("attempt_number", 1))
             raise self._as_model_error(error, attempts) from error
         raise AssertionError("unreachable: tenacity either returns or raises")

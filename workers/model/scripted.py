@@ -9,7 +9,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from workers.model import AssistantTurn, Message, ModelError, RetryHook, TextSink, ToolCall, Usage
+from workers.model import (
+    AssistantTurn,
+    Cancelled,
+    Message,
+    ModelError,
+    RetryHook,
+    TextSink,
+    ToolCall,
+    Usage,
+)
 
 Step = AssistantTurn | ModelError | Callable[[list[Message]], AssistantTurn]
 
@@ -64,6 +73,7 @@ class ScriptedModel:
         on_text: TextSink | None = None,
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
+        cancelled: Cancelled | None = None,
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
@@ -101,6 +111,7 @@ class LoopingModel:
         on_text: TextSink | None = None,
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
+        cancelled: Cancelled | None = None,
     ) -> AssistantTurn:
         if self._latency:
             time.sleep(self._latency)
@@ -129,12 +140,20 @@ class RoutedModel:
         on_text: TextSink | None = None,
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
+        cancelled: Cancelled | None = None,
     ) -> AssistantTurn:
         task = next((m["content"] for m in messages if m["role"] == "user"), "")
         model = self._models.get(task)
         if model is None:
             raise ModelError("config", f"no script for the conversation that starts with {task!r}")
-        return model.complete(messages, tools, on_text=on_text, on_retry=on_retry, timeout=timeout)
+        return model.complete(
+            messages,
+            tools,
+            on_text=on_text,
+            on_retry=on_retry,
+            timeout=timeout,
+            cancelled=cancelled,
+        )
 
     def seen(self, task: str) -> list[list[Message]]:
         return self._models[task].seen
