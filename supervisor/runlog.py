@@ -187,6 +187,7 @@ def stats(records: list[Record]) -> list[Table]:
         if r.get("event") == "llm_call":
             agents[agent]["llm_calls"] += 1
             agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)
+            agents[agent]["cached_tokens"] += r.get("cached_tokens") or 0
             agents[agent]["completion_tokens"] += r.get("completion_tokens", 0)
             elapsed[agent] += r.get("elapsed_s", 0.0)
         elif r.get("event") == "llm_retry":
@@ -204,6 +205,7 @@ def stats(records: list[Record]) -> list[Table]:
         "llm calls",
         "retries",
         "prompt tok",
+        "cached tok",
         "completion tok",
         "tool calls",
         "busy s",
@@ -215,6 +217,7 @@ def stats(records: list[Record]) -> list[Table]:
             str(c["llm_calls"]),
             str(c["retries"]),
             str(c["prompt_tokens"]),
+            str(c["cached_tokens"]),
             str(c["completion_tokens"]),
             str(c["tool_calls"]),
             f"{elapsed[agent]:.2f}",

@@ -32,6 +32,8 @@ class Reply:
     chunk_size: int = 4
     prompt_tokens: int = 12
     completion_tokens: int = 7
+    cached_tokens: int | None = None
+    """Prompt tokens the server says it had cached, as llama.cpp and OpenAI report them."""
 
 
 def error_reply(status: int, message: str, code: str | None = None, **headers: str) -> Reply:
@@ -156,12 +158,15 @@ def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _usage(reply: Reply) -> dict[str, int]:
-    return {
+def _usage(reply: Reply) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
     }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:

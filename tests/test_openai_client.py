@@ -224,3 +224,14 @@ def test_a_cancelled_call_closes_its_connection_and_the_server_sees_it() -> None
             time.sleep(0.05)
         assert server.disconnects and server.disconnects[0] - started < 5
         assert len(server.requests) == 1, "a cancelled call is not retried"
+
+
+def test_tools_off_keeps_the_tools_in_the_prompt_and_cached_tokens_are_read() -> None:
+    """The wrap-up turn must not change the prompt's prefix, or a local server reads the
+    whole conversation again; what the server had cached is recorded."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with FakeOpenAI([Reply(text="answer", prompt_tokens=900, cached_tokens=880)]) as server:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k")
+        turn = model.complete([{"role": "user", "content": "hi"}], tools, tools_off=True)
+    assert server.requests[0]["tools"] == tools and server.requests[0]["tool_choice"] == "none"
+    assert turn.usage.cached_tokens == 880 and turn.usage.prompt_tokens == 900

@@ -125,7 +125,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         ):
             return full
         if step == agent.limits.max_steps:
-            return _wrap_up(agent, result, step)
+            return _wrap_up(agent, result, schemas, step)
         try:
             turn = _call_model(agent, messages, schemas, step)
         except ModelError as error:
@@ -160,14 +160,16 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
-def _wrap_up(agent: Agent, result: AgentResult, step: int) -> Outcome:
+def _wrap_up(
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], step: int
+) -> Outcome:
     """The last step: tools off, an answer in prose. A reply that is only a tool call
     (called anyway, or written out as text) is asked once more; a second is no answer."""
     messages = result.messages
     for ask in (WRAP_UP, WRAP_UP_AGAIN):
         tell(agent, messages, ask, source="wrap_up")
         try:
-            turn = _call_model(agent, messages, [], step)
+            turn = _call_model(agent, messages, schemas, step, tools_off=True)
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise
@@ -211,7 +213,12 @@ def _limit_if_spent(agent: Agent) -> Outcome | None:
 
 
 def _call_model(
-    agent: Agent, messages: list[Message], schemas: list[dict[str, Any]], step: int
+    agent: Agent,
+    messages: list[Message],
+    schemas: list[dict[str, Any]],
+    step: int,
+    *,
+    tools_off: bool = False,
 ) -> AssistantTurn:
     agent.events.emit("turn_start", step=step)
     started = time.monotonic()
@@ -224,6 +231,7 @@ def _call_model(
         ),
         timeout=agent.budget.seconds_left(),
         cancelled=agent.budget.cancelled,
+        tools_off=tools_off,
     )
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:
@@ -233,6 +241,7 @@ def _call_model(
         step=step,
         model=turn.model or agent.model.name,
         prompt_tokens=turn.usage.prompt_tokens,
+        cached_tokens=turn.usage.cached_tokens,
         completion_tokens=turn.usage.completion_tokens,
         total_tokens=turn.usage.total,
         usage_reported=turn.usage.reported,

@@ -27,6 +27,9 @@ class Usage:
     completion_tokens: int = 0
     reported: bool = True
     """False when the endpoint sent no usage; budgets then count nothing for the call."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server had in its cache from an earlier call (not read again);
+    None when it does not say."""
 
     @property
     def total(self) -> int:
@@ -118,6 +121,11 @@ class Model(Protocol):
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
+        tools_off: bool = False,
     ) -> AssistantTurn:
-        """One assistant turn; streams text to `on_text`; raises ModelError."""
+        """One assistant turn; streams text to `on_text`; raises ModelError.
+
+        `tools_off` sends the tools but asks for none to be called: the prompt stays the
+        same as the steps before, so a server's prompt cache still holds it.
+        """
         ...

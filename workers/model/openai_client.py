@@ -102,6 +102,7 @@ class OpenAIModel:
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
+        tools_off: bool = False,
     ) -> AssistantTurn:
         echo = _Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -131,7 +132,7 @@ class OpenAIModel:
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
                     with interruptible(self._readers, cancelled):
-                        turn = self._once(messages, tools, echo, call_timeout)
+                        turn = self._once(messages, tools, echo, call_timeout, tools_off)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -143,11 +144,18 @@ class OpenAIModel:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _once(
-        self, messages: list[Message], tools: list[dict[str, Any]], echo: _Echo, timeout: float
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        echo: _Echo,
+        timeout: float,
+        tools_off: bool = False,
     ) -> AssistantTurn:
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
+            if tools_off:
+                request["tool_choice"] = "none"
         if self.max_output_tokens:
             request["max_tokens"] = self.max_output_tokens
         if self.temperature is not None:
@@ -258,8 +266,12 @@ def _from_response(response: Any, echo: _Echo) -> AssistantTurn:
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage(reported=False)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
     return Usage(
-        prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        cached_tokens=cached if isinstance(cached, int) else None,
     )
 
 

@@ -74,6 +74,7 @@ class ScriptedModel:
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
+        tools_off: bool = False,
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
@@ -112,6 +113,7 @@ class LoopingModel:
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
+        tools_off: bool = False,
     ) -> AssistantTurn:
         if self._latency:
             time.sleep(self._latency)
@@ -141,6 +143,7 @@ class RoutedModel:
         on_retry: RetryHook | None = None,
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
+        tools_off: bool = False,
     ) -> AssistantTurn:
         task = next((m["content"] for m in messages if m["role"] == "user"), "")
         model = self._models.get(task)

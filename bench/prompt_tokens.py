@@ -1,0 +1,73 @@
+"""Prompt tokens of each built-in profile's first step, as the endpoint counts them.
+
+On two cores a small model reads about 30 tokens a second, so every token of a system
+prompt and of the tool descriptions costs time at every fresh start of an agent. The
+request is the one gaffer sends (system prompt, task, tool schemas), answered with one
+token; run against the local model, whose chat template renders the tools into the prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+
+from bench.common import Row
+from supervisor.delegation import Team
+from supervisor.local import server, store
+from workers.events import Emitter
+from workers.limits import Budget
+from workers.model import Model
+from workers.model.openai_client import OpenAIModel
+from workers.profiles import builtin_dir, load_profiles
+from workers.sandbox.host import HostSandbox
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext
+
+TASK = "Survey this repository for a newcomer: what each top-level folder is for."
+PROFILES = ("supervisor", "dispatcher", "explorer", "coder", "shell")
+
+
+def first_prompt_tokens(model: Model, workspace: Path, profile_name: str) -> int:
+    profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
+    team = Team(
+        workspace,
+        profiles,
+        dict(BUILTIN_TOOLS),
+        make_model=lambda _name: model,
+        make_sandbox=lambda _p, _a: contextlib.nullcontext(HostSandbox(ToolContext(workspace))),
+        events=Emitter(),
+    )
+    try:
+        agent, prompt = team.build(
+            profiles[profile_name],
+            "bench",
+            HostSandbox(ToolContext(workspace)),
+            Budget(),
+            depth=0,
+            parent=None,
+        )
+        schemas = [tool.schema() for tool in agent.tools.values()]
+        turn = model.complete(
+            [{"role": "system", "content": prompt}, {"role": "user", "content": TASK}], schemas
+        )
+        return turn.usage.prompt_tokens
+    finally:
+        team.shutdown()
+
+
+def run() -> list[Row]:
+    if not store.is_pulled():
+        return [Row("prompt tokens: skipped (the local model is not pulled)", 0, "")]
+    with server.for_this_run() as running, tempfile.TemporaryDirectory() as tmp:
+        model = OpenAIModel(
+            model=running.model, base_url=running.base_url, api_key=None, max_output_tokens=1
+        )
+        return [
+            Row(
+                f"prompt tokens: {name} profile's first step (local model)",
+                first_prompt_tokens(model, Path(tmp), name),
+                "tokens",
+            )
+            for name in PROFILES
+        ]
