@@ -8,10 +8,17 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from bench import local_tasks, log_throughput, loop_overhead, parallel_readers, sandbox
+from bench import (
+    local_tasks,
+    log_throughput,
+    loop_overhead,
+    parallel_readers,
+    prompt_tokens,
+    sandbox,
+)
 from bench.common import Row
 
-BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput, local_tasks]
+BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens, local_tasks]
 
 
 def main() -> int:

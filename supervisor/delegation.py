@@ -39,6 +39,8 @@ from workers.verification import (
     outcome,
 )
 
+# Tools that let an agent look at the code for itself.
+READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
 # A worker past its wall clock gets this long to notice its cancellation before its
 # caller stops waiting and reports `timeout`.
 TIMEOUT_GRACE_S = 5.0
@@ -229,6 +231,7 @@ class Team:
             tools["delegate"] = self.delegate_tool(caller)
         model = self.make_model(profile.model)
         window = window_for(model.name, self.context_window)
+        container_root = "/workspace" if profile.sandbox == "docker" else None
         agent = Agent(
             model=model,
             tools=tools,
@@ -237,7 +240,15 @@ class Team:
             limits=profile.limits.as_limits(),
             budget=budget,
             pool=self.pool,
-            gate=Gate(events, self.max_send_backs) if self.verify else None,
+            gate=Gate(
+                events,
+                self.max_send_backs,
+                workspace=self.workspace,
+                container_root=container_root,
+                must_look=parent is not None and bool(READ_TOOLS & set(tools)),
+            )
+            if self.verify
+            else None,
             context=ContextKeeper(window, rules=self.instructions),
             max_output_chars=result_chars(window),
             edits=EditGuard(self.workspace, "/workspace" if profile.sandbox == "docker" else None)
@@ -502,6 +513,10 @@ def _report_text(
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
     answer = getattr(result.outcome, "answer", "")
     lines.append("final answer:\n" + (answer.strip() if answer and answer.strip() else "(none)"))
+    lines.append(
+        "[gaffer: if the reports so far answer the job, reply now with your final answer; "
+        "delegate only what is still missing]"
+    )
     return "\n".join(lines)
 
 

@@ -121,9 +121,14 @@ def _seconds(ts: str) -> float:
 
 
 def tool_answers(model: RoutedModel, task: str, turn: int) -> list[str]:
-    """The tool results the model saw at the start of its `turn`-th call (0-based)."""
+    """The tool results the model saw at the start of its `turn`-th call (0-based), each
+    without the hint gaffer ends a worker's report with."""
     conversation = model.seen(task)[turn]
-    return [m["content"] for m in conversation if m["role"] == "tool"]
+    return [
+        m["content"].split("\n[gaffer: if the reports")[0]
+        for m in conversation
+        if m["role"] == "tool"
+    ]
 
 
 def test_parallel_readers_overlap_and_results_keep_call_order(

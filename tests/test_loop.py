@@ -128,7 +128,7 @@ def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
     script = [call("list_dir", path="."), call("list_dir", path="./"), say("partial summary")]
     result, recorder, model = run(workspace, script, Limits(max_steps=3))
     assert result.outcome == LimitHit("steps", "used all 3 steps", answer="partial summary")
-    assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP}
+    assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP.format(task="task")}
     assert recorder.of("limit")[0]["limit"] == "steps"
     assert recorder.of("agent_end")[0]["status"] == "limit"
 
@@ -195,13 +195,15 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
 
 def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
     same = [call("list_dir", path="src") for _ in range(5)]
-    result, recorder, model = run(workspace, [*same, say("never")])
+    result, recorder, model = run(workspace, [*same, say("There is no src folder.")])
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0].startswith("error: no such folder") and answers[1] == answers[0]
     assert answers[2].startswith("refused: this is call 3 in a row to list_dir")
     assert answers[3].startswith("not run")
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
-    assert model.remaining == 2
+    # Stopped, it is still asked what it found (tools off): the fifth call is not run.
+    assert result.outcome.answer == "There is no src folder."
+    assert model.remaining == 0
     assert [r["is_error"] for r in recorder.of("tool_call")] == [True] * 4
 
 
@@ -319,7 +321,9 @@ def test_a_cycle_of_three_calls_gets_one_nudge_then_ends_with_repetition(
     assert nudges[0]["content"].startswith("You are going in circles: your last 3 calls repeat")
     assert "- edit_file" in nudges[0]["content"] and "- run_shell" in nudges[0]["content"]
     assert len(recorder.of("tool_call")) == 7, "it ran one more call of the cycle, then stopped"
-    assert model.remaining == 6
+    # Asked twice for an answer with tools off, it only made calls: no answer.
+    assert result.outcome.answer == "" and "gave no answer" in result.outcome.detail
+    assert model.remaining == 4
 
 
 def test_the_same_error_three_times_gets_a_nudge_and_a_fourth_ends_the_run(

@@ -16,6 +16,7 @@ from workers.tools import BUILTIN_TOOLS
 
 
 def run_with_view(workspace: Path, tmp_path: Path, *, terminal: bool) -> str:
+    (workspace / "tests").mkdir()  # what the answers name is there: the gate checks
     scripts: dict[str, list[Step]] = {
         "survey": [
             calls(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import traceback
@@ -26,12 +27,13 @@ UNREADABLE = (
     "complete, valid JSON."
 )
 WRAP_UP = (
-    "You have reached your step limit. Tools are no longer available: reply now with your "
-    "final answer, saying what you did, what you found and what is left undone."
+    "Stop calling tools now. Using only the tool results above, write your final answer "
+    "to the task in plain sentences: what you found, with file paths, what you did, and "
+    "what is left undone. The task was: {task}"
 )
 WRAP_UP_AGAIN = (
-    "That was a tool call, and tools are off. Reply in plain sentences, no JSON: your final "
-    "answer from what you already know."
+    "That was a tool call, and no more tools will run. Reply in plain sentences, no JSON: "
+    "your final answer from what you already know."
 )
 WRITTEN_CALL = (
     "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
@@ -125,7 +127,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         ):
             return full
         if step == agent.limits.max_steps:
-            return _wrap_up(agent, result, schemas, step)
+            return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
             turn = _call_model(agent, messages, schemas, step)
         except ModelError as error:
@@ -139,7 +141,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             if written_call(turn.text, agent.tools):
                 tell(agent, messages, WRITTEN_CALL, source="model_error")
                 continue
-            if agent.gate is not None and (send_back := agent.gate.review(result.facts)):
+            if agent.gate is not None and (send_back := agent.gate.review(result.facts, turn.text)):
                 tell(agent, messages, send_back, source="verification")
                 continue
             return Finished(_stamped(agent, turn.text, result))
@@ -153,7 +155,10 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             )
             if tool_result is not _DUPLICATE:
                 guard.observe(call, tool_result)
-        if stop := guard.stop or _limit_if_spent(agent):
+        if guard.stop is not None:  # stopped for going in circles: still ask what it found
+            _answer_unanswered(messages, reason_of(guard.stop))
+            return _wrap_up(agent, result, schemas, guard.stop)
+        if stop := _limit_if_spent(agent):
             return stop  # calls the batch did not reach are answered as not run
         if nudge := guard.take_nudge():
             tell(agent, messages, nudge, source="repetition")
@@ -161,15 +166,17 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
 
 
 def _wrap_up(
-    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], step: int
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], stop: LimitHit
 ) -> Outcome:
-    """The last step: tools off, an answer in prose. A reply that is only a tool call
-    (called anyway, or written out as text) is asked once more; a second is no answer."""
+    """After a step or repetition limit: one more call, tools off, for an answer in prose.
+    A reply that is only a tool call (called anyway, or written out as text) is asked
+    once more; a second is no answer."""
     messages = result.messages
-    for ask in (WRAP_UP, WRAP_UP_AGAIN):
+    task = _short(next((str(m["content"]) for m in messages if m["role"] == "user"), ""), 300)
+    for ask in (WRAP_UP.format(task=task), WRAP_UP_AGAIN):
         tell(agent, messages, ask, source="wrap_up")
         try:
-            turn = _call_model(agent, messages, schemas, step, tools_off=True)
+            turn = _call_model(agent, messages, schemas, result.steps, tools_off=True)
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise
@@ -177,11 +184,16 @@ def _wrap_up(
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         if not turn.tool_calls and not written_call(turn.text, agent.tools):
-            return LimitHit(
-                "steps", f"used all {step} steps", answer=_stamped(agent, turn.text, result)
-            )
-        _answer_unanswered(messages, "tools are off at the step limit")
-    return LimitHit("steps", f"used all {step} steps; the model gave no answer, only tool calls")
+            return dataclasses.replace(stop, answer=_stamped(agent, turn.text, result))
+        _answer_unanswered(messages, "tools are off: the run is wrapping up")
+    return dataclasses.replace(
+        stop, detail=f"{stop.detail}; the model gave no answer, only tool calls"
+    )
+
+
+def _short(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

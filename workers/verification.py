@@ -8,9 +8,11 @@ their caller inside the delegate call's facts, in order.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from workers.events import Emitter
@@ -102,18 +104,65 @@ def files_changed(facts: Iterable[dict[str, Any]]) -> list[str]:
     return list(files)
 
 
+# A path as answers name them: `src/app.py`, `workers/loop.py:42`, `sandbox_image/`.
+_NAMED_PATH = re.compile(
+    r"(?<![\w/.:-])((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|tsx|go|rs|c|h|cpp|java|rb|cfg|ini|jinja))?|[\w-]+\.(?:py|md|toml|json|ya?ml|sh|js|ts|go|rs|cfg|ini))(?::\d+)?(?![\w/])"
+)
+
+
+def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
+    """Paths an answer names that are not in the workspace: what a model made up."""
+    missing: dict[str, None] = {}
+    for match in _NAMED_PATH.finditer(answer):
+        path = match.group(1)
+        if "://" in answer[max(0, match.start() - 8) : match.start() + 3]:
+            continue  # part of a URL
+        if container_root and path.startswith(container_root.lstrip("/") + "/"):
+            path = path[len(container_root) :]
+        if not os.path.lexists(os.path.join(workspace, path.lstrip("/"))):
+            missing[path] = None
+    return list(missing)
+
+
 @dataclass
 class Gate:
-    """Checks an agent's final answer; sends it back with a reason at most `max_send_backs` times."""
+    """Checks an agent's final answer; sends it back with a reason at most `max_send_backs` times.
+
+    An answer after edits needs a passing test run after the last edit. An answer with no
+    edits needs evidence: a worker that can read the code must have looked before it
+    answers, and no answer may name a file that is not there.
+    """
 
     events: Emitter
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
     test_commands: tuple[str, ...] = DEFAULT_TEST_COMMANDS
+    workspace: Path | None = None
+    """Where the paths an answer names are looked up; None skips that check."""
+    container_root: str | None = None
+    must_look: bool = False
+    """The agent was given a task and tools to read the code: no answer without using them."""
     sent_back: int = field(default=0, init=False)
 
-    def review(self, facts: list[dict[str, Any]]) -> str | None:
+    def review(self, facts: list[dict[str, Any]], answer: str = "") -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         verdict = judge(facts, self.test_commands)
+        if (
+            verdict is None
+            and self.sent_back < self.max_send_backs
+            and (problem := self._unsupported(facts, answer))
+        ):
+            self.sent_back += 1
+            self.events.emit(
+                "verification",
+                verdict="unsupported",
+                reason=problem,
+                action="sent_back",
+                sent_back=self.sent_back,
+            )
+            return (
+                f"Before you answer: {problem}. Check with the tools (list_dir, find_files, "
+                "grep, read_file), then answer from what they show."
+            )
         if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
             self.events.emit(
                 "verification",
@@ -138,6 +187,16 @@ class Gate:
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
             "your answer."
         )
+
+    def _unsupported(self, facts: list[dict[str, Any]], answer: str) -> str | None:
+        if self.must_look and not facts:
+            return "you answered without looking at the code"
+        if self.workspace is not None and (
+            missing := missing_paths(answer, self.workspace, self.container_root)
+        ):
+            shown = ", ".join(missing[:5])
+            return f"your answer names {shown}, which {'is' if len(missing) == 1 else 'are'} not in the workspace"
+        return None
 
     def stamp(self, answer: str, facts: list[dict[str, Any]]) -> str:
         verdict = judge(facts, self.test_commands)

@@ -1,0 +1,76 @@
+"""No answer without evidence: a worker that can read the code must look before it
+answers, and no answer may name a file that is not there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_loop import run
+from workers.events import Emitter, Recorder
+from workers.model.scripted import call, say
+from workers.outcome import Finished
+from workers.verification import Gate, missing_paths
+
+
+def gate(workspace: Path, recorder: Recorder, *, must_look: bool) -> Gate:
+    events = Emitter([recorder]).bind(session_id="s", agent_id="w1")
+    return Gate(events, workspace=workspace, must_look=must_look)
+
+
+def test_a_worker_that_answers_without_looking_is_sent_back(workspace: Path) -> None:
+    (workspace / "loop.py").write_text("def run_agent(): ...\n")
+    recorder = Recorder()
+    script = [
+        say("The loop is in src/agent.py."),  # a small model's guess
+        call("grep", pattern="def run_agent"),
+        say("The loop is run_agent in loop.py:1."),
+    ]
+    result, _, model = run(workspace, script, gate=gate(workspace, recorder, must_look=True))
+    assert result.outcome == Finished("The loop is run_agent in loop.py:1.")
+    sent = model.seen[1][-1]["content"]
+    assert sent.startswith("Before you answer: you answered without looking at the code")
+    checks = recorder.of("verification")
+    assert [c["verdict"] for c in checks] == ["unsupported", "none"]
+
+
+def test_an_answer_naming_files_that_are_not_there_is_sent_back(workspace: Path) -> None:
+    (workspace / "workers").mkdir()
+    (workspace / "workers" / "loop.py").write_text("x = 1\n")
+    recorder = Recorder()
+    script = [
+        call("list_dir"),
+        say("The loop is in src/agent.py; sandboxing is in sandbox.py."),
+        say("The loop is in workers/loop.py."),
+    ]
+    result, _, model = run(workspace, script, gate=gate(workspace, recorder, must_look=True))
+    assert result.outcome == Finished("The loop is in workers/loop.py.")
+    sent = model.seen[2][-1]["content"]
+    assert "your answer names src/agent.py, sandbox.py, which are not in the workspace" in sent
+
+
+def test_the_user_s_own_agent_may_answer_without_tools(workspace: Path) -> None:
+    recorder = Recorder()
+    result, _, _ = run(workspace, [say("Hello!")], gate=gate(workspace, recorder, must_look=False))
+    assert result.outcome == Finished("Hello!")
+
+
+def test_sending_back_is_bounded(workspace: Path) -> None:
+    recorder = Recorder()
+    script = [say("See nothere.py."), say("See nothere.py."), say("See nothere.py.")]
+    result, _, _ = run(workspace, script, gate=gate(workspace, recorder, must_look=False))
+    assert result.outcome == Finished("See nothere.py.")
+    assert [c["action"] for c in recorder.of("verification")] == [
+        "sent_back",
+        "sent_back",
+        "accepted",
+    ]
+
+
+def test_which_words_count_as_paths(workspace: Path) -> None:
+    (workspace / "README.md").write_text("x\n")
+    text = (
+        "README.md is there; src/app.py:12 is not; see https://example.com/a/b.py and "
+        "`docs/` (missing), version 1.2.3, e.g. and i.e. are words"
+    )
+    assert missing_paths(text, workspace) == ["src/app.py", "docs/"]
+    assert missing_paths("/workspace/README.md", workspace, "/workspace") == []
