@@ -29,6 +29,7 @@ from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile, expand_tools, is_parallel_safe
 from workers.sandbox import Sandbox, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolContext, ToolResult, result_chars
+from workers.tools.files import workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
@@ -140,8 +141,10 @@ class Team:
         self._started = 0
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        # Read once per run: every agent starts from the same project instructions.
+        # Read once per run: every agent starts from the same project instructions and
+        # the same view of the workspace's layout.
         self.instructions = project_instructions(self.workspace, self._not_loaded)
+        self.glance = workspace_glance(self.workspace)
 
     def _not_loaded(self, message: str) -> None:
         self.events.bind(agent_id="trust").emit(
@@ -258,6 +261,8 @@ class Team:
         workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
         prompt = profile.system_prompt.replace("{workspace}", workspace)
         prompt = prompt.replace("{profiles}", self.describe_profiles()).strip()
+        if self.glance:
+            prompt += "\n\n# The workspace at a glance\n\n" + self.glance
         if self.instructions:
             prompt += "\n\n# Project instructions (follow them)\n\n" + self.instructions
         if self.extra_prompt:

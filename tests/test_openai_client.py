@@ -235,3 +235,16 @@ def test_tools_off_keeps_the_tools_in_the_prompt_and_cached_tokens_are_read() ->
         turn = model.complete([{"role": "user", "content": "hi"}], tools, tools_off=True)
     assert server.requests[0]["tools"] == tools and server.requests[0]["tool_choice"] == "none"
     assert turn.usage.cached_tokens == 880 and turn.usage.prompt_tokens == 900
+
+
+def test_a_reply_that_repeats_one_call_is_cut_at_the_first_copy() -> None:
+    """What the small local model did: the same call forty times in one reply."""
+    same = ("list_dir", '{"path": "src"}')
+    reply = Reply(tool_calls=[("grep", '{"pattern": "x"}'), same, same, same, same])
+    with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k")
+        turn = model.complete([{"role": "user", "content": "hi"}], [])
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("grep", '{"pattern": "x"}'),
+        same,
+    ]

@@ -217,6 +217,12 @@ def _from_stream(stream: Any, echo: _Echo, model: str) -> AssistantTurn:
                 echo.feed(delta.content)
             for part in (delta.tool_calls or []) if delta is not None else []:
                 index = part.index if part.index is not None else max(calls, default=-1) + 1
+                if index not in calls and _repeats_a_call(calls):
+                    # A small model can write the same call dozens of times in one reply,
+                    # minutes of writing on two cores. Copies are never run: stop reading
+                    # (closing the stream stops the server) and keep what came before.
+                    del calls[max(calls)]
+                    return _turn(text, calls, usage, "tool_calls", model)
                 slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
                 if part.id:
                     slot["id"] = part.id
@@ -231,6 +237,24 @@ def _from_stream(stream: Any, echo: _Echo, model: str) -> AssistantTurn:
         raise IncompleteStream(
             f"the stream ended without a finish_reason after {len(''.join(text))} characters"
         )
+    return _turn(text, calls, usage, finish, model)
+
+
+def _repeats_a_call(calls: dict[int, dict[str, str]]) -> bool:
+    """Whether the last complete call of a stream is a copy of an earlier one."""
+    if len(calls) < 2:
+        return False
+    last = calls[max(calls)]
+    return any(
+        (slot["name"], slot["arguments"]) == (last["name"], last["arguments"])
+        for index, slot in calls.items()
+        if index != max(calls)
+    )
+
+
+def _turn(
+    text: list[str], calls: dict[int, dict[str, str]], usage: Any, finish: str, model: str
+) -> AssistantTurn:
     tool_calls = tuple(
         ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
         for index, slot in sorted(calls.items())

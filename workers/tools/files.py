@@ -295,6 +295,43 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     )
 
 
+# What an agent is shown of the workspace before it starts: enough to name real folders
+# and files, little enough to cost a small model seconds, not minutes.
+GLANCE_TOP = 40
+GLANCE_PER_FOLDER = 12
+GLANCE_CHARS = 1500
+
+
+def workspace_glance(workspace: Path) -> str:
+    """The top level of the workspace and what each top-level folder holds, by name only:
+    a model that sees the real layout does not invent one."""
+    root = Path(os.path.realpath(workspace))
+
+    def names(folder: Path, cap: int) -> list[str]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(), e.name))
+        except OSError:
+            return []
+        shown = [
+            e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+            for e in entries
+            if e.name not in SKIPPED_DIRS
+            and not e.name.endswith(".egg-info")
+            and not (e.name.startswith(".") and e.is_dir())
+        ]
+        more = len(shown) - cap
+        return shown[:cap] + ([f"… {more} more"] if more > 0 else [])
+
+    top = names(root, GLANCE_TOP)
+    lines = ["Top level: " + ", ".join(top)]
+    for name in top:
+        if name.endswith("/"):
+            inside = names(root / name, GLANCE_PER_FOLDER)
+            lines.append(f"{name} " + (", ".join(inside) if inside else "(empty)"))
+    text = "\n".join(lines)
+    return text if len(text) <= GLANCE_CHARS else text[: GLANCE_CHARS - 1] + "…"
+
+
 def _describe(entry: os.DirEntry[str]) -> str:
     if entry.is_symlink():
         return f"{entry.name} -> {os.readlink(entry.path)}  (symlink)"
