@@ -106,7 +106,8 @@ def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path)
     assert "\x1b[" not in done.stderr  # plain text when not a TTY
     assert (workspace / "calc.py").read_text().endswith("a + b\n")
     assert server.requests[0]["messages"][1] == {"role": "user", "content": "fix add"}
-    assert server.requests[0]["messages"][0]["content"] == f"You edit code in {workspace}."
+    system = server.requests[0]["messages"][0]["content"]
+    assert system.startswith(f"You edit code in {workspace}.\n\n# The workspace at a glance")
 
 
 def test_the_log_schema_on_a_real_run(workspace: Path) -> None:
