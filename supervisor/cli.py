@@ -328,6 +328,7 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
             "max_output_tokens": min(config.max_output_tokens or 768, 768),
             # A small model follows instructions far more reliably near-greedy.
             "temperature": 0.0 if config.temperature is None else config.temperature,
+            "tool_prefill": local_server.TOOL_CALL_OPENING,
         }
     )
 
@@ -369,6 +370,7 @@ def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
                     stream=config.stream,
                     max_output_tokens=config.max_output_tokens,
                     temperature=config.temperature,
+                    tool_prefill=config.tool_prefill,
                 )
             return models[name]
 

@@ -235,6 +235,8 @@ class Team:
         model = self.make_model(profile.model)
         window = window_for(model.name, self.context_window)
         container_root = "/workspace" if profile.sandbox == "docker" else None
+        # A worker given a task about the code, with tools to read it, looks before it answers.
+        must_look = parent is not None and bool(READ_TOOLS & set(tools))
         agent = Agent(
             model=model,
             tools=tools,
@@ -248,10 +250,11 @@ class Team:
                 self.max_send_backs,
                 workspace=self.workspace,
                 container_root=container_root,
-                must_look=parent is not None and bool(READ_TOOLS & set(tools)),
+                must_look=must_look,
             )
             if self.verify
             else None,
+            look_first=must_look,
             context=ContextKeeper(window, rules=self.instructions),
             max_output_chars=result_chars(window),
             edits=EditGuard(self.workspace, "/workspace" if profile.sandbox == "docker" else None)

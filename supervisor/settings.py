@@ -56,6 +56,10 @@ class Settings(BaseModel):
     """The model's context window in tokens; default: known per model, else 32768."""
     sandbox_uid: int | None = Field(None, ge=1)
     """Run sandbox containers as this uid (default: the workspace owner's; never root)."""
+    tool_prefill: str | None = None
+    """The opening of a tool call in the model's own format, sent as the start of its
+    reply when a call is required, for servers that ignore tool_choice (set for the
+    local model)."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

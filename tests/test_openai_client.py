@@ -248,3 +248,21 @@ def test_a_reply_that_repeats_one_call_is_cut_at_the_first_copy() -> None:
         ("grep", '{"pattern": "x"}'),
         same,
     ]
+
+
+def test_a_required_tool_call_is_asked_for_as_the_server_understands() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    hi = [{"role": "user", "content": "hi"}]
+    with FakeOpenAI([Reply(text="a"), Reply(text="b")]) as server:
+        OpenAIModel(model="m", base_url=server.base_url, api_key="k").complete(
+            hi, tools, require_tool=True
+        )
+        local = OpenAIModel(
+            model="m", base_url=server.base_url, api_key="k", tool_prefill="```json\n"
+        )
+        local.complete(hi, tools, require_tool=True)
+    assert server.requests[0]["tool_choice"] == "required"
+    # A llama.cpp server ignores tool_choice with a custom template; a reply begun the
+    # way its template opens a call is parsed as one.
+    assert "tool_choice" not in server.requests[1]
+    assert server.requests[1]["messages"][-1] == {"role": "assistant", "content": "```json\n"}

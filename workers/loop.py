@@ -61,6 +61,9 @@ class Agent:
     tools' own maxima."""
     edits: EditGuard | None = None
     """Read before edit, and where a failed test points; for agents that edit files."""
+    look_first: bool = False
+    """Its first reply must be a tool call: a worker with a task about the code looks
+    before it answers (small models otherwise answer from what they imagine)."""
 
 
 @dataclass
@@ -129,7 +132,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if step == agent.limits.max_steps:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
-            turn = _call_model(agent, messages, schemas, step)
+            turn = _call_model(
+                agent, messages, schemas, step, require_tool=agent.look_first and not result.facts
+            )
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise
@@ -231,6 +236,7 @@ def _call_model(
     step: int,
     *,
     tools_off: bool = False,
+    require_tool: bool = False,
 ) -> AssistantTurn:
     agent.events.emit("turn_start", step=step)
     started = time.monotonic()
@@ -244,6 +250,7 @@ def _call_model(
         timeout=agent.budget.seconds_left(),
         cancelled=agent.budget.cancelled,
         tools_off=tools_off,
+        require_tool=require_tool,
     )
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:

@@ -29,6 +29,9 @@ SLOTS = 2
 CONTEXT_PER_SLOT = 16384
 THREADS = 2
 MIN_FREE_MEMORY = 3 * 2**30
+# How the chat template has the model open a tool call (qwen2.5-fenced-json.jinja): the
+# server turns a reply begun with it into a tool call, which is how one is required.
+TOOL_CALL_OPENING = "```json\n"
 
 
 class LocalUnavailable(Exception):

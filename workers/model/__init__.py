@@ -122,10 +122,12 @@ class Model(Protocol):
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         """One assistant turn; streams text to `on_text`; raises ModelError.
 
         `tools_off` sends the tools but asks for none to be called: the prompt stays the
         same as the steps before, so a server's prompt cache still holds it.
+        `require_tool` asks for a tool call rather than an answer.
         """
         ...

@@ -75,6 +75,7 @@ class OpenAIModel:
         backoff_max: float = 30.0,
         max_output_tokens: int | None = None,
         temperature: float | None = None,
+        tool_prefill: str | None = None,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -84,6 +85,9 @@ class OpenAIModel:
         # A model that never stops writing would hold a step forever; this caps one reply.
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
+        # Servers that ignore tool_choice "required" (llama.cpp with a custom template) are
+        # given the start of a call in the model's own format as the start of its reply.
+        self.tool_prefill = tool_prefill
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -103,6 +107,7 @@ class OpenAIModel:
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         echo = _Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -132,7 +137,9 @@ class OpenAIModel:
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
                     with interruptible(self._readers, cancelled):
-                        turn = self._once(messages, tools, echo, call_timeout, tools_off)
+                        turn = self._once(
+                            messages, tools, echo, call_timeout, tools_off, require_tool
+                        )
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -150,12 +157,18 @@ class OpenAIModel:
         echo: _Echo,
         timeout: float,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
             if tools_off:
                 request["tool_choice"] = "none"
+            elif require_tool and self.tool_prefill:
+                prefill = {"role": "assistant", "content": self.tool_prefill}
+                request["messages"] = [*messages, prefill]
+            elif require_tool:
+                request["tool_choice"] = "required"
         if self.max_output_tokens:
             request["max_tokens"] = self.max_output_tokens
         if self.temperature is not None:

@@ -75,6 +75,7 @@ class ScriptedModel:
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
@@ -114,6 +115,7 @@ class LoopingModel:
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         if self._latency:
             time.sleep(self._latency)
@@ -144,6 +146,7 @@ class RoutedModel:
         timeout: float | None = None,
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
+        require_tool: bool = False,
     ) -> AssistantTurn:
         task = next((m["content"] for m in messages if m["role"] == "user"), "")
         model = self._models.get(task)
