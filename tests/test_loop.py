@@ -360,3 +360,12 @@ def test_a_nudged_agent_that_changes_course_finishes(workspace: Path) -> None:
     ]
     result, _, _ = run(workspace, script)
     assert result.outcome == Finished("gone.py does not exist")
+
+
+def test_after_a_refused_repeat_the_next_reply_is_asked_for_without_tools(
+    workspace: Path,
+) -> None:
+    same = [call("list_dir", path=".") for _ in range(3)]
+    result, _, _ = run(workspace, [*same, say("```json\nThe workspace is empty.")])
+    assert result.outcome == Finished("The workspace is empty.")
+    assert "Tools are paused for your next reply" in tool_messages(result)[2]["content"]

@@ -121,6 +121,7 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
     messages, guard = result.messages, RepetitionGuard()
     schemas = [tool.schema() for tool in agent.tools.values()]
+    paused = False
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
             return stop
@@ -133,7 +134,12 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
             turn = _call_model(
-                agent, messages, schemas, step, require_tool=agent.look_first and not result.facts
+                agent,
+                messages,
+                schemas,
+                step,
+                tools_off=paused,
+                require_tool=agent.look_first and not result.facts,
             )
         except ModelError as error:
             if error.kind != "malformed_output":
@@ -144,7 +150,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         messages.append(turn.as_message())
         if not turn.tool_calls:
             if written_call(turn.text, agent.tools):
-                tell(agent, messages, WRITTEN_CALL, source="model_error")
+                if not paused:  # with tools paused, a call can only come back as text
+                    tell(agent, messages, WRITTEN_CALL, source="model_error")
+                paused = False
                 continue
             if agent.gate is not None and (send_back := agent.gate.review(result.facts, turn.text)):
                 tell(agent, messages, send_back, source="verification")
@@ -167,6 +175,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return stop  # calls the batch did not reach are answered as not run
         if nudge := guard.take_nudge():
             tell(agent, messages, nudge, source="repetition")
+        paused = guard.take_pause()
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
@@ -208,7 +217,20 @@ def tell(agent: Agent, messages: list[Message], content: str, *, source: str) ->
 
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
+    answer = _unfenced(answer)
     return agent.gate.stamp(answer, result.facts) if agent.gate is not None else answer
+
+
+def _unfenced(text: str) -> str:
+    """Prose a small model began with the opening of a call (tools off, it wrote "```json"
+    and then its answer): the stray fence goes, the answer stays."""
+    stripped = text.strip()
+    if not stripped.startswith("```json"):
+        return text
+    body = stripped.removeprefix("```json").strip()
+    if body.count("```") % 2 == 1:
+        body = body.rsplit("```", 1)[0].rstrip()
+    return body
 
 
 def _answer_of(outcome: Outcome) -> str:

@@ -6,7 +6,8 @@ Three patterns, all judged on what gaffer saw rather than what the model said:
   edit, an edit that re-inserts the block, the same failing test run, and round again);
 - the same error result three times, whatever call produced it.
 The last two get one nudge naming the calls; if the agent goes on, it ends with
-`repetition`. Results are compared with their numbers masked, so a timing or a line
+`repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
+an agent that has what it needs answers instead of asking again. Results are compared with their numbers masked, so a timing or a line
 number that moves does not hide a cycle.
 """
 
@@ -30,9 +31,10 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 NUDGE = (
     "You are going in circles: {what}\n{calls}\n"
-    "Doing the same again will not change the result. Step back: read the file as it is "
-    "now, work out why it fails, and try something different, or give your final answer "
-    "with what you know. If this goes on, the run ends."
+    "Doing the same again will not change the result. Tools are paused for your next "
+    "reply: give your final answer with what you know, or say what you would try instead "
+    "(for a failing change: read the file as it is now and work out why it fails). If the "
+    "circle goes on, the run ends."
 )
 
 
@@ -54,6 +56,7 @@ class RepetitionGuard:
         self._history: list[Seen] = []
         self._nudge: str | None = None
         self._nudged = False
+        self._pause = False
         self.stop: LimitHit | None = None
 
     def check(self, name: str, key: tuple[str, str]) -> ToolResult | None:
@@ -69,10 +72,12 @@ class RepetitionGuard:
                 output="not run: the run stopped because this call kept repeating", is_error=True
             )
         if self._count >= REFUSE_REPEAT_AT:
+            self._pause = True
             return ToolResult(
                 output=f"refused: this is call {self._count} in a row to {name} with the same "
-                "arguments, and its result will not change. Use what you already have, try "
-                "something different, or give your final answer. Repeating it once more ends the run.",
+                "arguments, and its result will not change. Tools are paused for your next "
+                "reply: give your final answer from what you already have, or say what you "
+                "would try instead. Repeating the call once more ends the run.",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -95,7 +100,14 @@ class RepetitionGuard:
             self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':')}")
             return
         self._nudged = True
+        self._pause = True
         self._nudge = NUDGE.format(what=what, calls="\n".join(lines))
+
+    def take_pause(self) -> bool:
+        """Whether the next reply is asked for with tools off: an agent caught repeating
+        itself is given one turn in which the only way on is an answer."""
+        pause, self._pause = self._pause, False
+        return pause
 
     def take_nudge(self) -> str | None:
         """The message to show the agent once, after the batch that completed a cycle."""
