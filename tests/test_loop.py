@@ -369,3 +369,11 @@ def test_after_a_refused_repeat_the_next_reply_is_asked_for_without_tools(
     result, _, _ = run(workspace, [*same, say("```json\nThe workspace is empty.")])
     assert result.outcome == Finished("The workspace is empty.")
     assert "Tools are paused for your next reply" in tool_messages(result)[2]["content"]
+
+
+def test_replies_that_cannot_be_read_four_times_in_a_row_end_the_agent(workspace: Path) -> None:
+    unreadable = ModelError("malformed_output", "Failed to parse tool call arguments as JSON")
+    result, recorder, model = run(workspace, [unreadable] * 4 + [say("never")])
+    assert isinstance(result.outcome, Failed) and result.outcome.kind == "malformed_output"
+    assert model.remaining == 1
+    assert len([r for r in recorder.of("user_message") if r["source"] == "model_error"]) == 3

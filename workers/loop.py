@@ -35,6 +35,13 @@ WRAP_UP_AGAIN = (
     "That was a tool call, and no more tools will run. Reply in plain sentences, no JSON: "
     "your final answer from what you already know."
 )
+TOOLS_BACK = (
+    "That call was not run: tools were paused. They are back now. Make a call you have not "
+    "made before, or give your final answer in plain sentences."
+)
+# Replies the server could not read, in a row, before the agent ends: the same prompt
+# at near-greedy sampling tends to give the same reply.
+MAX_UNREADABLE = 4
 WRITTEN_CALL = (
     "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
     "in the tool-call format; to finish, answer in plain sentences."
@@ -121,7 +128,7 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
     messages, guard = result.messages, RepetitionGuard()
     schemas = [tool.schema() for tool in agent.tools.values()]
-    paused = False
+    paused, unreadable = False, 0
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
             return stop
@@ -133,31 +140,24 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if step == agent.limits.max_steps:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
+            first_look = agent.look_first and not result.facts
             turn = _call_model(
-                agent,
-                messages,
-                schemas,
-                step,
-                tools_off=paused,
-                require_tool=agent.look_first and not result.facts,
+                agent, messages, schemas, step, tools_off=paused, require_tool=first_look
             )
         except ModelError as error:
-            if error.kind != "malformed_output":
+            if error.kind != "malformed_output" or (unreadable := unreadable + 1) >= MAX_UNREADABLE:
                 raise
             tell(agent, messages, UNREADABLE.format(error=error.message), source="model_error")
+            paused = unreadable > 1  # asked again, the same reply would fail again: prose
             continue
+        unreadable = 0
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         if not turn.tool_calls:
-            if written_call(turn.text, agent.tools):
-                if not paused:  # with tools paused, a call can only come back as text
-                    tell(agent, messages, WRITTEN_CALL, source="model_error")
-                paused = False
-                continue
-            if agent.gate is not None and (send_back := agent.gate.review(result.facts, turn.text)):
-                tell(agent, messages, send_back, source="verification")
-                continue
-            return Finished(_stamped(agent, turn.text, result))
+            if (answer := _answer(agent, result, turn.text, paused)) is not None:
+                return answer
+            paused = False
+            continue
         for call, tool_result in zip(
             turn.tool_calls, _run_batch(agent, turn, step, guard), strict=False
         ):
@@ -177,6 +177,18 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             tell(agent, messages, nudge, source="repetition")
         paused = guard.take_pause()
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
+
+
+def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finished | None:
+    """A reply without tool calls: the final answer, or None when it goes back (a call
+    written as text, or an answer the gate sends back with its reason)."""
+    if written_call(text, agent.tools):
+        tell(agent, result.messages, TOOLS_BACK if paused else WRITTEN_CALL, source="model_error")
+        return None
+    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text)):
+        tell(agent, result.messages, send_back, source="verification")
+        return None
+    return Finished(_stamped(agent, text, result))
 
 
 def _wrap_up(
