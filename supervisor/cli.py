@@ -231,6 +231,7 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     approve: Approver = (lambda _c, _r: True) if flags["yes"] else (lambda _c, _r: False)
     with contextlib.ExitStack() as stack:
         session, plan = _plan(workspace, flags, approve, [] if quiet else [TerminalView()], stack)
+        plan.task_mode = True
         _run_task(session, plan, task, resume_ref)
 
 
@@ -329,6 +330,7 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
             # A small model follows instructions far more reliably near-greedy.
             "temperature": 0.0 if config.temperature is None else config.temperature,
             "tool_prefill": local_server.TOOL_CALL_OPENING,
+            "answer_prefill": local_server.ANSWER_OPENING,
         }
     )
 
@@ -371,6 +373,7 @@ def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
                     max_output_tokens=config.max_output_tokens,
                     temperature=config.temperature,
                     tool_prefill=config.tool_prefill,
+                    answer_prefill=config.answer_prefill,
                 )
             return models[name]
 

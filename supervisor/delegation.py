@@ -130,6 +130,8 @@ class Team:
     """Given to every agent when there are skills."""
     extra_prompt: str = ""
     """Appended to every agent's system prompt (the list of skills)."""
+    task_mode: bool = False
+    """The top agent was given a task to do (`gaffer run`), not a conversation (`gaffer chat`)."""
     pool: ThreadPoolExecutor = field(init=False)
     editor_lock: EditorLock = field(default_factory=EditorLock)
 
@@ -176,8 +178,12 @@ class Team:
         return None
 
     def delegable(self) -> list[str]:
+        """Profiles offered as workers: those that do the work themselves. A profile that
+        delegates (supervisor, dispatcher) plans and hands out work; it is never a worker."""
         return [
-            name for name in self.profiles if name != "supervisor" and self.refusal(name) is None
+            name
+            for name, profile in self.profiles.items()
+            if "delegate" not in profile.tools and self.refusal(name) is None
         ]
 
     def effective_tools(self, profile: Profile) -> list[str]:
@@ -235,8 +241,9 @@ class Team:
         model = self.make_model(profile.model)
         window = window_for(model.name, self.context_window)
         container_root = "/workspace" if profile.sandbox == "docker" else None
-        # A worker given a task about the code, with tools to read it, looks before it answers.
-        must_look = parent is not None and bool(READ_TOOLS & set(tools))
+        # An agent given a task about the code (a worker, or the top agent of `gaffer run`),
+        # with tools to read it, looks before it answers.
+        must_look = (parent is not None or self.task_mode) and bool(READ_TOOLS & set(tools))
         agent = Agent(
             model=model,
             tools=tools,

@@ -67,6 +67,8 @@ class RunPlan:
     context_window: int | None = None
     extensions: Extensions | None = None
     """Plugins, MCP servers and skills; closed with the session."""
+    task_mode: bool = False
+    """`gaffer run`: the top agent works on a task and looks at the code before answering."""
 
 
 @dataclass
@@ -219,6 +221,7 @@ class Session:
             context_window=plan.context_window,
             use_skill=plan.extensions.use_skill() if plan.extensions else None,
             extra_prompt=plan.extensions.prompt() if plan.extensions else "",
+            task_mode=plan.task_mode,
         )
         self.messages: list[Message] = list(resumed or [])
         model = plan.make_model(self.model_name)

@@ -60,6 +60,9 @@ class Settings(BaseModel):
     """The opening of a tool call in the model's own format, sent as the start of its
     reply when a call is required, for servers that ignore tool_choice (set for the
     local model)."""
+    answer_prefill: str | None = None
+    """The opening of a prose answer, sent as the start of the reply when tools are off,
+    for models that write a call as text anyway (set for the local model)."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

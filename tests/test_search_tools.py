@@ -102,3 +102,17 @@ def test_glob_regex() -> None:
     assert not search.glob_regex("a/*.py").fullmatch("a/b/c.py")
     assert search.glob_regex("a/**/c.py").fullmatch("a/c.py")
     assert search.glob_regex("a/**/c.py").fullmatch("a/b/x/c.py")
+
+
+def test_a_search_that_finds_nothing_points_at_files_named_like_it(
+    run_tool: RunTool, workspace: Path, engine: str
+) -> None:
+    (workspace / "workers" / "sandbox").mkdir(parents=True)
+    (workspace / "workers" / "loop.py").write_text("def run(): ...\n")
+    (workspace / "workers" / "sandbox" / "docker.py").write_text("x = 1\n")
+    loop = run_tool("grep", pattern="agent_loop")
+    assert loop.output.startswith("no matches for 'agent_loop'")
+    assert "names hold 'agent' or 'loop': workers/loop.py" in loop.output
+    sandboxed = run_tool("grep", pattern="how is a worker sandboxed")
+    assert "workers/sandbox/" in sandboxed.output and "workers/" in sandboxed.output
+    assert run_tool("grep", pattern="zzqx").output == "no matches for 'zzqx'"

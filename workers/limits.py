@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 DEFAULT_MAX_STEPS = 30
-# The third identical call in a row is refused, the fourth ends the run: a model stuck
-# in a loop gets one clear warning, not an endless bill.
-REFUSE_REPEAT_AT = 3
+# An identical call right after itself can only return the same result: the second and
+# third are refused (and the next reply asked for with tools off), the fourth ends the
+# run. A model stuck in a loop gets clear warnings, not an endless bill.
+REFUSE_REPEAT_AT = 2
 STOP_REPEAT_AT = 4
 
 

@@ -140,7 +140,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if step == agent.limits.max_steps:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
-            first_look = agent.look_first and not result.facts
+            first_look = agent.look_first and not _looked(messages)
             turn = _call_model(
                 agent, messages, schemas, step, tools_off=paused, require_tool=first_look
             )
@@ -185,10 +185,16 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
     if written_call(text, agent.tools):
         tell(agent, result.messages, TOOLS_BACK if paused else WRITTEN_CALL, source="model_error")
         return None
-    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text)):
+    looked = _looked(result.messages)
+    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text, looked)):
         tell(agent, result.messages, send_back, source="verification")
         return None
     return Finished(_stamped(agent, text, result))
+
+
+def _looked(messages: list[Message]) -> bool:
+    """Whether the conversation has tool results (in this run, or the one it resumes)."""
+    return any(m.get("role") == "tool" for m in messages)
 
 
 def _wrap_up(

@@ -143,13 +143,15 @@ class Gate:
     """The agent was given a task and tools to read the code: no answer without using them."""
     sent_back: int = field(default=0, init=False)
 
-    def review(self, facts: list[dict[str, Any]], answer: str = "") -> str | None:
+    def review(
+        self, facts: list[dict[str, Any]], answer: str = "", looked: bool | None = None
+    ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         verdict = judge(facts, self.test_commands)
         if (
             verdict is None
             and self.sent_back < self.max_send_backs
-            and (problem := self._unsupported(facts, answer))
+            and (problem := self._unsupported(bool(facts) if looked is None else looked, answer))
         ):
             self.sent_back += 1
             self.events.emit(
@@ -188,8 +190,8 @@ class Gate:
             "your answer."
         )
 
-    def _unsupported(self, facts: list[dict[str, Any]], answer: str) -> str | None:
-        if self.must_look and not facts:
+    def _unsupported(self, looked: bool, answer: str) -> str | None:
+        if self.must_look and not looked:
             return "you answered without looking at the code"
         if self.workspace is not None and (
             missing := missing_paths(answer, self.workspace, self.container_root)

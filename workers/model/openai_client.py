@@ -76,6 +76,7 @@ class OpenAIModel:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         tool_prefill: str | None = None,
+        answer_prefill: str | None = None,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -88,6 +89,9 @@ class OpenAIModel:
         # Servers that ignore tool_choice "required" (llama.cpp with a custom template) are
         # given the start of a call in the model's own format as the start of its reply.
         self.tool_prefill = tool_prefill
+        # The same for an answer: with tools off, a small model may still write a call as
+        # text; a reply begun in prose stays prose.
+        self.answer_prefill = answer_prefill
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -164,6 +168,9 @@ class OpenAIModel:
             request["tools"] = tools
             if tools_off:
                 request["tool_choice"] = "none"
+                if self.answer_prefill:
+                    prefill = {"role": "assistant", "content": self.answer_prefill}
+                    request["messages"] = [*messages, prefill]
             elif require_tool and self.tool_prefill:
                 prefill = {"role": "assistant", "content": self.tool_prefill}
                 request["messages"] = [*messages, prefill]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,8 +275,13 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     entries.sort(key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
     shown: list[str] = []
     used, budget = 0, ctx.output_cap(MAX_LISTED_CHARS) - 200
+    # A folder small enough gets each file's own one-line description: what a newcomer
+    # reads first, and what spares a model opening every file to learn what it is for.
+    described = len(entries) <= MAX_DESCRIBED
     for entry in entries[:MAX_LIST_ENTRIES]:
         line = _describe(entry)
+        if described and (summary := first_line(entry)):
+            line += f"  — {summary}"
         if used + len(line) + 1 > budget:
             break
         shown.append(line)
@@ -330,6 +336,47 @@ def workspace_glance(workspace: Path) -> str:
             lines.append(f"{name} " + (", ".join(inside) if inside else "(empty)"))
     text = "\n".join(lines)
     return text if len(text) <= GLANCE_CHARS else text[: GLANCE_CHARS - 1] + "…"
+
+
+MAX_DESCRIBED = 60
+SUMMARY_CHARS = 90
+_DOCSTRING = re.compile(
+    r'^(?:#[^\n]*\n|\s*\n|from __future__[^\n]*\n)*\s*[rRbBuU]?("""|\'\'\')\s*([^\n]*)'
+)
+_TOML_DESCRIPTION = re.compile(r'^description\s*=\s*"([^"]*)"', re.MULTILINE)
+
+
+def first_line(entry: os.DirEntry[str]) -> str:
+    """A file's own one-line description: a module docstring's first line, a document's
+    first heading, a script's first comment, a profile's description; '' when none."""
+    if not entry.is_file(follow_symlinks=False):
+        return ""
+    name = entry.name
+    try:
+        with open(entry.path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    line = ""
+    if name.endswith(".py"):
+        match = _DOCSTRING.match(head)
+        line = match.group(2) if match else ""
+    elif name.endswith((".md", ".rst", ".txt")):
+        line = next((t.lstrip("# ") for t in head.splitlines() if t.strip()), "")
+    elif name.endswith(".toml"):
+        match = _TOML_DESCRIPTION.search(head)
+        line = match.group(1) if match else ""
+    elif name.endswith(".sh") or name in ("Dockerfile", "Makefile"):
+        line = next(
+            (
+                t.lstrip("# ")
+                for t in head.splitlines()
+                if t.startswith("#") and not t.startswith("#!")
+            ),
+            "",
+        )
+    line = " ".join(line.strip().strip('"').split())
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
 
 
 def _describe(entry: os.DirEntry[str]) -> str:

@@ -63,7 +63,8 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
             complete = False
             break
     if not matches:
-        return ToolResult(output=f"no matches for {args.pattern!r}", summary="0 matches")
+        hints = name_hints(ctx.workspace, real, args.pattern)
+        return ToolResult(output=f"no matches for {args.pattern!r}{hints}", summary="0 matches")
     count = f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}"
     budget = ctx.output_cap(MAX_GREP_CHARS)
     listing = "\n".join(matches[:MAX_MATCHES])
@@ -112,6 +113,75 @@ def _overview(matches: list[str], per_file: dict[str, int], count: str, budget: 
     lines += sorted(picked, key=order.__getitem__)
     lines.append(advice)
     return "\n".join(lines)
+
+
+# Words too common in questions to say anything about a file's name.
+_STOP_WORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "how",
+        "what",
+        "where",
+        "which",
+        "who",
+        "why",
+        "does",
+        "from",
+        "into",
+        "this",
+        "that",
+        "are",
+        "its",
+        "file",
+        "files",
+        "code",
+        "folder",
+        "folders",
+        "project",
+        "repository",
+    ]
+)
+MAX_NAME_HINTS = 10
+
+
+def name_hints(workspace: Path, real: Path, pattern: str) -> str:
+    """When nothing matched: files and folders whose names hold a word of the pattern, so
+    a search for a description ('agent loop') still leads somewhere (workers/loop.py)."""
+    words = [
+        _stem(w.lower())
+        for w in re.findall(r"[A-Za-z][a-z]+|[A-Z]{2,}", pattern)
+        if len(w) >= 3 and w.lower() not in _STOP_WORDS
+    ]
+    if not words or not real.is_dir():
+        return ""
+    scored: list[tuple[int, int, str]] = []
+    for folder, dirs, files in os.walk(real):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in [*dirs, *files]:
+            stem = name.lower().rsplit(".", 1)[0]
+            hits = sum(word in stem for word in words)
+            if hits:
+                path = relative(workspace, Path(folder, name)) + ("/" if name in dirs else "")
+                scored.append((-hits, len(path), path))
+    if not scored:
+        return ""
+    shown = [path for _, _, path in sorted(scored)[:MAX_NAME_HINTS]]
+    return (
+        f"\nFiles and folders whose names hold {' or '.join(repr(w) for w in words)}: "
+        + ", ".join(shown)
+        + "\nRead one of them, or grep for a single word or name that appears in the code."
+    )
+
+
+def _stem(word: str) -> str:
+    """'sandboxed' and 'sandboxes' find 'sandbox'; 'workers' finds 'worker'."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
 
 
 def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:

@@ -1,0 +1,3 @@
+def flatten(items: list) -> list:
+    """The items of nested lists, as one flat list in order."""
+    raise NotImplementedError
