@@ -198,7 +198,7 @@ def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
     result, recorder, model = run(workspace, [*same, say("There is no src folder.")])
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0].startswith("error: no such folder")
-    assert answers[1].startswith("refused: this is call 2 in a row to list_dir")
+    assert answers[1].startswith("not run: you just made this call to list_dir")
     assert answers[2].startswith("refused: this is call 3 in a row to list_dir")
     assert answers[3].startswith("not run")
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"

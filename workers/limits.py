@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 DEFAULT_MAX_STEPS = 30
-# An identical call right after itself can only return the same result: the second and
-# third are refused (and the next reply asked for with tools off), the fourth ends the
-# run. A model stuck in a loop gets clear warnings, not an endless bill.
+# An identical call right after itself can only return the same result: the second is
+# refused, the third refused with the next reply asked for with tools off, the fourth
+# ends the run. A model stuck in a loop gets clear warnings, not an endless bill.
 REFUSE_REPEAT_AT = 2
+PAUSE_REPEAT_AT = 3
 STOP_REPEAT_AT = 4
 
 

@@ -35,6 +35,10 @@ WRAP_UP_AGAIN = (
     "That was a tool call, and no more tools will run. Reply in plain sentences, no JSON: "
     "your final answer from what you already know."
 )
+ANSWER_NOW = (
+    "Tools are paused for this reply. Answer the task now, in plain sentences, from the "
+    "tool results above, naming the files and folders you saw: {task}"
+)
 TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
     "made before, or give your final answer in plain sentences."
@@ -173,9 +177,12 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return _wrap_up(agent, result, schemas, guard.stop)
         if stop := _limit_if_spent(agent):
             return stop  # calls the batch did not reach are answered as not run
-        if nudge := guard.take_nudge():
-            tell(agent, messages, nudge, source="repetition")
-        paused = guard.take_pause()
+        nudge, paused = guard.take_nudge(), guard.take_pause()
+        if nudge or paused:
+            answer_now = ANSWER_NOW.format(task=_task(messages)) if paused else ""
+            tell(
+                agent, messages, "\n\n".join(filter(None, [nudge, answer_now])), source="repetition"
+            )
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
@@ -204,8 +211,7 @@ def _wrap_up(
     A reply that is only a tool call (called anyway, or written out as text) is asked
     once more; a second is no answer."""
     messages = result.messages
-    task = _short(next((str(m["content"]) for m in messages if m["role"] == "user"), ""), 300)
-    for ask in (WRAP_UP.format(task=task), WRAP_UP_AGAIN):
+    for ask in (WRAP_UP.format(task=_task(messages)), WRAP_UP_AGAIN):
         tell(agent, messages, ask, source="wrap_up")
         try:
             turn = _call_model(agent, messages, schemas, result.steps, tools_off=True)
@@ -221,6 +227,11 @@ def _wrap_up(
     return dataclasses.replace(
         stop, detail=f"{stop.detail}; the model gave no answer, only tool calls"
     )
+
+
+def _task(messages: list[Message]) -> str:
+    """What the agent was asked, shortened: restated when it is asked to answer."""
+    return _short(next((str(m["content"]) for m in messages if m["role"] == "user"), ""), 300)
 
 
 def _short(text: str, limit: int) -> str:

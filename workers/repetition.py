@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from workers.limits import REFUSE_REPEAT_AT, STOP_REPEAT_AT
+from workers.limits import PAUSE_REPEAT_AT, REFUSE_REPEAT_AT, STOP_REPEAT_AT
 from workers.model import ToolCall
 from workers.outcome import LimitHit
 from workers.tools.base import ToolResult
@@ -71,13 +71,21 @@ class RepetitionGuard:
             return ToolResult(
                 output="not run: the run stopped because this call kept repeating", is_error=True
             )
-        if self._count >= REFUSE_REPEAT_AT:
+        if self._count >= PAUSE_REPEAT_AT:
             self._pause = True
             return ToolResult(
                 output=f"refused: this is call {self._count} in a row to {name} with the same "
                 "arguments, and its result will not change. Tools are paused for your next "
                 "reply: give your final answer from what you already have, or say what you "
                 "would try instead. Repeating the call once more ends the run.",
+                summary="refused: repeated call",
+                is_error=True,
+            )
+        if self._count >= REFUSE_REPEAT_AT:
+            return ToolResult(
+                output=f"not run: you just made this call to {name}, and its result is above. "
+                "Make a different call (another file or folder, another search), or give your "
+                "final answer.",
                 summary="refused: repeated call",
                 is_error=True,
             )

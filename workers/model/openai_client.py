@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import re
 import time
@@ -144,6 +145,8 @@ class OpenAIModel:
                         turn = self._once(
                             messages, tools, echo, call_timeout, tools_off, require_tool
                         )
+                    if tools_off and tools and self.answer_prefill:
+                        turn = _begun_with(turn, self.answer_prefill)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -317,6 +320,13 @@ def _usage(usage: Any) -> Usage:
         completion_tokens=usage.completion_tokens or 0,
         cached_tokens=cached if isinstance(cached, int) else None,
     )
+
+
+def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
+    """The reply with the opening it was given, which a streaming server leaves out."""
+    if turn.tool_calls or turn.text.startswith(opening):
+        return turn
+    return dataclasses.replace(turn, text=opening + turn.text)
 
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
