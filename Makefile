@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install lint test test-slow demo bench clean sandbox-image sandbox-ready
+.PHONY: install lint test test-slow demo bench bench-agent clean sandbox-image sandbox-ready
 
 install: $(INSTALLED)
 
@@ -36,15 +36,20 @@ sandbox-image: install
 test-slow: install
 	$(BIN)/pytest -q -m slow
 
-# The main job on a fresh machine: a parallel survey of this repository by a real model.
-# With OPENAI_BASE_URL set it uses that endpoint; otherwise the local model (fetched once,
-# about 1.1 GB, then served by llama.cpp on 127.0.0.1).
-DEMO_TASK := Survey this repository for a newcomer. Send out two explorers at once: reply with two delegate calls in the same reply. First delegate: profile explorer, task 'Use list_dir on . and say in one line what each top-level folder is for.' Second delegate: profile explorer, task 'Use grep to find the line that defines run_agent and report the file and what the function does.' When both reports are back, answer with a short summary.
+# The main job on a fresh machine: a survey of this repository by a real model, asked as
+# a newcomer would ask. With OPENAI_BASE_URL set it uses that endpoint; otherwise the
+# local model (fetched once, about 1.1 GB, then served by llama.cpp on 127.0.0.1).
+DEMO_TASK := Survey this repository for a newcomer: what each top-level folder is for, where the agent loop lives, how a worker is sandboxed.
 demo: install
 	$(BIN)/gaffer local pull
-	-$(BIN)/gaffer run --profile dispatcher --read-only --max-steps 2 "$(DEMO_TASK)"
+	$(BIN)/gaffer run --read-only "$(DEMO_TASK)"
 	@echo "log: $$(ls -t .gaffer/logs/*.jsonl | head -1)"
 	$(BIN)/gaffer stats last
+
+# The agent task set: small Python exercises solved by the local model as a coder, against
+# the same model answering in one shot with no tools (bench/agent_tasks.py).
+bench-agent: sandbox-ready
+	$(BIN)/python -m bench.agent_tasks
 
 bench: sandbox-ready
 	$(BIN)/python -m bench

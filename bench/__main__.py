@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import (
-    local_tasks,
     log_throughput,
     loop_overhead,
     parallel_readers,
@@ -18,7 +17,7 @@ from bench import (
 )
 from bench.common import Row
 
-BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens, local_tasks]
+BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens]
 
 
 def main() -> int:

@@ -45,3 +45,32 @@ def test_a_short_tool_calling_run_with_the_local_model(workspace: Path, tmp_path
     assert result.outcome.__class__.__name__ in ("Finished", "LimitHit")
     llm = session.recorder.of("llm_call")
     assert all(r["usage_reported"] for r in llm) and llm[0]["prompt_tokens"] > 100
+
+
+def test_make_demo_surveys_the_repository_and_answers(tmp_path: Path) -> None:
+    """What a newcomer runs: the demo's task in a fresh clone, through the real CLI."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    store.pull()
+    root = Path(__file__).resolve().parent.parent
+    clone = tmp_path / "some where" / "gaffer"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    task = re.search(r"^DEMO_TASK := (.*)$", (root / "Makefile").read_text(), re.M)
+    assert task is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--read-only", task.group(1)],
+        cwd=clone,
+        env={**env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = done.stdout
+    folders = [p.name for p in clone.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    named = [name for name in folders if name in answer]
+    assert len(named) >= 2, f"the answer names {named} of {folders}: {answer}"

@@ -5,7 +5,9 @@ from intervals import merge_intervals
 
 class TestIntervals(unittest.TestCase):
     def test_overlapping(self):
-        self.assertEqual(merge_intervals([(1, 3), (2, 6), (8, 10), (15, 18)]), [(1, 6), (8, 10), (15, 18)])
+        self.assertEqual(
+            merge_intervals([(1, 3), (2, 6), (8, 10), (15, 18)]), [(1, 6), (8, 10), (15, 18)]
+        )
 
     def test_touching_and_unsorted(self):
         self.assertEqual(merge_intervals([(5, 7), (1, 5)]), [(1, 7)])
