@@ -139,3 +139,19 @@ def test_list_dir_is_capped_with_a_count(run_tool: RunTool, workspace: Path) -> 
         (workspace / f"f{i:04}.txt").write_text("")
     result = run_tool("list_dir")
     assert "25 more entries not shown" in result.output
+
+
+def test_an_edit_with_text_from_another_file_says_where_it_is(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """What a small coder did: it copied old_text from the test it had read."""
+    (workspace / "stats.py").write_text("def median(v):\n    return sorted(v)[len(v) // 2]\n")
+    (workspace / "test_stats.py").write_text(
+        "def test():\n    assert median([4, 1, 3, 2]) == 2.5\n"
+    )
+    result = run_tool(
+        "edit_file", path="stats.py", old_text="assert median([4, 1, 3, 2]) == 2.5", new_text="x"
+    )
+    assert result.is_error
+    assert "That text is in test_stats.py (line 2), not in stats.py" in result.output
+    assert "change the code, not the tests" in result.output

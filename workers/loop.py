@@ -130,7 +130,7 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
-    messages, guard = result.messages, RepetitionGuard()
+    messages, guard = result.messages, RepetitionGuard(pauses=agent.edits is None)
     schemas = [tool.schema() for tool in agent.tools.values()]
     paused, unreadable = False, 0
     for step in range(1, agent.limits.max_steps + 1):

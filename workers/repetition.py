@@ -31,10 +31,16 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 NUDGE = (
     "You are going in circles: {what}\n{calls}\n"
-    "Doing the same again will not change the result. Tools are paused for your next "
-    "reply: give your final answer with what you know, or say what you would try instead "
-    "(for a failing change: read the file as it is now and work out why it fails). If the "
-    "circle goes on, the run ends."
+    "Doing the same again will not change the result. {next_step} If the circle goes on, "
+    "the run ends."
+)
+NEXT_WHEN_PAUSED = (
+    "Tools are paused for your next reply: give your final answer with what you know, or "
+    "say what you would try instead."
+)
+NEXT_WHEN_EDITING = (
+    "Step back: read the file as it is now, work out from the error why it fails, and make "
+    "a different change."
 )
 
 
@@ -50,7 +56,10 @@ class Seen:
 
 
 class RepetitionGuard:
-    def __init__(self) -> None:
+    def __init__(self, pauses: bool = True) -> None:
+        self._pauses = pauses
+        """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
+        edits: with tools off it could only talk, and talk would end its work unfinished."""
         self._last: tuple[str, str] | None = None
         self._count = 0
         self._history: list[Seen] = []
@@ -72,12 +81,17 @@ class RepetitionGuard:
                 output="not run: the run stopped because this call kept repeating", is_error=True
             )
         if self._count >= PAUSE_REPEAT_AT:
-            self._pause = True
+            self._pause = self._pauses
+            paused = (
+                "Tools are paused for your next reply: give your final answer from what you "
+                "already have, or say what you would try instead."
+                if self._pauses
+                else "Use what you already have and make a different call."
+            )
             return ToolResult(
                 output=f"refused: this is call {self._count} in a row to {name} with the same "
-                "arguments, and its result will not change. Tools are paused for your next "
-                "reply: give your final answer from what you already have, or say what you "
-                "would try instead. Repeating the call once more ends the run.",
+                f"arguments, and its result will not change. {paused} Repeating the call once "
+                "more ends the run.",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -108,8 +122,9 @@ class RepetitionGuard:
             self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':')}")
             return
         self._nudged = True
-        self._pause = True
-        self._nudge = NUDGE.format(what=what, calls="\n".join(lines))
+        self._pause = self._pauses
+        next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
+        self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
 
     def take_pause(self) -> bool:
         """Whether the next reply is asked for with tools off: an agent caught repeating
