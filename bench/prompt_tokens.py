@@ -9,7 +9,6 @@ token; run against the local model, whose chat template renders the tools into t
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from pathlib import Path
 
 from bench.common import Row
@@ -56,17 +55,21 @@ def first_prompt_tokens(model: Model, workspace: Path, profile_name: str) -> int
         team.shutdown()
 
 
+# This repository: its layout is what every agent's system prompt shows at a glance.
+WORKSPACE = Path(__file__).resolve().parent.parent
+
+
 def run() -> list[Row]:
     if not store.is_pulled():
         return [Row("prompt tokens: skipped (the local model is not pulled)", 0, "")]
-    with server.for_this_run() as running, tempfile.TemporaryDirectory() as tmp:
+    with server.for_this_run() as running:
         model = OpenAIModel(
             model=running.model, base_url=running.base_url, api_key=None, max_output_tokens=1
         )
         return [
             Row(
-                f"prompt tokens: {name} profile's first step (local model)",
-                first_prompt_tokens(model, Path(tmp), name),
+                f"prompt tokens: {name} profile's first step (local model, this repository)",
+                first_prompt_tokens(model, WORKSPACE, name),
                 "tokens",
             )
             for name in PROFILES
