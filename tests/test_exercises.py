@@ -4,25 +4,13 @@ solution passes them, and no solution leaks into what a workspace is given."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.agent_tasks import Exercise, exercises, fresh_workspace
+from bench.agent_tasks import Exercise, exercises, fresh_workspace, passes
 
 EXERCISES = exercises()
-
-
-def suite_passes(folder: Path) -> bool:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=folder,
-        capture_output=True,
-        timeout=120,
-    )
-    return done.returncode == 0
 
 
 def test_there_are_at_least_twelve() -> None:
@@ -35,8 +23,8 @@ def test_the_stub_fails_and_the_solution_passes(exercise: Exercise, tmp_path: Pa
     (tmp_path / "solved").mkdir()
     stub = fresh_workspace(exercise, tmp_path / "stub")
     assert sorted(p.name for p in stub.iterdir()) == sorted(p.name for p in exercise.files())
-    assert not suite_passes(stub), "the exercise is solved before anyone starts"
+    assert not passes(stub), "the exercise is solved before anyone starts"
     solved = fresh_workspace(exercise, tmp_path / "solved")
     shutil.copy(exercise.folder / "solution" / exercise.module.name, solved)
-    assert suite_passes(solved)
+    assert passes(solved)
     assert exercise.task.endswith("Run the tests with: python3 -m pytest -q")
