@@ -74,3 +74,7 @@ def test_which_words_count_as_paths(workspace: Path) -> None:
     )
     assert missing_paths(text, workspace) == ["src/app.py", "docs/"]
     assert missing_paths("/workspace/README.md", workspace, "/workspace") == []
+    (workspace / "workers").mkdir()
+    (workspace / "workers" / "loop.py").write_text("x = 1\n")
+    # A bare name is fine wherever in the workspace it is; a bare name nowhere is not.
+    assert missing_paths("the loop is in loop.py, not agent.py", workspace) == ["agent.py"]

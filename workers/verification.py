@@ -110,18 +110,41 @@ _NAMED_PATH = re.compile(
 )
 
 
+# A bare file name ("loop.py") counts when a file of that name is anywhere in the
+# workspace; looking is capped so a huge tree costs little.
+MAX_NAMES_SEEN = 50_000
+_SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
+
+
 def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
     """Paths an answer names that are not in the workspace: what a model made up."""
     missing: dict[str, None] = {}
+    names: set[str] | None = None
     for match in _NAMED_PATH.finditer(answer):
         path = match.group(1)
         if "://" in answer[max(0, match.start() - 8) : match.start() + 3]:
             continue  # part of a URL
         if container_root and path.startswith(container_root.lstrip("/") + "/"):
             path = path[len(container_root) :]
-        if not os.path.lexists(os.path.join(workspace, path.lstrip("/"))):
-            missing[path] = None
+        if os.path.lexists(os.path.join(workspace, path.lstrip("/"))):
+            continue
+        if "/" not in path.rstrip("/"):
+            names = _names_in(workspace) if names is None else names
+            if path.rstrip("/") in names:
+                continue
+        missing[path] = None
     return list(missing)
+
+
+def _names_in(workspace: Path) -> set[str]:
+    names: set[str] = set()
+    for _folder, dirs, files in os.walk(workspace):
+        dirs[:] = [d for d in dirs if d not in _SKIPPED_WHEN_LOOKING]
+        names.update(dirs)
+        names.update(files)
+        if len(names) > MAX_NAMES_SEEN:
+            break
+    return names
 
 
 @dataclass
