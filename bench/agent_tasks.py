@@ -34,6 +34,7 @@ from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 
 EXERCISES = Path(__file__).with_name("exercises")
+KEPT_LOGS = Path(tempfile.gettempdir()) / "gaffer-bench-agent"
 USER_UID = 1000
 MAX_STEPS = 15
 MAX_SECONDS = 420
@@ -108,6 +109,9 @@ def with_gaffer(exercise: Exercise) -> Result:
             timeout=MAX_SECONDS + 120,
         )
         wall = time.monotonic() - started
+        for log in (Path(tmp) / "logs").glob("*.jsonl"):  # kept to read what it did
+            KEPT_LOGS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, KEPT_LOGS / f"{exercise.name}.jsonl")
         end = _session_end(Path(tmp) / "logs")
         return Result(passes(workspace), int(end.get("tokens", 0)), wall, str(end.get("status")))
 
@@ -138,7 +142,9 @@ def _session_end(logs: Path) -> dict[str, object]:
     return {}
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
+    """Every exercise, or those named (`python -m bench.agent_tasks roman stack`)."""
+    chosen = [e for e in exercises() if not names or e.name in names]
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
         server.check_machine()
@@ -165,7 +171,7 @@ def main() -> int:
     totals = {"gaffer": 0, "one_shot": 0}
     tokens = {"gaffer": 0, "one_shot": 0}
     try:
-        for exercise in exercises():
+        for exercise in chosen:
             agent, single = with_gaffer(exercise), one_shot(exercise, model)
             totals["gaffer"] += agent.solved
             totals["one_shot"] += single.solved
@@ -184,7 +190,7 @@ def main() -> int:
     finally:
         if not left_running:
             server.stop_running()
-    count = len(exercises())
+    count = len(chosen)
     table.add_row(
         "solved",
         f"{totals['gaffer']} of {count}",
@@ -199,4 +205,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -210,6 +210,7 @@ def _plan(
         base_url=config.base_url,
         sandbox_uid=config.sandbox_uid,
         verify=config.verify,
+        file_blocks=config.file_blocks,
         context_window=config.context_window,
         extensions=extensions,
     )
@@ -331,6 +332,7 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
             "temperature": 0.0 if config.temperature is None else config.temperature,
             "tool_prefill": local_server.TOOL_CALL_OPENING,
             "answer_prefill": local_server.ANSWER_OPENING,
+            "file_blocks": True,
         }
     )
 

@@ -20,8 +20,9 @@ from typing import Any, cast
 from pydantic import Field, create_model
 
 from workers.context import ContextKeeper, window_for
-from workers.editing import EDIT_TOOLS, EditGuard
+from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
+from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
 from workers.limits import Budget
 from workers.loop import Agent, AgentResult, run_agent
 from workers.model import Model
@@ -124,6 +125,8 @@ class Team:
     verify: bool = True
     """Run every agent's final answer through the verification gate (--no-verify turns it off)."""
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
+    file_blocks: bool = False
+    """Editing agents write files as fenced blocks in their replies, not as calls."""
     context_window: int | None = None
     """Tokens; None takes the model's known window or a conservative default."""
     use_skill: Tool[Any] | None = None
@@ -241,6 +244,7 @@ class Team:
         model = self.make_model(profile.model)
         window = window_for(model.name, self.context_window)
         container_root = "/workspace" if profile.sandbox == "docker" else None
+        file_blocks = self.file_blocks and "write_file" in tools
         # An agent given a task about the code (a worker, or the top agent of `gaffer run`),
         # with tools to read it, looks before it answers.
         must_look = (parent is not None or self.task_mode) and bool(READ_TOOLS & set(tools))
@@ -258,19 +262,29 @@ class Team:
                 workspace=self.workspace,
                 container_root=container_root,
                 must_look=must_look,
+                # A small model (file blocks) describes a fix in prose and stops there.
+                expects_change=must_look and file_blocks,
             )
             if self.verify
             else None,
             look_first=must_look,
+            attach_named=(parent is not None or self.task_mode) and "read_file" in tools,
+            container_root=container_root,
+            file_blocks=file_blocks,
             context=ContextKeeper(window, rules=self.instructions),
             max_output_chars=result_chars(window),
-            edits=EditGuard(self.workspace, "/workspace" if profile.sandbox == "docker" else None)
+            edits=EditGuard(self.workspace, container_root)
             if EDIT_TOOLS & set(tools) or "run_shell" in tools
             else None,
         )
         workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
         prompt = profile.system_prompt.replace("{workspace}", workspace)
-        prompt = prompt.replace("{profiles}", self.describe_profiles()).strip()
+        prompt = prompt.replace("{profiles}", self.describe_profiles())
+        # How this agent changes files, where the profile says `{editing}`.
+        prompt = prompt.replace("{editing}", WRITE_BLOCKS if file_blocks else EDIT_WITH_TOOLS)
+        prompt = prompt.strip()
+        if file_blocks:
+            prompt += "\n\n# Writing files\n\n" + HOW_TO_WRITE
         if self.glance:
             prompt += "\n\n# The workspace at a glance\n\n" + self.glance
         if self.instructions:

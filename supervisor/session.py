@@ -64,6 +64,8 @@ class RunPlan:
     sandbox_uid: int | None = None
     """Run containers as this uid instead of the workspace owner's."""
     verify: bool = True
+    file_blocks: bool = False
+    """Editing agents write files as fenced blocks in their replies (Settings.file_blocks)."""
     context_window: int | None = None
     extensions: Extensions | None = None
     """Plugins, MCP servers and skills; closed with the session."""
@@ -218,6 +220,7 @@ class Session:
             events=self.events,
             ceiling=plan.ceiling,
             verify=plan.verify,
+            file_blocks=plan.file_blocks,
             context_window=plan.context_window,
             use_skill=plan.extensions.use_skill() if plan.extensions else None,
             extra_prompt=plan.extensions.prompt() if plan.extensions else "",

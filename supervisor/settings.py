@@ -63,6 +63,10 @@ class Settings(BaseModel):
     answer_prefill: str | None = None
     """The opening of a prose answer, sent as the start of the reply when tools are off,
     for models that write a call as text anyway (set for the local model)."""
+    file_blocks: bool = False
+    """Agents that edit write files as fenced code blocks under the file's path instead
+    of write_file/edit_file calls: small models write far better code in a block than
+    inside a call's JSON (set for the local model)."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.test_loop import run, tool_messages
+from tests.test_loop import make_agent, run, tool_messages
 from workers.editing import EditGuard, failure_focus
-from workers.events import Emitter
-from workers.loop import Agent, run_agent
+from workers.events import Emitter, Recorder
+from workers.loop import ATTACHED, Agent, run_agent
+from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.sandbox.host import HostSandbox
@@ -107,3 +108,49 @@ def test_focus_reads_only_test_commands_and_project_files(workspace: Path) -> No
     assert failure_focus(workspace, "make lint", output) == ""
     assert "E   boom" in failure_focus(workspace, "pytest", output)
     assert "/usr/lib" not in failure_focus(workspace, "pytest", output)
+
+
+def test_files_the_task_names_are_read_for_it_and_count_as_read(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "test_calc.py").write_text("from calc import add\n")
+    (workspace / "big.py").write_bytes(b"\x00binary")
+    model = ScriptedModel(
+        [call("edit_file", path="calc.py", old_text="a - b", new_text="a + b"), say("done")]
+    )
+    recorder = Recorder()
+    task = (
+        "Fix add in /workspace/calc.py so test_calc.py passes; see https://x.org/a.py, "
+        "big.py, gone.py and docs/ too."
+    )
+    messages: list[Message] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": task},
+    ]
+    agent = make_agent(
+        workspace,
+        model,
+        recorder,
+        edits=EditGuard(workspace, "/workspace"),
+        attach_named=True,
+        container_root="/workspace",
+    )
+    result = run_agent(agent, messages)
+
+    attached = result.messages[2]
+    assert attached["role"] == "user" and attached["content"].startswith(ATTACHED)
+    assert '<file path="calc.py">\ndef add(a, b):\n    return a - b\n</file>' in attached["content"]
+    assert '<file path="test_calc.py">' in attached["content"]
+    for left_out in ("a.py", "big.py", "gone.py", "docs"):
+        assert f'"{left_out}"' not in attached["content"], "only readable files are attached"
+    assert model.seen[0][2] == attached, "the model sees them before its first step"
+    assert tool_messages(result)[0]["content"].startswith("edited calc.py"), "they count as read"
+    assert (workspace / "calc.py").read_text().endswith("a + b\n")
+    logged = [r for r in recorder.records if r["event"] == "user_message"]
+    assert logged[0]["source"] == "attachment" and logged[0]["content"] == attached["content"]
+
+
+def test_nothing_is_attached_when_the_task_names_no_file(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("x = 1\n")
+    result, _, model = run(workspace, [say("done")], attach_named=True)
+    assert [m["role"] for m in model.seen[0]] == ["system", "user"]
+    assert result.outcome == Finished("done")

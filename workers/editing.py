@@ -21,11 +21,19 @@ from workers.tools.workspace import read_confined, relative, resolve
 from workers.verification import is_test
 
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
+# What a profile's `{editing}` says to an agent that edits with the file tools.
+EDIT_WITH_TOOLS = (
+    "Prefer edit_file for changes to existing files; copy old_text exactly from read_file."
+)
 # Enough of a file to recognise it and see where to read on.
 HEAD_LINES = 20
 # Bigger files are fingerprinted by size and time alone: hashing them on every edit
 # would cost more than the check is worth.
 MAX_HASHED_BYTES = 20 * 1024 * 1024
+TESTS_PASS = (
+    "[The tests pass after your last change. If the task is done, reply now with your "
+    "final answer: what you changed and how you checked it.]"
+)
 # Lines shown either side of the line a failure points at.
 CONTEXT_LINES = 3
 MAX_ERROR_LINES = 8
@@ -44,6 +52,8 @@ class EditGuard:
     seen: dict[str, str] = field(default_factory=dict)
     """Workspace-relative path → the fingerprint of the file when the agent last saw it
     whole: after reading it, or after writing it itself."""
+    untested_edit: bool = False
+    """It changed a file and has not run the tests since."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -74,7 +84,13 @@ class EditGuard:
             found = self._file(arguments.get("path"))
             if found is not None:
                 self.seen[found[0]] = _fingerprint(found[1])
+            self.untested_edit |= name in EDIT_TOOLS
         command = result.facts.get("command")
+        if name == "run_shell" and isinstance(command, str) and is_test(command):
+            if self.untested_edit and not result.is_error:
+                # Small models run passing tests again and again; the answer is what's next.
+                result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")
+            self.untested_edit = False
         if name == "run_shell" and result.is_error and isinstance(command, str):
             focus = failure_focus(
                 self.workspace,

@@ -12,15 +12,16 @@ from typing import Any
 
 from workers import executor
 from workers.context import ContextKeeper
-from workers.editing import EditGuard
+from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
+from workers.file_blocks import calls_from_blocks
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 from workers.repetition import RepetitionGuard
 from workers.sandbox import Sandbox, SandboxFault
 from workers.tools.base import Tool, ToolResult
-from workers.verification import Gate
+from workers.verification import Gate, named_paths
 
 UNREADABLE = (
     "Your last reply could not be read ({error}). Reply again: fewer tool calls, each one "
@@ -46,6 +47,12 @@ TOOLS_BACK = (
 # Replies the server could not read, in a row, before the agent ends: the same prompt
 # at near-greedy sampling tends to give the same reply.
 MAX_UNREADABLE = 4
+# Files the task names are read for the agent before its first step, as a user's
+# @-mention would attach them: a small model that sees the code and its tests at once
+# writes the change instead of spending steps finding them.
+ATTACHED = "The files your task names, read for you with read_file (do not repeat them):"
+MAX_ATTACHED = 4
+MAX_ATTACHED_CHARS = 48_000  # when the model's window is not known
 WRITTEN_CALL = (
     "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
     "in the tool-call format; to finish, answer in plain sentences."
@@ -75,6 +82,13 @@ class Agent:
     look_first: bool = False
     """Its first reply must be a tool call: a worker with a task about the code looks
     before it answers (small models otherwise answer from what they imagine)."""
+    attach_named: bool = False
+    """Read the files its task names before the first step (it has read_file)."""
+    container_root: str | None = None
+    """Where its sandbox mounts the workspace (`/workspace`), if anywhere."""
+    file_blocks: bool = False
+    """It writes files as fenced blocks in its replies (workers/file_blocks.py): it is not
+    offered write_file and edit_file, and each block becomes a write_file call."""
 
 
 @dataclass
@@ -102,6 +116,8 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
     )
     crash: dict[str, str] = {}
     try:
+        if agent.attach_named and not _looked(messages):
+            _attach_named_files(agent, messages)
         result.outcome = _loop(agent, result)
     except KeyboardInterrupt:
         agent.budget.cancel()  # workers below this agent stop at their next step
@@ -131,7 +147,10 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
     messages, guard = result.messages, RepetitionGuard(pauses=agent.edits is None)
-    schemas = [tool.schema() for tool in agent.tools.values()]
+    offered = [
+        tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
+    ]
+    schemas = [tool.schema() for tool in offered]
     paused, unreadable = False, 0
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
@@ -200,8 +219,37 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
 
 
 def _looked(messages: list[Message]) -> bool:
-    """Whether the conversation has tool results (in this run, or the one it resumes)."""
-    return any(m.get("role") == "tool" for m in messages)
+    """Whether the conversation has tool results or attached files (in this run, or the
+    one it resumes)."""
+    return any(
+        m.get("role") == "tool" or str(m.get("content") or "").startswith(ATTACHED)
+        for m in messages
+    )
+
+
+def _attach_named_files(agent: Agent, messages: list[Message]) -> None:
+    """The files the task names, read with the agent's own read_file in its own sandbox
+    and told to it as one message. A name that is not a readable file is left out
+    unsaid; together they take at most two results' share of the window."""
+    room = 2 * agent.max_output_chars if agent.max_output_chars else MAX_ATTACHED_CHARS
+    task = messages[-1] if messages and messages[-1]["role"] == "user" else None
+    attached: list[str] = []
+    for path in named_paths(str(task["content"]) if task else "", agent.container_root):
+        arguments = {"path": path}
+        call = ToolCall(id="attach", name="read_file", arguments=json.dumps(arguments))
+        result = executor.execute(
+            call, arguments, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
+        )
+        if result.is_error or len(result.output) > room:
+            continue
+        room -= len(result.output)
+        attached.append(f'<file path="{path}">\n{result.output.rstrip()}\n</file>')
+        if agent.edits is not None:
+            agent.edits.after("read_file", arguments, result)
+        if len(attached) == MAX_ATTACHED:
+            break
+    if attached:
+        tell(agent, messages, "\n\n".join([ATTACHED, *attached]), source="attachment")
 
 
 def _wrap_up(
@@ -306,6 +354,10 @@ def _call_model(
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:
         agent.context.observe(turn.usage.prompt_tokens, messages)
+    from_blocks = 0
+    if agent.file_blocks and agent.edits is not None and not tools_off and not turn.tool_calls:
+        calls = calls_from_blocks(turn.text, agent.edits, f"block-{step}")
+        turn, from_blocks = dataclasses.replace(turn, tool_calls=tuple(calls)), len(calls)
     agent.events.emit(
         "llm_call",
         step=step,
@@ -319,6 +371,7 @@ def _call_model(
         attempt=turn.attempt,
         finish_reason=turn.finish_reason,
         tool_calls=len(turn.tool_calls),
+        from_blocks=from_blocks,
         # The whole turn, so a run can be read back and resumed from its log alone.
         text=turn.text,
         calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],

@@ -116,24 +116,32 @@ MAX_NAMES_SEEN = 50_000
 _SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
 
 
+def named_paths(text: str, container_root: str | None = None) -> list[str]:
+    """The paths a text names, workspace-relative, in order, each once: `src/app.py`,
+    `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`)."""
+    if container_root:
+        text = re.sub(rf"(?<![\w/.-]){re.escape(container_root.rstrip('/'))}/", " ", text)
+    paths: dict[str, None] = {}
+    for match in _NAMED_PATH.finditer(text):
+        if "://" in text[max(0, match.start() - 8) : match.start() + 3]:
+            continue  # part of a URL
+        paths[match.group(1)] = None
+    return list(paths)
+
+
 def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
     """Paths an answer names that are not in the workspace: what a model made up."""
-    missing: dict[str, None] = {}
+    missing: list[str] = []
     names: set[str] | None = None
-    for match in _NAMED_PATH.finditer(answer):
-        path = match.group(1)
-        if "://" in answer[max(0, match.start() - 8) : match.start() + 3]:
-            continue  # part of a URL
-        if container_root and path.startswith(container_root.lstrip("/") + "/"):
-            path = path[len(container_root) :]
-        if os.path.lexists(os.path.join(workspace, path.lstrip("/"))):
+    for path in named_paths(answer, container_root):
+        if os.path.lexists(os.path.join(workspace, path)):
             continue
         if "/" not in path.rstrip("/"):
             names = _names_in(workspace) if names is None else names
             if path.rstrip("/") in names:
                 continue
-        missing[path] = None
-    return list(missing)
+        missing.append(path)
+    return missing
 
 
 def _names_in(workspace: Path) -> set[str]:
@@ -145,6 +153,12 @@ def _names_in(workspace: Path) -> set[str]:
         if len(names) > MAX_NAMES_SEEN:
             break
     return names
+
+
+NO_CHANGE = (
+    "Before you answer: you have changed no files. If the task asks for a change, make it "
+    "now and run the tests; if no change is needed, say why in your answer."
+)
 
 
 @dataclass
@@ -164,13 +178,33 @@ class Gate:
     container_root: str | None = None
     must_look: bool = False
     """The agent was given a task and tools to read the code: no answer without using them."""
+    expects_change: bool = False
+    """The agent was given a task and tools to change files: an answer that changed none
+    goes back once, asking for the change or for why none is needed."""
     sent_back: int = field(default=0, init=False)
+    _asked_for_change: bool = field(default=False, init=False)
 
     def review(
         self, facts: list[dict[str, Any]], answer: str = "", looked: bool | None = None
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         verdict = judge(facts, self.test_commands)
+        if (
+            verdict is None
+            and self.expects_change
+            and not self._asked_for_change
+            and self.sent_back < self.max_send_backs
+        ):
+            self._asked_for_change = True
+            self.sent_back += 1
+            self.events.emit(
+                "verification",
+                verdict="unsupported",
+                reason="no files changed",
+                action="sent_back",
+                sent_back=self.sent_back,
+            )
+            return NO_CHANGE
         if (
             verdict is None
             and self.sent_back < self.max_send_backs

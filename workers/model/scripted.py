@@ -64,6 +64,8 @@ class ScriptedModel:
         self._latency = latency
         self._lock = threading.Lock()
         self.seen: list[list[Message]] = []
+        self.tools_seen: list[list[dict[str, Any]]] = []
+        """The tool schemas offered with each call, in order."""
 
     def complete(
         self,
@@ -79,6 +81,7 @@ class ScriptedModel:
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
+            self.tools_seen.append(list(tools))
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
