@@ -1,13 +1,19 @@
 """`make bench-agent`: small Python exercises solved by the local model, with and without gaffer.
 
-Each exercise (bench/exercises/<name>/) has its instructions (task.md), a stub, and a
-unittest file; its reference solution (solution/) never enters the workspace. Two ways
-are measured in the same run, each in a fresh workspace:
+Each exercise (bench/exercises/<name>/) has its instructions (task.md), its code (a stub
+to fill in, or a small project with a bug or a missing feature) and a unittest file; its
+reference solution (solution/, the files it changes) never enters the workspace. Three
+ways are measured in the same run, each in a fresh workspace:
 
 - gaffer: `gaffer run --local --profile coder` with the instructions, as a user would; the
   coder reads, edits and runs the tests in its Docker container.
-- one shot: the same model, no tools, shown the instructions, the stub and the tests, and
-  asked for the whole new file in one reply.
+- one shot, task only: the same model, no tools, given the instructions as gaffer is,
+  asked for the new content of each file it changes in one reply.
+- one shot, files shown: the same, with every file of the workspace pasted under the
+  instructions: what a user could paste into a chat, and an upper bound on one shot.
+
+Both one-shot replies are applied with gaffer's own file-block reader
+(workers/file_blocks.py), so a reply counts the way it would count in gaffer.
 
 An exercise counts as solved only when its tests pass on the host afterwards; what the
 model says counts for nothing. Printed per exercise: solved, tokens, wall time.
@@ -30,8 +36,11 @@ from rich.console import Console
 from rich.table import Table
 
 from supervisor.local import server, store
+from workers.editing import EditGuard
+from workers.file_blocks import calls_from_blocks
 from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
+from workers.tools.workspace import resolve
 
 EXERCISES = Path(__file__).with_name("exercises")
 KEPT_LOGS = Path(tempfile.gettempdir()) / "gaffer-bench-agent"
@@ -52,12 +61,13 @@ class Exercise:
     def task(self) -> str:
         return (self.folder / "task.md").read_text().strip()
 
-    @property
-    def module(self) -> Path:
-        return next(p for p in self.folder.glob("*.py") if not p.name.startswith("test_"))
-
     def files(self) -> list[Path]:
+        """What a workspace is given: the code and its tests, never the solution."""
         return sorted(self.folder.glob("*.py"))
+
+    def solution(self) -> list[Path]:
+        """The files the reference solution changes, as they are once changed."""
+        return sorted((self.folder / "solution").glob("*.py"))
 
 
 @dataclass(frozen=True)
@@ -116,22 +126,32 @@ def with_gaffer(exercise: Exercise) -> Result:
         return Result(passes(workspace), int(end.get("tokens", 0)), wall, str(end.get("status")))
 
 
-def one_shot(exercise: Exercise, model: OpenAIModel) -> Result:
-    shown = "\n\n".join(f"{p.name}:\n```python\n{p.read_text()}```" for p in exercise.files())
-    prompt = (
-        f"{exercise.task}\n\n{shown}\n\nReply with the complete new content of "
-        f"{exercise.module.name} in one python code block, and nothing else."
-    )
+ONE_SHOT_ASK = (
+    "Reply with the complete new content of each file you change: its path on a line of "
+    "its own, then the content in one fenced code block."
+)
+
+
+def one_shot(exercise: Exercise, model: OpenAIModel, *, files_shown: bool) -> Result:
+    prompt = exercise.task
+    if files_shown:
+        prompt += "\n\n" + "\n\n".join(
+            f"{p.name}\n```python\n{p.read_text()}```" for p in exercise.files()
+        )
     started = time.monotonic()
-    turn = model.complete([{"role": "user", "content": prompt}], [])
+    turn = model.complete([{"role": "user", "content": f"{prompt}\n\n{ONE_SHOT_ASK}"}], [])
     wall = time.monotonic() - started
-    blocks = _CODE_BLOCK.findall(turn.text)
     with tempfile.TemporaryDirectory() as tmp:
         workspace = fresh_workspace(exercise, Path(tmp))
-        if blocks:
-            (workspace / exercise.module.name).write_text(blocks[0])
-        solved = bool(blocks) and passes(workspace)
-    return Result(solved, turn.usage.total, wall, "" if blocks else "no code block")
+        guard = EditGuard(workspace)
+        guard.seen.update((p.name, "") for p in exercise.files())  # its files, by name
+        writes = calls_from_blocks(turn.text, guard, "one-shot")
+        for call in writes:
+            arguments = json.loads(call.arguments)
+            target = resolve(workspace, arguments["path"])
+            target.write_text(arguments["content"])
+        solved = bool(writes) and passes(workspace)
+    return Result(solved, turn.usage.total, wall, "" if writes else "no file in the reply")
 
 
 def _session_end(logs: Path) -> dict[str, object]:
@@ -165,43 +185,52 @@ def main(names: list[str]) -> int:
         max_output_tokens=ONE_SHOT_TOKENS,
         temperature=0.0,
     )
-    table = Table(title="agent tasks: the local model (Qwen2.5-Coder-1.5B, 2 threads)")
-    for column in ("exercise", "gaffer", "tokens", "wall s", "one shot", "tokens", "wall s"):
-        table.add_column(column)
-    totals = {"gaffer": 0, "one_shot": 0}
-    tokens = {"gaffer": 0, "one_shot": 0}
+    ways = {
+        "gaffer": with_gaffer,
+        "one shot, task only": lambda e: one_shot(e, model, files_shown=False),
+        "one shot, files shown": lambda e: one_shot(e, model, files_shown=True),
+    }
+    results: dict[str, list[Result]] = {way: [] for way in ways}
     try:
         for exercise in chosen:
-            agent, single = with_gaffer(exercise), one_shot(exercise, model)
-            totals["gaffer"] += agent.solved
-            totals["one_shot"] += single.solved
-            tokens["gaffer"] += agent.tokens
-            tokens["one_shot"] += single.tokens
-            table.add_row(
-                exercise.name,
-                f"{'solved' if agent.solved else 'no'} ({agent.detail})",
-                str(agent.tokens),
-                f"{agent.wall_s:.0f}",
-                "solved" if single.solved else f"no {single.detail}".strip(),
-                str(single.tokens),
-                f"{single.wall_s:.0f}",
-            )
-            print(f"{exercise.name}: gaffer {agent}, one shot {single}", file=sys.stderr)
+            for way, attempt in ways.items():
+                results[way].append(attempt(exercise))
+            shown = ", ".join(f"{way} {runs[-1]}" for way, runs in results.items())
+            print(f"{exercise.name}: {shown}", file=sys.stderr)
     finally:
         if not left_running:
             server.stop_running()
-    count = len(chosen)
-    table.add_row(
-        "solved",
-        f"{totals['gaffer']} of {count}",
-        str(tokens["gaffer"]),
-        "",
-        f"{totals['one_shot']} of {count}",
-        str(tokens["one_shot"]),
-        "",
-    )
-    Console(highlight=False, width=140).print(table)
+    print_table(chosen, results)
     return 0
+
+
+def print_table(chosen: list[Exercise], results: dict[str, list[Result]]) -> None:
+    table = Table(title="agent tasks: the local model (Qwen2.5-Coder-1.5B, 2 threads)")
+    table.add_column("exercise")
+    for way in results:
+        table.add_column(way)
+        table.add_column("tokens", justify="right")
+        table.add_column("wall s", justify="right")
+    for index, exercise in enumerate(chosen):
+        row = [exercise.name]
+        for runs in results.values():
+            run = runs[index]
+            outcome = "solved" if run.solved else "no"
+            row += [f"{outcome} ({run.detail})" if run.detail else outcome]
+            row += [f"{run.tokens:,}", f"{run.wall_s:.0f}"]
+        table.add_row(*row)
+    summary = ["solved"]
+    for runs in results.values():
+        solved = sum(r.solved for r in runs)
+        tokens = sum(r.tokens for r in runs)
+        summary += [f"{solved} of {len(runs)}", f"{tokens:,}", f"{sum(r.wall_s for r in runs):.0f}"]
+    table.add_row(*summary)
+    per_solved = ["tokens per solved task"]
+    for runs in results.values():
+        solved = sum(r.solved for r in runs)
+        per_solved += ["", f"{sum(r.tokens for r in runs) // solved:,}" if solved else "-", ""]
+    table.add_row(*per_solved)
+    Console(highlight=False, width=180).print(table)
 
 
 if __name__ == "__main__":

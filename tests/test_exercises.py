@@ -25,6 +25,9 @@ def test_the_stub_fails_and_the_solution_passes(exercise: Exercise, tmp_path: Pa
     assert sorted(p.name for p in stub.iterdir()) == sorted(p.name for p in exercise.files())
     assert not passes(stub), "the exercise is solved before anyone starts"
     solved = fresh_workspace(exercise, tmp_path / "solved")
-    shutil.copy(exercise.folder / "solution" / exercise.module.name, solved)
+    assert exercise.solution(), "a solution changes at least one file"
+    for changed in exercise.solution():
+        assert (exercise.folder / changed.name).is_file(), "a solution changes given files"
+        shutil.copy(changed, solved)
     assert passes(solved)
     assert exercise.task.endswith("Run the tests with: python3 -m pytest -q")
