@@ -3,6 +3,7 @@ block that holds only some functions is merged, and the loop running them as wri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -134,13 +135,45 @@ def test_the_loop_runs_blocks_as_writes_and_offers_no_edit_tools(workspace: Path
     agent = make_agent(workspace, model, recorder, edits=EditGuard(workspace), file_blocks=True)
     result = run_agent(agent, messages)
 
-    answers = [m["content"] for m in tool_messages(result)]
-    assert answers[0].startswith("refused: read calc.py before changing it")
-    assert answers[2].startswith("wrote") and "calc.py" in answers[2]
+    told = [m["content"] for m in result.messages if m["role"] == "user"][1:]
+    assert told[0].startswith("refused: read calc.py before changing it")
+    assert told[1] == "wrote 32 bytes to calc.py (replaced the existing file)"
     assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert result.outcome.answer == "Done: add adds."  # type: ignore[union-attr]
+    assert [m["role"] for m in result.messages[2:]] == [
+        "assistant",  # the reply with its block, as the model wrote it: no tool_calls
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    assert "tool_calls" not in result.messages[2]
     offered = {tool["function"]["name"] for tool in model.tools_seen[0]}
     assert "read_file" in offered and not offered & {"write_file", "edit_file"}
-    llm_calls = [r for r in recorder.records if r["event"] == "llm_call"]
-    assert [r["from_blocks"] for r in llm_calls] == [1, 0, 1, 0]
-    assert llm_calls[2]["calls"][0]["name"] == "write_file", "the log holds the call it ran"
+    writes = [r for r in recorder.records if r["event"] == "tool_call" and r.get("from_block")]
+    assert [(w["name"], w["args"]["path"], w["is_error"]) for w in writes] == [
+        ("write_file", "calc.py", True),
+        ("write_file", "calc.py", False),
+    ]
+    sources = [r["source"] for r in recorder.records if r["event"] == "user_message"]
+    assert sources == ["file_blocks", "file_blocks"]
+
+
+def test_a_block_is_written_before_the_calls_of_the_same_reply(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    reply = say("calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
+    reply = dataclasses.replace(
+        reply, tool_calls=call("run_shell", command="grep -c 'a + b' calc.py").tool_calls
+    )
+    model = ScriptedModel([call("read_file", path="calc.py"), reply, say("done")])
+    recorder = Recorder()
+    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    agent = make_agent(workspace, model, recorder, edits=EditGuard(workspace), file_blocks=True)
+    result = run_agent(agent, messages)
+    assert tool_messages(result)[1]["content"].startswith("1\n"), "grep ran after the write"
+    assert result.messages[-2] == {
+        "role": "user",
+        "content": "wrote 32 bytes to calc.py (replaced the existing file)",
+    }

@@ -176,7 +176,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         unreadable = 0
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
-        if not turn.tool_calls:
+        # Files written as blocks are written before the reply's calls run (a test run).
+        written = None if paused else _write_blocks(agent, result, turn.text, step, guard)
+        if not turn.tool_calls and not written:
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
             paused = False
@@ -191,6 +193,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             )
             if tool_result is not _DUPLICATE:
                 guard.observe(call, tool_result)
+        if written:
+            tell(agent, messages, written, source="file_blocks")
         if guard.stop is not None:  # stopped for going in circles: still ask what it found
             _answer_unanswered(messages, reason_of(guard.stop))
             return _wrap_up(agent, result, schemas, guard.stop)
@@ -216,6 +220,28 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
         tell(agent, result.messages, send_back, source="verification")
         return None
     return Finished(_stamped(agent, text, result))
+
+
+def _write_blocks(
+    agent: Agent, result: AgentResult, text: str, step: int, guard: RepetitionGuard
+) -> str | None:
+    """Runs the file blocks of a reply as write_file calls; what each did, for the agent,
+    or None when the reply has none (or the agent does not write in blocks).
+
+    The reply stays in the conversation as the model wrote it and the results go back as
+    one message: the model never sees its code again as an escaped JSON string."""
+    if not agent.file_blocks or agent.edits is None:
+        return None
+    outcomes = []
+    for call in calls_from_blocks(text, agent.edits, f"block-{step}"):
+        arguments = json.loads(call.arguments)
+        tool_result = _run_tool(agent, call, arguments, step, None, from_block=True)
+        result.tool_calls += 1
+        result.facts.append(tool_result.facts)
+        guard.observe(call, tool_result)
+        path, said = arguments["path"], tool_result.output
+        outcomes.append(said if path in said else f"{path}: {said}")
+    return "\n\n".join(outcomes) or None
 
 
 def _looked(messages: list[Message]) -> bool:
@@ -354,10 +380,6 @@ def _call_model(
     agent.budget.spend(turn.usage.total)
     if agent.context is not None:
         agent.context.observe(turn.usage.prompt_tokens, messages)
-    from_blocks = 0
-    if agent.file_blocks and agent.edits is not None and not tools_off and not turn.tool_calls:
-        calls = calls_from_blocks(turn.text, agent.edits, f"block-{step}")
-        turn, from_blocks = dataclasses.replace(turn, tool_calls=tuple(calls)), len(calls)
     agent.events.emit(
         "llm_call",
         step=step,
@@ -371,7 +393,6 @@ def _call_model(
         attempt=turn.attempt,
         finish_reason=turn.finish_reason,
         tool_calls=len(turn.tool_calls),
-        from_blocks=from_blocks,
         # The whole turn, so a run can be read back and resumed from its log alone.
         text=turn.text,
         calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
@@ -425,7 +446,13 @@ def _may_overlap(agent: Agent, call: ToolCall, arguments: dict[str, Any] | str) 
 
 
 def _run_tool(
-    agent: Agent, call: ToolCall, args: dict[str, Any] | str, step: int, refusal: ToolResult | None
+    agent: Agent,
+    call: ToolCall,
+    args: dict[str, Any] | str,
+    step: int,
+    refusal: ToolResult | None,
+    *,
+    from_block: bool = False,
 ) -> ToolResult:
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
@@ -452,6 +479,7 @@ def _run_tool(
         result_chars=len(result.output),
         content=result.output,
         sandbox=agent.sandbox.name,
+        **({"from_block": True} if from_block else {}),
         **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
         **({"facts": result.facts} if result.facts else {}),
     )
