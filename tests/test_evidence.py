@@ -78,3 +78,31 @@ def test_which_words_count_as_paths(workspace: Path) -> None:
     (workspace / "workers" / "loop.py").write_text("x = 1\n")
     # A bare name is fine wherever in the workspace it is; a bare name nowhere is not.
     assert missing_paths("the loop is in loop.py, not agent.py", workspace) == ["agent.py"]
+
+
+def test_a_send_back_that_asks_for_a_test_run_requires_a_call_next(workspace: Path) -> None:
+    recorder = Recorder()
+    events = Emitter([recorder]).bind(session_id="s", agent_id="w1")
+    script = [
+        call("write_file", path="calc.py", content="x = 1\n"),
+        say("Done, the tests pass."),  # they never ran
+        call("run_shell", command="grep -c x calc.py"),  # the call the send-back required
+        say("Done."),
+    ]
+    result, _, model = run(workspace, script, gate=Gate(events, 1, workspace=workspace))
+    assert model.required == [False, False, True, False]
+    assert recorder.of("verification")[0]["verdict"] == "unverified"
+    assert result.outcome.answer.startswith("Done.")  # type: ignore[union-attr]
+
+
+def test_a_coder_that_changed_nothing_is_asked_once_without_requiring_a_call(
+    workspace: Path,
+) -> None:
+    recorder = Recorder()
+    events = Emitter([recorder]).bind(session_id="s", agent_id="w1")
+    script = [call("list_dir"), say("The bug is in median."), say("No change: it is fine.")]
+    checked = Gate(events, workspace=workspace, must_look=True, expects_change=True)
+    result, _, model = run(workspace, script, gate=checked)
+    assert model.seen[2][-1]["content"].startswith("Before you answer: you have changed no files")
+    assert model.required == [False, False, False], "a change may be a file block: none forced"
+    assert result.outcome == Finished("No change: it is fine.")

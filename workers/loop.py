@@ -151,7 +151,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
     ]
     schemas = [tool.schema() for tool in offered]
-    paused, unreadable = False, 0
+    paused, unreadable, must_call = False, 0, False
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
             return stop
@@ -163,9 +163,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if step == agent.limits.max_steps:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         try:
-            first_look = agent.look_first and not _looked(messages)
+            must_call |= agent.look_first and not _looked(messages)
             turn = _call_model(
-                agent, messages, schemas, step, tools_off=paused, require_tool=first_look
+                agent, messages, schemas, step, tools_off=paused, require_tool=must_call
             )
         except ModelError as error:
             if error.kind != "malformed_output" or (unreadable := unreadable + 1) >= MAX_UNREADABLE:
@@ -173,7 +173,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             tell(agent, messages, UNREADABLE.format(error=error.message), source="model_error")
             paused = unreadable > 1  # asked again, the same reply would fail again: prose
             continue
-        unreadable = 0
+        unreadable, must_call = 0, False
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         # Files written as blocks are written before the reply's calls run (a test run).
@@ -181,7 +181,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if not turn.tool_calls and not written:
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
-            paused = False
+            paused, must_call = False, agent.gate is not None and agent.gate.wants_call
             continue
         for call, tool_result in zip(
             turn.tool_calls, _run_batch(agent, turn, step, guard), strict=False

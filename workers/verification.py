@@ -182,12 +182,16 @@ class Gate:
     """The agent was given a task and tools to change files: an answer that changed none
     goes back once, asking for the change or for why none is needed."""
     sent_back: int = field(default=0, init=False)
+    wants_call: bool = field(default=False, init=False)
+    """The last send-back asked for a tool call (a test run, a look at the code): the
+    agent's next reply must be one, or a small model repeats its answer word for word."""
     _asked_for_change: bool = field(default=False, init=False)
 
     def review(
         self, facts: list[dict[str, Any]], answer: str = "", looked: bool | None = None
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
+        self.wants_call = False
         verdict = judge(facts, self.test_commands)
         if (
             verdict is None
@@ -211,6 +215,7 @@ class Gate:
             and (problem := self._unsupported(bool(facts) if looked is None else looked, answer))
         ):
             self.sent_back += 1
+            self.wants_call = True
             self.events.emit(
                 "verification",
                 verdict="unsupported",
@@ -234,6 +239,7 @@ class Gate:
             )
             return None
         self.sent_back += 1
+        self.wants_call = True
         self.events.emit(
             "verification",
             verdict="unverified",

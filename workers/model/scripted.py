@@ -66,6 +66,8 @@ class ScriptedModel:
         self.seen: list[list[Message]] = []
         self.tools_seen: list[list[dict[str, Any]]] = []
         """The tool schemas offered with each call, in order."""
+        self.required: list[bool] = []
+        """Whether each call required a tool call (require_tool), in order."""
 
     def complete(
         self,
@@ -82,6 +84,7 @@ class ScriptedModel:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
             self.tools_seen.append(list(tools))
+            self.required.append(require_tool)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
