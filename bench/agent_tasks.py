@@ -21,6 +21,7 @@ model says counts for nothing. Printed per exercise: solved, tokens, wall time.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,7 @@ class Result:
     tokens: int
     wall_s: float
     detail: str = ""
+    model_calls: int = 1
 
 
 def exercises() -> list[Exercise]:
@@ -122,8 +125,11 @@ def with_gaffer(exercise: Exercise) -> Result:
         for log in (Path(tmp) / "logs").glob("*.jsonl"):  # kept to read what it did
             KEPT_LOGS.mkdir(parents=True, exist_ok=True)
             shutil.copy(log, KEPT_LOGS / f"{exercise.name}.jsonl")
-        end = _session_end(Path(tmp) / "logs")
-        return Result(passes(workspace), int(end.get("tokens", 0)), wall, str(end.get("status")))
+        records = _records(Path(tmp) / "logs")
+        end = next((r for r in reversed(records) if r.get("event") == "session_end"), {})
+        calls = sum(r.get("event") == "llm_call" for r in records)
+        tokens = int(str(end.get("tokens", 0)))
+        return Result(passes(workspace), tokens, wall, str(end.get("status")), calls)
 
 
 ONE_SHOT_ASK = (
@@ -154,12 +160,13 @@ def one_shot(exercise: Exercise, model: OpenAIModel, *, files_shown: bool) -> Re
     return Result(solved, turn.usage.total, wall, "" if writes else "no file in the reply")
 
 
-def _session_end(logs: Path) -> dict[str, object]:
-    for log in logs.glob("*.jsonl"):
-        for line in reversed(log.read_text().splitlines()):
-            if '"session_end"' in line:
-                return dict(json.loads(line))
-    return {}
+def _records(logs: Path) -> list[dict[str, object]]:
+    return [
+        dict(json.loads(line))
+        for log in logs.glob("*.jsonl")
+        for line in log.read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def main(names: list[str]) -> int:
@@ -185,10 +192,10 @@ def main(names: list[str]) -> int:
         max_output_tokens=ONE_SHOT_TOKENS,
         temperature=0.0,
     )
-    ways = {
+    ways: dict[str, Callable[[Exercise], Result]] = {
         "gaffer": with_gaffer,
-        "one shot, task only": lambda e: one_shot(e, model, files_shown=False),
-        "one shot, files shown": lambda e: one_shot(e, model, files_shown=True),
+        "one shot, task only": functools.partial(one_shot, model=model, files_shown=False),
+        "one shot, files shown": functools.partial(one_shot, model=model, files_shown=True),
     }
     results: dict[str, list[Result]] = {way: [] for way in ways}
     try:
@@ -225,11 +232,13 @@ def print_table(chosen: list[Exercise], results: dict[str, list[Result]]) -> Non
         tokens = sum(r.tokens for r in runs)
         summary += [f"{solved} of {len(runs)}", f"{tokens:,}", f"{sum(r.wall_s for r in runs):.0f}"]
     table.add_row(*summary)
-    per_solved = ["tokens per solved task"]
+    per_solved, per_call = ["tokens per solved task"], ["tokens per model call"]
     for runs in results.values():
-        solved = sum(r.solved for r in runs)
-        per_solved += ["", f"{sum(r.tokens for r in runs) // solved:,}" if solved else "-", ""]
+        solved, tokens = sum(r.solved for r in runs), sum(r.tokens for r in runs)
+        per_solved += ["", f"{tokens // solved:,}" if solved else "-", ""]
+        per_call += ["", f"{tokens // max(1, sum(r.model_calls for r in runs)):,}", ""]
     table.add_row(*per_solved)
+    table.add_row(*per_call)
     Console(highlight=False, width=180).print(table)
 
 

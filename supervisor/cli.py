@@ -153,7 +153,6 @@ def _plan(
         flags["stream"] = False
     if flags.pop("no_verify", False):
         flags["verify"] = False
-    max_steps = flags.pop("max_steps")
     try:
         config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
@@ -196,7 +195,7 @@ def _plan(
         tools=tools,
         make_model=_model_factory(config),
         top=top,
-        max_steps=max_steps,
+        max_steps=config.max_steps,
         max_seconds=config.max_seconds,
         max_tokens=config.max_tokens,
         ceiling=Ceiling(

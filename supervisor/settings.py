@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workers.limits import DEFAULT_MAX_STEPS
 from workers.trust import Source
 
 
@@ -26,8 +25,8 @@ class Settings(BaseModel):
     """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (OPENAI_BASE_URL, --base-url)."""
     api_key: str | None = Field(None, exclude=True, repr=False)
     """Only from OPENAI_API_KEY or --api-key, never from a file."""
-    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
-    """Model calls the agent may make."""
+    max_steps: int | None = Field(None, ge=1)
+    """Model calls the top agent may make per task; default: its profile's."""
     max_seconds: float | None = Field(None, gt=0)
     """Wall-clock limit for the whole run."""
     max_tokens: int | None = Field(None, ge=1)

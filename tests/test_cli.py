@@ -160,6 +160,16 @@ def test_limit_exits_2_with_the_reason_on_stderr(workspace: Path) -> None:
     assert "gaffer: stopped: steps limit: used all 2 steps" in done.stderr
 
 
+def test_max_steps_in_a_config_file_is_the_top_agent_s_limit(workspace: Path) -> None:
+    (workspace / ".gaffer").mkdir()
+    (workspace / ".gaffer" / "config.toml").write_text("max_steps = 2\n")
+    replies = [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="what I have so far")]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, "run", "--trust-workspace", "x", server=server)
+    assert done.returncode == 2
+    assert "gaffer: stopped: steps limit: used all 2 steps" in done.stderr
+
+
 def test_auth_error_exits_1_in_one_line_without_traceback(workspace: Path) -> None:
     with FakeOpenAI([error_reply(401, "Incorrect API key provided")]) as server:
         done = gaffer(workspace, "run", "x", server=server)
