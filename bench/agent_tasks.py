@@ -147,6 +147,9 @@ def one_shot(exercise: Exercise, model: OpenAIModel, *, files_shown: bool) -> Re
     started = time.monotonic()
     turn = model.complete([{"role": "user", "content": f"{prompt}\n\n{ONE_SHOT_ASK}"}], [])
     wall = time.monotonic() - started
+    KEPT_LOGS.mkdir(parents=True, exist_ok=True)
+    kept = KEPT_LOGS / f"{exercise.name}.one-shot-{'files' if files_shown else 'task'}.txt"
+    kept.write_text(f"{prompt}\n\n{ONE_SHOT_ASK}\n\n---- reply ----\n\n{turn.text}")
     with tempfile.TemporaryDirectory() as tmp:
         workspace = fresh_workspace(exercise, Path(tmp))
         guard = EditGuard(workspace)

@@ -24,6 +24,8 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     error: dict[str, Any] | None = None
+    """With status 200 and a stream: sent as an `error` event in the stream, as llama.cpp
+    does when it cannot read the model's reply."""
     cut_after_chunks: int | None = None
     """Close the connection mid-body after this many content chunks."""
     no_finish: bool = False
@@ -104,7 +106,12 @@ class FakeOpenAI:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for n, event in enumerate(_chunks(reply, body)):
+                events = (
+                    _chunks(reply, body)
+                    if reply.error is None
+                    else [json.dumps({"error": reply.error})]
+                )
+                for n, event in enumerate(events):
                     if reply.cut_after_chunks is not None and n >= reply.cut_after_chunks:
                         # Half a chunk, then a dead socket: what a dropped connection looks like.
                         self.wfile.write(b'40\r\ndata: {"trunc')

@@ -177,3 +177,17 @@ def test_a_block_is_written_before_the_calls_of_the_same_reply(workspace: Path) 
         "role": "user",
         "content": "wrote 32 bytes to calc.py (replaced the existing file)",
     }
+
+
+def test_a_reply_that_only_echoes_a_file_is_told_so_once(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    echo = say("calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
+    model = ScriptedModel([call("read_file", path="calc.py"), echo, echo])
+    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
+    result = run_agent(agent, messages)
+    assert model.seen[2][-1]["content"] == (
+        "Nothing was written: your blocks match the files as they are (calc.py). Next, run "
+        "the tests with run_shell, or give your final answer in plain sentences."
+    )
+    assert result.outcome.answer.startswith("calc.py\n```python")  # type: ignore[union-attr]

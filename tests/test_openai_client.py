@@ -207,6 +207,19 @@ def test_a_reply_the_server_cannot_parse_is_the_models_mistake_not_retried() -> 
     assert len(server.requests) == 1
 
 
+def test_an_unreadable_reply_reported_inside_a_stream_is_not_retried() -> None:
+    error = {
+        "message": "The model produced output that does not match the expected peg-native format"
+    }
+    with (
+        FakeOpenAI([Reply(error=error), Reply(text="never")]) as server,
+        pytest.raises(ModelError) as raised,
+    ):
+        model_for(server).complete([{"role": "user", "content": "x"}], [])
+    assert raised.value.kind == "malformed_output"
+    assert len(server.requests) == 1
+
+
 def test_a_cancelled_call_closes_its_connection_and_the_server_sees_it() -> None:
     """A worker whose caller gave up must not leave the server computing for nobody."""
     with FakeOpenAI([Reply(text="too late", delay=30)]) as server:

@@ -42,7 +42,14 @@ MAX_BLOCK_FILE_BYTES = 1024 * 1024
 def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCall]:
     """A write_file call for each block of `text` that is a file's new content and would
     change it; blocks that are examples, commands or output are left as prose."""
+    return read_blocks(text, guard, call_id)[0]
+
+
+def read_blocks(text: str, guard: EditGuard, call_id: str) -> tuple[list[ToolCall], list[str]]:
+    """The write_file calls of `text` (as `calls_from_blocks`), and the files it has
+    blocks for that already hold exactly what the block would make them."""
     calls: list[ToolCall] = []
+    unchanged: list[str] = []
     written: set[str] = set()
     start = 0
     for match in _BLOCK.finditer(text):
@@ -54,6 +61,8 @@ def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCal
             continue
         old = _current(guard, path)
         new = body if old is None or not path.endswith(".py") else _merged(old, body)
+        if new is not None and new == old and path not in unchanged:
+            unchanged.append(path)
         if new is None or new == old:
             continue
         written.add(path)
@@ -61,7 +70,7 @@ def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCal
         calls.append(
             ToolCall(id=f"{call_id}-{len(calls) + 1}", name="write_file", arguments=arguments)
         )
-    return calls
+    return calls, unchanged
 
 
 def _label(before: str, info: str, container_root: str | None) -> str | None:

@@ -14,7 +14,7 @@ from workers import executor
 from workers.context import ContextKeeper
 from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import calls_from_blocks
+from workers.file_blocks import read_blocks
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
@@ -53,6 +53,10 @@ MAX_UNREADABLE = 4
 ATTACHED = "The files your task names, read for you with read_file (do not repeat them):"
 MAX_ATTACHED = 4
 MAX_ATTACHED_CHARS = 48_000  # when the model's window is not known
+UNCHANGED_BLOCKS = (
+    "Nothing was written: your blocks match the files as they are ({files}). Next, run "
+    "the tests with run_shell, or give your final answer in plain sentences."
+)
 WRITTEN_CALL = (
     "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
     "in the tool-call format; to finish, answer in plain sentences."
@@ -151,7 +155,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
     ]
     schemas = [tool.schema() for tool in offered]
-    paused, unreadable, must_call = False, 0, False
+    paused, unreadable, must_call, echoed = False, 0, False, False
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
             return stop
@@ -177,7 +181,11 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
         # Files written as blocks are written before the reply's calls run (a test run).
-        written = None if paused else _write_blocks(agent, result, turn.text, step, guard)
+        written, echoed = (
+            (None, False)
+            if paused
+            else _write_blocks(agent, result, turn, step, guard, note_unchanged=not echoed)
+        )
         if not turn.tool_calls and not written:
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
@@ -223,17 +231,31 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
 
 
 def _write_blocks(
-    agent: Agent, result: AgentResult, text: str, step: int, guard: RepetitionGuard
-) -> str | None:
-    """Runs the file blocks of a reply as write_file calls; what each did, for the agent,
-    or None when the reply has none (or the agent does not write in blocks).
+    agent: Agent,
+    result: AgentResult,
+    turn: AssistantTurn,
+    step: int,
+    guard: RepetitionGuard,
+    *,
+    note_unchanged: bool,
+) -> tuple[str | None, bool]:
+    """Runs the file blocks of a reply as write_file calls: what each did, for the agent,
+    or None when the reply has none (or the agent does not write in blocks); and whether
+    that is only the note that the blocks change nothing.
 
     The reply stays in the conversation as the model wrote it and the results go back as
-    one message: the model never sees its code again as an escaped JSON string."""
+    one message: the model never sees its code again as an escaped JSON string. A reply
+    of nothing but blocks that change nothing (a small model echoing what it wrote) is
+    told so once, rather than taken for a final answer."""
     if not agent.file_blocks or agent.edits is None:
-        return None
+        return None, False
+    calls, unchanged = read_blocks(turn.text, agent.edits, f"block-{step}")
+    if not calls:
+        if unchanged and note_unchanged and not turn.tool_calls:
+            return UNCHANGED_BLOCKS.format(files=", ".join(unchanged)), True
+        return None, False
     outcomes = []
-    for call in calls_from_blocks(text, agent.edits, f"block-{step}"):
+    for call in calls:
         arguments = json.loads(call.arguments)
         tool_result = _run_tool(agent, call, arguments, step, None, from_block=True)
         result.tool_calls += 1
@@ -241,7 +263,7 @@ def _write_blocks(
         guard.observe(call, tool_result)
         path, said = arguments["path"], tool_result.output
         outcomes.append(said if path in said else f"{path}: {said}")
-    return "\n\n".join(outcomes) or None
+    return "\n\n".join(outcomes), False
 
 
 def _looked(messages: list[Message]) -> bool:

@@ -37,8 +37,12 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_S = 120.0
 # Servers that parse tool calls themselves (llama.cpp) answer 500 when the model wrote
 # one they cannot read. That is the model's mistake: retrying the same prompt repeats it.
+# The server could not read the model's reply as its tool-call format (llama.cpp says
+# so in a 500, or in an error event mid-stream): asking again gives the same reply.
 _UNREADABLE_OUTPUT = re.compile(
-    r"parse tool call|tool call arguments|failed to parse.*tool", re.IGNORECASE
+    r"parse tool call|tool call arguments|failed to parse.*tool"
+    r"|model produced output that does not match",
+    re.IGNORECASE,
 )
 _CONTEXT_ERROR = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
@@ -199,6 +203,11 @@ class OpenAIModel:
 
     def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
         where = f"{self.base_url or 'the default endpoint'}"
+        if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
+            return ModelError(
+                "malformed_output",
+                f"the endpoint could not read the model's reply: {_short(error.message)}",
+            )
         if isinstance(error, openai.APIStatusError):
             status, text = error.status_code, _short(error.message)
             if status in (401, 403):
@@ -206,10 +215,6 @@ class OpenAIModel:
             if status == 404:
                 return ModelError(
                     "not_found", f"model {self.name!r} or its endpoint not found at {where}: {text}"
-                )
-            if _UNREADABLE_OUTPUT.search(text):
-                return ModelError(
-                    "malformed_output", f"the endpoint could not read the model's reply: {text}"
                 )
             if _CONTEXT_ERROR.search(text) or _error_code(error) == "context_length_exceeded":
                 return ModelError(
@@ -376,9 +381,9 @@ class _Echo:
 
 
 def _is_retryable(error: BaseException) -> bool:
+    if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
+        return False
     if isinstance(error, openai.APIStatusError):
-        if _UNREADABLE_OUTPUT.search(error.message):
-            return False
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
     # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
     # APIError is an `error` event inside a stream, which servers send for transient faults.
