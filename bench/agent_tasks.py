@@ -39,7 +39,7 @@ from rich.table import Table
 
 from supervisor.local import server, store
 from workers.editing import EditGuard
-from workers.file_blocks import calls_from_blocks
+from workers.file_blocks import HOW_TO_WRITE, calls_from_blocks
 from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 from workers.tools.workspace import resolve
@@ -132,10 +132,8 @@ def with_gaffer(exercise: Exercise) -> Result:
         return Result(passes(workspace), tokens, wall, str(end.get("status")), calls)
 
 
-ONE_SHOT_ASK = (
-    "Reply with the complete new content of each file you change: its path on a line of "
-    "its own, then the content in one fenced code block."
-)
+# The same words and example gaffer's agents get (workers/file_blocks.py).
+ONE_SHOT_ASK = HOW_TO_WRITE
 
 
 def one_shot(exercise: Exercise, model: OpenAIModel, *, files_shown: bool) -> Result:

@@ -106,3 +106,11 @@ def test_a_coder_that_changed_nothing_is_asked_once_without_requiring_a_call(
     assert model.seen[2][-1]["content"].startswith("Before you answer: you have changed no files")
     assert model.required == [False, False, False], "a change may be a file block: none forced"
     assert result.outcome == Finished("No change: it is fine.")
+
+
+def test_only_a_missing_test_run_or_look_asks_for_a_call(workspace: Path) -> None:
+    checked = Gate(Emitter([Recorder()]).bind(session_id="s", agent_id="w1"))
+    edited: dict[str, object] = {"modified": ["calc.py"]}
+    assert checked.review([edited], "done") and checked.wants_call, "a test run is missing"
+    failed = {"command": "python3 -m pytest -q", "exit_code": 1}
+    assert checked.review([edited, failed], "done") and not checked.wants_call, "a fix is"

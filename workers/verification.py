@@ -33,6 +33,8 @@ DEFAULT_MAX_SEND_BACKS = 2
 class Verdict:
     verified: bool
     reason: str = ""
+    untested: bool = False
+    """Files changed and no test ran after: what is missing is a test run, not a fix."""
 
     @property
     def line(self) -> str:
@@ -64,7 +66,9 @@ def judge(
     ran = [e for e in after if "command" in e and not e.get("denied")]
     tests = [e for e in ran if is_test(str(e["command"]), test_commands)]
     if not tests:
-        return Verdict(False, "files were changed and no test ran after the last edit")
+        return Verdict(
+            False, "files were changed and no test ran after the last edit", untested=True
+        )
     last = tests[-1]
     if last.get("exit_code") != 0:
         return Verdict(False, f"the last test run failed: `{last['command']}` → {outcome(last)}")
@@ -239,7 +243,7 @@ class Gate:
             )
             return None
         self.sent_back += 1
-        self.wants_call = True
+        self.wants_call = verdict.untested  # a failing test wants a fix, maybe a file block
         self.events.emit(
             "verification",
             verdict="unverified",
