@@ -22,7 +22,7 @@ from pydantic import Field, create_model
 from workers.context import ContextKeeper, window_for
 from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
+from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
 from workers.loop import Agent, AgentResult, run_agent
 from workers.model import Model
@@ -273,7 +273,9 @@ class Team:
             file_blocks=file_blocks,
             context=ContextKeeper(window, rules=self.instructions),
             max_output_chars=result_chars(window),
-            edits=EditGuard(self.workspace, container_root)
+            edits=EditGuard(
+                self.workspace, container_root, write_hint=WRITE_NOW if file_blocks else ""
+            )
             if EDIT_TOOLS & set(tools) or "run_shell" in tools
             else None,
         )

@@ -85,11 +85,12 @@ def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
         tools=dict(BUILTIN_TOOLS),
         sandbox=approved,
         events=Emitter(),
-        edits=EditGuard(workspace),
+        edits=EditGuard(workspace, write_hint="Write the fix as a block."),
     )
     result = run_agent(agent, [{"role": "user", "content": "run the tests"}])
     shown = tool_messages(result)[0]["content"]
     focus = shown[shown.index("[gaffer: where the first failure is]") :]
+    assert focus.endswith("\n\n[Write the fix as a block.]"), "how to fix, for file blocks"
     assert "test_calc.py:7: AssertionError" in focus
     assert ">   7 |     assert total == 3" in focus
     assert "assert -1 == 3" in shown, "the assertion is in the output"

@@ -12,6 +12,7 @@ from workers.loop import WRAP_UP, WRAP_UP_AGAIN, Agent, AgentResult, run_agent
 from workers.model import AssistantTurn, Message, ModelError, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
+from workers.repetition import RepetitionGuard
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext
@@ -378,3 +379,11 @@ def test_replies_that_cannot_be_read_four_times_in_a_row_end_the_agent(workspace
     assert isinstance(result.outcome, Failed) and result.outcome.kind == "malformed_output"
     assert model.remaining == 1
     assert len([r for r in recorder.of("user_message") if r["source"] == "model_error"]) == 3
+
+
+def test_an_agent_that_writes_blocks_is_told_how_when_it_repeats_itself() -> None:
+    guard = RepetitionGuard(pauses=False, write_hint="Write it as a block.")
+    key = ("read_file", '{"path": "a.py"}')
+    assert guard.check("read_file", key) is None
+    refused = guard.check("read_file", key)
+    assert refused is not None and refused.output.endswith("final answer. Write it as a block.")

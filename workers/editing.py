@@ -54,6 +54,8 @@ class EditGuard:
     whole: after reading it, or after writing it itself."""
     untested_edit: bool = False
     """It changed a file and has not run the tests since."""
+    write_hint: str = ""
+    """How to write a fix, added after a failed test's focus (for file blocks)."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -100,7 +102,8 @@ class EditGuard:
                 shown=result.output,
             )
             if focus:
-                return dataclasses.replace(result, output=f"{result.output}\n\n{focus}")
+                hint = f"\n\n[{self.write_hint}]" if self.write_hint else ""
+                return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
 
     def _full_output(self, result: ToolResult) -> str:

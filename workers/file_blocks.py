@@ -26,6 +26,10 @@ from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
 
+WRITE_NOW = (
+    "To change a file, reply with its path on a line of its own and its corrected code in "
+    "a fenced block under it."
+)
 WRITE_BLOCKS = "Change files with fenced blocks, as shown under Writing files below."
 HOW_TO_WRITE = (
     "To write a file, reply with its path on a line of its own, then its complete new "

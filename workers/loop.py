@@ -14,7 +14,7 @@ from workers import executor
 from workers.context import ContextKeeper
 from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import read_blocks
+from workers.file_blocks import WRITE_NOW, read_blocks
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
@@ -150,7 +150,10 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
-    messages, guard = result.messages, RepetitionGuard(pauses=agent.edits is None)
+    messages = result.messages
+    guard = RepetitionGuard(
+        pauses=agent.edits is None, write_hint=WRITE_NOW if agent.file_blocks else ""
+    )
     offered = [
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
     ]

@@ -56,10 +56,13 @@ class Seen:
 
 
 class RepetitionGuard:
-    def __init__(self, pauses: bool = True) -> None:
+    def __init__(self, pauses: bool = True, write_hint: str = "") -> None:
         self._pauses = pauses
         """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
         edits: with tools off it could only talk, and talk would end its work unfinished."""
+        self._write_hint = write_hint
+        """How to write a change, added to refusals and nudges for an agent that writes
+        files as blocks: a small model that keeps reading has usually read enough."""
         self._last: tuple[str, str] | None = None
         self._count = 0
         self._history: list[Seen] = []
@@ -91,7 +94,7 @@ class RepetitionGuard:
             return ToolResult(
                 output=f"refused: this is call {self._count} in a row to {name} with the same "
                 f"arguments, and its result will not change. {paused} Repeating the call once "
-                "more ends the run.",
+                f"more ends the run.{self._hint()}",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -99,7 +102,7 @@ class RepetitionGuard:
             return ToolResult(
                 output=f"not run: you just made this call to {name}, and its result is above. "
                 "Make a different call (another file or folder, another search), or give your "
-                "final answer.",
+                f"final answer.{self._hint()}",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -125,6 +128,10 @@ class RepetitionGuard:
         self._pause = self._pauses
         next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
         self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
+        self._nudge += self._hint()
+
+    def _hint(self) -> str:
+        return f" {self._write_hint}" if self._write_hint else ""
 
     def take_pause(self) -> bool:
         """Whether the next reply is asked for with tools off: an agent caught repeating
