@@ -35,7 +35,8 @@ HOW_TO_WRITE = (
     "To write a file, reply with its path on a line of its own, then its complete new "
     "content in one fenced code block. For a Python file you may give only the functions "
     "and classes you change (with any imports they need); the rest of the file stays. "
-    "Example:\n\ncalc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+    # An example with no function in it: a small model calls a function it was shown.
+    'Example:\n\nsettings.py\n```python\nGREETING = "Hello"\n```'
 )
 # A block: an optional info string (a language, maybe a path), its body, a closing fence.
 # A block the reply was cut in the middle of never closes, so it is never written.
