@@ -10,29 +10,11 @@ from pathlib import Path
 from tests.test_loop import make_agent, tool_messages
 from workers.editing import EditGuard
 from workers.events import Recorder
-from workers.file_blocks import calls_from_blocks
+from workers.file_blocks import calls_from_blocks, read_blocks
 from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
-
-STATS = '''"""Small statistics."""
-
-import math
-
-
-def mean(values):
-    return sum(values) / len(values)
-
-
-@staticmethod
-def median(values):
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
-def spread(values):
-    return max(values) - min(values)
-'''
+from workers.tools.base import ToolResult
 
 
 def writes(text: str, guard: EditGuard) -> dict[str, str]:
@@ -43,14 +25,8 @@ def writes(text: str, guard: EditGuard) -> dict[str, str]:
 
 def read(guard: EditGuard, *paths: str) -> EditGuard:
     for path in paths:
-        guard.after("read_file", {"path": path}, _ok())
+        guard.after("read_file", {"path": path}, ToolResult(output=""))
     return guard
-
-
-def _ok() -> object:
-    from workers.tools.base import ToolResult
-
-    return ToolResult(output="")
 
 
 def test_a_block_under_a_path_line_is_that_file_s_new_content(workspace: Path) -> None:
@@ -60,21 +36,50 @@ def test_a_block_under_a_path_line_is_that_file_s_new_content(workspace: Path) -
         text = f"Here it is.\n\n{label}\n```markdown\nnew\n```\nDone."
         assert writes(text, guard) == {"notes.md": "new\n"}, label
     assert writes("```markdown notes.md\nnew\n```", guard) == {"notes.md": "new\n"}
-    assert writes("```python:/workspace/x.py\nx = 1\n```", EditGuard(workspace, "/workspace")) == {
-        "x.py": "x = 1\n"
+    in_container = EditGuard(workspace, "/workspace")
+    assert writes("```python:/workspace/x.py\nx = 1\n```", in_container) == {"x.py": "x = 1\n"}
+    assert writes("/workspace/y.py\n```python\ny = 1\n```", in_container) == {"y.py": "y = 1\n"}
+
+
+def test_fences_as_markdown_has_them(workspace: Path) -> None:
+    guard = EditGuard(workspace)
+    assert writes("a.txt\n~~~\ntilde\n~~~", guard) == {"a.txt": "tilde\n"}
+    assert writes("1. Change it:\n   b.txt\n   ```\n   indented\n   ```", guard) == {
+        "b.txt": "indented\n"
     }
+    assert writes("c.txt\r\n```\r\ncrlf\r\n```\r\n", guard) == {"c.txt": "crlf\n"}
+    nested = "README.md\n````markdown\n# Use\n```bash\nmake\n```\n````"
+    assert writes(nested, guard) == {"README.md": "# Use\n```bash\nmake\n```\n"}
 
 
 def test_blocks_that_are_not_a_file_s_content_are_left_as_prose(workspace: Path) -> None:
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    guard = read(EditGuard(workspace), "calc.py")
+    (workspace / "notes.md").write_text("# Notes\n")
+    guard = read(EditGuard(workspace), "calc.py", "notes.md")
     assert writes("Run it:\n```bash\npython3 -m pytest -q\n```", guard) == {}
     assert writes("Then I will edit calc.py like this:\n```python\nprint(1)\n```", guard) == {}
-    cut = "calc.py\n```python\ndef add(a, b):\n    return a +"  # the reply ran out here
-    assert writes(cut, guard) == {}, "a block that never closes is never written"
-    same = "calc.py\n```python\ndef add(a, b):\n    return a - b\n```"
-    assert writes(same, guard) == {}, "a block that changes nothing is no write"
-    assert writes("calc.py\n```python\ndef add(a, b) return\n```", guard) == {}, "not Python"
+    assert writes("notes.md\n```diff\n-# Notes\n+# Todo\n```", guard) == {}, "a diff"
+    assert writes("calc.py\n```bash\nls\n```", guard) == {}, "a shell block is not Python"
+    assert writes("calc.py\n```python\ndef add(a, b):\n    return a - b\n```", guard) == {}, (
+        "a block that changes nothing is no write"
+    )
+    example = "For example:\n```python\nresult = add(2, 3)\n```"
+    assert writes(example, guard) == {}, "an example names no definition of a read file"
+
+
+def test_blocks_that_cannot_be_written_are_told_never_dropped(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "latin.py").write_bytes(b"# caf\xe9\nx = 1\n")
+    guard = read(EditGuard(workspace), "calc.py", "latin.py")
+    cut = read_blocks("calc.py\n```python\ndef add(a, b):\n    return a +", guard, "b")
+    assert cut.calls == [] and "cut off inside it" in cut.problems[0]
+    broken = read_blocks("calc.py\n```python\ndef add(a, b) return\n```", guard, "b")
+    assert (
+        "the block for calc.py was not written: the block is not valid Python"
+        in (broken.problems[0])
+    )
+    latin = read_blocks("latin.py\n```python\nx = 2\n```", guard, "b")
+    assert latin.problems == ["the block for latin.py was not written: latin.py is not UTF-8 text"]
 
 
 def test_an_unlabelled_python_block_goes_to_the_one_read_file_that_defines_it(
@@ -91,33 +96,37 @@ def test_an_unlabelled_python_block_goes_to_the_one_read_file_that_defines_it(
     assert writes(block, guard) == {}, "two files define it: the block is left as prose"
 
 
-def test_a_python_block_with_some_functions_replaces_those_and_keeps_the_rest(
-    workspace: Path,
-) -> None:
-    (workspace / "stats.py").write_text(STATS)
-    guard = read(EditGuard(workspace), "stats.py")
-    block = (
-        "```python\nfrom statistics import fmean\n\n@staticmethod\ndef median(values):\n"
-        "    ordered = sorted(values)\n    middle = len(ordered) // 2\n"
-        "    return ordered[middle]\n\n\nLIMIT = 3\n```"
-    )
-    merged = writes(block, guard)["stats.py"]
-    assert merged == (
-        '"""Small statistics."""\n\nimport math\nfrom statistics import fmean\n\n\n'
-        "def mean(values):\n    return sum(values) / len(values)\n\n\n"
-        "@staticmethod\ndef median(values):\n    ordered = sorted(values)\n"
-        "    middle = len(ordered) // 2\n    return ordered[middle]\n\n\n"
-        "def spread(values):\n    return max(values) - min(values)\n\n\nLIMIT = 3\n"
-    )
+def test_a_bare_name_is_the_one_read_file_of_that_name(workspace: Path) -> None:
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "stats.py").write_text("def mean(v):\n    return 0\n")
+    guard = read(EditGuard(workspace), "pkg/stats.py")
+    block = "stats.py\n```python\ndef mean(v):\n    return sum(v) / len(v)\n```"
+    assert list(writes(block, guard)) == ["pkg/stats.py"]
 
 
-def test_a_block_that_defines_everything_is_the_whole_file(workspace: Path) -> None:
-    (workspace / "calc.py").write_text("import os\n\ndef add(a, b):\n    return 0\n")
+def test_blocks_for_one_file_in_one_reply_all_count(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(
+        "def add(a, b):\n    return 0\n\n\ndef sub(a, b):\n    return 0\n"
+    )
     guard = read(EditGuard(workspace), "calc.py")
-    block = "calc.py\n```python\ndef add(a, b):\n    return a + b\n\nprint(add(1, 2))\n```"
-    assert writes(block, guard) == {
-        "calc.py": "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
+    text = (
+        "calc.py\n```python\ndef add(a, b):\n    return a + b\n```\n"
+        "and\n\n./calc.py\n```python\ndef sub(a, b):\n    return a - b\n```"
+    )
+    assert writes(text, guard) == {
+        "calc.py": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
     }
+
+
+def test_a_file_s_line_endings_are_kept(workspace: Path) -> None:
+    (workspace / "calc.py").write_bytes(b"import os\r\n\r\ndef add(a, b):\r\n    return 0\r\n")
+    guard = read(EditGuard(workspace), "calc.py")
+    block = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+    assert writes(block, guard) == {
+        "calc.py": "import os\r\n\r\ndef add(a, b):\r\n    return a + b\r\n"
+    }
+    echo = "calc.py\n```python\nimport os\n\ndef add(a, b):\n    return 0\n```"
+    assert read_blocks(echo, guard, "b").unchanged == ["calc.py"]
 
 
 def test_the_loop_runs_blocks_as_writes_and_offers_no_edit_tools(workspace: Path) -> None:

@@ -142,9 +142,10 @@ def test_resume_after_kill_9(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "a.txt says alpha.\n"
     sent = server.requests[0]["messages"]
-    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
-    assert sent[1]["content"] == "summarise a.txt" and sent[3]["content"] == "alpha\n"
-    assert sent[2]["tool_calls"][0]["function"]["name"] == "read_file"
+    assert [m["role"] for m in sent] == ["system", "user", "user", "assistant", "tool", "user"]
+    assert sent[1]["content"] == "summarise a.txt" and sent[4]["content"] == "alpha\n"
+    assert '<file path="a.txt">\nalpha\n</file>' in sent[2]["content"], "the attachment too"
+    assert sent[3]["tool_calls"][0]["function"]["name"] == "read_file"
     assert sent[-1]["content"] == "go on"
     logs = sorted((workspace.parent / "logs").glob("*.jsonl"))
     assert read_records(logs[-1])[0]["resumed_from"] == logs[0].stem

@@ -8,20 +8,23 @@ edit_file; it replies with the file's path on a line of its own and the content 
 fenced block under it, and each block becomes a write_file call that runs like any other
 (in the agent's sandbox, read-before-edit, logged, verified).
 
-A Python block that holds only some of a file's functions or classes replaces those and
-keeps the rest: small models give the function they changed, not the whole file. A
-block with no path line is for the one Python file the agent has read that defines what
-the block defines.
+A Python block is merged into its file by definition (workers/python_merge.py): small
+models give the function they changed, not the whole file. A block with no path line is
+for the one Python file the agent has read that defines what the block defines. Blocks
+that cannot be written (a cut reply, a block that is not Python for a .py file, a file
+that cannot be read here) are told to the model, never dropped unsaid.
 """
 
 from __future__ import annotations
 
-import ast
 import json
+import os
 import re
+from dataclasses import dataclass, field
 
 from workers.editing import EditGuard
 from workers.model import ToolCall
+from workers.python_merge import MergeProblem, defines, merge
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
@@ -38,177 +41,211 @@ HOW_TO_WRITE = (
     # An example with no function in it: a small model calls a function it was shown.
     'Example:\n\nsettings.py\n```python\nGREETING = "Hello"\n```'
 )
-# A block: an optional info string (a language, maybe a path), its body, a closing fence.
-# A block the reply was cut in the middle of never closes, so it is never written.
-_BLOCK = re.compile(r"^```[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
+# A fence opens with three or more backticks or tildes, indented at most three spaces,
+# and closes with at least as many of the same character (CommonMark).
+_OPENING = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
 MAX_BLOCK_FILE_BYTES = 1024 * 1024
+# Blocks in these languages are never a file's content: a diff, a terminal session.
+_NEVER_CONTENT = frozenset({"diff", "patch", "console", "output", "log", "shell-session"})
+# A block in one of these languages is content only for a file of that kind.
+_ONLY_FOR = {
+    "sh": (".sh",),
+    "bash": (".sh", ".bash"),
+    "shell": (".sh",),
+    "zsh": (".zsh",),
+    "text": (".txt",),
+    "plaintext": (".txt",),
+    "txt": (".txt",),
+    "python": (".py", ".pyi"),
+    "py": (".py", ".pyi"),
+    "python3": (".py", ".pyi"),
+}
+_PYTHON_OR_NONE = frozenset({"", "python", "py", "python3"})
+
+
+@dataclass
+class Block:
+    info: str
+    body: str
+    before: str
+    """The text between the previous block and this one, where its path line is."""
+    closed: bool = True
+
+
+@dataclass
+class BlockWrites:
+    """What the blocks of one reply come to."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    """Files with blocks that already hold exactly what the blocks would make them."""
+    problems: list[str] = field(default_factory=list)
+    """Blocks that look meant for a file and were not written, and why: for the model."""
 
 
 def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCall]:
-    """A write_file call for each block of `text` that is a file's new content and would
-    change it; blocks that are examples, commands or output are left as prose."""
-    return read_blocks(text, guard, call_id)[0]
+    """A write_file call for each file that the blocks of `text` change; blocks that are
+    examples, commands or output are left as prose."""
+    return read_blocks(text, guard, call_id).calls
 
 
-def read_blocks(text: str, guard: EditGuard, call_id: str) -> tuple[list[ToolCall], list[str]]:
-    """The write_file calls of `text` (as `calls_from_blocks`), and the files it has
-    blocks for that already hold exactly what the block would make them."""
-    calls: list[ToolCall] = []
-    unchanged: list[str] = []
-    written: set[str] = set()
-    start = 0
-    for match in _BLOCK.finditer(text):
-        label = _label(text[start : match.start()], match.group("info"), guard.container_root)
-        start = match.end()
-        body = match.group("body")
-        path = label or _defining_file(body, guard)
-        if path is None or path in written:
+def read_blocks(text: str, guard: EditGuard, call_id: str) -> BlockWrites:
+    """The writes the blocks of `text` make, one per file (later blocks for the same file
+    are merged into what earlier ones made), what they leave unchanged and what could not
+    be written."""
+    found = BlockWrites()
+    contents: dict[str, str] = {}  # path → its content after this reply's blocks so far
+    originals: dict[str, str | None] = {}
+    for block in blocks_of(text):
+        label = _label(block, guard)
+        path = label or _defining_file(block.body, guard)
+        if path is None:
             continue
-        old = _current(guard, path)
-        new = body if old is None or not path.endswith(".py") else _merged(old, body)
-        if new is not None and new == old and path not in unchanged:
-            unchanged.append(path)
-        if new is None or new == old:
+        where = f"the block for {path}"
+        if not block.closed:
+            found.problems.append(
+                f"{where} was not written: your reply was cut off inside it. Give only the "
+                "functions you change, or the file in parts."
+            )
             continue
-        written.add(path)
+        if not _is_content_for(block.info, path):
+            continue
+        if path not in originals:
+            try:
+                originals[path] = _current(guard, path)
+            except ToolError as error:
+                found.problems.append(f"{where} was not written: {error}")
+                continue
+        old = contents.get(path, originals[path])
+        try:
+            contents[path] = _applied(old, block, path)
+        except MergeProblem as problem:
+            found.problems.append(f"{where} was not written: {problem}")
+    for path, new in contents.items():
+        old = originals[path]
+        if old is not None and _same(old, new):
+            found.unchanged.append(path)
+            continue
         arguments = json.dumps({"path": path, "content": new})
-        calls.append(
-            ToolCall(id=f"{call_id}-{len(calls) + 1}", name="write_file", arguments=arguments)
+        found.calls.append(
+            ToolCall(id=f"{call_id}-{len(found.calls) + 1}", name="write_file", arguments=arguments)
         )
-    return calls, unchanged
+    return found
 
 
-def _label(before: str, info: str, container_root: str | None) -> str | None:
+def blocks_of(text: str) -> list[Block]:
+    """The fenced blocks of a reply, in order; a last one that never closes is kept as
+    not closed (the reply was cut)."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    found: list[Block] = []
+    since = 0  # where the text before the next block starts
+    index = 0
+    while index < len(lines):
+        opening = _OPENING.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        fence, indent = opening.group("fence"), len(opening.group("indent"))
+        closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        end = next((i for i in range(index + 1, len(lines)) if closing.match(lines[i])), len(lines))
+        body = [_dedented(line, indent) for line in lines[index + 1 : end]]
+        found.append(
+            Block(
+                info=opening.group("info").strip(),
+                body="\n".join(body) + ("\n" if body else ""),
+                before="\n".join(lines[since:index]),
+                closed=end < len(lines),
+            )
+        )
+        index = since = end + 1
+    return found
+
+
+def _label(block: Block, guard: EditGuard) -> str | None:
     """The path a block is for: named in its info string (```python calc.py), or alone on
-    the last line before it (`calc.py`, **calc.py**, calc.py:, # calc.py, File: calc.py)."""
-    in_info = named_paths(info.replace(":", " "), container_root)
-    if in_info:
-        return in_info[-1]
-    lines = [line for line in before.splitlines() if line.strip()]
-    if not lines:
+    the last line before it (`calc.py`, **calc.py**, calc.py:, # calc.py, File: calc.py).
+    A bare name that is not at the top is the one file of that name the agent has read."""
+    root = guard.container_root
+    words = [
+        w.removeprefix(f"{root}/") if root else w for w in block.info.replace(":", " ").split()
+    ]
+    in_info = [p for word in words[1:] + words[:1] for p in named_paths(word) if p == word]
+    path = in_info[0] if in_info else None
+    lines = [line for line in block.before.splitlines() if line.strip()]
+    if path is None and lines:
+        last = lines[-1].strip().strip("*`#:'\" ").removeprefix("File:").strip("*`:'\" ")
+        alone = last.removeprefix(f"{root}/") if root else last
+        paths = named_paths(last, root)
+        path = paths[0] if len(paths) == 1 and paths[0] == alone else None
+    if path is None:
         return None
-    last = lines[-1].strip().strip("*`#:'\" ").removeprefix("File:").strip("*`:'\" ")
-    paths = named_paths(last, container_root)
-    alone = last.removeprefix(f"{container_root}/") if container_root else last
-    return paths[0] if len(paths) == 1 and paths[0] == alone else None
+    path = os.path.normpath(path)
+    if "/" not in path and not os.path.lexists(guard.workspace / path):
+        same_name = [seen for seen in guard.seen if os.path.basename(seen) == path]
+        if len(same_name) == 1:
+            return same_name[0]
+    return path
 
 
 def _defining_file(body: str, guard: EditGuard) -> str | None:
-    """The one Python file the agent has read that defines a name the block defines."""
-    defined = _top_level_names(body)
+    """The one Python file the agent has read (tests aside) that defines a function or
+    class the block defines."""
+    defined = defines(body)
     if not defined:
         return None
     found = []
     for path in guard.seen:
-        name = path.rsplit("/", 1)[-1]
+        name = os.path.basename(path)
         if not path.endswith(".py") or name.startswith("test_") or name.endswith("_test.py"):
             continue
-        old = _current(guard, path)
-        if old is not None and defined & _top_level_names(old):
+        try:
+            old = _current(guard, path)
+        except ToolError:
+            continue
+        if old is not None and defined & defines(old):
             found.append(path)
     return found[0] if len(found) == 1 else None
 
 
+def _is_content_for(info: str, path: str) -> bool:
+    words = info.replace(":", " ").split()
+    language = words[0].lower() if words else ""
+    if language in _NEVER_CONTENT:
+        return False
+    if path.endswith(".py") and language not in _PYTHON_OR_NONE:
+        return False
+    kinds = _ONLY_FOR.get(language)
+    return kinds is None or path.endswith(kinds)
+
+
 def _current(guard: EditGuard, path: str) -> str | None:
-    try:
-        data = read_confined(guard.workspace, path, MAX_BLOCK_FILE_BYTES)
-    except ToolError:
+    """The file as it is, None when there is none; ToolError when it cannot be read here
+    (outside the workspace, a link, too big, not text): a block must not replace what
+    gaffer could not see."""
+    data = read_confined(guard.workspace, path, MAX_BLOCK_FILE_BYTES)
+    if data is None:
         return None
-    if data is None or len(data) > MAX_BLOCK_FILE_BYTES:
-        return None
-    return data.decode("utf-8", errors="replace")
-
-
-def _top_level_names(source: str) -> set[str]:
+    if len(data) > MAX_BLOCK_FILE_BYTES:
+        raise ToolError(f"{path} is over {MAX_BLOCK_FILE_BYTES // 1024} KiB")
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set()
-    return {name for node in tree.body if (name := _name_of(node))}
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{path} is not UTF-8 text") from None
 
 
-def _name_of(node: ast.stmt) -> str | None:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return node.name
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        target = node.targets[0]
-        return target.id if isinstance(target, ast.Name) else None
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return node.target.id
-    return None
+def _applied(old: str | None, block: Block, path: str) -> str:
+    if old is None or not path.endswith(".py"):
+        newline = "\r\n" if old is not None and "\r\n" in old else "\n"
+        return block.body.replace("\n", newline)
+    return merge(old, block.body)
 
 
-def _merged(old: str, block: str) -> str | None:
-    """The file with the block's definitions in place of the old ones of the same names,
-    new ones after them and new imports after the old imports. The whole block when it
-    defines everything the file defines (or the file does not parse); None when the
-    block is not Python."""
-    try:
-        new_tree = ast.parse(block)
-    except (SyntaxError, ValueError):
-        return None
-    try:
-        old_tree = ast.parse(old)
-    except (SyntaxError, ValueError):
-        return _ended(block)
-    old_names = {n for node in old_tree.body if (n := _name_of(node))}
-    new_names = {n for node in new_tree.body if (n := _name_of(node))}
-    if old_names <= new_names:
-        return _ended(block)
-    old_lines, block_lines = old.splitlines(), block.splitlines()
-    spans = {n: _span(node) for node in old_tree.body if (n := _name_of(node))}
-    imports_end = max(
-        (_span(node)[1] for node in old_tree.body if isinstance(node, ast.Import | ast.ImportFrom)),
-        default=_docstring_end(old_tree),
-    )
-    replaced: dict[int, list[str]] = {}  # old start line → the lines that take its span
-    dropped: set[int] = set()
-    added_imports: list[str] = []
-    appended: list[str] = []
-    for node in new_tree.body:
-        first, last = _span(node)
-        text = block_lines[first - 1 : last]
-        name = _name_of(node)
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            if not all(line.strip() in {o.strip() for o in old_lines} for line in text):
-                added_imports += text
-        elif name in spans:
-            old_first, old_last = spans[name]
-            replaced[old_first] = text
-            dropped.update(range(old_first + 1, old_last + 1))
-        elif name is not None:
-            appended += ["", "", *text]
-    if not replaced and not appended and not added_imports:
-        return None  # a snippet of statements, not definitions: not a file's content
-    out: list[str] = []
-    for number, line in enumerate(old_lines, start=1):
-        if number in dropped:
-            continue
-        out += replaced.get(number, [line])
-        if number == imports_end:
-            out += added_imports
-    if imports_end == 0:
-        out = added_imports + ([""] if added_imports and out else []) + out
-    return _ended("\n".join(out + appended))
+def _same(old: str, new: str) -> bool:
+    def normal(text: str) -> str:
+        return text.replace("\r\n", "\n").rstrip("\n")
+
+    return normal(old) == normal(new)
 
 
-def _span(node: ast.stmt) -> tuple[int, int]:
-    """A statement's lines, decorators included."""
-    decorators = getattr(node, "decorator_list", [])
-    first = min([node.lineno, *(d.lineno for d in decorators)])
-    return first, node.end_lineno or node.lineno
-
-
-def _docstring_end(tree: ast.Module) -> int:
-    first = tree.body[0] if tree.body else None
-    if (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
-        return first.end_lineno or first.lineno
-    return 0
-
-
-def _ended(text: str) -> str:
-    return text.rstrip("\n") + "\n"
+def _dedented(line: str, indent: int) -> str:
+    return line[indent:] if line[:indent].strip() == "" else line.lstrip(" ")

@@ -14,7 +14,7 @@ from workers import executor
 from workers.context import ContextKeeper
 from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import WRITE_NOW, read_blocks
+from workers.file_blocks import WRITE_NOW, blocks_of, read_blocks
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
@@ -53,6 +53,10 @@ MAX_UNREADABLE = 4
 ATTACHED = "The files your task names, read for you with read_file (do not repeat them):"
 MAX_ATTACHED = 4
 MAX_ATTACHED_CHARS = 48_000  # when the model's window is not known
+CUT_BLOCK = (
+    "Your reply was cut off inside a code block, so it was not written. Give only the "
+    "functions you change, or the file in parts."
+)
 UNCHANGED_BLOCKS = (
     "Nothing was written: your blocks match the files as they are ({files}). Next, run "
     "the tests with run_shell, or give your final answer in plain sentences."
@@ -158,7 +162,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
     ]
     schemas = [tool.schema() for tool in offered]
-    paused, unreadable, must_call, echoed = False, 0, False, False
+    paused, unreadable, must_call, noted_echo = False, 0, False, False
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _limit_if_spent(agent):
             return stop
@@ -183,16 +187,16 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         unreadable, must_call = 0, False
         result.tokens += turn.usage.total
         messages.append(turn.as_message())
-        # Files written as blocks are written before the reply's calls run (a test run).
-        written, echoed = (
-            (None, False)
-            if paused
-            else _write_blocks(agent, result, turn, step, guard, note_unchanged=not echoed)
+        # Files written as blocks are written before the reply's calls run (a test run),
+        # tools paused or not: a block is the model's work, not a call.
+        written, echo = _write_blocks(
+            agent, result, turn, step, guard, note_unchanged=not noted_echo
         )
+        noted_echo |= echo
         if not turn.tool_calls and not written:
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
-            paused, must_call = False, agent.gate is not None and agent.gate.wants_call
+            paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
             continue
         for call, tool_result in zip(
             turn.tool_calls, _run_batch(agent, turn, step, guard), strict=False
@@ -252,13 +256,16 @@ def _write_blocks(
     told so once, rather than taken for a final answer."""
     if not agent.file_blocks or agent.edits is None:
         return None, False
-    calls, unchanged = read_blocks(turn.text, agent.edits, f"block-{step}")
-    if not calls:
-        if unchanged and note_unchanged and not turn.tool_calls:
-            return UNCHANGED_BLOCKS.format(files=", ".join(unchanged)), True
+    blocks = read_blocks(turn.text, agent.edits, f"block-{step}")
+    cut = turn.finish_reason == "length" and any(not b.closed for b in blocks_of(turn.text))
+    if cut and not blocks.problems:  # a block with no path line, cut: say so all the same
+        blocks.problems.append(CUT_BLOCK)
+    if not blocks.calls and not blocks.problems:
+        if blocks.unchanged and note_unchanged and not turn.tool_calls:
+            return UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), True
         return None, False
     outcomes = []
-    for call in calls:
+    for call in blocks.calls:
         arguments = json.loads(call.arguments)
         tool_result = _run_tool(agent, call, arguments, step, None, from_block=True)
         result.tool_calls += 1
@@ -266,7 +273,7 @@ def _write_blocks(
         guard.observe(call, tool_result)
         path, said = arguments["path"], tool_result.output
         outcomes.append(said if path in said else f"{path}: {said}")
-    return "\n\n".join(outcomes), False
+    return "\n\n".join(outcomes + blocks.problems), False
 
 
 def _looked(messages: list[Message]) -> bool:

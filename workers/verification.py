@@ -110,7 +110,7 @@ def files_changed(facts: Iterable[dict[str, Any]]) -> list[str]:
 
 # A path as answers name them: `src/app.py`, `workers/loop.py:42`, `sandbox_image/`.
 _NAMED_PATH = re.compile(
-    r"(?<![\w/.:-])((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|tsx|go|rs|c|h|cpp|java|rb|cfg|ini|jinja))?|[\w-]+\.(?:py|md|toml|json|ya?ml|sh|js|ts|go|rs|cfg|ini))(?::\d+)?(?![\w/])"
+    r"(?<![\w/.:-])((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|tsx|go|rs|c|h|cpp|java|rb|cfg|ini|jinja))?|[\w-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|go|rs|cfg|ini))(?::\d+)?(?![\w/])"
 )
 
 
@@ -256,6 +256,11 @@ class Gate:
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
             "your answer."
         )
+
+    def take_wants_call(self) -> bool:
+        """Whether the last send-back asked for a call; asked once, then False."""
+        wants, self.wants_call = self.wants_call, False
+        return wants
 
     def _unsupported(self, looked: bool, answer: str) -> str | None:
         if self.must_look and not looked:
