@@ -39,7 +39,7 @@ from rich.table import Table
 
 from supervisor.local import server, store
 from workers.editing import EditGuard
-from workers.file_blocks import HOW_TO_WRITE, calls_from_blocks
+from workers.file_blocks import HOW_TO_WRITE, read_blocks
 from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 from workers.tools.workspace import resolve
@@ -152,13 +152,15 @@ def one_shot(exercise: Exercise, model: OpenAIModel, *, files_shown: bool) -> Re
         workspace = fresh_workspace(exercise, Path(tmp))
         guard = EditGuard(workspace)
         guard.seen.update((p.name, "") for p in exercise.files())  # its files, by name
-        writes = calls_from_blocks(turn.text, guard, "one-shot")
+        found = read_blocks(turn.text, guard, "one-shot")
+        writes = found.calls
         for call in writes:
             arguments = json.loads(call.arguments)
             target = resolve(workspace, arguments["path"])
             target.write_text(arguments["content"])
         solved = bool(writes) and passes(workspace)
-    return Result(solved, turn.usage.total, wall, "" if writes else "no file in the reply")
+    detail = "" if writes else ("changed nothing" if found.unchanged else "no file in the reply")
+    return Result(solved, turn.usage.total, wall, detail)
 
 
 def _records(logs: Path) -> list[dict[str, object]]:
@@ -170,8 +172,11 @@ def _records(logs: Path) -> list[dict[str, object]]:
     ]
 
 
-def main(names: list[str]) -> int:
-    """Every exercise, or those named (`python -m bench.agent_tasks roman stack`)."""
+def main(args: list[str]) -> int:
+    """Every exercise, or those named (`python -m bench.agent_tasks roman stack`);
+    `--gaffer-only` skips the one-shot ways (to measure another gaffer, found through
+    PYTHONPATH, on the same exercises)."""
+    names = [a for a in args if not a.startswith("--")]
     chosen = [e for e in exercises() if not names or e.name in names]
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
@@ -198,6 +203,8 @@ def main(names: list[str]) -> int:
         "one shot, task only": functools.partial(one_shot, model=model, files_shown=False),
         "one shot, files shown": functools.partial(one_shot, model=model, files_shown=True),
     }
+    if "--gaffer-only" in args:
+        ways = {"gaffer": with_gaffer}
     results: dict[str, list[Result]] = {way: [] for way in ways}
     try:
         for exercise in chosen:
