@@ -200,3 +200,16 @@ def test_a_reply_that_only_echoes_a_file_is_told_so_once(workspace: Path) -> Non
         "the tests with run_shell, or give your final answer in plain sentences."
     )
     assert result.outcome.answer.startswith("calc.py\n```python")  # type: ignore[union-attr]
+
+
+def test_a_test_run_after_a_block_is_not_the_same_call_again(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    grep = call("run_shell", command="grep -c 'a' calc.py")
+    fix = say("calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
+    fix = dataclasses.replace(fix, tool_calls=grep.tool_calls)
+    model = ScriptedModel([call("read_file", path="calc.py"), grep, fix, say("done")])
+    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
+    result = run_agent(agent, messages)
+    ran = [m["content"] for m in tool_messages(result)][1:]
+    assert len(ran) == 2 and all(r.startswith("2\n[exit code 0") for r in ran), "both ran"

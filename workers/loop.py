@@ -267,7 +267,9 @@ def _write_blocks(
     outcomes = []
     for call in blocks.calls:
         arguments = json.loads(call.arguments)
-        tool_result = _run_tool(agent, call, arguments, step, None, from_block=True)
+        # Checked like any call, so a test run after it is not "the same call again".
+        refusal = guard.check(call.name, _same_call_key(call, arguments))
+        tool_result = _run_tool(agent, call, arguments, step, refusal, from_block=True)
         result.tool_calls += 1
         result.facts.append(tool_result.facts)
         guard.observe(call, tool_result)
