@@ -213,3 +213,17 @@ def test_a_test_run_after_a_block_is_not_the_same_call_again(workspace: Path) ->
     result = run_agent(agent, messages)
     ran = [m["content"] for m in tool_messages(result)][1:]
     assert len(ran) == 2 and all(r.startswith("2\n[exit code 0") for r in ran), "both ran"
+
+
+def test_a_block_writer_going_round_is_paused_and_may_still_write(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    read_it = call("read_file", path="calc.py")
+    fix = say("From what I found: calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
+    model = ScriptedModel([read_it, read_it, read_it, fix, say("done")])
+    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
+    result = run_agent(agent, messages)
+    assert model.paused == [False, False, False, True, False]
+    assert model.seen[3][-1]["content"].startswith("Tools are paused for this reply. If you know")
+    assert (workspace / "calc.py").read_text().endswith("a + b\n"), "written while paused"
+    assert result.messages[-2]["content"].startswith("wrote")

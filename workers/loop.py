@@ -40,6 +40,11 @@ ANSWER_NOW = (
     "Tools are paused for this reply. Answer the task now, in plain sentences, from the "
     "tool results above, naming the files and folders you saw: {task}"
 )
+WRITE_OR_ANSWER = (
+    "Tools are paused for this reply. If you know the change, write it now: the file's "
+    "path on a line of its own, then its corrected code in a fenced block. Otherwise "
+    "answer the task from the tool results above: {task}"
+)
 TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
     "made before, or give your final answer in plain sentences."
@@ -155,8 +160,10 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
     messages = result.messages
+    # An editor is paused only when it writes in blocks: paused, it can still write.
     guard = RepetitionGuard(
-        pauses=agent.edits is None, write_hint=WRITE_NOW if agent.file_blocks else ""
+        pauses=agent.edits is None or agent.file_blocks,
+        write_hint=WRITE_NOW if agent.file_blocks else "",
     )
     offered = [
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
@@ -217,7 +224,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return stop  # calls the batch did not reach are answered as not run
         nudge, paused = guard.take_nudge(), guard.take_pause()
         if nudge or paused:
-            answer_now = ANSWER_NOW.format(task=_task(messages)) if paused else ""
+            now = WRITE_OR_ANSWER if agent.file_blocks else ANSWER_NOW
+            answer_now = now.format(task=_task(messages)) if paused else ""
             tell(
                 agent, messages, "\n\n".join(filter(None, [nudge, answer_now])), source="repetition"
             )
@@ -257,7 +265,9 @@ def _write_blocks(
     if not agent.file_blocks or agent.edits is None:
         return None, False
     blocks = read_blocks(turn.text, agent.edits, f"block-{step}")
-    cut = turn.finish_reason == "length" and any(not b.closed for b in blocks_of(turn.text))
+    cut = turn.finish_reason == "length" and any(
+        not b.closed and not b.info.startswith("json") for b in blocks_of(turn.text)
+    )  # a cut block of written calls is not a file
     if cut and not blocks.problems:  # a block with no path line, cut: say so all the same
         blocks.problems.append(CUT_BLOCK)
     if not blocks.calls and not blocks.problems:

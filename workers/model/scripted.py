@@ -68,6 +68,8 @@ class ScriptedModel:
         """The tool schemas offered with each call, in order."""
         self.required: list[bool] = []
         """Whether each call required a tool call (require_tool), in order."""
+        self.paused: list[bool] = []
+        """Whether each call had tools off (tools_off), in order."""
 
     def complete(
         self,
@@ -85,6 +87,7 @@ class ScriptedModel:
             self.seen.append([dict(m) for m in messages])
             self.tools_seen.append(list(tools))
             self.required.append(require_tool)
+            self.paused.append(tools_off)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
