@@ -11,10 +11,20 @@ from tests.test_loop import make_agent, tool_messages
 from workers.editing import EditGuard
 from workers.events import Recorder
 from workers.file_blocks import calls_from_blocks, read_blocks
-from workers.loop import run_agent
+from workers.loop import Agent, run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.tools.base import ToolResult
+
+
+def blocks_agent(workspace: Path, model: ScriptedModel, recorder: Recorder | None = None) -> Agent:
+    return make_agent(
+        workspace, model, recorder or Recorder(), edits=EditGuard(workspace), file_blocks=True
+    )
+
+
+def messages() -> list[Message]:
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
 
 
 def writes(text: str, guard: EditGuard) -> dict[str, str]:
@@ -140,9 +150,7 @@ def test_the_loop_runs_blocks_as_writes_and_offers_no_edit_tools(workspace: Path
         ]
     )
     recorder = Recorder()
-    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
-    agent = make_agent(workspace, model, recorder, edits=EditGuard(workspace), file_blocks=True)
-    result = run_agent(agent, messages)
+    result = run_agent(blocks_agent(workspace, model, recorder), messages())
 
     told = [m["content"] for m in result.messages if m["role"] == "user"][1:]
     assert told[0].startswith("refused: read calc.py before changing it")
@@ -178,9 +186,7 @@ def test_a_block_is_written_before_the_calls_of_the_same_reply(workspace: Path) 
     )
     model = ScriptedModel([call("read_file", path="calc.py"), reply, say("done")])
     recorder = Recorder()
-    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
-    agent = make_agent(workspace, model, recorder, edits=EditGuard(workspace), file_blocks=True)
-    result = run_agent(agent, messages)
+    result = run_agent(blocks_agent(workspace, model, recorder), messages())
     assert tool_messages(result)[1]["content"].startswith("1\n"), "grep ran after the write"
     assert result.messages[-2] == {
         "role": "user",
@@ -192,9 +198,7 @@ def test_a_reply_that_only_echoes_a_file_is_told_so_once(workspace: Path) -> Non
     (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     echo = say("calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
     model = ScriptedModel([call("read_file", path="calc.py"), echo, echo])
-    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
-    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
-    result = run_agent(agent, messages)
+    result = run_agent(blocks_agent(workspace, model), messages())
     assert model.seen[2][-1]["content"] == (
         "Nothing was written: your blocks match the files as they are (calc.py). Next, run "
         "the tests with run_shell, or give your final answer in plain sentences."
@@ -208,9 +212,7 @@ def test_a_test_run_after_a_block_is_not_the_same_call_again(workspace: Path) ->
     fix = say("calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
     fix = dataclasses.replace(fix, tool_calls=grep.tool_calls)
     model = ScriptedModel([call("read_file", path="calc.py"), grep, fix, say("done")])
-    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
-    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
-    result = run_agent(agent, messages)
+    result = run_agent(blocks_agent(workspace, model), messages())
     ran = [m["content"] for m in tool_messages(result)][1:]
     assert len(ran) == 2 and all(r.startswith("2\n[exit code 0") for r in ran), "both ran"
 
@@ -220,9 +222,7 @@ def test_a_block_writer_going_round_is_paused_and_may_still_write(workspace: Pat
     read_it = call("read_file", path="calc.py")
     fix = say("From what I found: calc.py\n```python\ndef add(a, b):\n    return a + b\n```")
     model = ScriptedModel([read_it, read_it, read_it, fix, say("done")])
-    messages: list[Message] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
-    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
-    result = run_agent(agent, messages)
+    result = run_agent(blocks_agent(workspace, model), messages())
     assert model.paused == [False, False, False, True, False]
     assert model.seen[3][-1]["content"].startswith("Tools are paused for this reply. If you know")
     assert (workspace / "calc.py").read_text().endswith("a + b\n"), "written while paused"
