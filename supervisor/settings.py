@@ -65,7 +65,7 @@ class Settings(BaseModel):
     file_blocks: bool = False
     """Agents that edit write files as fenced code blocks under the file's path instead
     of write_file/edit_file calls: small models write far better code in a block than
-    inside a call's JSON (set for the local model)."""
+    inside a call's JSON (on for the local model unless set here)."""
 
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"

@@ -35,10 +35,9 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking for more than this is treated as down for now: waiting minutes inside
 # one step would look like a hang to the user.
 MAX_RETRY_AFTER_S = 120.0
-# Servers that parse tool calls themselves (llama.cpp) answer 500 when the model wrote
-# one they cannot read. That is the model's mistake: retrying the same prompt repeats it.
 # The server could not read the model's reply as its tool-call format (llama.cpp says
-# so in a 500, or in an error event mid-stream): asking again gives the same reply.
+# so in a 500, or in an error event mid-stream). That is the model's mistake: retrying
+# the same prompt repeats it.
 _UNREADABLE_OUTPUT = re.compile(
     r"parse tool call|tool call arguments|failed to parse.*tool"
     r"|model produced output that does not match",
