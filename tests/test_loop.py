@@ -9,13 +9,13 @@ from pathlib import Path
 from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
 from workers.loop import WRAP_UP, WRAP_UP_AGAIN, Agent, AgentResult, run_agent
-from workers.model import AssistantTurn, Message, ModelError, Usage, written_call
+from workers.model import AssistantTurn, Message, ModelError, ToolCall, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
 from workers.repetition import RepetitionGuard
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import ToolContext
+from workers.tools.base import ToolContext, ToolResult
 
 
 def make_agent(
@@ -387,3 +387,14 @@ def test_an_agent_that_writes_blocks_is_told_how_when_it_repeats_itself() -> Non
     assert guard.check("read_file", key) is None
     refused = guard.check("read_file", key)
     assert refused is not None and refused.output.endswith("final answer. Write it as a block.")
+
+
+def test_a_repeated_batch_of_eleven_calls_is_a_cycle() -> None:
+    guard = RepetitionGuard(pauses=True)
+    batch = [
+        ToolCall(id=f"c{i}", name="grep", arguments=f'{{"pattern": "p{i}"}}') for i in range(11)
+    ]
+    for call_ in batch * 2:
+        guard.observe(call_, ToolResult(output="no matches"))
+    nudge = guard.take_nudge()
+    assert nudge is not None and "your last 11 calls repeat the 11 before them" in nudge

@@ -2,7 +2,7 @@
 
 Three patterns, all judged on what gaffer saw rather than what the model said:
 - the same call again and again: the third in a row is refused, the fourth ends the run;
-- the same sequence of 2 to 8 calls with the same results, twice in a row (a failing
+- the same sequence of 2 to 16 calls with the same results, twice in a row (a failing
   edit, an edit that re-inserts the block, the same failing test run, and round again);
 - the same error result three times, whatever call produced it.
 The last two get one nudge naming the calls; if the agent goes on, it ends with
@@ -22,9 +22,10 @@ from workers.model import ToolCall
 from workers.outcome import LimitHit
 from workers.tools.base import ToolResult
 
-CYCLE_PERIODS = tuple(range(2, 9))
+CYCLE_PERIODS = tuple(range(2, 17))
 """Lengths of a repeating sequence of calls worth catching; 1 is the same call again. A
-supervisor going round its workers can repeat six or more delegations."""
+supervisor going round its workers can repeat six or more delegations, and a small model
+sends the same batch of ten reads and searches again."""
 SAME_ERROR_AT = 3
 """The same error result this many times means the agent is not learning from it."""
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
