@@ -20,6 +20,7 @@ from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, w
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 from workers.repetition import RepetitionGuard
 from workers.sandbox import Sandbox, SandboxFault
+from workers.task_files import task_files
 from workers.tools.base import Tool, ToolResult
 from workers.verification import Gate, named_paths
 
@@ -52,11 +53,11 @@ TOOLS_BACK = (
 # Replies the server could not read, in a row, before the agent ends: the same prompt
 # at near-greedy sampling tends to give the same reply.
 MAX_UNREADABLE = 4
-# Files the task names are read for the agent before its first step, as a user's
-# @-mention would attach them: a small model that sees the code and its tests at once
-# writes the change instead of spending steps finding them.
-ATTACHED = "The files your task names, read for you with read_file (do not repeat them):"
-MAX_ATTACHED = 4
+# The files a task is about are read for the agent before its first step, as a user's
+# @-mention would attach them (workers/task_files.py): a small model that sees the code
+# and its tests at once writes the change instead of spending steps finding them.
+ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
+MAX_ATTACHED = 5
 MAX_ATTACHED_CHARS = 48_000  # when the model's window is not known
 CUT_BLOCK = (
     "Your reply was cut off inside a code block, so it was not written. Give only the "
@@ -298,13 +299,20 @@ def _looked(messages: list[Message]) -> bool:
 
 
 def _attach_named_files(agent: Agent, messages: list[Message]) -> None:
-    """The files the task names, read with the agent's own read_file in its own sandbox
-    and told to it as one message. A name that is not a readable file is left out
-    unsaid; together they take at most two results' share of the window."""
+    """The files the task is about, read with the agent's own read_file in its own
+    sandbox and told to it as one message: those it names, or for an agent that edits,
+    those its words are in, and what they import. A name that is not a readable file is
+    left out unsaid; together they take at most two results' share of the window."""
     room = 2 * agent.max_output_chars if agent.max_output_chars else MAX_ATTACHED_CHARS
-    task = messages[-1] if messages and messages[-1]["role"] == "user" else None
+    last = messages[-1] if messages and messages[-1]["role"] == "user" else None
+    task, root = str(last["content"]) if last else "", agent.container_root
+    paths = (
+        task_files(agent.edits.workspace, task, root)
+        if agent.edits is not None
+        else named_paths(task, root)
+    )
     attached: list[str] = []
-    for path in named_paths(str(task["content"]) if task else "", agent.container_root):
+    for path in paths:
         arguments = {"path": path}
         call = ToolCall(id="attach", name="read_file", arguments=json.dumps(arguments))
         result = executor.execute(

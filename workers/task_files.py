@@ -1,0 +1,199 @@
+"""Which files a task is about, read for an agent before its first step.
+
+The files the task names come first. A task in a user's words often names none ("the
+stock value comes out wrong"): then the files its words appear in, best first. Either
+way, the workspace modules those Python files import follow, since a test names its
+module under test and a module its helpers. A small model that sees the code at once
+writes the change; sent looking, it reads the same files again and again.
+
+Everything is read through confinement (never a link out) and bounded: a huge tree
+costs a bounded walk, a huge file is skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from workers.tools.base import ToolError
+from workers.tools.workspace import SKIPPED_DIRS, read_confined
+from workers.verification import named_paths
+
+MAX_FILES_SEEN = 2000
+MAX_FILE_BYTES = 64 * 1024
+MAX_FOUND = 3
+MAX_CHOSEN = 6
+_WORD = re.compile(r"[A-Za-z][A-Za-z_]{3,}")
+# Words every task and every file has: they say nothing about where the work is.
+_COMMON = frozenset(
+    [
+        "about",
+        "after",
+        "also",
+        "always",
+        "before",
+        "being",
+        "cause",
+        "code",
+        "come",
+        "comes",
+        "could",
+        "does",
+        "done",
+        "each",
+        "every",
+        "file",
+        "files",
+        "find",
+        "fine",
+        "from",
+        "give",
+        "gives",
+        "have",
+        "here",
+        "into",
+        "just",
+        "like",
+        "made",
+        "make",
+        "more",
+        "must",
+        "need",
+        "only",
+        "pass",
+        "fails",
+        "fail",
+        "python",
+        "python3",
+        "pytest",
+        "right",
+        "should",
+        "show",
+        "some",
+        "than",
+        "that",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "test",
+        "tests",
+        "tested",
+        "what",
+        "when",
+        "whenever",
+        "where",
+        "which",
+        "while",
+        "will",
+        "with",
+        "would",
+        "wrong",
+        "able",
+        "using",
+        "used",
+        "work",
+        "works",
+    ]
+)
+
+
+def task_files(workspace: Path, task: str, container_root: str | None = None) -> list[str]:
+    """Workspace-relative paths of the files the task is about, in the order to show
+    them: named ones (or, when none, found ones), then what those import."""
+    chosen = [p for p in named_paths(task, container_root) if _is_file(workspace, p)]
+    if not chosen:
+        chosen = files_about(workspace, task)
+    for path in chosen:  # what the added ones import is added too, up to MAX_CHOSEN
+        chosen += [m for m in _imported(workspace, path) if m not in chosen]
+        if len(chosen) >= MAX_CHOSEN:
+            break
+    return chosen[:MAX_CHOSEN]
+
+
+def files_about(workspace: Path, task: str) -> list[str]:
+    """Up to MAX_FOUND text files that hold the most of the task's words."""
+    words = task_words(task)
+    if not words:
+        return []
+    scored: list[tuple[int, str]] = []
+    for path in _walk(workspace):
+        text = _text(workspace, path)
+        if text is not None and (hits := sum(word in text.lower() for word in words)):
+            scored.append((hits, path))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [path for _hits, path in scored[:MAX_FOUND]]
+
+
+def task_words(task: str) -> set[str]:
+    """The task's telling words, lowercased, with a plural's ending off ("inches" finds
+    CM_PER_INCH)."""
+    words = set()
+    for word in _WORD.findall(task):
+        word = word.lower()
+        if word in _COMMON:
+            continue
+        if word.endswith("es") and len(word) > 5:
+            word = word[:-2]
+        elif word.endswith("s") and len(word) > 4:
+            word = word[:-1]
+        words.add(word)
+    return words
+
+
+def _walk(workspace: Path) -> list[str]:
+    found: list[str] = []
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            full = os.path.join(folder, name)
+            if not name.startswith(".") and not os.path.islink(full):
+                found.append(os.path.relpath(full, workspace))
+            if len(found) >= MAX_FILES_SEEN:
+                return found
+    return found
+
+
+def _imported(workspace: Path, path: str) -> list[str]:
+    """The workspace's own modules a Python file imports, beside it or at the top."""
+    if not path.endswith(".py") or (text := _text(workspace, path)) is None:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    here = os.path.dirname(path)
+    found = []
+    for name in names:
+        module = name.replace(".", "/") + ".py"
+        for candidate in dict.fromkeys([os.path.join(here, module), module]):
+            if _is_file(workspace, candidate) and candidate not in found:
+                found.append(os.path.normpath(candidate))
+                break
+    return found
+
+
+def _is_file(workspace: Path, path: str) -> bool:
+    full = os.path.join(workspace, path)
+    return os.path.isfile(full) and not os.path.islink(full)
+
+
+def _text(workspace: Path, path: str) -> str | None:
+    try:
+        data = read_confined(workspace, path, MAX_FILE_BYTES)
+    except ToolError:
+        return None
+    if data is None or len(data) > MAX_FILE_BYTES or b"\0" in data[:1024]:
+        return None
+    return data.decode("utf-8", errors="replace")
