@@ -81,8 +81,11 @@ def test_blocks_that_cannot_be_written_are_told_never_dropped(workspace: Path) -
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (workspace / "latin.py").write_bytes(b"# caf\xe9\nx = 1\n")
     guard = read(EditGuard(workspace), "calc.py", "latin.py")
-    cut = read_blocks("calc.py\n```python\ndef add(a, b):\n    return a +", guard, "b")
+    cut_text = "calc.py\n```python\ndef add(a, b):\n    return a +"
+    cut = read_blocks(cut_text, guard, "b", cut=True)
     assert cut.calls == [] and "cut off inside it" in cut.problems[0]
+    ended = read_blocks("calc.py\n```python\ndef add(a, b):\n    return a + b\n", guard, "b")
+    assert len(ended.calls) == 1, "a reply that ends (not cut) closes its last block"
     broken = read_blocks("calc.py\n```python\ndef add(a, b) return\n```", guard, "b")
     assert (
         "the block for calc.py was not written: the block is not valid Python"

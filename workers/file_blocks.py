@@ -89,10 +89,11 @@ def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCal
     return read_blocks(text, guard, call_id).calls
 
 
-def read_blocks(text: str, guard: EditGuard, call_id: str) -> BlockWrites:
+def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False) -> BlockWrites:
     """The writes the blocks of `text` make, one per file (later blocks for the same file
     are merged into what earlier ones made), what they leave unchanged and what could not
-    be written."""
+    be written. A last block that never closes runs to the end of the reply, as in
+    Markdown, unless the reply was `cut` at its length limit: then it is not written."""
     found = BlockWrites()
     contents: dict[str, str] = {}  # path → its content after this reply's blocks so far
     originals: dict[str, str | None] = {}
@@ -102,7 +103,7 @@ def read_blocks(text: str, guard: EditGuard, call_id: str) -> BlockWrites:
         if path is None:
             continue
         where = f"the block for {path}"
-        if not block.closed:
+        if not block.closed and cut:
             found.problems.append(
                 f"{where} was not written: your reply was cut off inside it. Give only the "
                 "functions you change, or the file in parts."
@@ -134,8 +135,8 @@ def read_blocks(text: str, guard: EditGuard, call_id: str) -> BlockWrites:
 
 
 def blocks_of(text: str) -> list[Block]:
-    """The fenced blocks of a reply, in order; a last one that never closes is kept as
-    not closed (the reply was cut)."""
+    """The fenced blocks of a reply, in order; a last one that never closes runs to the
+    end and is marked not closed."""
     lines = text.replace("\r\n", "\n").split("\n")
     found: list[Block] = []
     since = 0  # where the text before the next block starts

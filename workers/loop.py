@@ -265,11 +265,15 @@ def _write_blocks(
     told so once, rather than taken for a final answer."""
     if not agent.file_blocks or agent.edits is None:
         return None, False
-    blocks = read_blocks(turn.text, agent.edits, f"block-{step}")
-    cut = turn.finish_reason == "length" and any(
-        not b.closed and not b.info.startswith("json") for b in blocks_of(turn.text)
-    )  # a cut block of written calls is not a file
-    if cut and not blocks.problems:  # a block with no path line, cut: say so all the same
+    cut = turn.finish_reason == "length"
+    blocks = read_blocks(turn.text, agent.edits, f"block-{step}", cut=cut)
+    if (
+        cut
+        and not blocks.problems
+        # a block with no path line, cut: say so all the same; a cut block of written
+        # calls is not a file
+        and any(not b.closed and not b.info.startswith("json") for b in blocks_of(turn.text))
+    ):
         blocks.problems.append(CUT_BLOCK)
     if not blocks.calls and not blocks.problems:
         if blocks.unchanged and note_unchanged and not turn.tool_calls:
