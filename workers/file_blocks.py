@@ -102,14 +102,14 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
         path = label or _defining_file(block.body, guard)
         if path is None:
             continue
+        if not _is_content_for(block.info, path):
+            continue
         where = f"the block for {path}"
         if not block.closed and cut:
             found.problems.append(
                 f"{where} was not written: your reply was cut off inside it. Give only the "
                 "functions you change, or the file in parts."
             )
-            continue
-        if not _is_content_for(block.info, path):
             continue
         if path not in originals:
             try:
