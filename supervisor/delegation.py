@@ -268,7 +268,7 @@ class Team:
             if self.verify
             else None,
             look_first=must_look,
-            attach_named=(parent is not None or self.task_mode) and "read_file" in tools,
+            attach_task_files=(parent is not None or self.task_mode) and "read_file" in tools,
             container_root=container_root,
             file_blocks=file_blocks,
             context=ContextKeeper(window, rules=self.instructions),

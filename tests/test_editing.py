@@ -132,7 +132,7 @@ def test_files_the_task_names_are_read_for_it_and_count_as_read(workspace: Path)
         model,
         recorder,
         edits=EditGuard(workspace, "/workspace"),
-        attach_named=True,
+        attach_task_files=True,
         container_root="/workspace",
     )
     result = run_agent(agent, messages)
@@ -152,6 +152,6 @@ def test_files_the_task_names_are_read_for_it_and_count_as_read(workspace: Path)
 
 def test_nothing_is_attached_when_the_task_names_no_file(workspace: Path) -> None:
     (workspace / "calc.py").write_text("x = 1\n")
-    result, _, model = run(workspace, [say("done")], attach_named=True)
+    result, _, model = run(workspace, [say("done")], attach_task_files=True)
     assert [m["role"] for m in model.seen[0]] == ["system", "user"]
     assert result.outcome == Finished("done")

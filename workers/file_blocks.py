@@ -33,6 +33,10 @@ WRITE_NOW = (
     "To change a file, reply with its path on a line of its own and its corrected code in "
     "a fenced block under it."
 )
+CUT_BLOCK = (
+    "Your reply was cut off inside a code block, so it was not written. Give only the "
+    "functions you change, or the file in parts."
+)
 WRITE_BLOCKS = "Change files with fenced blocks, as shown under Writing files below."
 HOW_TO_WRITE = (
     "To write a file, reply with its path on a line of its own, then its complete new "
@@ -97,7 +101,8 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
     found = BlockWrites()
     contents: dict[str, str] = {}  # path → its content after this reply's blocks so far
     originals: dict[str, str | None] = {}
-    for block in blocks_of(text):
+    blocks = blocks_of(text)
+    for block in blocks:
         label = _label(block, guard)
         path = label or _defining_file(block.body, guard)
         if path is None:
@@ -122,6 +127,14 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
             contents[path] = _applied(old, block, path)
         except MergeProblem as problem:
             found.problems.append(f"{where} was not written: {problem}")
+    if (
+        cut
+        and not found.problems
+        # a block with no path line, cut: said all the same; a cut block of written calls
+        # (json) is not a file
+        and any(not b.closed and not b.info.startswith("json") for b in blocks)
+    ):
+        found.problems.append(CUT_BLOCK)
     for path, new in contents.items():
         old = originals[path]
         if old is not None and _same(old, new):

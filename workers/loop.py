@@ -14,7 +14,7 @@ from workers import executor
 from workers.context import ContextKeeper
 from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import WRITE_NOW, blocks_of, read_blocks
+from workers.file_blocks import WRITE_NOW, read_blocks
 from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, Model, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
@@ -59,10 +59,6 @@ MAX_UNREADABLE = 4
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
 MAX_ATTACHED = 5
 MAX_ATTACHED_CHARS = 48_000  # when the model's window is not known
-CUT_BLOCK = (
-    "Your reply was cut off inside a code block, so it was not written. Give only the "
-    "functions you change, or the file in parts."
-)
 UNCHANGED_BLOCKS = (
     "Nothing was written: your blocks match the files as they are ({files}). Next, run "
     "the tests with run_shell, or give your final answer in plain sentences."
@@ -96,8 +92,8 @@ class Agent:
     look_first: bool = False
     """Its first reply must be a tool call: a worker with a task about the code looks
     before it answers (small models otherwise answer from what they imagine)."""
-    attach_named: bool = False
-    """Read the files its task names before the first step (it has read_file)."""
+    attach_task_files: bool = False
+    """Read the files its task is about before the first step (it has read_file)."""
     container_root: str | None = None
     """Where its sandbox mounts the workspace (`/workspace`), if anywhere."""
     file_blocks: bool = False
@@ -130,8 +126,8 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
     )
     crash: dict[str, str] = {}
     try:
-        if agent.attach_named and not _looked(messages):
-            _attach_named_files(agent, messages)
+        if agent.attach_task_files and not _looked(messages):
+            _attach_task_files(agent, messages)
         result.outcome = _loop(agent, result)
     except KeyboardInterrupt:
         agent.budget.cancel()  # workers below this agent stop at their next step
@@ -267,14 +263,6 @@ def _write_blocks(
         return None, False
     cut = turn.finish_reason == "length"
     blocks = read_blocks(turn.text, agent.edits, f"block-{step}", cut=cut)
-    if (
-        cut
-        and not blocks.problems
-        # a block with no path line, cut: say so all the same; a cut block of written
-        # calls is not a file
-        and any(not b.closed and not b.info.startswith("json") for b in blocks_of(turn.text))
-    ):
-        blocks.problems.append(CUT_BLOCK)
     if not blocks.calls and not blocks.problems:
         if blocks.unchanged and note_unchanged and not turn.tool_calls:
             return UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), True
@@ -302,7 +290,7 @@ def _looked(messages: list[Message]) -> bool:
     )
 
 
-def _attach_named_files(agent: Agent, messages: list[Message]) -> None:
+def _attach_task_files(agent: Agent, messages: list[Message]) -> None:
     """The files the task is about, read with the agent's own read_file in its own
     sandbox and told to it as one message: those it names, or for an agent that edits,
     those its words are in, and what they import. A name that is not a readable file is

@@ -13,12 +13,14 @@ costs a bounded walk, a huge file is skipped.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 from pathlib import Path
 
 from workers.tools.base import ToolError
-from workers.tools.workspace import SKIPPED_DIRS, read_confined
+from workers.tools.search import walk_files
+from workers.tools.workspace import read_confined
 from workers.verification import named_paths
 
 MAX_FILES_SEEN = 2000
@@ -122,7 +124,8 @@ def files_about(workspace: Path, task: str) -> list[str]:
     if not words:
         return []
     scored: list[tuple[int, str]] = []
-    for path in _walk(workspace):
+    files = itertools.islice(walk_files(workspace, hidden=False), MAX_FILES_SEEN)
+    for path in (os.path.relpath(f, workspace) for f in files):
         text = _text(workspace, path)
         if text is not None and (hits := sum(word in text.lower() for word in words)):
             scored.append((hits, path))
@@ -144,19 +147,6 @@ def task_words(task: str) -> set[str]:
             word = word[:-1]
         words.add(word)
     return words
-
-
-def _walk(workspace: Path) -> list[str]:
-    found: list[str] = []
-    for folder, dirs, files in os.walk(workspace):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            full = os.path.join(folder, name)
-            if not name.startswith(".") and not os.path.islink(full):
-                found.append(os.path.relpath(full, workspace))
-            if len(found) >= MAX_FILES_SEEN:
-                return found
-    return found
 
 
 def _imported(workspace: Path, path: str) -> list[str]:

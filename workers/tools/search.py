@@ -211,7 +211,7 @@ def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[s
 
 def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
     regex = re.compile(args.pattern)
-    for path in _walk(real):
+    for path in walk_files(real):
         if args.glob and not fnmatch(path.name, args.glob):
             continue
         try:
@@ -225,16 +225,19 @@ def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
             continue
 
 
-def _walk(real: Path) -> Iterator[Path]:
-    """Regular files under `real`, sorted, never following symlinks (they may point out)."""
+def walk_files(real: Path, *, hidden: bool = True) -> Iterator[Path]:
+    """Regular files under `real`, sorted, never following symlinks (they may point out);
+    `hidden=False` leaves out dot-files and does not go into dot-folders."""
     if real.is_file():
         yield real
         return
     for folder, dirs, files in os.walk(real):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIPPED_DIRS and (hidden or not d.startswith("."))
+        )
         for name in sorted(files):
             path = Path(folder, name)
-            if not path.is_symlink() and path.is_file():
+            if (hidden or not name.startswith(".")) and not path.is_symlink() and path.is_file():
                 yield path
 
 
@@ -253,7 +256,7 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     regex = glob_regex(args.pattern)
     found: list[str] = []
     total, used, budget = 0, 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
-    for path in _walk(real):
+    for path in walk_files(real):
         candidate = path.relative_to(real).as_posix() if by_path else path.name
         if regex.fullmatch(candidate):
             total += 1
