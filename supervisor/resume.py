@@ -50,7 +50,7 @@ def rebuild(records: list[Record]) -> Rebuilt:
         if event == "user_message":
             flush()
             messages.append({"role": "user", "content": record.get("content", "")})
-        elif event == "llm_call":
+        elif event == "llm_call" and not record.get("aside"):
             flush()
             calls = record.get("calls") or []
             message: Message = {"role": "assistant", "content": record.get("text") or None}

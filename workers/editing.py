@@ -56,6 +56,8 @@ class EditGuard:
     """It changed a file and has not run the tests since."""
     write_hint: str = ""
     """How to write a fix, added after a failed test's focus (for file blocks)."""
+    last_failure: str = ""
+    """The last test run, when it failed: the command and where it failed."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -93,14 +95,15 @@ class EditGuard:
                 # Small models run passing tests again and again; the answer is what's next.
                 result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")
             self.untested_edit = False
+            self.last_failure = ""
         if name == "run_shell" and result.is_error and isinstance(command, str):
+            output = self._full_output(result)
             focus = failure_focus(
-                self.workspace,
-                command,
-                self._full_output(result),
-                self.container_root,
-                shown=result.output,
+                self.workspace, command, output, self.container_root, shown=result.output
             )
+            if is_test(command):
+                whole = failure_focus(self.workspace, command, output, self.container_root)
+                self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
             if focus:
                 hint = f"\n\n[{self.write_hint}]" if self.write_hint else ""
                 return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")

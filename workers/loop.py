@@ -10,7 +10,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers import executor
+from workers import executor, focused_write
 from workers.context import ContextKeeper
 from workers.editing import EDIT_TOOLS, EditGuard
 from workers.events import Emitter
@@ -22,7 +22,7 @@ from workers.repetition import RepetitionGuard
 from workers.sandbox import Sandbox, SandboxFault
 from workers.task_files import task_files
 from workers.tools.base import Tool, ToolResult
-from workers.verification import Gate, named_paths
+from workers.verification import DEFAULT_TEST_COMMANDS, Gate, judge, named_paths
 
 UNREADABLE = (
     "Your last reply could not be read ({error}). Reply again: fewer tool calls, each one "
@@ -110,6 +110,8 @@ class AgentResult:
     tool_calls: int = 0
     facts: list[dict[str, Any]] = field(default_factory=list)
     """What each tool call taught the harness (files written, exit codes), in order."""
+    focused_writes: int = 0
+    """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
 
 
 def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
@@ -198,6 +200,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         )
         noted_echo |= echo
         if not turn.tool_calls and not written:
+            if _ask_for_the_change(agent, result, step, guard, said=turn.text):
+                paused, must_call = False, True  # the next reply runs the tests
+                continue
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
             paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
@@ -220,6 +225,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         if stop := _limit_if_spent(agent):
             return stop  # calls the batch did not reach are answered as not run
         nudge, paused = guard.take_nudge(), guard.take_pause()
+        if (nudge or paused) and _ask_for_the_change(agent, result, step, guard, said=""):
+            paused, must_call = False, True
+            continue
         if nudge or paused:
             now = WRITE_OR_ANSWER if agent.file_blocks else ANSWER_NOW
             answer_now = now.format(task=_task(messages)) if paused else ""
@@ -242,6 +250,50 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
     return Finished(_stamped(agent, text, result))
 
 
+def _ask_for_the_change(
+    agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard, *, said: str
+) -> bool:
+    """For an agent that writes in blocks and stalls with a change still to make: ask
+    for it in a call of its own, the files in front of the model, and write its blocks.
+    Whether anything was written (the agent is told what, and goes on to test it)."""
+    if (
+        agent.edits is None
+        or not agent.file_blocks
+        or result.focused_writes >= focused_write.MAX_FOCUSED_WRITES
+        or not _stalled(agent, result)
+    ):
+        return False
+    room = 2 * agent.max_output_chars if agent.max_output_chars else MAX_ATTACHED_CHARS
+    ask = focused_write.prompt(_first_task(result.messages), agent.edits, said, room)
+    if ask is None:
+        return False
+    result.focused_writes += 1
+    turn = _call_model(
+        agent, [{"role": "user", "content": ask}], [], step, tools_off=True, aside=True
+    )
+    result.tokens += turn.usage.total
+    changes = sum(bool(fact.get("modified")) for fact in result.facts)
+    written, _ = _write_blocks(
+        agent, result, turn, step, guard, note_unchanged=False, label="focused"
+    )
+    if not written or sum(bool(fact.get("modified")) for fact in result.facts) == changes:
+        return False
+    tell(agent, result.messages, focused_write.told(turn.text, written), source="focused_write")
+    return True
+
+
+def _stalled(agent: Agent, result: AgentResult) -> bool:
+    """Whether a change is still to make: none made and the task asks for one (or a test
+    failed), or the tests failed after the last one."""
+    assert agent.edits is not None
+    commands = agent.gate.test_commands if agent.gate is not None else DEFAULT_TEST_COMMANDS
+    verdict = judge(result.facts, commands)
+    failed = bool(agent.edits.last_failure)
+    if verdict is None:
+        return failed or focused_write.asks_for_change(_first_task(result.messages))
+    return failed and not verdict.verified and not verdict.untested
+
+
 def _write_blocks(
     agent: Agent,
     result: AgentResult,
@@ -250,6 +302,7 @@ def _write_blocks(
     guard: RepetitionGuard,
     *,
     note_unchanged: bool,
+    label: str = "block",
 ) -> tuple[str | None, bool]:
     """Runs the file blocks of a reply as write_file calls: what each did, for the agent,
     or None when the reply has none (or the agent does not write in blocks); and whether
@@ -262,7 +315,7 @@ def _write_blocks(
     if not agent.file_blocks or agent.edits is None:
         return None, False
     cut = turn.finish_reason == "length"
-    blocks = read_blocks(turn.text, agent.edits, f"block-{step}", cut=cut)
+    blocks = read_blocks(turn.text, agent.edits, f"{label}-{step}", cut=cut)
     if not blocks.calls and not blocks.problems:
         if blocks.unchanged and note_unchanged and not turn.tool_calls:
             return UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), True
@@ -349,7 +402,11 @@ def _wrap_up(
 
 def _task(messages: list[Message]) -> str:
     """What the agent was asked, shortened: restated when it is asked to answer."""
-    return _short(next((str(m["content"]) for m in messages if m["role"] == "user"), ""), 300)
+    return _short(_first_task(messages), 300)
+
+
+def _first_task(messages: list[Message]) -> str:
+    return next((str(m["content"]) for m in messages if m["role"] == "user"), "")
 
 
 def _short(text: str, limit: int) -> str:
@@ -406,7 +463,10 @@ def _call_model(
     *,
     tools_off: bool = False,
     require_tool: bool = False,
+    aside: bool = False,
 ) -> AssistantTurn:
+    """One model call, logged whole. An `aside` is a call outside the conversation (a
+    prompt of its own): its size is not the conversation's, and a resume skips it."""
     agent.events.emit("turn_start", step=step)
     started = time.monotonic()
     turn = agent.model.complete(
@@ -422,7 +482,7 @@ def _call_model(
         require_tool=require_tool,
     )
     agent.budget.spend(turn.usage.total)
-    if agent.context is not None:
+    if agent.context is not None and not aside:
         agent.context.observe(turn.usage.prompt_tokens, messages)
     agent.events.emit(
         "llm_call",
@@ -440,6 +500,7 @@ def _call_model(
         # The whole turn, so a run can be read back and resumed from its log alone.
         text=turn.text,
         calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
+        **({"aside": True} if aside else {}),
     )
     return turn
 

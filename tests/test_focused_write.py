@@ -1,0 +1,168 @@
+"""A block writer that stalls with a change to make is asked for it in a call of its own,
+with the files in front of it (workers/focused_write.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from supervisor.resume import rebuild
+from tests.test_loop import make_agent
+from workers.editing import EditGuard
+from workers.events import Emitter, Recorder
+from workers.focused_write import asks_for_change, prompt
+from workers.loop import AgentResult, run_agent
+from workers.model import Message
+from workers.model.scripted import ScriptedModel, call, say
+from workers.sandbox.host import HostSandbox
+from workers.tools.base import ToolContext, ToolResult
+from workers.verification import Gate
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+FIX = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+TESTS = "from calc import add\n\n\ndef test_add():\n    total = add(1, 2)\n    assert total == 3\n"
+
+
+def conversation(task: str) -> list[Message]:
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": task}]
+
+
+def run(
+    workspace: Path,
+    task: str,
+    script: list[object],
+    gate: Gate | None = None,
+    recorder: Recorder | None = None,
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    recorder = recorder or Recorder()
+    approved = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
+    edits = EditGuard(workspace)
+    agent = make_agent(workspace, model, recorder, edits=edits, file_blocks=True, gate=gate)
+    agent.sandbox = approved  # the tests run
+    return run_agent(agent, conversation(task)), recorder, model
+
+
+def test_an_answer_with_the_change_still_to_make_gets_a_focused_ask(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    (workspace / "test_calc.py").write_text(TESTS)
+    said = "I need to change add so that it adds. I will fix it."
+    result, recorder, model = run(
+        workspace,
+        "Fix add in calc.py.",
+        [call("read_file", path="calc.py"), say(said), say(FIX), call("list_dir"), say("done")],
+    )
+    assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    ask = model.seen[2]
+    assert len(ask) == 1 and ask[0]["role"] == "user", "a prompt of its own"
+    text = ask[0]["content"]
+    assert text.startswith("Fix add in calc.py.\n\ncalc.py\n```python\ndef add(a, b):")
+    assert f"What you said about it: {said}" in text
+    assert text.endswith(
+        'the rest of the file stays. Example:\n\nsettings.py\n```python\nGREETING = "Hello"\n```'
+    )
+    assert model.tools_seen[2] == [] and model.paused[2], "no tools offered"
+    told = model.seen[3][-1]["content"]
+    assert told.startswith("gaffer showed you the files as they are now and asked for the change")
+    assert FIX in told and "wrote 32 bytes to calc.py" in told
+    assert model.required[3], "the next reply is a call: the tests"
+    asides = [r for r in recorder.records if r["event"] == "llm_call" and r.get("aside")]
+    assert [a["text"] for a in asides] == [FIX]
+    writes = [r for r in recorder.records if r["event"] == "tool_call" and r.get("from_block")]
+    assert [(w["name"], w["args"]["path"]) for w in writes] == [("write_file", "calc.py")]
+    sources = [r["source"] for r in recorder.records if r["event"] == "user_message"]
+    assert sources == ["focused_write"]
+    assert result.outcome.answer == "done"  # type: ignore[union-attr]
+    # A resume rebuilds the conversation the agent had: the aside is not in it.
+    rebuilt = rebuild([{**r, "agent_id": "supervisor"} for r in recorder.records])
+    assert all(m.get("content") != FIX for m in rebuilt.messages if m["role"] == "assistant")
+    assert any(str(m.get("content")).startswith("gaffer showed you") for m in rebuilt.messages)
+
+
+def test_the_last_failure_is_shown_and_files_come_before_their_tests(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    (workspace / "test_calc.py").write_text(TESTS)
+    tests = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+    read_both = call("read_file", path="test_calc.py")
+    script = [read_both, call("read_file", path="calc.py"), call("run_shell", command=tests)]
+    script += [say("The tests fail."), say(FIX), say("done")]
+    _, _, model = run(workspace, "Make the tests pass.", script)
+    text = model.seen[4][0]["content"]
+    assert text.index("calc.py\n```python") < text.index("test_calc.py\n```python")
+    failed = text[text.index("The last test run failed:") :]
+    assert f"$ {tests}" in failed and "test_calc.py:6: AssertionError" in failed
+    assert ">   6 |     assert total == 3" in failed
+
+
+def test_a_question_gets_its_answer_and_nothing_is_written(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    answer = "add subtracts: it returns a - b."
+    result, recorder, model = run(
+        workspace,
+        "Why does add give -1 for 1 and 2?",
+        [call("read_file", path="calc.py"), say(answer)],
+    )
+    assert result.outcome.answer == answer  # type: ignore[union-attr]
+    assert (workspace / "calc.py").read_text() == BUGGY
+    assert model.remaining == 0 and not any(r.get("aside") for r in recorder.records)
+
+
+def test_a_focused_ask_that_writes_nothing_leaves_the_answer_as_it_was(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    echo = f"calc.py\n```python\n{BUGGY}```"
+    result, _, model = run(
+        workspace,
+        "Fix add.",
+        [call("read_file", path="calc.py"), say("It is fixed."), say(echo)],
+    )
+    assert result.outcome.answer == "It is fixed."  # type: ignore[union-attr]
+    assert model.remaining == 0
+
+
+def test_it_asks_at_most_twice_in_a_run(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    nothing = say("I cannot.")
+    script = [call("read_file", path="calc.py"), say("I would change add."), nothing]
+    script += [say("See nothere.py."), nothing, say("Nothing more.")]
+    recorder = Recorder()
+    gate = Gate(Emitter([recorder]), max_send_backs=5, workspace=workspace, expects_change=True)
+    result, recorder, _model = run(workspace, "Fix add.", script, gate=gate, recorder=recorder)
+    assert sum(bool(r.get("aside")) for r in recorder.records) == 2
+    assert [r["reason"] for r in recorder.records if r["event"] == "verification"] == [
+        "no files changed",
+        "your answer names nothere.py, which is not in the workspace",
+        "no files changed",
+    ], "each answer went to the gate after its ask wrote nothing"
+    assert result.outcome.answer == "Nothing more."  # type: ignore[union-attr]
+
+
+def test_a_block_writer_going_round_is_asked_for_the_change(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    read_it = call("read_file", path="calc.py")
+    look = call("list_dir")
+    script = [read_it, look, read_it, look, say(FIX), say("done")]
+    result, _recorder, model = run(workspace, "Fix add in calc.py.", script)
+    assert (workspace / "calc.py").read_text().endswith("a + b\n")
+    assert model.seen[4][0]["content"].startswith("Fix add in calc.py.")
+    assert FIX in model.seen[5][-1]["content"]
+    assert result.outcome.answer == "done"  # type: ignore[union-attr]
+
+
+def test_what_a_task_asks_for() -> None:
+    assert asks_for_change("Find the bug in stats.py and fix it.")
+    assert asks_for_change("Customers should be able to use HALF. Add it.")
+    assert not asks_for_change("Why does median give 2 for [1, 2, 3, 4]?")
+    assert not asks_for_change("Survey this repository for a newcomer.")
+
+
+def test_files_too_big_for_the_room_or_not_text_are_left_out(workspace: Path) -> None:
+    (workspace / "big.py").write_text("x = 1\n" * 1000)
+    (workspace / "blob.py").write_bytes(b"\xff\xfe\x00")
+    (workspace / "calc.py").write_text(BUGGY)
+    guard = EditGuard(workspace)
+    for path in ("big.py", "blob.py", "calc.py"):
+        guard.after("read_file", {"path": path}, ToolResult(output=""))
+    text = prompt("Fix add.", guard, "", room=1000)
+    assert text is not None and "calc.py\n```python" in text
+    assert "big.py" not in text and "blob.py" not in text
+    assert prompt("Fix add.", EditGuard(workspace), "", room=1000) is None, "nothing read"

@@ -1,0 +1,101 @@
+"""Asking a stalled small model for the change, with the files in front of it.
+
+A 1.5B coder that has the files and a failing test often goes on reading and testing,
+or says in prose what it would change, and never writes it. The same model given the
+task and the files in one message, and asked for the file, writes the fix: on the bench
+it solves `median_bug`, `temperature_bug` and `stock_value` that way and not as an
+agent. So when an agent that writes in blocks stalls with a change still to make, gaffer
+asks once more outside the conversation: the task, the files it has read as they are
+now, the last failure, what the model said, and how to write a block; tools off. The
+blocks of that reply are written like any others (read-before-edit, protected paths,
+logged with `from_block`), and the agent is told what was written and carries on.
+Aider's architect and editor modes split planning from writing in the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from workers.editing import EditGuard
+from workers.file_blocks import HOW_TO_WRITE, blocks_of
+from workers.tools.base import ToolError, ToolResult
+from workers.tools.workspace import read_confined
+
+# Each one costs a call with a fresh prompt (no server cache); two cover a stall before
+# the first write and one after a failed test.
+MAX_FOCUSED_WRITES = 2
+MAX_TASK_CHARS = 2000
+MAX_SAID_CHARS = 600
+MAX_TOLD_CHARS = 3000
+# A task that asks for a change in so many words: a verb of change in the imperative, at
+# the start of a sentence or after "and", "then", "please" ("Find the bug and fix it").
+# A question ("why does add return -1?") asks for none, and never gets a write nobody
+# asked for.
+_ASKS_FOR_CHANGE = re.compile(
+    r"(?:^|[.!:;]\s+|\n\s*|\b(?:and|then|please|to)\s+)"
+    r"(fix|add|implement|change|make|write|update|rename|remove|delete|correct|"
+    r"support|handle|refactor|replace|convert)\b",
+    re.IGNORECASE,
+)
+WRITE_NOW = "Write the change now."
+TOLD = (
+    "gaffer showed you the files as they are now and asked for the change. Your reply:\n\n"
+    "{reply}\n\n{written}\n\nNext, run the tests with run_shell."
+)
+
+
+def asks_for_change(task: str) -> bool:
+    return bool(_ASKS_FOR_CHANGE.search(task))
+
+
+def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
+    """The one message that asks for the change; None when the agent has read no file
+    that can be shown. Files are shown as they are now, the code first and its tests
+    last, within `room` characters; each shown counts as read."""
+    shown: list[str] = []
+    for path in sorted(guard.seen, key=_is_test):
+        try:
+            data = read_confined(guard.workspace, path, room)
+        except ToolError:
+            continue
+        if data is None or len(data) > room:
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        room -= len(text)
+        shown.append(f"{path}\n{_fenced(text, path)}")
+        guard.after("read_file", {"path": path}, ToolResult(output=text))
+    if not shown:
+        return None
+    parts = [_cut(task, MAX_TASK_CHARS), *shown]
+    if guard.last_failure:
+        parts.append(f"The last test run failed:\n{guard.last_failure}")
+    said = said.strip()
+    if said and not blocks_of(said):
+        parts.append(f"What you said about it: {_cut(said, MAX_SAID_CHARS)}")
+    parts.append(f"{WRITE_NOW} {HOW_TO_WRITE}")
+    return "\n\n".join(parts)
+
+
+def told(reply: str, written: str) -> str:
+    """What the agent is told after the change it was asked for was written."""
+    return TOLD.format(reply=_cut(reply.strip(), MAX_TOLD_CHARS), written=written)
+
+
+def _is_test(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{path}"
+
+
+def _fenced(text: str, path: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    language = "python" if path.endswith(".py") else ""
+    newline = "" if text.endswith("\n") else "\n"
+    return f"{fence}{language}\n{text}{newline}{fence}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
