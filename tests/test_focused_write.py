@@ -166,3 +166,17 @@ def test_files_too_big_for_the_room_or_not_text_are_left_out(workspace: Path) ->
     assert text is not None and "calc.py\n```python" in text
     assert "big.py" not in text and "blob.py" not in text
     assert prompt("Fix add.", EditGuard(workspace), "", room=1000) is None, "nothing read"
+
+
+def test_what_the_model_said_is_its_prose_without_its_blocks(workspace: Path) -> None:
+    (workspace / "constants.py").write_text("CM_PER_INCH = 2.45\n")
+    guard = EditGuard(workspace)
+    guard.after("read_file", {"path": "constants.py"}, ToolResult(output=""))
+    said = (
+        "From what I found: the factor is 2.54, not 2.45.\n\n"
+        '```json\n{"name": "read_file", "arguments": {"path": "constants.py"}}\n```'
+    )
+    text = prompt("Fix the inches.", guard, said, room=1000)
+    assert text is not None
+    assert "What you said about it: From what I found: the factor is 2.54, not 2.45.\n" in text
+    assert '"name": "read_file"' not in text

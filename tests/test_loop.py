@@ -398,3 +398,22 @@ def test_a_repeated_batch_of_eleven_calls_is_a_cycle() -> None:
         guard.observe(call_, ToolResult(output="no matches"))
     nudge = guard.take_nudge()
     assert nudge is not None and "your last 11 calls repeat the 11 before them" in nudge
+
+
+def test_a_cycle_found_twice_in_one_batch_is_warned_before_it_ends_the_run() -> None:
+    """What a small coder did, in batches: read both files and test; read and test; read
+    and test. The cycle shows at the first call of the third batch and again at its
+    second, before the model saw a word of warning."""
+    guard = RepetitionGuard(pauses=False)
+    code = ToolCall(id="r", name="read_file", arguments='{"path": "stats.py"}')
+    tests = ToolCall(id="u", name="read_file", arguments='{"path": "test_stats.py"}')
+    run_them = ToolCall(id="t", name="run_shell", arguments='{"command": "pytest"}')
+    for batch in ([code, tests, run_them], [code, run_them], [code, run_them]):
+        assert guard.take_nudge() is None
+        for call_ in batch:
+            guard.observe(call_, ToolResult(output="same"))
+    assert guard.stop is None, "the warning was not shown yet"
+    assert (nudge := guard.take_nudge()) is not None and "your last 2 calls" in nudge
+    for call_ in [code, run_them]:
+        guard.observe(call_, ToolResult(output="same"))
+    assert guard.stop is not None and "after a warning" in guard.stop.detail

@@ -37,7 +37,10 @@ _ASKS_FOR_CHANGE = re.compile(
     r"support|handle|refactor|replace|convert)\b",
     re.IGNORECASE,
 )
-WRITE_NOW = "Write the change now."
+WRITE_NOW = (
+    "Write the change now: only the files you change, corrected. A file written back as "
+    "it is changes nothing."
+)
 TOLD = (
     "gaffer showed you the files as they are now and asked for the change. Your reply:\n\n"
     "{reply}\n\n{written}\n\nNext, run the tests with run_shell."
@@ -72,8 +75,7 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
     parts = [_cut(task, MAX_TASK_CHARS), *shown]
     if guard.last_failure:
         parts.append(f"The last test run failed:\n{guard.last_failure}")
-    said = said.strip()
-    if said and not blocks_of(said):
+    if said := _prose(said):
         parts.append(f"What you said about it: {_cut(said, MAX_SAID_CHARS)}")
     parts.append(f"{WRITE_NOW} {HOW_TO_WRITE}")
     return "\n\n".join(parts)
@@ -82,6 +84,14 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
 def told(reply: str, written: str) -> str:
     """What the agent is told after the change it was asked for was written."""
     return TOLD.format(reply=_cut(reply.strip(), MAX_TOLD_CHARS), written=written)
+
+
+def _prose(text: str) -> str:
+    """A reply without its fenced blocks (code it echoed, a call written as text)."""
+    for block in blocks_of(text):
+        text = text.replace(block.body, "")
+    kept = [line for line in text.splitlines() if not line.lstrip().startswith(("```", "~~~"))]
+    return " ".join(" ".join(kept).split())
 
 
 def _is_test(path: str) -> bool:

@@ -122,10 +122,11 @@ class RepetitionGuard:
         if found is None:
             return
         what, lines = found
+        if self._nudge is not None:
+            return  # warned in this batch, and the warning not yet shown
         if self._nudged:
             self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':')}")
             return
-        self._nudged = True
         self._pause = self._pauses
         next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
         self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
@@ -143,6 +144,7 @@ class RepetitionGuard:
     def take_nudge(self) -> str | None:
         """The message to show the agent once, after the batch that completed a cycle."""
         nudge, self._nudge = self._nudge, None
+        self._nudged |= nudge is not None
         return nudge
 
     def _cycle(self) -> tuple[str, list[str]] | None:
