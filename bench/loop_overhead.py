@@ -14,10 +14,11 @@ from pathlib import Path
 from pydantic import Field
 
 from bench.common import Row
+from workers.agent import Agent
 from workers.eventlog import JsonlLog
 from workers.events import Emitter
 from workers.limits import Budget, Limits
-from workers.loop import Agent, run_agent
+from workers.loop import run_agent
 from workers.model.scripted import LoopingModel
 from workers.sandbox.host import HostSandbox
 from workers.tools.base import Args, Tool, ToolContext, ToolResult

@@ -24,7 +24,8 @@ from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
 from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
-from workers.loop import Agent, AgentResult, run_agent
+from workers.agent import Agent, AgentResult
+from workers.loop import run_agent
 from workers.model import Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile, expand_tools, is_parallel_safe

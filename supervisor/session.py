@@ -20,7 +20,8 @@ from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
 from workers.extensions import Extensions
 from workers.limits import Budget
-from workers.loop import AgentResult, run_agent, tell
+from workers.agent import AgentResult, tell
+from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
@@ -258,14 +259,15 @@ class Session:
 
     def compact(self) -> bool:
         """Fold older turns now (/compact)."""
-        budget = self.root.child(self.top.limits.as_limits())
-        with self.team.make_sandbox(self.top, TOP_AGENT_ID) as sandbox:
-            agent, _ = self.team.build(
-                self.top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
-            )
-            return self.keeper.compact(
-                agent, self.messages, self._last.facts if self._last else [], 0, reason="manual"
-            )
+        return self.keeper.compact(
+            self.messages,
+            self._last.facts if self._last else [],
+            0,
+            reason="manual",
+            model=self.plan.make_model(self.model_name),
+            budget=self.root.child(self.top.limits.as_limits()),
+            events=self.top_events,
+        )
 
     def close(self) -> None:
         try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workers.agent import Agent
 from workers.context import STUB_PREFIX, SUMMARIZE, ContextKeeper, mask, task_state, window_for
 from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
-from workers.loop import Agent, run_agent
+from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, Usage
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.sandbox.host import HostSandbox
@@ -168,13 +169,13 @@ def test_compaction_by_hand_folds_old_turns(workspace: Path) -> None:
         budget=Budget(),
     )
     keeper = ContextKeeper(window=100_000, rules=RULES)
-    assert keeper.compact(agent, messages, [], step=0, reason="manual")
+    assert keeper.compact(messages, [], 0, reason="manual", **with_(agent))
     assert messages[0]["content"] == "sys" and messages[1]["content"].startswith("[Task state")
     assert sum(1 for m in messages if m["role"] == "assistant") == 4
     assert_pairs_intact(messages)
     assert recorder.of("compaction")[0]["reason"] == "manual"
     short = conversation(2)
-    assert not keeper.compact(agent, short, [], step=0, reason="manual") or len(short) < len(
+    assert not keeper.compact(short, [], 0, reason="manual", **with_(agent)) or len(short) < len(
         conversation(2)
     )
 
@@ -192,7 +193,9 @@ def test_a_batch_that_jumps_past_the_window_is_folded_before_the_next_call(works
         events=Emitter([recorder]).bind(session_id="s", agent_id="main"),
         budget=Budget(),
     )
-    keeper.prepare(agent, messages, [], step=7)
+    keeper.prepare(
+        messages, [], step=7, model=agent.model, budget=agent.budget, events=agent.events
+    )
     assert recorder.of("compaction"), "the jump was only seen after the endpoint refused it"
     assert (
         keeper.projected(messages) < 0.8 * 4000
@@ -227,3 +230,8 @@ def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
     assert "4096-token window" in result.outcome.detail  # type: ignore[union-attr]
     assert len(model.seen) == 1, "the oversize prompt reached the model"
     assert recorder.of("agent_end")[0]["reason"].startswith("context limit")
+
+
+def with_(agent: Agent) -> dict[str, Any]:
+    """What compaction needs of an agent: its model, budget and log."""
+    return {"model": agent.model, "budget": agent.budget, "events": agent.events}

@@ -16,8 +16,8 @@ from supervisor import delegation
 from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
+from workers.agent import AgentResult
 from workers.events import Record
-from workers.loop import AgentResult
 from workers.model import AssistantTurn, Message, ModelError, Usage
 from workers.model.scripted import RoutedModel, Step, call, calls, say
 from workers.outcome import Finished

@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 from tests.test_loop import make_agent, run, tool_messages
+from workers.agent import Agent
 from workers.editing import EditGuard, failure_focus
 from workers.events import Emitter, Recorder
-from workers.loop import ATTACHED, Agent, run_agent
+from workers.loop import ATTACHED, run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 from tests.test_loop import make_agent, tool_messages
+from workers.agent import Agent
 from workers.editing import EditGuard
 from workers.events import Recorder
 from workers.file_blocks import calls_from_blocks, read_blocks
-from workers.loop import Agent, run_agent
+from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.tools.base import ToolResult

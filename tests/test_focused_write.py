@@ -8,10 +8,11 @@ from pathlib import Path
 
 from supervisor.resume import rebuild
 from tests.test_loop import make_agent
+from workers.agent import AgentResult
 from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
 from workers.focused_write import asks_for_change, prompt
-from workers.loop import AgentResult, run_agent
+from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox

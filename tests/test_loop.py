@@ -6,9 +6,10 @@ import dataclasses
 import time
 from pathlib import Path
 
+from workers.agent import Agent, AgentResult
 from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
-from workers.loop import WRAP_UP, WRAP_UP_AGAIN, Agent, AgentResult, run_agent
+from workers.loop import WRAP_UP, WRAP_UP_AGAIN, run_agent
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit

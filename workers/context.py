@@ -14,15 +14,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from workers.model import Message
+from workers.events import Emitter
+from workers.limits import Budget
+from workers.model import Message, Model
 from workers.outcome import LimitHit
 from workers.tools.base import CHARS_PER_TOKEN
 from workers.verification import evidence, files_changed, is_test, outcome
-
-if TYPE_CHECKING:
-    from workers.loop import Agent
 
 # Known context windows, by model-name prefix; anything else gets the conservative default.
 KNOWN_WINDOWS: dict[str, int] = {
@@ -98,15 +97,25 @@ class ContextKeeper:
         return self.last_prompt_tokens * _chars(messages) / self.chars_then
 
     def prepare(
-        self, agent: Agent, messages: list[Message], facts: list[dict[str, Any]], step: int
+        self,
+        messages: list[Message],
+        facts: list[dict[str, Any]],
+        step: int,
+        *,
+        model: Model,
+        budget: Budget,
+        events: Emitter,
     ) -> LimitHit | None:
         """Before a model call: mask, then compact if the prompt would still be too big;
-        a stop when even that leaves a prompt the window cannot hold."""
+        a stop when even that leaves a prompt the window cannot hold. Compaction asks
+        `model` for the summary, spends `budget` and logs to `events`."""
         if self.projected(messages) < MASK_AT * self.window:
             return None
         mask(messages, KEEP_TURNS)
         if self.projected(messages) >= COMPACT_AT * self.window:
-            self.compact(agent, messages, facts, step, reason="threshold")
+            self.compact(
+                messages, facts, step, reason="threshold", model=model, budget=budget, events=events
+            )
         if self.projected(messages) >= PROMPT_MAX * self.window:
             mask(messages, 1)  # last resort: only the latest turn's results stay whole
         tokens = self.projected(messages)
@@ -132,12 +141,14 @@ class ContextKeeper:
 
     def compact(
         self,
-        agent: Agent,
         messages: list[Message],
         facts: list[dict[str, Any]],
         step: int,
         *,
         reason: str,
+        model: Model,
+        budget: Budget,
+        events: Emitter,
     ) -> bool:
         """Summarise all but the last turns; False when there is nothing old enough to fold."""
         cut = self._cut_for_headroom(messages)
@@ -150,15 +161,15 @@ class ContextKeeper:
             )
         old = messages[head:cut]
         started = time.monotonic()
-        turn = agent.model.complete(
+        turn = model.complete(
             [
                 {"role": "system", "content": SUMMARIZE},
                 {"role": "user", "content": transcript(old)},
             ],
             [],
-            timeout=agent.budget.seconds_left(),
+            timeout=budget.seconds_left(),
         )
-        agent.budget.spend(turn.usage.total)
+        budget.spend(turn.usage.total)
         state = {
             "role": "user",
             "content": task_state(self.goal, self.rules, facts)
@@ -170,7 +181,7 @@ class ContextKeeper:
         # Until the endpoint reports again, scale its count by what was folded away.
         self.last_prompt_tokens = int(self.projected(messages))
         self.chars_then = _chars(messages)
-        agent.events.emit(
+        events.emit(
             "compaction",
             step=step,
             reason=reason,

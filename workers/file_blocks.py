@@ -22,9 +22,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from workers.agent import Agent, AgentResult
+from workers.calls import run_tool, same_call_key
 from workers.editing import EditGuard
-from workers.model import ToolCall
+from workers.model import AssistantTurn, ToolCall
 from workers.python_merge import MergeProblem, defines, merge
+from workers.repetition import RepetitionGuard
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
@@ -263,3 +266,49 @@ def _same(old: str, new: str) -> bool:
 
 def _dedented(line: str, indent: int) -> str:
     return line[indent:] if line[:indent].strip() == "" else line.lstrip(" ")
+
+
+def write_blocks(
+    agent: Agent,
+    result: AgentResult,
+    turn: AssistantTurn,
+    step: int,
+    guard: RepetitionGuard,
+    *,
+    note_unchanged: bool,
+    label: str = "block",
+) -> tuple[str | None, bool]:
+    """Runs the file blocks of a reply as write_file calls: what each did, for the agent,
+    or None when the reply has none (or the agent does not write in blocks); and whether
+    that is only the note that the blocks change nothing.
+
+    The reply stays in the conversation as the model wrote it and the results go back as
+    one message: the model never sees its code again as an escaped JSON string. A reply
+    of nothing but blocks that change nothing (a small model echoing what it wrote) is
+    told so once, rather than taken for a final answer."""
+    if not agent.file_blocks or agent.edits is None:
+        return None, False
+    cut = turn.finish_reason == "length"
+    blocks = read_blocks(turn.text, agent.edits, f"{label}-{step}", cut=cut)
+    if not blocks.calls and not blocks.problems:
+        if blocks.unchanged and note_unchanged and not turn.tool_calls:
+            return UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), True
+        return None, False
+    outcomes = []
+    for call in blocks.calls:
+        arguments = json.loads(call.arguments)
+        # Checked like any call, so a test run after it is not "the same call again".
+        refusal = guard.check(call.name, same_call_key(call, arguments))
+        tool_result = run_tool(agent, call, arguments, step, refusal, from_block=True)
+        result.tool_calls += 1
+        result.facts.append(tool_result.facts)
+        guard.observe(call, tool_result)
+        path, said = arguments["path"], tool_result.output
+        outcomes.append(said if path in said else f"{path}: {said}")
+    return "\n\n".join(outcomes + blocks.problems), False
+
+
+UNCHANGED_BLOCKS = (
+    "Nothing was written: your blocks match the files as they are ({files}). Next, run "
+    "the tests with run_shell, or give your final answer in plain sentences."
+)

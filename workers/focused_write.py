@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import re
 
+from workers.agent import Agent, AgentResult, first_task, tell
+from workers.calls import call_model
 from workers.editing import EditGuard
-from workers.file_blocks import HOW_TO_WRITE, blocks_of
+from workers.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
+from workers.repetition import RepetitionGuard
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
+from workers.verification import DEFAULT_TEST_COMMANDS, judge
 
 # Each one costs a call with a fresh prompt (no server cache); two cover a stall before
 # the first write and one after a failed test.
@@ -109,3 +113,46 @@ def _fenced(text: str, path: str) -> str:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def ask_for_the_change(
+    agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard, *, said: str
+) -> bool:
+    """For an agent that writes in blocks and stalls with a change still to make: ask
+    for it in a call of its own, the files in front of the model, and write its blocks.
+    Whether anything was written (the agent is told what, and goes on to test it)."""
+    if (
+        agent.edits is None
+        or not agent.file_blocks
+        or result.focused_writes >= MAX_FOCUSED_WRITES
+        or not stalled(agent, result)
+    ):
+        return False
+    ask = prompt(first_task(result.messages), agent.edits, said, agent.room_for_files())
+    if ask is None:
+        return False
+    result.focused_writes += 1
+    turn = call_model(
+        agent, [{"role": "user", "content": ask}], [], step, tools_off=True, aside=True
+    )
+    result.tokens += turn.usage.total
+    changes = sum(bool(fact.get("modified")) for fact in result.facts)
+    written, _ = write_blocks(
+        agent, result, turn, step, guard, note_unchanged=False, label="focused"
+    )
+    if not written or sum(bool(fact.get("modified")) for fact in result.facts) == changes:
+        return False
+    tell(agent, result.messages, told(turn.text, written), source="focused_write")
+    return True
+
+
+def stalled(agent: Agent, result: AgentResult) -> bool:
+    """Whether a change is still to make: none made and the task asks for one (or a test
+    failed), or the tests failed after the last one."""
+    assert agent.edits is not None
+    commands = agent.gate.test_commands if agent.gate is not None else DEFAULT_TEST_COMMANDS
+    verdict = judge(result.facts, commands)
+    failed = bool(agent.edits.last_failure)
+    if verdict is None:
+        return failed or asks_for_change(first_task(result.messages))
+    return failed and not verdict.verified and not verdict.untested

@@ -1,0 +1,83 @@
+"""An agent as data: what it calls, with which tools, where they run and what holds it
+back; and what a run of it came to. The loop that drives it is workers/loop.py."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.context import ContextKeeper
+from workers.editing import EditGuard
+from workers.events import Emitter
+from workers.limits import Budget, Limits
+from workers.model import Message, Model
+from workers.outcome import Outcome
+from workers.sandbox import Sandbox
+from workers.tools.base import Tool
+from workers.verification import Gate
+
+
+@dataclass
+class Agent:
+    model: Model
+    tools: dict[str, Tool[Any]]
+    sandbox: Sandbox
+    events: Emitter
+    limits: Limits = field(default_factory=Limits)
+    budget: Budget = field(default_factory=Budget)
+    """Tokens, time and cancellation, shared with the agents above this one."""
+    pool: Executor | None = None
+    """Runs the calls of a batch that may overlap; without one, every call runs in order."""
+    gate: Gate | None = None
+    """Checks a final answer against the evidence; None answers without checking."""
+    context: ContextKeeper | None = None
+    """Keeps the conversation within the model's context window; None keeps everything."""
+    max_output_chars: int | None = None
+    """The most one tool result may hold (an eighth of the model's window); None: the
+    tools' own maxima."""
+    edits: EditGuard | None = None
+    """Read before edit, and where a failed test points; for agents that edit files."""
+    look_first: bool = False
+    """Its first reply must be a tool call: a worker with a task about the code looks
+    before it answers (small models otherwise answer from what they imagine)."""
+    attach_task_files: bool = False
+    """Read the files its task is about before the first step (it has read_file)."""
+    container_root: str | None = None
+    """Where its sandbox mounts the workspace (`/workspace`), if anywhere."""
+    file_blocks: bool = False
+    """It writes files as fenced blocks in its replies (workers/file_blocks.py): it is not
+    offered write_file and edit_file, and each block becomes a write_file call."""
+
+    def room_for_files(self) -> int:
+        """Characters the files shown to it at once may take (attached, or asked about)."""
+        return 2 * self.max_output_chars if self.max_output_chars else MAX_FILES_CHARS
+
+
+@dataclass
+class AgentResult:
+    outcome: Outcome
+    messages: list[Message]
+    steps: int = 0
+    tokens: int = 0
+    tool_calls: int = 0
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    """What each tool call taught the harness (files written, exit codes), in order."""
+    focused_writes: int = 0
+    """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
+
+
+def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:
+    """A message from the harness (or the user) to the model, logged so a resume sees it."""
+    messages.append({"role": "user", "content": content})
+    agent.events.emit("user_message", content=content, source=source)
+
+
+# What the files shown to an agent at once may take when the model's window is not known;
+# otherwise two tool results' share of it.
+MAX_FILES_CHARS = 48_000
+
+
+def first_task(messages: list[Message]) -> str:
+    """The first thing the agent was asked."""
+    return next((str(m["content"]) for m in messages if m["role"] == "user"), "")

@@ -1,0 +1,181 @@
+"""One step's traffic: the model call, logged whole, and the tool calls of its reply,
+run in order or side by side, each logged with what it taught the harness."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from workers import executor
+from workers.agent import Agent
+from workers.model import AssistantTurn, Message, ToolCall
+from workers.outcome import Aborted, LimitHit, Outcome
+from workers.repetition import RepetitionGuard
+from workers.tools.base import ToolResult
+
+
+def limit_if_spent(agent: Agent) -> Outcome | None:
+    if agent.budget.cancelled():
+        return Aborted("cancelled")
+    left = agent.budget.tokens_left()
+    if left is not None and left <= 0:
+        return LimitHit(
+            "tokens", f"the token budget is spent ({agent.budget.used} used by this agent)"
+        )
+    seconds = agent.budget.seconds_left()
+    if seconds is not None and seconds <= 0:
+        return LimitHit("time", "the wall-clock limit passed")
+    return None
+
+
+def call_model(
+    agent: Agent,
+    messages: list[Message],
+    schemas: list[dict[str, Any]],
+    step: int,
+    *,
+    tools_off: bool = False,
+    require_tool: bool = False,
+    aside: bool = False,
+) -> AssistantTurn:
+    """One model call, logged whole. An `aside` is a call outside the conversation (a
+    prompt of its own): its size is not the conversation's, and a resume skips it."""
+    agent.events.emit("turn_start", step=step)
+    started = time.monotonic()
+    turn = agent.model.complete(
+        messages,
+        schemas,
+        on_text=lambda text: agent.events.emit("text_delta", text=text, step=step),
+        on_retry=lambda attempt, error, wait: agent.events.emit(
+            "llm_retry", step=step, attempt=attempt, error=error, wait_s=round(wait, 3)
+        ),
+        timeout=agent.budget.seconds_left(),
+        cancelled=agent.budget.cancelled,
+        tools_off=tools_off,
+        require_tool=require_tool,
+    )
+    agent.budget.spend(turn.usage.total)
+    if agent.context is not None and not aside:
+        agent.context.observe(turn.usage.prompt_tokens, messages)
+    agent.events.emit(
+        "llm_call",
+        step=step,
+        model=turn.model or agent.model.name,
+        prompt_tokens=turn.usage.prompt_tokens,
+        cached_tokens=turn.usage.cached_tokens,
+        completion_tokens=turn.usage.completion_tokens,
+        total_tokens=turn.usage.total,
+        usage_reported=turn.usage.reported,
+        elapsed_s=round(time.monotonic() - started, 4),
+        attempt=turn.attempt,
+        finish_reason=turn.finish_reason,
+        tool_calls=len(turn.tool_calls),
+        # The whole turn, so a run can be read back and resumed from its log alone.
+        text=turn.text,
+        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
+        **({"aside": True} if aside else {}),
+    )
+    return turn
+
+
+def run_batch(
+    agent: Agent, turn: AssistantTurn, step: int, guard: RepetitionGuard
+) -> list[ToolResult]:
+    """Results in call order. Calls that may overlap go to the pool together; the others
+    run here one after another. The batch stops early on a limit or a repetition stop."""
+    pending: list[Future[ToolResult] | ToolResult] = []
+    seen: set[tuple[str, str]] = set()
+    for call in turn.tool_calls:
+        if guard.stop or limit_if_spent(agent):
+            break
+        arguments = executor.parse_arguments(call.arguments)
+        key = same_call_key(call, arguments)
+        # A copy of a call in the same reply is not run, and not counted as a repetition.
+        refusal = DUPLICATE if key in seen else guard.check(call.name, key)
+        seen.add(key)
+        if refusal is None and agent.pool is not None and may_overlap(agent, call, arguments):
+            pending.append(agent.pool.submit(run_tool, agent, call, arguments, step, None))
+        else:
+            pending.append(run_tool(agent, call, arguments, step, refusal))
+    return [p.result() if isinstance(p, Future) else p for p in pending]
+
+
+DUPLICATE = ToolResult(
+    output="not run: the same call as an earlier one in this reply; its result is above",
+    summary="duplicate in the batch",
+    is_error=True,
+)
+
+
+def same_call_key(call: ToolCall, arguments: dict[str, Any] | str) -> tuple[str, str]:
+    """What makes two calls the same: the tool and its arguments, key order aside."""
+    same = json.dumps(arguments, sort_keys=True) if isinstance(arguments, dict) else call.arguments
+    return call.name, same
+
+
+def may_overlap(agent: Agent, call: ToolCall, arguments: dict[str, Any] | str) -> bool:
+    tool = agent.tools.get(call.name)
+    if tool is None or tool.overlaps is None or isinstance(arguments, str):
+        return False
+    try:
+        return bool(tool.overlaps(tool.args.model_validate(arguments)))
+    except ValueError:  # bad arguments: run it in order, the executor reports the error
+        return False
+
+
+def run_tool(
+    agent: Agent,
+    call: ToolCall,
+    args: dict[str, Any] | str,
+    step: int,
+    refusal: ToolResult | None,
+    *,
+    from_block: bool = False,
+) -> ToolResult:
+    tool = agent.tools.get(call.name)
+    label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
+    agent.events.emit("tool_start", step=step, name=call.name, label=label)
+    started = time.monotonic()
+    if refusal is None and agent.edits is not None:
+        refusal = agent.edits.before(call.name, args)
+    result = refusal or executor.execute(
+        call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
+    )
+    if agent.edits is not None and refusal is None:
+        result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
+    agent.events.emit(
+        "tool_call",
+        step=step,
+        name=call.name,
+        tool_call_id=call.id,
+        args=args if isinstance(args, dict) else call.arguments,
+        label=label,
+        is_error=result.is_error,
+        elapsed_s=round(time.monotonic() - started, 4),
+        summary=result.summary,
+        result_preview=result.output[:200],
+        result_chars=len(result.output),
+        content=result.output,
+        sandbox=agent.sandbox.name,
+        **({"from_block": True} if from_block else {}),
+        **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
+        **({"facts": result.facts} if result.facts else {}),
+    )
+    return result
+
+
+def answer_unanswered(messages: list[Message], reason: str) -> None:
+    """Every tool call gets a result, even when the run stopped mid-batch, so the
+    conversation stays valid for a resume or another turn."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    for message in reversed(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        for call in message["tool_calls"]:
+            if call["id"] not in answered:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
+                )
+        break
