@@ -1,50 +1,33 @@
-"""The `gaffer` command."""
+"""The `gaffer` command: its options and subcommands, nothing heavier.
+
+Each command imports what it needs when it runs (the model client, Docker, MCP, rich
+tables), so `gaffer --help` stays fast. Running a task or a conversation is assembled in
+supervisor/assemble.py; the options that are settings are made from the `Settings`
+model, so a setting and its flag cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import threading
+import typing
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.progress import Progress
 
-from supervisor import doctor as doctor_checks
-from supervisor import runlog, settings
-from supervisor import trust as trust_view
-from supervisor.delegation import Ceiling, Team
-from supervisor.local import server as local_server
-from supervisor.local import store as local_store
-from supervisor.repl import Repl, line_reader
-from supervisor.resume import rebuild
-from supervisor.session import RunPlan, Session, gaffer_version
-from supervisor.view import TerminalView, profiles_table, stderr_console, tools_table
-from workers import trust
-from workers.events import Emitter, Subscriber
-from workers.extensions import load_extensions
-from workers.model import Model
-from workers.model.openai_client import OpenAIModel
-from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
-from workers.processes import hide_environment_secrets
-from workers.profiles import HARNESS_TOOLS, Profile, ProfileError, load_profiles, search_path
-from workers.sandbox import Sandbox, SandboxUnavailable, guard
-from workers.sandbox.docker import container_spec
-from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver, Tool, ToolError
-from workers.tools.shell import looks_secret
-from workers.tools.workspace import GAFFER_DIR, own_dir
-from workers.trust import TrustStore, WorkspaceTrust
+from supervisor import settings
 
-EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+if TYPE_CHECKING:
+    from workers.trust import WorkspaceTrust
+
+EXIT_OK, EXIT_ERROR = 0, 1
+# workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
+TRUST_ENV = "GAFFER_TRUST_WORKSPACE"
 
 
-def _fail(message: str, code: int = EXIT_ERROR) -> None:
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     click.echo(f"gaffer: {message}", err=True)
     sys.exit(code)
 
@@ -57,18 +40,42 @@ def main(ctx: click.Context) -> None:
 
     `gaffer` alone opens a chat; `gaffer run "TASK"` runs one task and exits.
     """
+    from workers.processes import hide_environment_secrets
+    from workers.tools.shell import looks_secret
+
     # The commands gaffer runs must not find its API key in /proc/<gaffer's pid>/environ.
     hide_environment_secrets(looks_secret)
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat)
 
 
+def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The flag of one setting, from its field: `--max-steps` for max_steps, its help the
+    field's first sentence, its environment variable named; a setting on by default is
+    turned off with `--no-…`. Unset, a flag leaves the setting to config and environment."""
+    field = settings.Settings.model_fields[name]
+    flag = "--" + name.replace("_", "-")
+    help_text = " ".join((field.description or "").split())
+    if var := settings.ENV_VARS.get(name):
+        help_text += f" [env {var}]"
+    if field.annotation is bool:
+        off = f"--no-{name.replace('_', '-')}"
+        lowered = help_text[:1].lower() + help_text[1:]
+        return click.option(
+            off, name, flag_value=False, default=None, help=f"Turn off (on by default): {lowered}"
+        )
+    kind = next(
+        t for t in typing.get_args(field.annotation) or (field.annotation,) if t is not type(None)
+    )
+    click_type = click.Path(path_type=Path) if kind is Path else kind
+    return click.option(flag, name, type=click_type, default=None, help=help_text)
+
+
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options `run` and `chat` share: the model, the limits, the ceiling, the log."""
+    """The options `run` and `chat` share: the settings that are flags, then the run's
+    ceiling, the top agent's profile and what this run may do without asking."""
     options = [
-        click.option("--model", help="Model name [env GAFFER_MODEL]."),
-        click.option("--base-url", help="OpenAI-compatible endpoint [env OPENAI_BASE_URL]."),
-        click.option("--api-key", help="API key [env OPENAI_API_KEY]."),
+        *(_setting_option(name) for name in settings.FLAGS),
         click.option(
             "--profile",
             "top",
@@ -77,33 +84,10 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Profile of the agent you talk to.",
         ),
         click.option(
-            "--max-steps",
-            type=int,
-            help="Model calls the top agent may make per task (default: its profile's).",
-        ),
-        click.option(
-            "--max-seconds",
-            type=float,
-            help="Wall-clock limit for the whole run, workers included.",
-        ),
-        click.option(
-            "--max-tokens",
-            type=int,
-            help="Prompt + completion tokens for the whole run, workers included.",
-        ),
-        click.option(
-            "--max-parallel", type=int, help="Read-only workers at the same time (default 4)."
-        ),
-        click.option(
             "--read-only", is_flag=True, help="Allow only read-only (parallel-safe) workers."
         ),
         click.option(
             "--profiles", "allowed", help="Comma-separated profiles workers may use; default all."
-        ),
-        click.option(
-            "--log-dir",
-            type=click.Path(path_type=Path),
-            help="Where run logs go [env GAFFER_LOG_DIR].",
         ),
         click.option(
             "--yes",
@@ -111,109 +95,18 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Approve host shell commands outside the read-only allowlist.",
         ),
         click.option(
-            "--no-stream", is_flag=True, help="Ask for whole responses instead of streams."
-        ),
-        click.option(
-            "--no-verify", is_flag=True, help="Let final answers out without the verification gate."
-        ),
-        click.option("--context-window", type=int, help="The model's context window in tokens."),
-        click.option("--sandbox-uid", type=int, help="Run sandbox containers as this uid."),
-        click.option(
             "--local", is_flag=True, help="Use the local model even when an endpoint is set."
         ),
         click.option(
             "--trust-workspace",
             is_flag=True,
             help="Use this workspace's MCP servers, plugins, profiles, config and skills for "
-            f"this run without `gaffer trust` [env {trust.TRUST_ENV}=1].",
+            f"this run without `gaffer trust` [env {TRUST_ENV}=1].",
         ),
     ]
     for option in reversed(options):
         command = option(command)
     return command
-
-
-def _plan(
-    workspace: Path,
-    flags: dict[str, Any],
-    approve: Approver,
-    subscribers: list[Subscriber],
-    stack: contextlib.ExitStack,
-) -> tuple[Session, RunPlan]:
-    """The session and its run plan from the flags, or a one-line exit 1.
-
-    With no endpoint configured (or --local), the local model is fetched on first use
-    and served for this run; `stack` stops it when the command ends.
-    """
-    top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
-    use_local = flags.pop("local", False)
-    workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
-    flags.pop("yes", None)
-    if flags.pop("no_stream", False):
-        flags["stream"] = False
-    if flags.pop("no_verify", False):
-        flags["verify"] = False
-    try:
-        config = settings.load(flags, workspace_trust.config())
-    except settings.ConfigError as error:
-        _fail(str(error))
-    if use_local or config.base_url is None:
-        config = _with_local_model(config, stack)
-    log_dir = config.logs_in(workspace)
-    if config.log_dir is None:
-        try:  # a repository may ship a .gaffer that links elsewhere: logs never follow it
-            own_dir(workspace, GAFFER_DIR, "logs")
-        except ToolError as error:
-            _fail(str(error))
-    session = Session(workspace, log_dir, subscribers)
-    trust_view.report(workspace_trust, session.events)
-    extensions = load_extensions(
-        workspace_trust,
-        session.events,
-        taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
-        log_dir=log_dir,
-    )
-    tools = {**BUILTIN_TOOLS, **extensions.tools}
-
-    def abandon(message: str) -> None:
-        """Exit before the run starts, leaving no empty log behind."""
-        extensions.close()
-        session.discard()
-        _fail(message)
-
-    try:
-        profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
-    except ProfileError as error:
-        abandon(str(error))
-    if top not in profiles:
-        abandon(f"no profile {top!r}; `gaffer profiles` lists them")
-    allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
-    if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
-        abandon(f"--profiles names unknown profile(s): {', '.join(unknown)}")
-    plan = RunPlan(
-        profiles=profiles,
-        tools=tools,
-        make_model=_model_factory(config),
-        top=top,
-        max_steps=config.max_steps,
-        max_seconds=config.max_seconds,
-        max_tokens=config.max_tokens,
-        ceiling=Ceiling(
-            read_only=read_only,
-            profiles=allowed_set,
-            max_parallel=config.max_parallel,
-            max_depth=config.max_depth,
-            max_workers=config.max_workers,
-        ),
-        approve=approve,
-        base_url=config.base_url,
-        sandbox_uid=config.sandbox_uid,
-        verify=config.verify,
-        file_blocks=config.file_blocks,
-        context_window=config.context_window,
-        extensions=extensions,
-    )
-    return session, plan
 
 
 @main.command()
@@ -227,164 +120,44 @@ def _plan(
 )
 def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
+    from supervisor.assemble import assemble, run_task
+    from supervisor.view import TerminalView
+
     workspace = Path.cwd().resolve()
-    approve: Approver = (lambda _c, _r: True) if flags["yes"] else (lambda _c, _r: False)
+    yes = flags["yes"]
     with contextlib.ExitStack() as stack:
-        session, plan = _plan(workspace, flags, approve, [] if quiet else [TerminalView()], stack)
+        session, plan = assemble(
+            workspace, flags, lambda _c, _r: yes, [] if quiet else [TerminalView()], stack
+        )
         plan.task_mode = True
-        _run_task(session, plan, task, resume_ref)
-
-
-def _run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None) -> None:
-    resumed, resumed_from = None, None
-    if resume_ref:
-        try:
-            path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
-        except runlog.RunNotFound as error:
-            if plan.extensions is not None:
-                plan.extensions.close()
-            session.discard()
-            _fail(str(error))
-            return
-        rebuilt = rebuild(runlog.read_records(path))
-        resumed, resumed_from = rebuilt.messages, path.stem
-        for worker in rebuilt.interrupted_workers:
-            click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
-    result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
-    outcome = result.outcome
-    match outcome:
-        case Finished(answer=answer):
-            click.echo(answer)
-            sys.exit(EXIT_OK)
-        case LimitHit(answer=answer):
-            if answer:
-                click.echo(answer)
-            _fail(f"stopped: {reason_of(outcome)} (log: {session.log.path})", EXIT_LIMIT)
-        case Aborted():
-            _fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
-        case Failed():
-            _fail(f"error: {reason_of(outcome)} (log: {session.log.path})", EXIT_ERROR)
+        run_task(session, plan, task, resume_ref)
 
 
 @main.command()
 @run_options
 def chat(**flags: Any) -> None:
     """A conversation in the current directory: line editing, history, slash commands (/help)."""
+    from supervisor import assemble
+    from supervisor.view import TerminalView, stderr_console
+
     workspace = Path.cwd().resolve()
     console = stderr_console()
-    approve = (lambda _c, _r: True) if flags["yes"] else _ask_user(console)
+    approve = (lambda _c, _r: True) if flags["yes"] else assemble.ask_user(console)
     with contextlib.ExitStack() as stack:
-        session, plan = _plan(workspace, flags, approve, [TerminalView(console)], stack)
-        _chat(session, plan, workspace, console)
-
-
-def _chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:
-    session.start(plan)
-    console.print(
-        f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
-        markup=False,
-        highlight=False,
-    )
-    try:
-        Repl(session, console).loop(line_reader(history_path()))
-    finally:
-        session.close()
-    click.echo(f"log: {session.log.path}", err=True)
-
-
-def _ask_user(console: Console) -> Approver:
-    def ask(command: str, reason: str) -> bool:
-        console.print(
-            f"run on this machine? {command}\n  ({reason})", markup=False, highlight=False
-        )
-        try:
-            return input("  [y/N] ").strip().lower() in ("y", "yes")
-        except EOFError:
-            return False
-
-    return ask
-
-
-def history_path() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gaffer" / "history"
-
-
-def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
-    """Settings pointing at the local model's server, pulled and started as needed."""
-    try:
-        local_server.check_machine()
-        if not local_store.is_pulled():
-            _pull_with_progress()
-        running = stack.enter_context(local_server.for_this_run())
-    except (local_store.PullError, local_server.LocalUnavailable) as error:
-        _fail(f"no endpoint is set (OPENAI_BASE_URL) and the local model cannot run here: {error}")
-        raise
-    return config.model_copy(
-        update={
-            "base_url": running.base_url,
-            "model": running.model,
-            "context_window": config.context_window or local_server.CONTEXT_PER_SLOT,
-            # About a minute and a half of writing at this model's speed on two cores.
-            "max_output_tokens": min(config.max_output_tokens or 768, 768),
-            # A small model follows instructions far more reliably near-greedy.
-            "temperature": 0.0 if config.temperature is None else config.temperature,
-            "tool_prefill": local_server.TOOL_CALL_OPENING,
-            "answer_prefill": local_server.ANSWER_OPENING,
-            # Unless the user's config says otherwise.
-            "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,
-        }
-    )
-
-
-def _pull_with_progress() -> Path:
-    model = local_store.QWEN_CODER_1_5B
-    console = stderr_console()
-    console.print(
-        f"fetching the local model {model.name} ({model.size / 2**30:.2f} GiB), once", markup=False
-    )
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("downloading", total=model.parts)
-
-        def report(stage: str, done: int, total: int) -> None:
-            progress.update(
-                task,
-                description="downloading" if stage == "download" else "joining and verifying",
-                completed=done,
-                total=total,
-            )
-
-        return local_store.pull(model, report)
-
-
-def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
-    models: dict[str, Model] = {}
-    lock = threading.Lock()
-
-    def make(name: str | None) -> Model:
-        name = name or config.model
-        with lock:
-            if name not in models:
-                models[name] = OpenAIModel(
-                    model=name,
-                    base_url=config.base_url,
-                    api_key=config.api_key,
-                    max_attempts=config.max_attempts,
-                    request_timeout=config.request_timeout,
-                    stream=config.stream,
-                    max_output_tokens=config.max_output_tokens,
-                    temperature=config.temperature,
-                    tool_prefill=config.tool_prefill,
-                    answer_prefill=config.answer_prefill,
-                )
-            return models[name]
-
-    return make
+        session, plan = assemble.assemble(workspace, flags, approve, [TerminalView(console)], stack)
+        assemble.chat(session, plan, workspace, console)
 
 
 @main.command(name="profiles")
 def list_profiles() -> None:
     """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
+    from rich.console import Console
+
+    from supervisor import trust as trust_view
+    from supervisor.view import profiles_table
+    from workers.profiles import ProfileError, load_profiles, search_path
+    from workers.tools import BUILTIN_TOOLS
+
     workspace = Path.cwd().resolve()
     workspace_trust = trust_view.evaluate(workspace)
     try:
@@ -398,6 +171,17 @@ def list_profiles() -> None:
 @main.command(name="tools")
 def list_tools() -> None:
     """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
+    from rich.console import Console
+
+    from supervisor import trust as trust_view
+    from supervisor.delegation import Team
+    from supervisor.view import TerminalView, tools_table
+    from workers.events import Emitter
+    from workers.extensions import load_extensions
+    from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+    from workers.tools import BUILTIN_TOOLS
+    from workers.tools.base import Tool
+
     workspace = Path.cwd().resolve()
     workspace_trust = trust_view.evaluate(workspace)
     events = Emitter([TerminalView()]).bind(session_id="tools")
@@ -461,6 +245,10 @@ def trust_command(yes: bool, revoke: bool) -> None:
     .gaffer/config.toml and skills in .gaffer/skills are used only once trusted; a
     change to any of them asks again. Approvals live in your own config folder.
     """
+    from supervisor import trust as trust_view
+    from workers import trust
+    from workers.trust import TrustStore
+
     workspace = Path.cwd().resolve()
     store = TrustStore(trust.default_store())
     if revoke:
@@ -499,11 +287,11 @@ def trust_command(yes: bool, revoke: bool) -> None:
     )
 
 
-def _no_model(_name: str | None) -> Model:
+def _no_model(_name: str | None) -> Any:
     raise RuntimeError("listing tools calls no model")
 
 
-def _no_sandbox(_profile: Profile, _agent_id: str) -> AbstractContextManager[Sandbox]:
+def _no_sandbox(_profile: Any, _agent_id: str) -> Any:
     raise RuntimeError("listing tools starts no sandbox")
 
 
@@ -515,8 +303,11 @@ def local() -> None:
 @local.command(name="pull")
 def local_pull() -> None:
     """Fetch and verify the model (once; cached under ~/.cache/gaffer/models)."""
+    from supervisor.assemble import pull_with_progress
+    from supervisor.local import store as local_store
+
     try:
-        path = local_store.model_path() if local_store.is_pulled() else _pull_with_progress()
+        path = local_store.model_path() if local_store.is_pulled() else pull_with_progress()
     except local_store.PullError as error:
         _fail(str(error))
         return
@@ -526,12 +317,16 @@ def local_pull() -> None:
 @local.command(name="start")
 def local_start() -> None:
     """Start the server and leave it running for later runs."""
+    from supervisor.assemble import pull_with_progress
+    from supervisor.local import server as local_server
+    from supervisor.local import store as local_store
+
     if (found := local_server.running()) is not None:
         click.echo(f"already running: {found.base_url} (pid {found.pid})")
         return
     try:
         if not local_store.is_pulled():
-            _pull_with_progress()
+            pull_with_progress()
         found, _ = local_server.start(detach=True)
     except (local_store.PullError, local_server.LocalUnavailable) as error:
         _fail(str(error))
@@ -544,12 +339,17 @@ def local_start() -> None:
 @local.command(name="stop")
 def local_stop() -> None:
     """Stop the server `gaffer local start` left running."""
+    from supervisor.local import server as local_server
+
     click.echo("stopped" if local_server.stop_running() else "no local server was running")
 
 
 @local.command(name="status")
 def local_status() -> None:
     """Whether the model is pulled and the server running."""
+    from supervisor.local import server as local_server
+    from supervisor.local import store as local_store
+
     model = local_store.QWEN_CODER_1_5B
     pulled = local_store.is_pulled()
     click.echo(
@@ -579,6 +379,13 @@ def sandbox() -> None:
 )
 def doctor(profile_name: str, sandbox_uid: int | None) -> None:
     """Show the container's mounts, user, network, limits and image, and run canary probes."""
+    from supervisor import doctor as doctor_checks
+    from supervisor import trust as trust_view
+    from workers.profiles import ProfileError, load_profiles, search_path
+    from workers.sandbox import SandboxUnavailable, guard
+    from workers.sandbox.docker import container_spec
+    from workers.tools import BUILTIN_TOOLS
+
     workspace = Path.cwd().resolve()
     workspace_trust = trust_view.evaluate(workspace)
     try:
@@ -604,6 +411,8 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
 
 
 def _log_dir(log_dir: Path | None) -> Path:
+    from supervisor import trust as trust_view
+
     workspace = Path.cwd().resolve()
     try:
         config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
@@ -620,6 +429,10 @@ def _log_dir(log_dir: Path | None) -> Path:
 )
 def logs(run_ref: str | None, log_dir: Path | None) -> None:
     """List runs, or show RUN (an id, a prefix of one, `last`, or a .jsonl path) step by step."""
+    from rich.console import Console
+
+    from supervisor import runlog
+
     directory = _log_dir(log_dir)
     console = Console(highlight=False, soft_wrap=True)
     if run_ref is None:
@@ -652,6 +465,10 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
 )
 def stats(run_ref: str, log_dir: Path | None) -> None:
     """Tokens, time and tool calls of RUN (default: the last one)."""
+    from rich.console import Console
+
+    from supervisor import runlog
+
     try:
         path = runlog.find_run(_log_dir(log_dir), run_ref)
     except runlog.RunNotFound as error:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workers.trust import Source
+if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and stays fast
+    from workers.trust import Source
 
 
 class ConfigError(Exception):
@@ -20,11 +21,11 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str = "gpt-4.1-mini"
-    """Model name sent to the endpoint (GAFFER_MODEL, --model)."""
+    """Model name sent to the endpoint."""
     base_url: str | None = None
-    """OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 (OPENAI_BASE_URL, --base-url)."""
+    """OpenAI-compatible endpoint, such as http://127.0.0.1:8080/v1."""
     api_key: str | None = Field(None, exclude=True, repr=False)
-    """Only from OPENAI_API_KEY or --api-key, never from a file."""
+    """API key for the endpoint; only from the environment or this flag, never a file."""
     max_steps: int | None = Field(None, ge=1)
     """Model calls the top agent may make per task; default: its profile's."""
     max_seconds: float | None = Field(None, gt=0)
@@ -42,7 +43,7 @@ class Settings(BaseModel):
     stream: bool = True
     """Stream responses (text shows as it is written)."""
     log_dir: Path | None = None
-    """Where run logs go (GAFFER_LOG_DIR, --log-dir); default <workspace>/.gaffer/logs."""
+    """Where run logs go; default <workspace>/.gaffer/logs."""
     max_parallel: int = Field(4, ge=1, le=64)
     """Read-only workers that may run at the same time."""
     max_depth: int = Field(2, ge=0, le=8)
@@ -71,6 +72,22 @@ class Settings(BaseModel):
         return self.log_dir or workspace / ".gaffer" / "logs"
 
 
+FLAGS = (
+    "model",
+    "base_url",
+    "api_key",
+    "max_steps",
+    "max_seconds",
+    "max_tokens",
+    "max_parallel",
+    "log_dir",
+    "stream",
+    "verify",
+    "context_window",
+    "sandbox_uid",
+)
+"""The settings `gaffer run` and `gaffer chat` take as flags, in the order help lists
+them: `--max-steps` sets max_steps, `--no-stream` turns stream off (supervisor/cli.py)."""
 ENV_VARS = {
     "model": "GAFFER_MODEL",
     "base_url": "OPENAI_BASE_URL",
@@ -96,9 +113,13 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     merged: dict[str, Any] = {}
     user = user_config_path()
     if user.is_file():
-        merged.update(_read_toml(Source(str(user), user.read_bytes()), refused={"api_key"}))
+        merged.update(_read_toml(str(user), user.read_bytes(), refused={"api_key"}))
     if workspace_config is not None:
-        merged.update(_read_toml(workspace_config, refused=NOT_IN_WORKSPACE_CONFIG))
+        merged.update(
+            _read_toml(
+                workspace_config.origin, workspace_config.data, refused=NOT_IN_WORKSPACE_CONFIG
+            )
+        )
     merged.update({key: os.environ[var] for key, var in ENV_VARS.items() if os.environ.get(var)})
     merged.update({key: value for key, value in flags.items() if value is not None})
     try:
@@ -109,10 +130,9 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
         raise ConfigError(f"bad setting {where}: {first['msg']}") from error
 
 
-def _read_toml(source: Source, *, refused: set[str]) -> dict[str, Any]:
-    path = source.origin
+def _read_toml(path: str, content: bytes, *, refused: set[str]) -> dict[str, Any]:
     try:
-        data = tomllib.loads(source.data.decode("utf-8"))
+        data = tomllib.loads(content.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from error
     known = set(Settings.model_fields)

@@ -1,0 +1,262 @@
+"""One place that assembles a run: settings validated once, the workspace's trusted
+extras loaded, profiles checked before the log opens, the model endpoint chosen (the
+local model served for the run when none is set), then the task or the conversation.
+
+The `gaffer` command (supervisor/cli.py) imports this only for the commands that run
+agents, so `gaffer --help` does not load the model client, Docker or MCP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from supervisor import runlog, settings
+from supervisor import trust as trust_view
+from supervisor.delegation import Ceiling
+from supervisor.local import server as local_server
+from supervisor.local import store as local_store
+from supervisor.repl import Repl, line_reader
+from supervisor.resume import rebuild
+from supervisor.session import RunPlan, Session, gaffer_version
+from supervisor.view import stderr_console
+from workers.events import Subscriber
+from workers.extensions import load_extensions
+from workers.model import Model
+from workers.model.openai_client import OpenAIModel
+from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
+from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import Approver, ToolError
+from workers.tools.workspace import GAFFER_DIR, own_dir
+
+EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """The command ends with one line on stderr and its exit code."""
+    click.echo(f"gaffer: {message}", err=True)
+    sys.exit(code)
+
+
+def assemble(
+    workspace: Path,
+    flags: dict[str, Any],
+    approve: Approver,
+    subscribers: list[Subscriber],
+    stack: contextlib.ExitStack,
+) -> tuple[Session, RunPlan]:
+    """The session and its run plan from the flags, or a one-line exit 1.
+
+    With no endpoint configured (or --local), the local model is fetched on first use
+    and served for this run; `stack` stops it when the command ends.
+    """
+    top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
+    use_local = flags.pop("local", False)
+    workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
+    flags.pop("yes", None)
+    try:
+        config = settings.load(flags, workspace_trust.config())
+    except settings.ConfigError as error:
+        fail(str(error))
+    if use_local or config.base_url is None:
+        config = _with_local_model(config, stack)
+    log_dir = config.logs_in(workspace)
+    if config.log_dir is None:
+        try:  # a repository may ship a .gaffer that links elsewhere: logs never follow it
+            own_dir(workspace, GAFFER_DIR, "logs")
+        except ToolError as error:
+            fail(str(error))
+    session = Session(workspace, log_dir, subscribers)
+    trust_view.report(workspace_trust, session.events)
+    extensions = load_extensions(
+        workspace_trust,
+        session.events,
+        taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
+        log_dir=log_dir,
+    )
+    tools = {**BUILTIN_TOOLS, **extensions.tools}
+
+    def abandon(message: str) -> None:
+        """Exit before the run starts, leaving no empty log behind."""
+        extensions.close()
+        session.discard()
+        fail(message)
+
+    try:
+        profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
+    except ProfileError as error:
+        abandon(str(error))
+    if top not in profiles:
+        abandon(f"no profile {top!r}; `gaffer profiles` lists them")
+    allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
+    if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
+        abandon(f"--profiles names unknown profile(s): {', '.join(unknown)}")
+    plan = RunPlan(
+        profiles=profiles,
+        tools=tools,
+        make_model=_model_factory(config),
+        top=top,
+        max_steps=config.max_steps,
+        max_seconds=config.max_seconds,
+        max_tokens=config.max_tokens,
+        ceiling=Ceiling(
+            read_only=read_only,
+            profiles=allowed_set,
+            max_parallel=config.max_parallel,
+            max_depth=config.max_depth,
+            max_workers=config.max_workers,
+        ),
+        approve=approve,
+        base_url=config.base_url,
+        sandbox_uid=config.sandbox_uid,
+        verify=config.verify,
+        file_blocks=config.file_blocks,
+        context_window=config.context_window,
+        extensions=extensions,
+    )
+    return session, plan
+
+
+def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None) -> None:
+    resumed, resumed_from = None, None
+    if resume_ref:
+        try:
+            path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
+        except runlog.RunNotFound as error:
+            if plan.extensions is not None:
+                plan.extensions.close()
+            session.discard()
+            fail(str(error))
+            return
+        rebuilt = rebuild(runlog.read_records(path))
+        resumed, resumed_from = rebuilt.messages, path.stem
+        for worker in rebuilt.interrupted_workers:
+            click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
+    result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
+    outcome = result.outcome
+    match outcome:
+        case Finished(answer=answer):
+            click.echo(answer)
+            sys.exit(EXIT_OK)
+        case LimitHit(answer=answer):
+            if answer:
+                click.echo(answer)
+            fail(f"stopped: {reason_of(outcome)} (log: {session.log.path})", EXIT_LIMIT)
+        case Aborted():
+            fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
+        case Failed():
+            fail(f"error: {reason_of(outcome)} (log: {session.log.path})", EXIT_ERROR)
+
+
+def chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:
+    session.start(plan)
+    console.print(
+        f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
+        markup=False,
+        highlight=False,
+    )
+    try:
+        Repl(session, console).loop(line_reader(history_path()))
+    finally:
+        session.close()
+    click.echo(f"log: {session.log.path}", err=True)
+
+
+def ask_user(console: Console) -> Approver:
+    def ask(command: str, reason: str) -> bool:
+        console.print(
+            f"run on this machine? {command}\n  ({reason})", markup=False, highlight=False
+        )
+        try:
+            return input("  [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+    return ask
+
+
+def history_path() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gaffer" / "history"
+
+
+def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
+    """Settings pointing at the local model's server, pulled and started as needed."""
+    try:
+        local_server.check_machine()
+        if not local_store.is_pulled():
+            pull_with_progress()
+        running = stack.enter_context(local_server.for_this_run())
+    except (local_store.PullError, local_server.LocalUnavailable) as error:
+        fail(f"no endpoint is set (OPENAI_BASE_URL) and the local model cannot run here: {error}")
+        raise
+    return config.model_copy(
+        update={
+            "base_url": running.base_url,
+            "model": running.model,
+            "context_window": config.context_window or local_server.CONTEXT_PER_SLOT,
+            # About a minute and a half of writing at this model's speed on two cores.
+            "max_output_tokens": min(config.max_output_tokens or 768, 768),
+            # A small model follows instructions far more reliably near-greedy.
+            "temperature": 0.0 if config.temperature is None else config.temperature,
+            "tool_prefill": local_server.TOOL_CALL_OPENING,
+            "answer_prefill": local_server.ANSWER_OPENING,
+            # Unless the user's config says otherwise.
+            "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,
+        }
+    )
+
+
+def pull_with_progress() -> Path:
+    model = local_store.QWEN_CODER_1_5B
+    console = stderr_console()
+    console.print(
+        f"fetching the local model {model.name} ({model.size / 2**30:.2f} GiB), once", markup=False
+    )
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("downloading", total=model.parts)
+
+        def report(stage: str, done: int, total: int) -> None:
+            progress.update(
+                task,
+                description="downloading" if stage == "download" else "joining and verifying",
+                completed=done,
+                total=total,
+            )
+
+        return local_store.pull(model, report)
+
+
+def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
+    models: dict[str, Model] = {}
+    lock = threading.Lock()
+
+    def make(name: str | None) -> Model:
+        name = name or config.model
+        with lock:
+            if name not in models:
+                models[name] = OpenAIModel(
+                    model=name,
+                    base_url=config.base_url,
+                    api_key=config.api_key,
+                    max_attempts=config.max_attempts,
+                    request_timeout=config.request_timeout,
+                    stream=config.stream,
+                    max_output_tokens=config.max_output_tokens,
+                    temperature=config.temperature,
+                    tool_prefill=config.tool_prefill,
+                    answer_prefill=config.answer_prefill,
+                )
+            return models[name]
+
+    return make
