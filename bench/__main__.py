@@ -14,10 +14,11 @@ from bench import (
     parallel_readers,
     prompt_tokens,
     sandbox,
+    startup,
 )
 from bench.common import Row
 
-BENCHMARKS = [loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens]
+BENCHMARKS = [startup, loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens]
 
 
 def main() -> int:

@@ -86,3 +86,24 @@ def test_an_untrusted_workspace_config_is_not_used(workspace: Path) -> None:
     assert untrusted.notices() == [
         "skipped config .gaffer/config.toml (not trusted; `gaffer trust` shows it and asks)"
     ]
+
+
+def test_the_flags_of_run_and_chat_are_made_from_the_settings() -> None:
+    import click
+
+    from supervisor import cli
+
+    for command in ("run", "chat"):
+        options = {p.name: p for p in cli.main.commands[command].params}
+        assert set(settings.FLAGS) <= options.keys()
+        assert options["max_steps"].opts == ["--max-steps"]
+        assert options["max_steps"].type is click.INT
+        assert options["stream"].opts == ["--no-stream"], "on by default: a flag turns it off"
+        assert options["log_dir"].help is not None and "GAFFER_LOG_DIR" in options["log_dir"].help
+    assert all(name in settings.Settings.model_fields for name in settings.FLAGS)
+
+
+def test_the_trust_variable_the_help_names_is_the_one_gaffer_reads() -> None:
+    from supervisor import cli
+
+    assert cli.TRUST_ENV == trust.TRUST_ENV
