@@ -1,4 +1,4 @@
-"""Delegation: the `delegate` tool, the pool for parallel readers and the lock for editors.
+"""Delegation: the `delegate` tool, the run's ceiling on it, and building each agent.
 
 Every agent, the supervisor included, is built here from its profile and runs the same
 loop. A worker's report to its caller is written by the harness from what it observed
@@ -19,38 +19,29 @@ from typing import Any, cast
 
 from pydantic import Field, create_model
 
+from supervisor.reports import report_text
+from supervisor.scheduler import Scheduler, WorkerRun
+from workers.agent import Agent, AgentResult
 from workers.context import ContextKeeper, window_for
 from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
 from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
-from workers.agent import Agent, AgentResult
 from workers.loop import run_agent
-from workers.model import Model
-from workers.outcome import Aborted, Failed, reason_of, status_of
+from workers.model import Message, Model
 from workers.profiles import Profile, expand_tools, is_parallel_safe
-from workers.sandbox import Sandbox, SandboxUnavailable
+from workers.sandbox import Sandbox
 from workers.tools.base import Args, Tool, ToolContext, ToolResult, result_chars
 from workers.tools.files import workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
     Gate,
-    evidence,
     files_changed,
-    judge,
-    outcome,
 )
 
 # Tools that let an agent look at the code for itself.
 READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
-# A worker past its wall clock gets this long to notice its cancellation before its
-# caller stops waiting and reports `timeout`.
-TIMEOUT_GRACE_S = 5.0
-# How long a cancelled run waits for its workers to write their last log lines.
-SHUTDOWN_WAIT_S = 5.0
-# How often a caller looks up from waiting on a worker to check for a cancel.
-WAIT_POLL_S = 0.1
 
 
 SandboxFactory = Callable[[Profile, str], AbstractContextManager[Sandbox]]
@@ -83,34 +74,6 @@ class Caller:
     ancestor holds, so an editor that delegates to an editor does not deadlock."""
 
 
-class EditorLock:
-    """One editor at a time across the whole run; held by an agent, inherited by its workers."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._holder: str | None = None
-
-    def acquire(
-        self, agent_id: str, lineage: tuple[str, ...], cancelled: Callable[[], bool]
-    ) -> bool:
-        """True when this agent took the lock, False when an ancestor already holds it."""
-        with self._cond:
-            while self._holder is not None and self._holder not in lineage:
-                if cancelled():
-                    raise InterruptedError("cancelled while waiting for the editor lock")
-                self._cond.wait(timeout=0.1)
-            if self._holder is not None:
-                return False
-            self._holder = agent_id
-            return True
-
-    def release(self, agent_id: str) -> None:
-        with self._cond:
-            if self._holder == agent_id:
-                self._holder = None
-                self._cond.notify_all()
-
-
 @dataclass
 class Team:
     """The run's profiles and the rules for building and delegating to agents."""
@@ -137,7 +100,7 @@ class Team:
     task_mode: bool = False
     """The top agent was given a task to do (`gaffer run`), not a conversation (`gaffer chat`)."""
     pool: ThreadPoolExecutor = field(init=False)
-    editor_lock: EditorLock = field(default_factory=EditorLock)
+    scheduler: Scheduler = field(default_factory=Scheduler)
 
     def __post_init__(self) -> None:
         self.pool = ThreadPoolExecutor(
@@ -146,7 +109,6 @@ class Team:
         self._ids = itertools.count(1)
         self._started = 0
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
         # Read once per run: every agent starts from the same project instructions and
         # the same view of the workspace's layout.
         self.instructions = project_instructions(self.workspace, self._not_loaded)
@@ -385,7 +347,7 @@ class Team:
             elapsed_s=round(time.monotonic() - started, 3),
             files_changed=files,
         )
-        text = _report_text(
+        text = report_text(
             agent_id, profile_name, report, files, budget.used, time.monotonic() - started
         )
         return ToolResult(
@@ -428,130 +390,29 @@ class Team:
         task: str,
         budget: Budget,
         parallel: bool,
-    ) -> _Report:
-        box: dict[str, Any] = {}
-        holding = threading.Event()  # set once the worker may start (editor lock taken)
-
-        def work() -> None:
-            took_lock = False
+    ) -> WorkerRun:
+        def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
+            sandbox = None
             try:
-                if not parallel:
-                    took_lock = self.editor_lock.acquire(
-                        agent_id, (*caller.lineage, caller.agent_id), caller.budget.cancelled
+                with self.make_sandbox(profile, agent_id) as sandbox:
+                    agent, prompt = self.build(
+                        profile, agent_id, sandbox, budget, caller.depth + 1, caller
                     )
-                holding.set()
-                sandbox = None
-                try:
-                    with self.make_sandbox(profile, agent_id) as sandbox:
-                        agent, prompt = self.build(
-                            profile, agent_id, sandbox, budget, caller.depth + 1, caller
-                        )
-                        box["result"] = run_agent(
-                            agent,
-                            [
-                                {"role": "system", "content": prompt},
-                                {"role": "user", "content": task},
-                            ],
-                        )
-                finally:
-                    box["quarantined"] = sandbox.quarantined if sandbox is not None else []
-            except InterruptedError:
-                box["result"] = AgentResult(Aborted("cancelled"), [])
-            except SandboxUnavailable as error:
-                box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
-            except Exception as error:  # a harness fault in one worker must reach its caller
-                box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
+                    system: Message = {"role": "system", "content": prompt}
+                    return run_agent(agent, [system, {"role": "user", "content": task}])
             finally:
-                holding.set()
-                if took_lock:
-                    self.editor_lock.release(agent_id)
+                quarantined(sandbox.quarantined if sandbox is not None else [])
 
-        thread = threading.Thread(target=work, name=f"gaffer-{agent_id}", daemon=True)
-        with self._lock:
-            self._threads.append(thread)
-        thread.start()
-        holding.wait()
-        seconds = budget.seconds_left()
-        # The caller keeps the worker's wall clock itself, and answers a cancel at once: a
-        # worker stuck in a call that never returns is reported and left to die on its own.
-        deadline = (
-            None if seconds is None else time.monotonic() + max(0.0, seconds) + TIMEOUT_GRACE_S
-        )
-        while thread.is_alive():
-            thread.join(WAIT_POLL_S)
-            if thread.is_alive() and budget.cancelled():
-                return _Report("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
-            if thread.is_alive() and deadline is not None and time.monotonic() > deadline:
-                budget.cancel()
-                return _Report(
-                    "timeout",
-                    "the worker's wall clock ran out",
-                    AgentResult(Aborted("timeout"), []),
-                )
-        result: AgentResult = box["result"]
-        return _Report(
-            status_of(result.outcome),
-            reason_of(result.outcome),
-            result,
-            box.get("quarantined", []),
+        return self.scheduler.run(
+            agent_id,
+            (*caller.lineage, caller.agent_id),
+            exclusive=not parallel,
+            budget=budget,
+            cancelled=caller.budget.cancelled,
+            work=work,
         )
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""
-        deadline = time.monotonic() + SHUTDOWN_WAIT_S
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self.scheduler.shutdown()
         self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-@dataclass(frozen=True)
-class _Report:
-    status: str
-    reason: str
-    result: AgentResult
-    quarantined: list[Any] = field(default_factory=list)
-    """What the worker's sandbox planted that the host would run, moved aside."""
-
-
-def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every command the worker (and its own workers) ran, in order."""
-    keys = ("command", "exit_code", "timed_out", "denied")
-    return [{k: e.get(k) for k in keys} for e in evidence(facts) if "command" in e]
-
-
-def _report_text(
-    agent_id: str, profile: str, report: _Report, files: list[str], tokens: int, elapsed: float
-) -> str:
-    result = report.result
-    lines = [
-        f"worker {agent_id} ({profile}): {report.status} after {result.steps} steps, "
-        f"{elapsed:.1f}s, {tokens} tokens",
-    ]
-    if report.status != "completed":
-        lines.append(f"reason: {report.reason}")
-    lines.append("files changed: " + (", ".join(files) if files else "none"))
-    for moved in report.quarantined:
-        lines.append(
-            f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
-            f"kept in {moved.moved_to})"
-        )
-    verdict = judge(result.facts)
-    if verdict is not None:
-        lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
-    commands = _commands(result.facts)
-    if commands:
-        lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
-    answer = getattr(result.outcome, "answer", "")
-    lines.append("final answer:\n" + (answer.strip() if answer and answer.strip() else "(none)"))
-    lines.append(
-        "[gaffer: if the reports so far answer the job, reply now with your final answer; "
-        "delegate only what is still missing]"
-    )
-    return "\n".join(lines)
-
-
-def _describe_command(command: dict[str, Any]) -> str:
-    text = str(command["command"])
-    return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome(command)}"

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.delegation import Ceiling, SandboxFactory, Team
+from workers.agent import AgentResult, tell
 from workers.context import ContextKeeper, window_for
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
 from workers.extensions import Extensions
 from workers.limits import Budget
-from workers.agent import AgentResult, tell
 from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from supervisor import delegation
+from supervisor import scheduler
 from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
@@ -193,6 +193,66 @@ def test_readers_and_an_editor_in_one_turn(workspace: Path, tmp_path: Path) -> N
     )
 
 
+def test_a_batch_that_mixes_readers_and_an_editor_never_overlaps_them(
+    workspace: Path, tmp_path: Path
+) -> None:
+    looks = ["look one", "look two", "look three"]
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            calls(
+                delegate("explorer", looks[0]),
+                delegate("writer", "write"),
+                delegate("explorer", looks[1]),
+                delegate("explorer", looks[2]),
+            ),
+            say("ok"),
+        ],
+        **{look: [call("read_file", path="out.txt"), say("seen")] for look in looks},
+        "write": [
+            call("write_file", path="out.txt", content="half"),
+            call("write_file", path="out.txt", content="whole"),
+            say("written"),
+        ],
+    }
+    (workspace / "out.txt").write_text("before")
+    result, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2)
+    assert result.outcome == Finished("ok")
+    ids = {s["task"]: s["child_id"] for s in of(records, "delegate_start")}
+    writing = interval(records, ids["write"])
+    for look in looks:
+        start, end = interval(records, ids[look])
+        assert end <= writing[0] or start >= writing[1], f"{look!r} ran while the editor wrote"
+    seen = [r["content"] for r in of(records, "tool_call", name="read_file")]
+    assert set(seen) <= {"before", "whole"}, "no reader saw the half-made change"
+    readers = [interval(records, ids[look]) for look in looks[1:]]
+    assert max(s for s, _ in readers) < min(e for _, e in readers), "readers still share"
+
+
+def test_the_workspace_lock_readers_share_an_editor_is_alone() -> None:
+    lock = scheduler.WorkspaceLock()
+    never: Any = lambda: False  # noqa: E731
+    assert lock.acquire("r1", (), exclusive=False, cancelled=never)
+    assert lock.acquire("r2", (), exclusive=False, cancelled=never)
+    took: list[str] = []
+    editor = threading.Thread(
+        target=lambda: took.append(str(lock.acquire("e", (), exclusive=True, cancelled=never)))
+    )
+    editor.start()
+    time.sleep(0.2)
+    assert took == [], "the editor waits for the readers"
+    stopped = threading.Event()
+    with pytest.raises(scheduler.Cancelled):  # a new reader waits behind the editor
+        lock.acquire("r3", (), exclusive=False, cancelled=lambda: stopped.wait(0.2) or True)
+    lock.release("r1")
+    lock.release("r2")
+    editor.join(2)
+    assert took == ["True"]
+    # the editor's own worker works under its lock, and has nothing to release
+    assert lock.acquire("w", ("supervisor", "e"), exclusive=True, cancelled=never) is False
+    lock.release("e")
+    assert lock.acquire("r4", (), exclusive=False, cancelled=never)
+
+
 def test_report_is_built_by_the_harness(workspace: Path, tmp_path: Path) -> None:
     scripts: dict[str, list[Step]] = {
         "the job": [call("delegate", profile="writer", task="change things"), say("ok")],
@@ -297,8 +357,8 @@ def test_the_run_budget_covers_workers_and_refuses_the_next_one(
 def test_each_terminal_state_reaches_the_caller(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(delegation, "TIMEOUT_GRACE_S", 0.2)
-    monkeypatch.setattr(delegation, "SHUTDOWN_WAIT_S", 0.5)
+    monkeypatch.setattr(scheduler, "TIMEOUT_GRACE_S", 0.2)
+    monkeypatch.setattr(scheduler, "SHUTDOWN_WAIT_S", 0.5)
     scripts: dict[str, list[Step]] = {
         "the job": [
             calls(

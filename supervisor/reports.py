@@ -1,0 +1,52 @@
+"""A worker's report to its caller, written by the harness from what it observed
+(status, files changed, commands and their exit codes, the gate's verdict, tokens),
+never by the worker's model; its final answer comes last, as the worker's own words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.scheduler import WorkerRun
+from workers.verification import evidence, judge, outcome
+
+
+def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every command the worker (and its own workers) ran, in order."""
+    keys = ("command", "exit_code", "timed_out", "denied")
+    return [{k: e.get(k) for k in keys} for e in evidence(facts) if "command" in e]
+
+
+def report_text(
+    agent_id: str, profile: str, report: WorkerRun, files: list[str], tokens: int, elapsed: float
+) -> str:
+    result = report.result
+    lines = [
+        f"worker {agent_id} ({profile}): {report.status} after {result.steps} steps, "
+        f"{elapsed:.1f}s, {tokens} tokens",
+    ]
+    if report.status != "completed":
+        lines.append(f"reason: {report.reason}")
+    lines.append("files changed: " + (", ".join(files) if files else "none"))
+    for moved in report.quarantined:
+        lines.append(
+            f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
+            f"kept in {moved.moved_to})"
+        )
+    verdict = judge(result.facts)
+    if verdict is not None:
+        lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
+    commands = _commands(result.facts)
+    if commands:
+        lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
+    answer = getattr(result.outcome, "answer", "")
+    lines.append("final answer:\n" + (answer.strip() if answer and answer.strip() else "(none)"))
+    lines.append(
+        "[gaffer: if the reports so far answer the job, reply now with your final answer; "
+        "delegate only what is still missing]"
+    )
+    return "\n".join(lines)
+
+
+def _describe_command(command: dict[str, Any]) -> str:
+    text = str(command["command"])
+    return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome(command)}"

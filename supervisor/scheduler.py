@@ -1,0 +1,188 @@
+"""Where workers run: each in a thread of its own, under one read/write lock on the
+workspace. Readers share the lock; an editor holds it alone, so a reader never sees a
+half-made change and two editors never write at once, whatever order a batch mixes them
+in. A worker inherits what its ancestors hold: an editor's own workers read and write
+under its lock instead of waiting for it forever.
+
+The caller keeps each worker's wall clock itself and answers a cancel at once: a worker
+stuck in a call that never returns is reported and left to die on its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.agent import AgentResult
+from workers.limits import Budget
+from workers.outcome import Aborted, Failed, reason_of, status_of
+from workers.sandbox import SandboxUnavailable
+
+# A worker past its wall clock gets this long to notice its cancellation before its
+# caller stops waiting and reports `timeout`.
+TIMEOUT_GRACE_S = 5.0
+# How long a cancelled run waits for its workers to write their last log lines.
+SHUTDOWN_WAIT_S = 5.0
+# How often a waiting thread looks up to check for a cancel.
+WAIT_POLL_S = 0.1
+
+Quarantined = list[Any]
+"""What a worker's sandbox planted that the host would run, moved aside."""
+
+
+class Cancelled(Exception):
+    """The run was cancelled while a worker waited for the workspace lock."""
+
+
+class WorkspaceLock:
+    """Readers together or one editor alone. An editor waiting keeps new readers out, so
+    a stream of readers cannot starve it."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._writer: str | None = None
+        self._readers: dict[str, int] = {}
+        self._writers_waiting = 0
+
+    def acquire(
+        self,
+        agent_id: str,
+        lineage: tuple[str, ...],
+        *,
+        exclusive: bool,
+        cancelled: Callable[[], bool],
+    ) -> bool:
+        """Take the lock for an agent whose ancestors are `lineage`; False when an
+        ancestor's hold already covers it (nothing to release)."""
+        with self._cond:
+            if self._writer is not None and self._writer in lineage:
+                return False
+            if exclusive:
+                self._writers_waiting += 1
+            try:
+                while not self._free_for(lineage, exclusive):
+                    if cancelled():
+                        raise Cancelled("cancelled while waiting for the workspace")
+                    self._cond.wait(WAIT_POLL_S)
+            finally:
+                if exclusive:
+                    self._writers_waiting -= 1
+            if exclusive:
+                self._writer = agent_id
+            else:
+                self._readers[agent_id] = self._readers.get(agent_id, 0) + 1
+            return True
+
+    def release(self, agent_id: str) -> None:
+        with self._cond:
+            if self._writer == agent_id:
+                self._writer = None
+            elif agent_id in self._readers:
+                self._readers[agent_id] -= 1
+                if not self._readers[agent_id]:
+                    del self._readers[agent_id]
+            self._cond.notify_all()
+
+    def _free_for(self, lineage: tuple[str, ...], exclusive: bool) -> bool:
+        if self._writer is not None:
+            return False
+        if exclusive:  # readers above this editor do not count: they wait on it
+            return not any(reader not in lineage for reader in self._readers)
+        return self._writers_waiting == 0 or any(r in lineage for r in self._readers)
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    """How a worker's run ended, as its caller saw it."""
+
+    status: str
+    reason: str
+    result: AgentResult
+    quarantined: Quarantined = field(default_factory=list)
+
+
+Work = Callable[[Callable[[Quarantined], None]], AgentResult]
+"""A worker's run; it reports what its sandbox moved aside through the callback."""
+
+
+class Scheduler:
+    def __init__(self) -> None:
+        self.lock = WorkspaceLock()
+        self._threads: list[threading.Thread] = []
+        self._mutex = threading.Lock()
+
+    def run(
+        self,
+        agent_id: str,
+        lineage: tuple[str, ...],
+        *,
+        exclusive: bool,
+        budget: Budget,
+        cancelled: Callable[[], bool],
+        work: Work,
+    ) -> WorkerRun:
+        """Run `work` once the workspace lock allows, and wait for it within `budget`'s
+        wall clock; `cancelled` is the caller's own cancel."""
+        box: dict[str, Any] = {}
+        started = threading.Event()  # set once the worker holds the lock (or never will)
+
+        def quarantined(moved: Quarantined) -> None:
+            box["quarantined"] = moved
+
+        def thread_body() -> None:
+            held = False
+            try:
+                held = self.lock.acquire(
+                    agent_id, lineage, exclusive=exclusive, cancelled=cancelled
+                )
+                started.set()
+                box["result"] = work(quarantined)
+            except Cancelled:
+                box["result"] = AgentResult(Aborted("cancelled"), [])
+            except SandboxUnavailable as error:
+                box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
+            except Exception as error:  # a harness fault in one worker must reach its caller
+                box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
+            finally:
+                started.set()
+                if held:
+                    self.lock.release(agent_id)
+
+        thread = threading.Thread(target=thread_body, name=f"gaffer-{agent_id}", daemon=True)
+        with self._mutex:
+            self._threads.append(thread)
+        thread.start()
+        started.wait()
+        seconds = budget.seconds_left()
+        deadline = (
+            None if seconds is None else time.monotonic() + max(0.0, seconds) + TIMEOUT_GRACE_S
+        )
+        while thread.is_alive():
+            thread.join(WAIT_POLL_S)
+            if thread.is_alive() and budget.cancelled():
+                return WorkerRun("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
+            if thread.is_alive() and deadline is not None and time.monotonic() > deadline:
+                budget.cancel()
+                return WorkerRun(
+                    "timeout",
+                    "the worker's wall clock ran out",
+                    AgentResult(Aborted("timeout"), []),
+                )
+        result: AgentResult = box["result"]
+        return WorkerRun(
+            status_of(result.outcome),
+            reason_of(result.outcome),
+            result,
+            box.get("quarantined", []),
+        )
+
+    def shutdown(self) -> None:
+        """Wait briefly for workers to write their last lines, then let the rest go."""
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        with self._mutex:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
