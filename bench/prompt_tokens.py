@@ -39,7 +39,7 @@ def first_prompt_tokens(model: Model, workspace: Path, profile_name: str) -> int
     )
     try:
         agent, prompt = team.build(
-            profiles[profile_name],
+            team.specs[profile_name],
             "bench",
             HostSandbox(ToolContext(workspace)),
             Budget(),

@@ -203,12 +203,11 @@ def list_tools() -> None:
             events=events,
         )
         grants: dict[str, list[str]] = {}
-        for profile in profiles.values():
-            names = team.effective_tools(profile)
-            names += [n for n in ("delegate",) if n in profile.tools]
+        for spec in team.specs.values():
+            names = [*spec.tools, *(["delegate"] if spec.may_delegate else [])]
             names += ["use_skill"] if extensions.skills else []
             for name in names:
-                grants.setdefault(name, []).append(profile.name)
+                grants.setdefault(name, []).append(spec.name)
         listed: dict[str, Tool[Any]] = dict(tools)
         if extensions.skills and (use_skill := extensions.use_skill()) is not None:
             listed["use_skill"] = use_skill

@@ -1,8 +1,10 @@
-"""Delegation: the `delegate` tool, the run's ceiling on it, and building each agent.
+"""Delegation: the `delegate` tool and the run's rules for it (which profiles, how deep,
+how many), and the identity each agent gets in the log.
 
-Every agent, the supervisor included, is built here from its profile and runs the same
-loop. A worker's report to its caller is written by the harness from what it observed
-(status, files changed, commands and exit codes, tokens), never by the worker's model.
+Profiles are resolved once per run into specs (workers/specs.py), agents are built from
+them in workers/assembly.py, and workers run under one lock in supervisor/scheduler.py.
+A worker's report to its caller is written by the harness (supervisor/reports.py),
+never by the worker's model.
 """
 
 from __future__ import annotations
@@ -22,21 +24,19 @@ from pydantic import Field, create_model
 from supervisor.reports import report_text
 from supervisor.scheduler import Scheduler, WorkerRun
 from workers.agent import Agent, AgentResult
-from workers.context import ContextKeeper, window_for
-from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
+from workers.assembly import RunSetting, build_agent
 from workers.events import Emitter
-from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
 from workers.loop import run_agent
 from workers.model import Message, Model
-from workers.profiles import Profile, expand_tools, is_parallel_safe
+from workers.profiles import Profile
 from workers.sandbox import Sandbox
-from workers.tools.base import Args, Tool, ToolContext, ToolResult, result_chars
+from workers.specs import AgentSpec, resolve
+from workers.tools.base import Args, Tool, ToolContext, ToolResult
 from workers.tools.files import workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
-    Gate,
     files_changed,
 )
 
@@ -109,154 +109,99 @@ class Team:
         self._ids = itertools.count(1)
         self._started = 0
         self._lock = threading.Lock()
+        self.specs = resolve(
+            self.profiles,
+            self.tools,
+            read_only=self.ceiling.read_only,
+            allowed=self.ceiling.profiles,
+        )
         # Read once per run: every agent starts from the same project instructions and
         # the same view of the workspace's layout.
-        self.instructions = project_instructions(self.workspace, self._not_loaded)
-        self.glance = workspace_glance(self.workspace)
+        self.setting = RunSetting(
+            workspace=self.workspace,
+            verify=self.verify,
+            max_send_backs=self.max_send_backs,
+            file_blocks=self.file_blocks,
+            context_window=self.context_window,
+            instructions=project_instructions(self.workspace, self._not_loaded),
+            glance=workspace_glance(self.workspace),
+            extra_prompt=self.extra_prompt,
+            pool=self.pool,
+        )
+
+    @property
+    def instructions(self) -> str:
+        return self.setting.instructions
 
     def _not_loaded(self, message: str) -> None:
         self.events.bind(agent_id="trust").emit(
             "boundary", action="refused", what="instructions", message=message
         )
 
-    # -- what a profile gets -------------------------------------------------------
-
-    def parallel_safe(self, profile: Profile) -> bool:
-        return is_parallel_safe(profile, self._read_only(), self._extensions())
-
-    def _read_only(self) -> dict[str, bool]:
-        return {name: tool.read_only for name, tool in self.tools.items()}
-
-    def _extensions(self) -> set[str]:
-        return {n for n, tool in self.tools.items() if tool.is_extension}
+    # -- whom an agent may delegate to ---------------------------------------------
 
     def refusal(self, profile_name: str) -> str | None:
-        """Why the run's ceiling forbids delegating to this profile, or None."""
-        profile = self.profiles.get(profile_name)
-        if profile is None:
+        """Why this run does not let an agent delegate to this profile, or None."""
+        spec = self.specs.get(profile_name)
+        if spec is None:
             return (
                 f"there is no profile {profile_name!r}; use one of: {', '.join(self.delegable())}"
             )
-        if self.ceiling.profiles is not None and profile_name not in self.ceiling.profiles:
-            return f"this run allows only the profiles {', '.join(sorted(self.ceiling.profiles))}"
-        if self.ceiling.read_only and not self.parallel_safe(profile):
-            return f"this run is read-only and {profile_name!r} can change files"
-        return None
+        return spec.refusal
 
     def delegable(self) -> list[str]:
         """Profiles offered as workers: those that do the work themselves. A profile that
         delegates (supervisor, dispatcher) plans and hands out work; it is never a worker."""
         return [
             name
-            for name, profile in self.profiles.items()
-            if "delegate" not in profile.tools and self.refusal(name) is None
+            for name, spec in self.specs.items()
+            if not spec.may_delegate and spec.refusal is None
         ]
-
-    def effective_tools(self, profile: Profile) -> list[str]:
-        """The profile's tools within the run's ceiling; `delegate` is added by `build`.
-
-        Plugin and MCP tools run in gaffer's own process, so a sandboxed profile never
-        gets them: its tools all run in its container.
-        """
-        extensions = self._extensions()
-        names = [
-            n for n in expand_tools(profile.tools, self._read_only(), extensions) if n in self.tools
-        ]
-        if profile.sandbox == "docker":
-            names = [n for n in names if n not in extensions]
-        if self.ceiling.read_only:
-            names = [n for n in names if self.tools[n].read_only]
-        return names
 
     def describe_profiles(self) -> str:
         lines = []
         for name in self.delegable():
-            profile = self.profiles[name]
+            spec = self.specs[name]
             kind = (
-                "parallel, read-only"
-                if self.parallel_safe(profile)
-                else "one at a time, can change files"
+                "parallel, read-only" if spec.parallel_safe else "one at a time, can change files"
             )
-            where = ", in a Docker container" if profile.sandbox == "docker" else ""
-            lines.append(f"- {name} ({kind}{where}): {profile.description}")
+            where = ", in a Docker container" if spec.in_container else ""
+            lines.append(f"- {name} ({kind}{where}): {spec.profile.description}")
         return "\n".join(lines) or "- (none: this run allows no workers)"
 
     # -- building agents -------------------------------------------------------------
 
     def build(
         self,
-        profile: Profile,
+        spec: AgentSpec,
         agent_id: str,
         sandbox: Sandbox,
         budget: Budget,
         depth: int,
         parent: Caller | None,
     ) -> tuple[Agent, str]:
-        """The agent for a profile, and its system prompt."""
-        identity: dict[str, Any] = {"agent_id": agent_id, "profile": profile.name}
+        """The agent for a spec, with its identity in the log and the harness's tools."""
+        identity: dict[str, Any] = {"agent_id": agent_id, "profile": spec.name}
         if parent is not None:
             identity["parent_id"] = parent.agent_id
         events = self.events.bind(**identity)
-        tools = {name: self.tools[name] for name in self.effective_tools(profile)}
+        tools = {name: self.tools[name] for name in spec.tools}
         if self.use_skill is not None:
             tools["use_skill"] = self.use_skill
-        if "delegate" in profile.tools and depth < self.ceiling.max_depth:
+        if spec.may_delegate and depth < self.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
-            caller = Caller(agent_id, depth, budget, events, lineage)
-            tools["delegate"] = self.delegate_tool(caller)
-        model = self.make_model(profile.model)
-        window = window_for(model.name, self.context_window)
-        container_root = "/workspace" if profile.sandbox == "docker" else None
-        file_blocks = self.file_blocks and "write_file" in tools
-        # An agent given a task about the code (a worker, or the top agent of `gaffer run`),
-        # with tools to read it, looks before it answers.
-        must_look = (parent is not None or self.task_mode) and bool(READ_TOOLS & set(tools))
-        agent = Agent(
-            model=model,
-            tools=tools,
+            tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))
+        return build_agent(
+            spec,
+            tools,
+            model=self.make_model(spec.profile.model),
             sandbox=sandbox,
-            events=events,
-            limits=profile.limits.as_limits(),
             budget=budget,
-            pool=self.pool,
-            gate=Gate(
-                events,
-                self.max_send_backs,
-                workspace=self.workspace,
-                container_root=container_root,
-                must_look=must_look,
-                # A small model (file blocks) describes a fix in prose and stops there.
-                expects_change=must_look and file_blocks,
-            )
-            if self.verify
-            else None,
-            look_first=must_look,
-            attach_task_files=(parent is not None or self.task_mode) and "read_file" in tools,
-            container_root=container_root,
-            file_blocks=file_blocks,
-            context=ContextKeeper(window, rules=self.instructions),
-            max_output_chars=result_chars(window),
-            edits=EditGuard(
-                self.workspace, container_root, write_hint=WRITE_NOW if file_blocks else ""
-            )
-            if EDIT_TOOLS & set(tools) or "run_shell" in tools
-            else None,
+            events=events,
+            setting=self.setting,
+            given_a_task=parent is not None or self.task_mode,
+            profiles_text=self.describe_profiles(),
         )
-        workspace = "/workspace" if profile.sandbox == "docker" else str(self.workspace)
-        prompt = profile.system_prompt.replace("{workspace}", workspace)
-        prompt = prompt.replace("{profiles}", self.describe_profiles())
-        # How this agent changes files, where the profile says `{editing}`.
-        prompt = prompt.replace("{editing}", WRITE_BLOCKS if file_blocks else EDIT_WITH_TOOLS)
-        prompt = prompt.strip()
-        if file_blocks:
-            prompt += "\n\n# Writing files\n\n" + HOW_TO_WRITE
-        if self.glance:
-            prompt += "\n\n# The workspace at a glance\n\n" + self.glance
-        if self.instructions:
-            prompt += "\n\n# Project instructions (follow them)\n\n" + self.instructions
-        if self.extra_prompt:
-            prompt += "\n\n" + self.extra_prompt
-        return agent, prompt
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
         names = self.delegable() or ["none"]
@@ -281,12 +226,8 @@ class Team:
             return self.delegate(caller, args.profile, args.task)
 
         def overlaps(args: Any) -> bool:
-            profile = self.profiles.get(args.profile)
-            return (
-                profile is not None
-                and self.refusal(args.profile) is None
-                and self.parallel_safe(profile)
-            )
+            spec = self.specs.get(args.profile)
+            return spec is not None and spec.refusal is None and spec.parallel_safe
 
         return Tool(
             name="delegate",
@@ -306,34 +247,28 @@ class Team:
     # -- delegating ------------------------------------------------------------------
 
     def delegate(self, caller: Caller, profile_name: str, task: str) -> ToolResult:
-        if problem := self._why_not(caller, profile_name, task):
+        if problem := self._why_not(caller, profile_name, task) or self._count_worker():
             return ToolResult(
                 output=f"not started: {problem}", summary=f"refused: {problem}"[:90], is_error=True
             )
-        profile = self.profiles[profile_name]
+        spec = self.specs[profile_name]
         agent_id = f"w{next(self._ids)}"
-        budget = caller.budget.child(profile.limits.as_limits())
-        parallel = self.parallel_safe(profile)
-        tools = self.effective_tools(profile)
+        budget = caller.budget.child(spec.profile.limits.as_limits())
+        delegates = spec.may_delegate and caller.depth + 1 < self.ceiling.max_depth
         caller.events.emit(
             "delegate_start",
             child_id=agent_id,
             child_profile=profile_name,
             task=task,
-            tools=tools
-            + (
-                ["delegate"]
-                if "delegate" in profile.tools and caller.depth + 1 < self.ceiling.max_depth
-                else []
-            ),
-            sandbox=profile.sandbox,
-            parallel_safe=parallel,
-            max_steps=profile.limits.max_steps,
+            tools=[*spec.tools, *(["delegate"] if delegates else [])],
+            sandbox=spec.profile.sandbox,
+            parallel_safe=spec.parallel_safe,
+            max_steps=spec.profile.limits.max_steps,
             max_seconds=budget.seconds_left(),
             max_tokens=budget.tokens_left(),
         )
         started = time.monotonic()
-        report = self._run_worker(caller, profile, agent_id, task, budget, parallel)
+        report = self._run_worker(caller, spec, agent_id, task, budget)
         files = files_changed(report.result.facts)
         caller.events.emit(
             "delegate_end",
@@ -376,6 +311,10 @@ class Team:
             return "the token budget is spent"
         if seconds is not None and seconds <= 1:
             return "the time budget is spent"
+        return None
+
+    def _count_worker(self) -> str | None:
+        """Count one more worker started; why not, when the run has started its most."""
         with self._lock:
             if self._started >= self.ceiling.max_workers:
                 return f"this run has already started its maximum of {self.ceiling.max_workers} workers"
@@ -383,20 +322,14 @@ class Team:
         return None
 
     def _run_worker(
-        self,
-        caller: Caller,
-        profile: Profile,
-        agent_id: str,
-        task: str,
-        budget: Budget,
-        parallel: bool,
+        self, caller: Caller, spec: AgentSpec, agent_id: str, task: str, budget: Budget
     ) -> WorkerRun:
         def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
             sandbox = None
             try:
-                with self.make_sandbox(profile, agent_id) as sandbox:
+                with self.make_sandbox(spec.profile, agent_id) as sandbox:
                     agent, prompt = self.build(
-                        profile, agent_id, sandbox, budget, caller.depth + 1, caller
+                        spec, agent_id, sandbox, budget, caller.depth + 1, caller
                     )
                     system: Message = {"role": "system", "content": prompt}
                     return run_agent(agent, [system, {"role": "user", "content": task}])
@@ -406,7 +339,7 @@ class Team:
         return self.scheduler.run(
             agent_id,
             (*caller.lineage, caller.agent_id),
-            exclusive=not parallel,
+            exclusive=not spec.parallel_safe,
             budget=budget,
             cancelled=caller.budget.cancelled,
             work=work,

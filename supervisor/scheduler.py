@@ -128,16 +128,23 @@ class Scheduler:
         wall clock; `cancelled` is the caller's own cancel."""
         box: dict[str, Any] = {}
         started = threading.Event()  # set once the worker holds the lock (or never will)
+        released = threading.Lock()  # taken by the one release of the worker's hold
 
         def quarantined(moved: Quarantined) -> None:
             box["quarantined"] = moved
 
+        def release() -> None:
+            if released.acquire(blocking=False):
+                self.lock.release(agent_id)
+
         def thread_body() -> None:
-            held = False
+            took = False
             try:
-                held = self.lock.acquire(
+                took = self.lock.acquire(
                     agent_id, lineage, exclusive=exclusive, cancelled=cancelled
                 )
+                if not took:
+                    released.acquire()  # an ancestor's hold covers it: nothing to give back
                 started.set()
                 box["result"] = work(quarantined)
             except Cancelled:
@@ -148,8 +155,8 @@ class Scheduler:
                 box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
             finally:
                 started.set()
-                if held:
-                    self.lock.release(agent_id)
+                if took:
+                    release()
 
         thread = threading.Thread(target=thread_body, name=f"gaffer-{agent_id}", daemon=True)
         with self._mutex:
@@ -162,15 +169,22 @@ class Scheduler:
         )
         while thread.is_alive():
             thread.join(WAIT_POLL_S)
+            gave_up: WorkerRun | None = None
             if thread.is_alive() and budget.cancelled():
-                return WorkerRun("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
-            if thread.is_alive() and deadline is not None and time.monotonic() > deadline:
+                gave_up = WorkerRun("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
+            elif thread.is_alive() and deadline is not None and time.monotonic() > deadline:
                 budget.cancel()
-                return WorkerRun(
+                gave_up = WorkerRun(
                     "timeout",
                     "the worker's wall clock ran out",
                     AgentResult(Aborted("timeout"), []),
                 )
+            if gave_up is not None:
+                # A reader left behind can change nothing, so it stops holding editors up;
+                # an editor left behind keeps the lock until it is really gone.
+                if not exclusive:
+                    release()
+                return gave_up
         result: AgentResult = box["result"]
         return WorkerRun(
             status_of(result.outcome),

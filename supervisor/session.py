@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import threading
@@ -227,6 +228,8 @@ class Session:
             extra_prompt=plan.extensions.prompt() if plan.extensions else "",
             task_mode=plan.task_mode,
         )
+        # The top agent's spec, with the run's step limit if the user set one.
+        self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
         self.messages: list[Message] = list(resumed or [])
         model = plan.make_model(self.model_name)
         self.keeper = ContextKeeper(
@@ -243,7 +246,7 @@ class Session:
         try:
             with self.team.make_sandbox(self.top, TOP_AGENT_ID) as sandbox:
                 agent, prompt = self.team.build(
-                    self.top, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
+                    self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
                 )
                 agent.context = self.keeper  # the conversation's window outlives one turn
                 if not self.messages or self.messages[0]["role"] != "system":

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from supervisor import scheduler
+from supervisor import delegation, scheduler
 from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
 from workers.agent import AgentResult
-from workers.events import Record
+from workers.events import Emitter, Record
+from workers.limits import Budget
 from workers.model import AssistantTurn, Message, ModelError, Usage
 from workers.model.scripted import RoutedModel, Step, call, calls, say
 from workers.outcome import Finished
@@ -487,3 +488,38 @@ def test_a_worker_report_carries_the_gate_verdict(workspace: Path, tmp_path: Pat
     )
     sent_back = [r for r in of(records, "verification") if r["action"] == "sent_back"]
     assert {r["agent_id"] for r in sent_back} == {"w1", "supervisor"}
+
+
+def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
+    """Profiles are resolved once into specs; `may_delegate` is a field of the spec, so
+    the supervisor is offered neither itself nor the dispatcher, whatever their names."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "planner.toml").write_text(
+        'description = "Plans."\ntools = ["read_file", "delegate"]\nsystem_prompt = "p"\n'
+    )
+    profiles = load_profiles([builtin_dir(), extra], BUILTIN_TOOLS)
+    team = delegation.Team(
+        tmp_path,
+        profiles,
+        dict(BUILTIN_TOOLS),
+        make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
+        make_sandbox=lambda _p, _a: None,  # type: ignore[arg-type,return-value]
+        events=Emitter(),
+        ceiling=Ceiling(read_only=True),
+    )
+    try:
+        specs = team.specs
+        assert {n for n, s in specs.items() if s.may_delegate} == {
+            "supervisor",
+            "dispatcher",
+            "planner",
+        }
+        assert team.delegable() == ["explorer"], "read-only: coder and shell are refused too"
+        assert specs["coder"].refusal == "this run is read-only and 'coder' can change files"
+        assert specs["coder"].tools == ("read_file", "list_dir", "grep", "find_files")
+        tool = team.delegate_tool(delegation.Caller("supervisor", 0, Budget(), Emitter()))
+        enum = tool.schema()["function"]["parameters"]["properties"]["profile"]["enum"]
+        assert enum == ["explorer"]
+    finally:
+        team.shutdown()

@@ -300,16 +300,16 @@ def test_who_gets_what(workspace: Path, tmp_path: Path) -> None:
             make_sandbox=lambda _p, _a: None,
             events=Emitter(),
         )  # type: ignore[arg-type,return-value]
-        explorer = team.effective_tools(profiles["explorer"])
+        explorer = team.specs["explorer"].tools
         assert {"word_count", "mcp__calc__add", "mcp__calc__slow_echo"} <= set(explorer)
         assert "stamp" not in explorer and "mcp__calc__write_note" not in explorer
-        assert team.parallel_safe(profiles["explorer"])
-        assert "word_count" not in team.effective_tools(profiles["coder"])
-        db = team.effective_tools(profiles["db"])
+        assert team.specs["explorer"].parallel_safe
+        assert "word_count" not in team.specs["coder"].tools
+        db = team.specs["db"].tools
         assert {"mcp__calc__add", "mcp__calc__write_note"} <= set(db) and "word_count" not in db
-        assert not team.parallel_safe(profiles["db"])
+        assert not team.specs["db"].parallel_safe
         # Extension tools run in gaffer's process, so a sandboxed profile never gets them.
-        assert team.effective_tools(profiles["boxed"]) == ["read_file"]
+        assert team.specs["boxed"].tools == ("read_file",)
         team.shutdown()
     finally:
         extensions.close()

@@ -1,0 +1,119 @@
+"""Every agent, the supervisor included, is built here: a spec, a model and a sandbox
+become an Agent and its system prompt. What runs is decided in supervisor/; how an
+agent is put together is decided only here.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workers.agent import Agent
+from workers.context import ContextKeeper, window_for
+from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
+from workers.events import Emitter
+from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
+from workers.limits import Budget
+from workers.model import Model
+from workers.sandbox import Sandbox
+from workers.specs import AgentSpec
+from workers.tools.base import Tool, result_chars
+from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate
+
+# Tools that let an agent look at the code for itself.
+READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
+CONTAINER_ROOT = "/workspace"
+
+
+@dataclass(frozen=True)
+class RunSetting:
+    """What every agent of a run shares."""
+
+    workspace: Path
+    verify: bool = True
+    """Final answers go through the verification gate."""
+    max_send_backs: int = DEFAULT_MAX_SEND_BACKS
+    file_blocks: bool = False
+    """Editing agents write files as fenced blocks in their replies, not as calls."""
+    context_window: int | None = None
+    """Tokens; None takes the model's known window or a conservative default."""
+    instructions: str = ""
+    """The project's AGENT.md / AGENTS.md, read once per run."""
+    glance: str = ""
+    """The workspace's layout at a glance, read once per run."""
+    extra_prompt: str = ""
+    """Appended to every system prompt (the list of skills)."""
+    pool: Executor | None = None
+    """Runs the calls of a batch that may overlap."""
+
+
+def build_agent(
+    spec: AgentSpec,
+    tools: dict[str, Tool[Any]],
+    *,
+    model: Model,
+    sandbox: Sandbox,
+    budget: Budget,
+    events: Emitter,
+    setting: RunSetting,
+    given_a_task: bool,
+    profiles_text: str = "",
+) -> tuple[Agent, str]:
+    """The agent for `spec` with exactly `tools` (its own, plus any the harness adds),
+    and its system prompt. An agent `given_a_task` (a worker, or the top agent of `gaffer
+    run`) with tools to read the code looks before it answers and has the files its task
+    is about attached."""
+    container_root = CONTAINER_ROOT if spec.in_container else None
+    file_blocks = setting.file_blocks and "write_file" in tools
+    must_look = given_a_task and bool(READ_TOOLS & set(tools))
+    window = window_for(model.name, setting.context_window)
+    gate = Gate(
+        events,
+        setting.max_send_backs,
+        workspace=setting.workspace,
+        container_root=container_root,
+        must_look=must_look,
+        # A small model (file blocks) describes a fix in prose and stops there.
+        expects_change=must_look and file_blocks,
+    )
+    edits = EditGuard(
+        setting.workspace, container_root, write_hint=WRITE_NOW if file_blocks else ""
+    )
+    agent = Agent(
+        model=model,
+        tools=tools,
+        sandbox=sandbox,
+        events=events,
+        limits=spec.profile.limits.as_limits(),
+        budget=budget,
+        pool=setting.pool,
+        gate=gate if setting.verify else None,
+        look_first=must_look,
+        attach_task_files=given_a_task and "read_file" in tools,
+        container_root=container_root,
+        file_blocks=file_blocks,
+        context=ContextKeeper(window, rules=setting.instructions),
+        max_output_chars=result_chars(window),
+        edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
+    )
+    return agent, system_prompt(spec, setting, file_blocks=file_blocks, profiles=profiles_text)
+
+
+def system_prompt(spec: AgentSpec, setting: RunSetting, *, file_blocks: bool, profiles: str) -> str:
+    workspace = CONTAINER_ROOT if spec.in_container else str(setting.workspace)
+    prompt = spec.profile.system_prompt.replace("{workspace}", workspace)
+    prompt = prompt.replace("{profiles}", profiles)
+    # How this agent changes files, where the profile says `{editing}`.
+    prompt = prompt.replace("{editing}", WRITE_BLOCKS if file_blocks else EDIT_WITH_TOOLS)
+    prompt = prompt.strip()
+    if file_blocks:
+        prompt += "\n\n# Writing files\n\n" + HOW_TO_WRITE
+    if setting.glance:
+        prompt += "\n\n# The workspace at a glance\n\n" + setting.glance
+    if setting.instructions:
+        prompt += "\n\n# Project instructions (follow them)\n\n" + setting.instructions
+    if setting.extra_prompt:
+        prompt += "\n\n" + setting.extra_prompt
+    return prompt
