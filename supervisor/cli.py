@@ -13,14 +13,11 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 
 from supervisor import settings
-
-if TYPE_CHECKING:
-    from workers.trust import WorkspaceTrust
 
 EXIT_OK, EXIT_ERROR = 0, 1
 # workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
@@ -165,7 +162,7 @@ def list_profiles() -> None:
     except ProfileError as error:
         _fail(str(error))
     Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
-    _print_skipped(workspace_trust, ("profile",))
+    trust_view.print_skipped(workspace_trust, ("profile",))
 
 
 @main.command(name="tools")
@@ -217,21 +214,7 @@ def list_tools() -> None:
         _fail(str(error))
     finally:
         extensions.close()
-    _print_skipped(workspace_trust, ("plugin", "mcp", "skill", "profile"))
-
-
-def _print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> None:
-    """The workspace's part in the listing: what of it was trusted, and what not loaded."""
-    items = [i for i in workspace_trust.items if i.kind in kinds]
-    if not items:
-        return
-    skipped = [i for i in items if not workspace_trust.allowed(i)]
-    how = "for this run (--trust-workspace)" if workspace_trust.trust_all else "by `gaffer trust`"
-    click.echo(
-        f"\nworkspace: {len(items) - len(skipped)} item(s) trusted {how}, {len(skipped)} not loaded"
-    )
-    for item in skipped:
-        click.echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
+    trust_view.print_skipped(workspace_trust, ("plugin", "mcp", "skill", "profile"))
 
 
 @main.command(name="trust")
@@ -245,45 +228,8 @@ def trust_command(yes: bool, revoke: bool) -> None:
     change to any of them asks again. Approvals live in your own config folder.
     """
     from supervisor import trust as trust_view
-    from workers import trust
-    from workers.trust import TrustStore
 
-    workspace = Path.cwd().resolve()
-    store = TrustStore(trust.default_store())
-    if revoke:
-        found = store.revoke(workspace)
-        click.echo(
-            f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}"
-        )
-        return
-    workspace_trust = trust.evaluate(workspace)
-    if not workspace_trust.items and not workspace_trust.refused:
-        click.echo(
-            f"nothing in {workspace} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
-        )
-        return
-    click.echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
-    for line in trust_view.review(workspace_trust):
-        click.echo(line)
-    pending = [i for i in workspace_trust.items if i.state != "trusted"]
-    if not pending:
-        click.echo("everything here is trusted as it is now")
-        return
-    if not yes:
-        if not sys.stdin.isatty():
-            click.echo(
-                f"not trusted yet: run `gaffer trust --yes` to trust the {len(pending)} new or changed item(s)"
-            )
-            return
-        if not click.confirm(
-            f"trust the {len(pending)} new or changed item(s) as they are now?", default=False
-        ):
-            click.echo("nothing trusted")
-            return
-    store.approve(workspace, workspace_trust.items)
-    click.echo(
-        f"trusted {len(workspace_trust.items)} item(s) of {workspace}; a change to any of them asks again"
-    )
+    trust_view.review_and_approve(Path.cwd().resolve(), yes=yes, revoke=revoke)
 
 
 def _no_model(_name: str | None) -> Any:
@@ -379,34 +325,8 @@ def sandbox() -> None:
 def doctor(profile_name: str, sandbox_uid: int | None) -> None:
     """Show the container's mounts, user, network, limits and image, and run canary probes."""
     from supervisor import doctor as doctor_checks
-    from supervisor import trust as trust_view
-    from workers.profiles import ProfileError, load_profiles, search_path
-    from workers.sandbox import SandboxUnavailable, guard
-    from workers.sandbox.docker import container_spec
-    from workers.tools import BUILTIN_TOOLS
 
-    workspace = Path.cwd().resolve()
-    workspace_trust = trust_view.evaluate(workspace)
-    try:
-        profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
-    except ProfileError as error:
-        _fail(str(error))
-    profile = profiles.get(profile_name)
-    if profile is None or profile.sandbox != "docker":
-        _fail(f"{profile_name!r} is not a docker profile; try --profile coder")
-        return
-    try:
-        protected = guard.survey(workspace, unshare=False).mounts
-        spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
-        for line in doctor_checks.describe(spec, workspace_trust):
-            click.echo(line)
-        probes = doctor_checks.run_probes(workspace, profile.docker, sandbox_uid)
-    except SandboxUnavailable as error:
-        _fail(str(error))
-        return
-    for probe in probes:
-        click.echo(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
-    sys.exit(EXIT_OK if all(p.ok for p in probes) else EXIT_ERROR)
+    sys.exit(doctor_checks.check_here(Path.cwd().resolve(), profile_name, sandbox_uid))
 
 
 def _log_dir(log_dir: Path | None) -> Path:

@@ -15,18 +15,20 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from supervisor import trust as trust_view
 from workers import trust
 from workers.events import Emitter
 from workers.extensions import load_extensions
 from workers.limits import Budget
-from workers.profiles import DockerOptions
-from workers.sandbox import docker, guard
-from workers.sandbox.docker import ContainerSpec, DockerSandbox
+from workers.profiles import DockerOptions, ProfileError, load_profiles, search_path
+from workers.sandbox import SandboxUnavailable, docker, guard
+from workers.sandbox.docker import ContainerSpec, DockerSandbox, container_spec
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
 from workers.tools.memory import project_instructions
@@ -348,3 +350,32 @@ _EXPECTED_ENV = {
     "PYTHONDONTWRITEBYTECODE",
     "OLDPWD",
 }
+
+
+def check_here(workspace: Path, profile_name: str, sandbox_uid: int | None) -> int:
+    """`gaffer sandbox doctor`: the container a profile gets here, described and probed;
+    the exit code (0 when every probe passed)."""
+    workspace_trust = trust_view.evaluate(workspace)
+    try:
+        profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
+    except ProfileError as error:
+        return _refused(str(error))
+    profile = profiles.get(profile_name)
+    if profile is None or profile.sandbox != "docker":
+        return _refused(f"{profile_name!r} is not a docker profile; try --profile coder")
+    try:
+        protected = guard.survey(workspace, unshare=False).mounts
+        spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
+        for line in describe(spec, workspace_trust):
+            print(line)
+        probes = run_probes(workspace, profile.docker, sandbox_uid)
+    except SandboxUnavailable as error:
+        return _refused(str(error))
+    for probe in probes:
+        print(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
+    return 0 if all(p.ok for p in probes) else 1
+
+
+def _refused(message: str) -> int:
+    print(f"gaffer: {message}", file=sys.stderr)
+    return 1

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from pathlib import Path
+
+import click
 
 from workers import trust
 from workers.events import Emitter
 from workers.profiles import Profile, ProfileError, parse_profile, search_path, widening
-from workers.trust import Item, WorkspaceTrust, read_folder
+from workers.trust import Item, TrustStore, WorkspaceTrust, read_folder
 
 _STATE_WORDS = {"trusted": "trusted", "new": "NEW", "changed": "CHANGED"}
 
@@ -84,3 +87,57 @@ class _AnyTool(set[str]):
 
 
 _ANY_TOOL = _AnyTool()
+
+
+def review_and_approve(workspace: Path, *, yes: bool, revoke: bool) -> None:
+    """`gaffer trust`: show what the workspace would have gaffer run or obey, and trust
+    it as it is now (asked at a terminal, or --yes); --revoke forgets every approval."""
+    store = TrustStore(trust.default_store())
+    if revoke:
+        found = store.revoke(workspace)
+        click.echo(
+            f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}"
+        )
+        return
+    workspace_trust = trust.evaluate(workspace)
+    if not workspace_trust.items and not workspace_trust.refused:
+        click.echo(
+            f"nothing in {workspace} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
+        )
+        return
+    click.echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
+    for line in review(workspace_trust):
+        click.echo(line)
+    pending = [i for i in workspace_trust.items if i.state != "trusted"]
+    if not pending:
+        click.echo("everything here is trusted as it is now")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            click.echo(
+                f"not trusted yet: run `gaffer trust --yes` to trust the {len(pending)} new or changed item(s)"
+            )
+            return
+        if not click.confirm(
+            f"trust the {len(pending)} new or changed item(s) as they are now?", default=False
+        ):
+            click.echo("nothing trusted")
+            return
+    store.approve(workspace, workspace_trust.items)
+    click.echo(
+        f"trusted {len(workspace_trust.items)} item(s) of {workspace}; a change to any of them asks again"
+    )
+
+
+def print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> None:
+    """The workspace's part in the listing: what of it was trusted, and what not loaded."""
+    items = [i for i in workspace_trust.items if i.kind in kinds]
+    if not items:
+        return
+    skipped = [i for i in items if not workspace_trust.allowed(i)]
+    how = "for this run (--trust-workspace)" if workspace_trust.trust_all else "by `gaffer trust`"
+    click.echo(
+        f"\nworkspace: {len(items) - len(skipped)} item(s) trusted {how}, {len(skipped)} not loaded"
+    )
+    for item in skipped:
+        click.echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
