@@ -16,9 +16,10 @@ from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
 from workers.limits import Budget
 from workers.model.scripted import RoutedModel, Step, call, say
-from workers.profiles import DockerOptions, builtin_dir, load_profiles
+from workers.profiles import builtin_dir, load_profiles
 from workers.sandbox import SandboxUnavailable, docker, guard
 from workers.sandbox.host import HostSandbox
+from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Tool, ToolContext
 

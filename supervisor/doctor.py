@@ -26,9 +26,10 @@ from workers import trust
 from workers.events import Emitter
 from workers.extensions import load_extensions
 from workers.limits import Budget
-from workers.profiles import DockerOptions, ProfileError, load_profiles, search_path
+from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable, docker, guard
 from workers.sandbox.docker import ContainerSpec, DockerSandbox, container_spec
+from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
 from workers.tools.memory import project_instructions

@@ -16,9 +16,9 @@ import pytest
 from tests.conftest import SECRET, must_run_here
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from workers.limits import Budget
-from workers.profiles import DockerOptions
 from workers.sandbox import SandboxUnavailable, docker
 from workers.sandbox.docker import DockerSandbox, docker_sandbox
+from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
 
@@ -179,7 +179,7 @@ def test_the_container_is_removed_when_the_run_raises(client: Any, ws: Path) -> 
 LEAVE_BEHIND = """
 import sys, time
 from pathlib import Path
-from workers.profiles import DockerOptions
+from workers.sandbox.options import DockerOptions
 from workers.sandbox.docker import docker_sandbox
 with docker_sandbox(Path(sys.argv[1]), DockerOptions(), run_id="crashed", agent_id="w1") as sandbox:
     print(sandbox.container_id, flush=True)

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from workers.sandbox import SandboxFault
-from workers.sandbox.docker import MAX_REPLY_BYTES, DockerSandbox, _FrameReader
+from workers.sandbox.docker import DockerSandbox
+from workers.sandbox.frames import MAX_REPLY_BYTES, FrameReader
 from workers.sandbox.guard import Survey
 
 
@@ -38,7 +39,7 @@ def test_a_reply_longer_than_the_cap_ends_the_worker_without_growing() -> None:
             pass  # the reader gave up and closed: as it should
 
     threading.Thread(target=flood, daemon=True).start()
-    reader = _FrameReader(ours)
+    reader = FrameReader(ours)
     started = time.monotonic()
     with pytest.raises(SandboxFault, match="more than 4 MB"):
         reader.next_line(time.monotonic() + 60, lambda: False)
@@ -53,7 +54,7 @@ def test_stdout_and_stderr_frames_are_kept_apart() -> None:
     theirs.sendall(
         frame(b'{"id": 1, ') + frame(b"noise on stderr\n", 2) + frame(b'"output": "ok"}\n')
     )
-    reader = _FrameReader(ours)
+    reader = FrameReader(ours)
     assert reader.next_line(time.monotonic() + 5, lambda: False) == '{"id": 1, "output": "ok"}'
     assert "noise on stderr" in reader.stderr_tail()
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.limits import DEFAULT_MAX_STEPS, Limits
+from workers.sandbox.options import DockerOptions
 from workers.trust import Source, read_folder
 
 # Tools the harness itself provides to an agent, outside the tool registry.
@@ -35,22 +36,6 @@ class ProfileLimits(BaseModel):
 
     def as_limits(self) -> Limits:
         return Limits(self.max_steps, self.max_seconds, self.max_tokens)
-
-
-class DockerOptions(BaseModel):
-    """How a `docker` profile's container is made."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    image: str = "gaffer-sandbox:latest"
-    """The image; another one for projects that need their own toolchain."""
-    network: str = "none"
-    """Docker network mode; `none` unless the profile opts into a named network."""
-    memory: str = Field("2g", pattern=r"^[0-9]+[kmg]?$")
-    """Memory limit, e.g. 2g or 512m; the container is killed past it."""
-    cpus: float = Field(1.0, gt=0, le=64)
-    pids: int = Field(512, ge=16)
-    """Processes and threads at once: a fork bomb stops here."""
 
 
 class Profile(BaseModel):

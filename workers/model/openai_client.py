@@ -26,10 +26,9 @@ from workers.model import (
     ModelError,
     RetryHook,
     TextSink,
-    ToolCall,
-    Usage,
 )
 from workers.model.cancel import install, interruptible
+from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking for more than this is treated as down for now: waiting minutes inside
@@ -57,10 +56,6 @@ class stop_when(stop_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return self.condition()
-
-
-class IncompleteStream(Exception):
-    """The stream ended without a finish_reason: a dropped connection looks exactly so."""
 
 
 class OpenAIModel:
@@ -117,7 +112,7 @@ class OpenAIModel:
         tools_off: bool = False,
         require_tool: bool = False,
     ) -> AssistantTurn:
-        echo = _Echo(on_text)
+        echo = Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
         stop: stop_base = stop_after_attempt(self.max_attempts)
         if timeout is not None:
@@ -164,7 +159,7 @@ class OpenAIModel:
         self,
         messages: list[Message],
         tools: list[dict[str, Any]],
-        echo: _Echo,
+        echo: Echo,
         timeout: float,
         tools_off: bool = False,
         require_tool: bool = False,
@@ -187,12 +182,12 @@ class OpenAIModel:
         if self.temperature is not None:
             request["temperature"] = self.temperature
         if not self.stream:
-            return _from_response(self._client.chat.completions.create(**request), echo)
+            return from_response(self._client.chat.completions.create(**request), echo)
         stream = self._client.chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
         with stream:
-            return _from_stream(stream, echo, self.name)
+            return from_stream(stream, echo, self.name)
 
     def _wait(self, state: RetryCallState) -> float:
         backoff = self._backoff(state)
@@ -228,104 +223,6 @@ class OpenAIModel:
         )
 
 
-def _from_stream(stream: Any, echo: _Echo, model: str) -> AssistantTurn:
-    text: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish: str | None = None
-    usage: Any = None
-    for chunk in stream:
-        if getattr(chunk, "usage", None):
-            usage = chunk.usage
-        model = getattr(chunk, "model", None) or model
-        for choice in chunk.choices or []:
-            delta = choice.delta
-            if delta is not None and delta.content:
-                text.append(delta.content)
-                echo.feed(delta.content)
-            for part in (delta.tool_calls or []) if delta is not None else []:
-                index = part.index if part.index is not None else max(calls, default=-1) + 1
-                if index not in calls and _repeats_a_call(calls):
-                    # A small model can write the same call dozens of times in one reply,
-                    # minutes of writing on two cores. Copies are never run: stop reading
-                    # (closing the stream stops the server) and keep what came before.
-                    del calls[max(calls)]
-                    return _turn(text, calls, usage, "tool_calls", model)
-                slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                if part.id:
-                    slot["id"] = part.id
-                if part.function is not None:
-                    if part.function.name:
-                        slot["name"] = part.function.name
-                    if part.function.arguments:
-                        slot["arguments"] += part.function.arguments
-            if choice.finish_reason:
-                finish = choice.finish_reason
-    if finish is None:
-        raise IncompleteStream(
-            f"the stream ended without a finish_reason after {len(''.join(text))} characters"
-        )
-    return _turn(text, calls, usage, finish, model)
-
-
-def _repeats_a_call(calls: dict[int, dict[str, str]]) -> bool:
-    """Whether the last complete call of a stream is a copy of an earlier one."""
-    if len(calls) < 2:
-        return False
-    last = calls[max(calls)]
-    return any(
-        (slot["name"], slot["arguments"]) == (last["name"], last["arguments"])
-        for index, slot in calls.items()
-        if index != max(calls)
-    )
-
-
-def _turn(
-    text: list[str], calls: dict[int, dict[str, str]], usage: Any, finish: str, model: str
-) -> AssistantTurn:
-    tool_calls = tuple(
-        ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
-        for index, slot in sorted(calls.items())
-    )
-    return AssistantTurn(
-        text="".join(text),
-        tool_calls=tool_calls,
-        usage=_usage(usage),
-        finish_reason=finish,
-        model=model,
-    )
-
-
-def _from_response(response: Any, echo: _Echo) -> AssistantTurn:
-    if not response.choices:
-        raise IncompleteStream("the response had no choices")
-    choice = response.choices[0]
-    text = choice.message.content or ""
-    echo.feed(text)
-    tool_calls = tuple(
-        ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
-        for i, c in enumerate(choice.message.tool_calls or [])
-    )
-    return AssistantTurn(
-        text=text,
-        tool_calls=tool_calls,
-        usage=_usage(response.usage),
-        finish_reason=choice.finish_reason or "stop",
-        model=response.model or "",
-    )
-
-
-def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage(reported=False)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
-        completion_tokens=usage.completion_tokens or 0,
-        cached_tokens=cached if isinstance(cached, int) else None,
-    )
-
-
 def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
     """The reply with the opening it was given, which a streaming server leaves out."""
     if turn.tool_calls or turn.text.startswith(opening):
@@ -342,41 +239,6 @@ def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
         attempt=attempt,
         model=turn.model,
     )
-
-
-class _Echo:
-    """Forwards streamed text to the view once, even across retries.
-
-    A retried stream first replays text the user already saw; that part is swallowed.
-    If the retry says something else, the view is told the response restarted.
-    """
-
-    def __init__(self, sink: TextSink | None) -> None:
-        self._sink = sink
-        self._shown = ""
-        self._current = ""
-        self._replaying = False
-
-    def restart(self) -> None:
-        self._current = ""
-        self._replaying = bool(self._shown)
-
-    def feed(self, delta: str) -> None:
-        if self._sink is None or not delta:
-            return
-        self._current += delta
-        if not self._replaying:
-            self._sink(delta)
-            self._shown = self._current
-            return
-        if self._shown.startswith(self._current):
-            return
-        self._replaying = False
-        if self._current.startswith(self._shown):
-            self._sink(self._current[len(self._shown) :])
-        else:
-            self._sink("\n[the retried response differs; it restarts here]\n" + self._current)
-        self._shown = self._current
 
 
 def _is_retryable(error: BaseException) -> bool:

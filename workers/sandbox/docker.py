@@ -19,9 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -33,9 +31,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from workers.limits import Budget
 from workers.processes import process_alive
-from workers.profiles import DockerOptions
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard
+from workers.sandbox.frames import FrameReader
 from workers.sandbox.guard import Quarantined, Survey
+from workers.sandbox.options import DockerOptions
 from workers.tools.base import Args, Tool, ToolError, ToolResult
 from workers.tools.workspace import GAFFER_DIR, own_dir
 
@@ -50,9 +49,6 @@ READY_TIMEOUT_S = 30.0
 ANSWER_GRACE_S = 10.0
 # A call with no deadline still cannot hang the run forever.
 NO_DEADLINE_WAIT_S = 3600.0
-# Far past any honest reply (tool outputs are capped near 60 KB before JSON escaping):
-# a longer line is a broken or hostile server, not a big answer.
-MAX_REPLY_BYTES = 4 * 1024 * 1024
 ENVIRONMENT = {"HOME": HOME, "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 # Isolated mode (-I): neither /workspace nor any PYTHON* variable is on the server's
 # import path, so nothing the agent writes there can stand in for gaffer's own code.
@@ -277,7 +273,7 @@ class DockerSandbox:
         raw = api.exec_start(exec_id, socket=True)
         self._raw = raw  # keeps the HTTP response that owns the socket alive
         self._socket: socket.socket = getattr(raw, "_sock", raw)
-        self._frames = _FrameReader(self._socket)
+        self._frames = FrameReader(self._socket)
         try:
             line = self._frames.next_line(time.monotonic() + READY_TIMEOUT_S, lambda: False)
             self.info = json.loads(line) if line is not None else {}
@@ -346,66 +342,6 @@ class DockerSandbox:
             self._socket.sendall((json.dumps(message) + "\n").encode())
         except OSError as error:
             raise SandboxFault(f"the container {self.container_id} is gone: {error}") from error
-
-
-class _FrameReader:
-    """Lines of the container's stdout from Docker's multiplexed attach stream.
-
-    Each frame is an 8-byte header (stream 1 = stdout, 2 = stderr; 4-byte length) and
-    its payload. stderr is kept for error messages.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._buffer = b""
-        self._stdout = b""
-        self._stderr = b""
-        self._closed = False
-
-    def next_line(self, deadline: float, poll: Any) -> str | None:
-        """The next stdout line; None when the stream ends or the deadline passes first;
-        SandboxFault for a line longer than MAX_REPLY_BYTES."""
-        while b"\n" not in self._stdout:
-            if len(self._stdout) > MAX_REPLY_BYTES:
-                raise SandboxFault(
-                    f"the tool server sent a reply of more than {MAX_REPLY_BYTES // (1024 * 1024)} MB; "
-                    "the worker is stopped"
-                )
-            if self._closed or time.monotonic() > deadline:
-                return None
-            poll()
-            ready, _, _ = select.select([self._sock], [], [], 0.05)
-            if not ready:
-                continue
-            chunk = self._sock.recv(65536)
-            if not chunk:
-                self._closed = True
-                continue
-            self._buffer += chunk
-            self._split_frames()
-        line, self._stdout = self._stdout.split(b"\n", 1)
-        if len(line) > MAX_REPLY_BYTES:
-            raise SandboxFault(
-                f"the tool server sent a reply of more than {MAX_REPLY_BYTES // (1024 * 1024)} MB; "
-                "the worker is stopped"
-            )
-        return line.decode("utf-8", errors="replace")
-
-    def _split_frames(self) -> None:
-        if len(self._buffer) > MAX_REPLY_BYTES + 8:
-            raise SandboxFault("the tool server's output stream is broken; the worker is stopped")
-        while len(self._buffer) >= 8:
-            stream, length = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
-            if len(self._buffer) < 8 + length:
-                return
-            payload, self._buffer = self._buffer[8 : 8 + length], self._buffer[8 + length :]
-            if stream == 2:
-                self._stderr = (self._stderr + payload)[-4000:]
-            else:
-                self._stdout += payload
-
-    def stderr_tail(self) -> str:
-        return _short(self._stderr.decode("utf-8", errors="replace"), 500)
 
 
 def _short(value: object, limit: int = 200) -> str:

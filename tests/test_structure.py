@@ -1,0 +1,126 @@
+"""The shape of the code: no import circle, `workers/` never importing `supervisor/`, and
+no source file so long that a newcomer cannot hold it in their head."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("supervisor", "workers")
+MAX_LINES = 400
+"""About a screenful of screens: past this a file holds more than one idea."""
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path], *, at_import_time: bool) -> set[str]:
+    """The project's modules `path` imports: all of them, or only those at module level
+    (those under `if TYPE_CHECKING:` included: a module that needs another's types
+    depends on it; an import inside a function is a deliberate late one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    statements: list[ast.stmt | ast.expr | ast.AST]
+    statements = list(tree.body) if at_import_time else list(ast.walk(tree))
+    names: set[str] = set()
+    while statements:
+        node = statements.pop()
+        if at_import_time and isinstance(node, ast.If | ast.Try | ast.With):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                statements.extend(getattr(node, field, []))
+        if isinstance(node, ast.ExceptHandler):
+            statements.extend(node.body)
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            names.add(node.module)
+    found = set()
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        # importing a.b.c runs a/__init__ and a/b/__init__ first
+        while name:
+            found.add(name)
+            name = name.rpartition(".")[0]
+    return found & known.keys()
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles (strongly connected groups of two or more), by Tarjan."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    known = modules()
+    graph = {
+        name: {
+            other
+            for other in imports(path, known, at_import_time=True)
+            # a package's __init__ imported by its own modules is not a circle of code
+            if other != name and not name.startswith(other + ".")
+        }
+        for name, path in known.items()
+    }
+    assert circles(graph) == []
+
+
+def test_workers_never_import_supervisor() -> None:
+    known = modules()
+    reaching = {
+        name: sorted(other for other in imports(path, known, at_import_time=False))
+        for name, path in known.items()
+        if name.startswith("workers")
+    }
+    wrong = {
+        name: [o for o in others if o.startswith("supervisor")] for name, others in reaching.items()
+    }
+    assert {name: others for name, others in wrong.items() if others} == {}
+
+
+def test_no_source_file_is_over_the_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in modules().values()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]

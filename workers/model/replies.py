@@ -1,0 +1,145 @@
+"""A reply read off the wire: a stream of chunks or a whole response, made into one
+AssistantTurn; and the echo that shows streamed text once, across retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers.model import AssistantTurn, TextSink, ToolCall, Usage
+
+
+class IncompleteStream(Exception):
+    """The stream or response ended before the reply did: retried like a dropped connection."""
+
+
+def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    usage: Any = None
+    for chunk in stream:
+        if getattr(chunk, "usage", None):
+            usage = chunk.usage
+        model = getattr(chunk, "model", None) or model
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is not None and delta.content:
+                text.append(delta.content)
+                echo.feed(delta.content)
+            for part in (delta.tool_calls or []) if delta is not None else []:
+                index = part.index if part.index is not None else max(calls, default=-1) + 1
+                if index not in calls and _repeats_a_call(calls):
+                    # A small model can write the same call dozens of times in one reply,
+                    # minutes of writing on two cores. Copies are never run: stop reading
+                    # (closing the stream stops the server) and keep what came before.
+                    del calls[max(calls)]
+                    return _turn(text, calls, usage, "tool_calls", model)
+                slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                if part.id:
+                    slot["id"] = part.id
+                if part.function is not None:
+                    if part.function.name:
+                        slot["name"] = part.function.name
+                    if part.function.arguments:
+                        slot["arguments"] += part.function.arguments
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    if finish is None:
+        raise IncompleteStream(
+            f"the stream ended without a finish_reason after {len(''.join(text))} characters"
+        )
+    return _turn(text, calls, usage, finish, model)
+
+
+def _repeats_a_call(calls: dict[int, dict[str, str]]) -> bool:
+    """Whether the last complete call of a stream is a copy of an earlier one."""
+    if len(calls) < 2:
+        return False
+    last = calls[max(calls)]
+    return any(
+        (slot["name"], slot["arguments"]) == (last["name"], last["arguments"])
+        for index, slot in calls.items()
+        if index != max(calls)
+    )
+
+
+def _turn(
+    text: list[str], calls: dict[int, dict[str, str]], usage: Any, finish: str, model: str
+) -> AssistantTurn:
+    tool_calls = tuple(
+        ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
+        for index, slot in sorted(calls.items())
+    )
+    return AssistantTurn(
+        text="".join(text),
+        tool_calls=tool_calls,
+        usage=_usage(usage),
+        finish_reason=finish,
+        model=model,
+    )
+
+
+def from_response(response: Any, echo: Echo) -> AssistantTurn:
+    if not response.choices:
+        raise IncompleteStream("the response had no choices")
+    choice = response.choices[0]
+    text = choice.message.content or ""
+    echo.feed(text)
+    tool_calls = tuple(
+        ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
+        for i, c in enumerate(choice.message.tool_calls or [])
+    )
+    return AssistantTurn(
+        text=text,
+        tool_calls=tool_calls,
+        usage=_usage(response.usage),
+        finish_reason=choice.finish_reason or "stop",
+        model=response.model or "",
+    )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage(reported=False)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        cached_tokens=cached if isinstance(cached, int) else None,
+    )
+
+
+class Echo:
+    """Forwards streamed text to the view once, even across retries.
+
+    A retried stream first replays text the user already saw; that part is swallowed.
+    If the retry says something else, the view is told the response restarted.
+    """
+
+    def __init__(self, sink: TextSink | None) -> None:
+        self._sink = sink
+        self._shown = ""
+        self._current = ""
+        self._replaying = False
+
+    def restart(self) -> None:
+        self._current = ""
+        self._replaying = bool(self._shown)
+
+    def feed(self, delta: str) -> None:
+        if self._sink is None or not delta:
+            return
+        self._current += delta
+        if not self._replaying:
+            self._sink(delta)
+            self._shown = self._current
+            return
+        if self._shown.startswith(self._current):
+            return
+        self._replaying = False
+        if self._current.startswith(self._shown):
+            self._sink(self._current[len(self._shown) :])
+        else:
+            self._sink("\n[the retried response differs; it restarts here]\n" + self._current)
+        self._shown = self._current
