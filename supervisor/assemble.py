@@ -132,13 +132,13 @@ def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None)
     if resume_ref:
         try:
             path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
-        except runlog.RunNotFound as error:
+            records = runlog.read_records(path)
+        except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             if plan.extensions is not None:
                 plan.extensions.close()
             session.discard()
             fail(str(error))
-            return
-        rebuilt = rebuild(runlog.read_records(path))
+        rebuilt = rebuild(records)
         resumed, resumed_from = rebuilt.messages, path.stem
         for worker in rebuilt.interrupted_workers:
             click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)

@@ -369,11 +369,10 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
             )
         return
     try:
-        path = runlog.find_run(directory, run_ref)
-    except runlog.RunNotFound as error:
+        records = runlog.read_records(runlog.find_run(directory, run_ref))
+    except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         _fail(str(error))
-        return
-    for line in runlog.render(runlog.read_records(path)):
+    for line in runlog.render(records):
         console.print(line)
 
 
@@ -390,10 +389,10 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
 
     try:
         path = runlog.find_run(_log_dir(log_dir), run_ref)
-    except runlog.RunNotFound as error:
+        records = runlog.read_records(path)
+    except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         _fail(str(error))
-        return
     console = Console(highlight=False)
     console.print(f"run {path.stem}", markup=False)
-    for table in runlog.stats(runlog.read_records(path)):
+    for table in runlog.stats(records):
         console.print(table)

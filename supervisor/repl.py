@@ -126,10 +126,11 @@ class Repl:
     def _resume(self, arg: str) -> None:
         try:
             path = runlog.find_run(self.session.log_dir, arg or _previous_run(self.session))
-        except runlog.RunNotFound as error:
+            records = runlog.read_records(path)
+        except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             self._say(str(error))
             return
-        rebuilt = rebuild(runlog.read_records(path))
+        rebuilt = rebuild(records)
         self.session.messages[:] = rebuilt.messages
         self.session.keeper.goal = rebuilt.task
         self._say(

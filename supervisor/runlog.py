@@ -11,6 +11,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from workers.events import LOG_FORMAT
+
 Record = dict[str, Any]
 
 
@@ -18,8 +20,13 @@ class RunNotFound(Exception):
     pass
 
 
+class RunUnreadable(Exception):
+    """A run log this gaffer cannot read: written by a newer one."""
+
+
 def read_records(path: Path) -> list[Record]:
-    """Every whole line; a torn last line (a run killed mid-write) is skipped."""
+    """Every whole line; a torn last line (a run killed mid-write) is skipped. A log in a
+    format newer than this gaffer's is RunUnreadable, never half-understood."""
     records = []
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -29,6 +36,12 @@ def read_records(path: Path) -> list[Record]:
                 continue
             if isinstance(record, dict):
                 records.append(record)
+    version = records[0].get("log_format", 1) if records else LOG_FORMAT
+    if not isinstance(version, int) or not 1 <= version <= LOG_FORMAT:
+        raise RunUnreadable(
+            f"{path.name} is in log format {version}, written by a newer gaffer; this one "
+            f"reads formats 1 to {LOG_FORMAT}: upgrade gaffer to read it"
+        )
     return records
 
 
@@ -46,7 +59,11 @@ class RunSummary:
 def list_runs(log_dir: Path) -> list[RunSummary]:
     runs = []
     for path in sorted(log_dir.glob("*.jsonl")):
-        records = read_records(path)
+        try:
+            records = read_records(path)
+        except RunUnreadable:
+            runs.append(RunSummary(path.stem, path, "?", "newer format", "", None, None))
+            continue
         start = next((r for r in records if r.get("event") == "session_start"), {})
         end = next((r for r in reversed(records) if r.get("event") == "session_end"), None)
         runs.append(

@@ -252,6 +252,20 @@ def test_logs_and_stats_read_the_run_back(workspace: Path) -> None:
     assert missing.returncode == 1 and "no run 'nonexistent'" in missing.stderr
 
 
+def test_a_log_of_another_format_is_read_or_refused_by_its_version(workspace: Path) -> None:
+    sample = Path(__file__).parent.parent / "logs" / "samples"
+    (older,) = sample.glob("*.jsonl")  # written before logs said their format
+    shown = gaffer(workspace, "logs", str(older))
+    assert shown.returncode == 0 and "delegate" in shown.stdout
+    newer = workspace.parent / "newer.jsonl"
+    newer.write_text(json.dumps({"event": "session_start", "log_format": 99}) + "\n")
+    for command in ("logs", "stats"):
+        refused = gaffer(workspace, command, str(newer))
+        assert refused.returncode == 1
+        assert "log format 99, written by a newer gaffer" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+
 def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
     """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
     proc = subprocess.Popen(

@@ -58,3 +58,34 @@ def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
     Emitter([log]).bind(session_id="s", agent_id="main").emit("session_start", workspace=tmp_path)
     assert json.loads((tmp_path / "run.jsonl").read_text())["workspace"] == str(tmp_path)
+
+
+def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path) -> None:
+    from supervisor import runlog
+    from workers.events import LOG_FORMAT
+
+    path = tmp_path / "run.jsonl"
+    log = JsonlLog(path)
+    events = Emitter([log]).bind(session_id="s", agent_id="main")
+    events.emit("session_start", task="t")
+    events.emit("turn_start", step=1)
+    log.close()
+    again = JsonlLog(path)  # appending to a log: its first line already says it
+    Emitter([again]).bind(session_id="s", agent_id="main").emit("turn_start", step=2)
+    again.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line.get("log_format") for line in lines] == [LOG_FORMAT, None, None]
+    assert len(runlog.read_records(path)) == 3
+
+    older = tmp_path / "older.jsonl"  # format 1 had no key: read as it is
+    older.write_text(json.dumps({"event": "session_start", "agent_id": "supervisor"}) + "\n")
+    assert runlog.read_records(older)[0]["event"] == "session_start"
+
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({"event": "session_start", "log_format": LOG_FORMAT + 1}) + "\n")
+    with pytest.raises(
+        runlog.RunUnreadable, match=f"log format {LOG_FORMAT + 1}, written by a newer"
+    ):
+        runlog.read_records(newer)
+    statuses = {r.run_id: r.status for r in runlog.list_runs(tmp_path)}
+    assert statuses == {"newer": "newer format", "older": "interrupted", "run": "interrupted"}

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
-from workers.events import LOGGED_EVENTS, Record
+from workers.events import LOG_FORMAT, LOGGED_EVENTS, Record
 
 _FIRST_KEYS = ("ts", "event", "session_id", "agent_id", "parent_id", "profile")
 
@@ -34,6 +35,8 @@ class JsonlLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file: TextIO = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._first = self._file.tell() == 0  # the first line says which format this is
         self._logger = structlog.wrap_logger(
             structlog.WriteLogger(self._file),
             processors=[_readable, structlog.processors.JSONRenderer(default=str)],
@@ -45,7 +48,11 @@ class JsonlLog:
             return
         fields = dict(record)
         event = fields.pop("event")
-        self._logger.msg(event, **fields)
+        with self._lock:
+            if self._first:
+                fields["log_format"] = LOG_FORMAT
+                self._first = False
+            self._logger.msg(event, **fields)
 
     def close(self) -> None:
         self._file.close()

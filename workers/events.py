@@ -12,6 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
+LOG_FORMAT = 2
+"""The run log's format, written on its first line as `log_format`. 1: logs without the
+key (before 2026-11-30). 2: adds it, `aside` model calls and `focused_write` messages;
+every format-1 line still reads the same."""
+
 LoggedEvent = Literal[
     "session_start",
     "session_end",
