@@ -68,6 +68,18 @@ def assemble(
         config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
         fail(str(error))
+    # The profiles are checked before anything starts: no log, no MCP server, no local
+    # model for a run that cannot begin. Their tool names are checked once plugins and
+    # MCP servers have said which tools they bring.
+    try:
+        names = load_profiles(search_path(), None, workspace_trust.sources("profile")).keys()
+    except ProfileError as error:
+        fail(str(error))
+    if top not in names:
+        fail(f"no profile {top!r}; `gaffer profiles` lists them")
+    allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
+    if allowed_set and (unknown := sorted(allowed_set - names)):
+        fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
     if use_local or config.base_url is None:
         config = _with_local_model(config, stack)
     log_dir = config.logs_in(workspace)
@@ -96,11 +108,6 @@ def assemble(
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
-    if top not in profiles:
-        abandon(f"no profile {top!r}; `gaffer profiles` lists them")
-    allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
-    if allowed_set and (unknown := sorted(allowed_set - profiles.keys())):
-        abandon(f"--profiles names unknown profile(s): {', '.join(unknown)}")
     plan = RunPlan(
         profiles=profiles,
         tools=tools,

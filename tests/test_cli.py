@@ -266,6 +266,21 @@ def test_a_log_of_another_format_is_read_or_refused_by_its_version(workspace: Pa
         assert "Traceback" not in refused.stderr
 
 
+def test_a_profile_that_is_not_there_stops_the_run_before_anything_starts(
+    workspace: Path,
+) -> None:
+    """No log, no MCP server, no local model: the profiles are checked first."""
+    starts = {"command": "sh", "args": ["-c", "touch ../mcp-started; sleep 5"]}
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"m": starts}}))
+    for flags in (["--profile", "nope"], ["--profiles", "explorer,nope"]):
+        # no endpoint set: were it reached, the local model would be fetched
+        done = gaffer(workspace, "run", "--trust-workspace", *flags, "t", timeout=20)
+        assert done.returncode == 1
+        assert "nope" in done.stderr and "local model" not in done.stderr
+    assert not (workspace.parent / "logs").exists()
+    assert not (workspace.parent / "mcp-started").exists()
+
+
 def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
     """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
     proc = subprocess.Popen(

@@ -112,11 +112,12 @@ def search_path() -> list[Path]:
 
 
 def load_profiles(
-    folders: Iterable[Path], known_tools: Iterable[str], extra: Iterable[Source] = ()
+    folders: Iterable[Path], known_tools: Iterable[str] | None, extra: Iterable[Source] = ()
 ) -> dict[str, Profile]:
     """Profiles from folders, then `extra` (a trusted workspace's); a later one overrides
-    an earlier one of the same name."""
-    known = set(known_tools) | HARNESS_TOOLS
+    an earlier one of the same name. With `known_tools` None, tool names are not checked
+    (before plugins and MCP servers, whose tools profiles may name, are loaded)."""
+    known = None if known_tools is None else set(known_tools) | HARNESS_TOOLS
     sources = [s for folder in folders for s in read_folder(folder, "*.toml")]
     profiles: dict[str, Profile] = {}
     for source in [*sources, *extra]:
@@ -125,7 +126,7 @@ def load_profiles(
     return profiles
 
 
-def parse_profile(source: Source, known_tools: set[str]) -> Profile:
+def parse_profile(source: Source, known_tools: set[str] | None) -> Profile:
     origin = source.origin
     try:
         data: dict[str, Any] = tomllib.loads(source.data.decode("utf-8"))
@@ -138,6 +139,8 @@ def parse_profile(source: Source, known_tools: set[str]) -> Profile:
         first = error.errors()[0]
         where = ".".join(map(str, first["loc"])) or "file"
         raise ProfileError(f"{origin}: {where}: {first['msg']}") from error
+    if known_tools is None:
+        return profile
     unknown = [tool for tool in profile.tools if tool not in known_tools and not is_pattern(tool)]
     if unknown:
         raise ProfileError(
