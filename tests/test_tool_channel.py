@@ -7,14 +7,22 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from workers.executor import execute
+from workers.limits import Budget
+from workers.model import ToolCall
 from workers.sandbox import SandboxFault
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.frames import MAX_REPLY_BYTES, FrameReader
 from workers.sandbox.guard import Survey
+from workers.sandbox.host import HostSandbox
+from workers.sandbox.tool_server import handle
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext
 
 
 def frame(payload: bytes, stream: int = 1) -> bytes:
@@ -80,3 +88,48 @@ def test_a_good_reply_is_read_whole() -> None:
         3,
     )
     assert (reply.output, reply.facts) == ("hi", {"exit_code": 0})
+
+
+def test_a_call_that_goes_wrong_reads_the_same_in_the_container_and_on_the_host(
+    tmp_path: Path,
+) -> None:
+    """The tool server and the host's executor share one set of words for failures."""
+    host = HostSandbox(ToolContext(tmp_path))
+    for name, arguments in [
+        ("read_file", {"path": "missing.txt"}),  # the tool says why
+        ("read_file", {"limit": "many"}),  # the arguments do not fit
+    ]:
+        in_container = handle(
+            {"id": 1, "tool": name, "args": arguments}, tmp_path, threading.Event()
+        )
+        call = ToolCall(id="c", name=name, arguments="")
+        on_host = execute(call, arguments, BUILTIN_TOOLS, host, Budget())
+        assert in_container["is_error"] and on_host.is_error
+        assert (in_container["output"], in_container["summary"]) == (
+            on_host.output,
+            on_host.summary,
+        )
+
+
+def test_the_image_hash_covers_every_module_the_tool_server_runs(tmp_path: Path) -> None:
+    from workers.sandbox.docker import _imported_by
+
+    workers = tmp_path / "workers"
+    files = {
+        "__init__.py": "",
+        "sandbox/__init__.py": "from workers.sandbox.errors import SandboxFault\n",
+        "sandbox/errors.py": "class SandboxFault(Exception): ...\n",
+        "sandbox/tool_server.py": "from workers.tools import base\n",
+        "tools/__init__.py": "",
+        "tools/base.py": "def late():\n    import workers.extra\n",
+        "extra.py": "import json\n",
+        "loop.py": "from workers.tools import base\n",  # imports the server's code, is not run by it
+    }
+    for name, text in files.items():
+        (workers / name).parent.mkdir(parents=True, exist_ok=True)
+        (workers / name).write_text(text)
+    found = {
+        p.relative_to(workers).as_posix()
+        for p in _imported_by("workers.sandbox.tool_server", workers)
+    }
+    assert found == set(files) - {"loop.py"}

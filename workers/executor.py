@@ -13,7 +13,17 @@ from pydantic import ValidationError
 from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox import Sandbox, SandboxFault
-from workers.tools.base import Tool, ToolContext, ToolError, ToolResult
+from workers.tools.base import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    crashed,
+    error_result,
+    example,
+    invalid_arguments,
+    run_checked,
+)
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | str:
@@ -67,50 +77,33 @@ def _execute(
 ) -> ToolResult:
     tool = tools.get(call.name)
     if tool is None:
-        return _error(
+        return error_result(
             f"unknown tool {call.name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
         )
     if isinstance(arguments, str):
-        return _error(
+        return error_result(
             f"the arguments for {call.name} are {arguments}. Send one JSON object, e.g. "
-            f"{_example(tool)}."
+            f"{example(tool)}."
         )
+    if tool.harness:
+        context = ToolContext(
+            Path.cwd(),
+            deadline=budget.deadline_at(),
+            cancelled=budget.cancelled,
+            max_output_chars=output_chars,
+        )
+        return run_checked(tool, context, arguments)
     try:
         args = tool.args.model_validate(arguments)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors()
-        )
-        return _error(f"invalid arguments for {call.name}: {problems}. Expected {_example(tool)}.")
+        return invalid_arguments(tool, error)
+    # The sandbox runs the tool where it belongs; in a container, the tool server there
+    # turns failures into results in the same words (run_checked).
     try:
-        if tool.harness:
-            context = ToolContext(
-                Path.cwd(),
-                deadline=budget.deadline_at(),
-                cancelled=budget.cancelled,
-                max_output_chars=output_chars,
-            )
-            return tool.run(context, args)
         return sandbox.run(tool, args, budget, output_chars)
     except ToolError as error:
-        return _error(str(error))
+        return error_result(str(error))
     except SandboxFault:
         raise
     except Exception as error:  # a bug in one tool must not end the run
-        return _error(f"{call.name} failed unexpectedly: {type(error).__name__}: {error}")
-
-
-def _error(message: str) -> ToolResult:
-    first = message.split(". ")[0].split("\n")[0]
-    return ToolResult(output=f"error: {message}", summary=first[:80], is_error=True)
-
-
-def _example(tool: Tool[Any]) -> str:
-    props = tool.schema()["function"]["parameters"]["properties"]
-    required = tool.schema()["function"]["parameters"].get("required", [])
-    parts = [
-        f'"{name}": <{p.get("type", "value")}>' for name, p in props.items() if name in required
-    ]
-    optional = [name for name in props if name not in required]
-    hint = "{" + ", ".join(parts) + "}"
-    return hint + (f" (optional: {', '.join(optional)})" if optional else "")
+        return crashed(call.name, error)

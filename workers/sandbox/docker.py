@@ -15,6 +15,7 @@ just sent; anything else ends the worker with a clear error.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import json
@@ -62,14 +63,42 @@ SERVER_COMMAND = [
 ]
 
 
-def tools_hash() -> str:
-    """A digest of the code the tool server runs: an image built from other code is stale."""
-    root = Path(__file__).resolve().parent.parent
-    files = sorted([*(root / "tools").glob("*.py"), root / "sandbox" / "tool_server.py"])
+def image_hash() -> str:
+    """A digest of what the image runs: the tool server, every module of gaffer's it
+    imports (followed through the source, not listed by hand), and the Dockerfile. An
+    image built from anything else is stale."""
+    workers = Path(__file__).resolve().parent.parent
+    files = sorted(_imported_by("workers.sandbox.tool_server", workers))
+    dockerfile = workers.parent / "sandbox_image" / "Dockerfile"
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in [*files, *([dockerfile] if dockerfile.is_file() else [])]:
+        name = path.relative_to(workers.parent).as_posix()
+        digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _imported_by(module: str, workers: Path) -> set[Path]:
+    """The files `import module` runs among workers/: its packages' __init__ files, the
+    module, and what they import, directly or through others (every import, those inside
+    functions too)."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        parts = todo.pop().split(".")
+        if parts[0] != "workers":
+            continue
+        for depth in range(1, len(parts) + 1):
+            folder = workers.joinpath(*parts[1:depth])
+            for path in (folder / "__init__.py", folder.with_suffix(".py")):
+                if path in seen or not path.is_file():
+                    continue
+                seen.add(path)
+                for node in ast.walk(ast.parse(path.read_bytes())):
+                    if isinstance(node, ast.Import):
+                        todo += [alias.name for alias in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                        todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return seen
 
 
 @dataclass(frozen=True)
@@ -150,7 +179,7 @@ def check_image(docker_client: Any, image: str) -> None:
             f"the sandbox image {image} is not built; run `make sandbox-image`"
         ) from error
     built_for = (found.labels or {}).get("gaffer.tools")
-    if built_for is not None and built_for != tools_hash():
+    if built_for is not None and built_for != image_hash():
         raise SandboxUnavailable(
             f"the sandbox image {image} was built from other tool code; run `make sandbox-image`"
         )

@@ -29,10 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pydantic import ValidationError
-
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import ToolContext, ToolError
+from workers.tools.base import ToolContext, error_result, run_checked
 
 
 def allow_all(_command: str, _reason: str) -> bool:
@@ -43,7 +41,8 @@ def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) ->
     reply: dict[str, Any] = {"id": request.get("id")}
     tool = BUILTIN_TOOLS.get(str(request.get("tool")))
     if tool is None:
-        return {**reply, "output": f"error: unknown tool {request.get('tool')!r}", "is_error": True}
+        unknown = error_result(f"unknown tool {request.get('tool')!r}")
+        return {**reply, "output": unknown.output, "summary": unknown.summary, "is_error": True}
     seconds = request.get("seconds")
     context = ToolContext(
         workspace,
@@ -53,15 +52,8 @@ def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) ->
         cancelled=cancel.is_set,
         max_output_chars=cap if isinstance(cap := request.get("max_output_chars"), int) else None,
     )
-    try:
-        result = tool.run(context, tool.args.model_validate(request.get("args") or {}))
-    except ToolError as error:
-        return {**reply, "output": f"error: {error}", "summary": str(error)[:80], "is_error": True}
-    except ValidationError as error:
-        return {**reply, "output": f"error: invalid arguments: {error}", "is_error": True}
-    except Exception as error:  # one broken call must not take the server down
-        message = f"{tool.name} failed unexpectedly: {type(error).__name__}: {error}"
-        return {**reply, "output": f"error: {message}", "summary": message[:80], "is_error": True}
+    arguments = request.get("args")
+    result = run_checked(tool, context, arguments if isinstance(arguments, dict) else {})
     return {
         **reply,
         "output": result.output,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 # One tool result may take at most an eighth of the model's context window: the system
 # prompt, the conversation so far, the other results of a batch and the reply must all
@@ -146,3 +146,51 @@ def _plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
         plain["required"] = schema["required"]
     plain["additionalProperties"] = False
     return plain
+
+
+# -- what a call that went wrong says, on the host and in the container alike ---------
+
+
+def error_result(message: str) -> ToolResult:
+    """A failed call as the model reads it: `error: …`, its first sentence the summary."""
+    first = message.split(". ")[0].split("\n")[0]
+    return ToolResult(output=f"error: {message}", summary=first[:80], is_error=True)
+
+
+def run_checked(tool: Tool[Any], context: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    """Validate the arguments and run the tool; whatever goes wrong is a result, never an
+    exception: arguments that do not fit, a ToolError, or a bug in the tool."""
+    try:
+        args = tool.args.model_validate(arguments)
+    except ValidationError as error:
+        return invalid_arguments(tool, error)
+    try:
+        return tool.run(context, args)
+    except ToolError as error:
+        return error_result(str(error))
+    except Exception as error:  # a bug in one tool must not end the run or the server
+        return crashed(tool.name, error)
+
+
+def crashed(name: str, error: Exception) -> ToolResult:
+    return error_result(f"{name} failed unexpectedly: {type(error).__name__}: {error}")
+
+
+def invalid_arguments(tool: Tool[Any], error: ValidationError) -> ToolResult:
+    problems = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors()
+    )
+    return error_result(f"invalid arguments for {tool.name}: {problems}. Expected {example(tool)}.")
+
+
+def example(tool: Tool[Any]) -> str:
+    """The arguments a tool takes, as a model should send them."""
+    parameters = tool.schema()["function"]["parameters"]
+    required = parameters.get("required", [])
+    props = parameters["properties"]
+    parts = [
+        f'"{name}": <{p.get("type", "value")}>' for name, p in props.items() if name in required
+    ]
+    optional = [name for name in props if name not in required]
+    hint = "{" + ", ".join(parts) + "}"
+    return hint + (f" (optional: {', '.join(optional)})" if optional else "")
