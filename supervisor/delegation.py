@@ -33,7 +33,7 @@ from workers.profiles import Profile
 from workers.sandbox import Sandbox
 from workers.specs import AgentSpec, resolve
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
-from workers.tools.files import workspace_glance
+from workers.tools.describe import workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,

@@ -1,0 +1,117 @@
+"""What a file or folder is, in a line: its name and size, and what its own first lines
+say it is; and the whole workspace at a glance, for every agent's system prompt."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from workers.tools.workspace import SKIPPED_DIRS
+
+# What an agent is shown of the workspace before it starts: enough to name real folders
+# and files, little enough to cost a small model seconds, not minutes.
+GLANCE_TOP = 40
+
+
+GLANCE_PER_FOLDER = 12
+
+
+GLANCE_CHARS = 1500
+
+
+def workspace_glance(workspace: Path) -> str:
+    """The top level of the workspace and what each top-level folder holds, by name only:
+    a model that sees the real layout does not invent one."""
+    root = Path(os.path.realpath(workspace))
+
+    def names(folder: Path, cap: int) -> list[str]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(), e.name))
+        except OSError:
+            return []
+        shown = [
+            e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+            for e in entries
+            if e.name not in SKIPPED_DIRS
+            and not e.name.endswith(".egg-info")
+            and not (e.name.startswith(".") and e.is_dir())
+        ]
+        more = len(shown) - cap
+        return shown[:cap] + ([f"… {more} more"] if more > 0 else [])
+
+    top = names(root, GLANCE_TOP)
+    lines = ["Top level: " + ", ".join(top)]
+    for name in top:
+        if name.endswith("/"):
+            inside = names(root / name, GLANCE_PER_FOLDER)
+            lines.append(f"{name} " + (", ".join(inside) if inside else "(empty)"))
+    text = "\n".join(lines)
+    return text if len(text) <= GLANCE_CHARS else text[: GLANCE_CHARS - 1] + "…"
+
+
+MAX_DESCRIBED = 60
+
+
+SUMMARY_CHARS = 90
+
+
+_DOCSTRING = re.compile(
+    r'^(?:#[^\n]*\n|\s*\n|from __future__[^\n]*\n)*\s*[rRbBuU]?("""|\'\'\')\s*([^\n]*)'
+)
+
+
+_TOML_DESCRIPTION = re.compile(r'^description\s*=\s*"([^"]*)"', re.MULTILINE)
+
+
+def first_line(entry: os.DirEntry[str]) -> str:
+    """A file's own one-line description: a module docstring's first line, a document's
+    first heading, a script's first comment, a profile's description; '' when none."""
+    if not entry.is_file(follow_symlinks=False):
+        return ""
+    name = entry.name
+    try:
+        with open(entry.path, "rb") as f:
+            head = f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    line = ""
+    if name.endswith(".py"):
+        match = _DOCSTRING.match(head)
+        line = match.group(2) if match else ""
+    elif name.endswith((".md", ".rst", ".txt")):
+        line = next((t.lstrip("# ") for t in head.splitlines() if t.strip()), "")
+    elif name.endswith(".toml"):
+        match = _TOML_DESCRIPTION.search(head)
+        line = match.group(1) if match else ""
+    elif name.endswith(".sh") or name in ("Dockerfile", "Makefile"):
+        line = next(
+            (
+                t.lstrip("# ")
+                for t in head.splitlines()
+                if t.startswith("#") and not t.startswith("#!")
+            ),
+            "",
+        )
+    line = " ".join(line.strip().strip('"').split())
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+
+
+def describe(entry: os.DirEntry[str]) -> str:
+    if entry.is_symlink():
+        return f"{entry.name} -> {os.readlink(entry.path)}  (symlink)"
+    if entry.is_dir():
+        return f"{entry.name}/"
+    mode = entry.stat().st_mode
+    if not stat.S_ISREG(mode):
+        return f"{entry.name}  (special file)"
+    return f"{entry.name}  {size(entry.stat().st_size)}"
+
+
+def size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
