@@ -44,8 +44,9 @@ from workers.verification import (
 READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
 
 
-SandboxFactory = Callable[[Profile, str], AbstractContextManager[Sandbox]]
-"""(profile, agent_id) -> a context that yields the sandbox and tears it down after."""
+SandboxFactory = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
+"""(spec, agent_id) -> a context that yields the sandbox and tears it down after
+(workers/sandbox/factory.py)."""
 
 
 @dataclass(frozen=True)
@@ -327,7 +328,7 @@ class Team:
         def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
             sandbox = None
             try:
-                with self.make_sandbox(spec.profile, agent_id) as sandbox:
+                with self.make_sandbox(spec, agent_id) as sandbox:
                     agent, prompt = self.build(
                         spec, agent_id, sandbox, budget, caller.depth + 1, caller
                     )

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from supervisor.delegation import Ceiling, SandboxFactory, Team
+from supervisor.delegation import Ceiling, Team
 from workers.agent import AgentResult, tell
 from workers.context import ContextKeeper, window_for
 from workers.eventlog import JsonlLog
@@ -26,9 +23,9 @@ from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
-from workers.sandbox import Sandbox, SandboxUnavailable, docker
-from workers.sandbox.host import HostSandbox
-from workers.tools.base import Approver, Tool, ToolContext, deny_all
+from workers.sandbox import SandboxUnavailable
+from workers.sandbox.factory import SandboxFactory
+from workers.tools.base import Approver, Tool, deny_all
 
 TOP_AGENT_ID = "supervisor"
 
@@ -90,68 +87,6 @@ class Session:
         self.events = Emitter([self.log, self.recorder, *self.subscribers]).bind(
             session_id=self.session_id
         )
-
-    def make_sandbox(self, plan: RunPlan) -> SandboxFactory:
-        docker_client: list[Any] = []  # made on first use: runs without docker never touch it
-        lock = threading.Lock()
-
-        def make(profile: Profile, agent_id: str) -> AbstractContextManager[Sandbox]:
-            if profile.sandbox == "none":
-                context = ToolContext(self.workspace, approve=plan.approve, guard_shell=True)
-                return contextlib.nullcontext(HostSandbox(context))
-            with lock:
-                if not docker_client:
-                    try:
-                        docker_client.append(docker.client())
-                    except SandboxUnavailable as error:
-                        raise SandboxUnavailable(
-                            f"profile {profile.name!r} runs in Docker and never on the host: {error}"
-                        ) from error
-                    # Containers of crashed runs (kill -9) go before this run adds its own.
-                    docker.remove_leftovers(docker_client[0])
-            return self._guarded(profile, agent_id, plan, docker_client[0])
-
-        return make
-
-    @contextlib.contextmanager
-    def _guarded(
-        self, profile: Profile, agent_id: str, plan: RunPlan, docker_client: Any
-    ) -> Iterator[Sandbox]:
-        """A worker's container, with the boundary's doings at its start and end in the log."""
-        log = self.events.bind(agent_id=agent_id, profile=profile.name)
-        box: docker.DockerSandbox | None = None
-        try:
-            with docker.docker_sandbox(
-                self.workspace,
-                profile.docker,
-                run_id=self.session_id,
-                agent_id=agent_id,
-                uid=plan.sandbox_uid,
-                docker_client=docker_client,
-            ) as box:
-                if unshared := box.survey.unshared:
-                    log.emit(
-                        "boundary",
-                        action="unshared",
-                        what="hard links",
-                        paths=list(unshared[:50]),
-                        count=len(unshared),
-                        message=f"gave {len(unshared)} file(s) hard-linked outside the workspace "
-                        f"their own copies, so the container cannot change the originals "
-                        f"({', '.join(unshared[:3])}{', …' if len(unshared) > 3 else ''})",
-                    )
-                yield box
-        finally:
-            for moved in box.quarantined if box is not None else []:
-                log.emit(
-                    "boundary",
-                    action="quarantined",
-                    what="planted by the sandbox",
-                    path=moved.path,
-                    moved_to=moved.moved_to,
-                    message=f"{agent_id} planted {moved.path}, which the host would run on its "
-                    f"own; moved it aside to {moved.moved_to}",
-                )
 
     def discard(self) -> None:
         """Close and remove the log of a session that never started (bad flags, bad profile)."""
@@ -218,7 +153,13 @@ class Session:
             profiles=plan.profiles,
             tools=plan.tools,
             make_model=lambda name: plan.make_model(name or self.model_name),
-            make_sandbox=self.make_sandbox(plan),
+            make_sandbox=SandboxFactory(
+                self.workspace,
+                run_id=self.session_id,
+                events=self.events,
+                approve=plan.approve,
+                uid=plan.sandbox_uid,
+            ),
             events=self.events,
             ceiling=plan.ceiling,
             verify=plan.verify,
@@ -244,7 +185,7 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            with self.team.make_sandbox(self.top, TOP_AGENT_ID) as sandbox:
+            with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID) as sandbox:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
                 )

@@ -181,7 +181,7 @@ def check_image(docker_client: Any, image: str) -> None:
     built_for = (found.labels or {}).get("gaffer.tools")
     if built_for is not None and built_for != image_hash():
         raise SandboxUnavailable(
-            f"the sandbox image {image} was built from other tool code; run `make sandbox-image`"
+            f"the sandbox image {image} was built from other code than this gaffer's; run `make sandbox-image`"
         )
 
 

@@ -1,0 +1,96 @@
+"""Where an agent's tools run, decided in one place: a spec in a container gets its own
+Docker sandbox, made for this run and removed after it, with what the boundary did at
+its start and end in the log; any other spec runs on the host, confined to the
+workspace, its shell guarded."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from workers.events import Emitter
+from workers.sandbox import Sandbox, SandboxUnavailable, docker
+from workers.sandbox.host import HostSandbox
+from workers.specs import AgentSpec
+from workers.tools.base import Approver, ToolContext
+
+
+class SandboxFactory:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        run_id: str,
+        events: Emitter,
+        approve: Approver,
+        uid: int | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.run_id = run_id
+        self.events = events
+        """Bound to the run; each sandbox logs as the agent it serves."""
+        self.approve = approve
+        """Asks the user about a host shell command outside the read-only allowlist."""
+        self.uid = uid
+        """Containers run as this uid; None: the workspace owner's."""
+        self._client: Any = None  # made on first use: runs without Docker never touch it
+        self._lock = threading.Lock()
+
+    def __call__(self, spec: AgentSpec, agent_id: str) -> AbstractContextManager[Sandbox]:
+        if not spec.in_container:
+            context = ToolContext(self.workspace, approve=self.approve, guard_shell=True)
+            return contextlib.nullcontext(HostSandbox(context))
+        with self._lock:
+            if self._client is None:
+                try:
+                    client = docker.client()
+                except SandboxUnavailable as error:
+                    raise SandboxUnavailable(
+                        f"profile {spec.name!r} runs in Docker and never on the host: {error}"
+                    ) from error
+                # Containers of crashed runs (kill -9) go before this run adds its own.
+                docker.remove_leftovers(client)
+                self._client = client
+        return self._container(spec, agent_id, self._client)
+
+    @contextlib.contextmanager
+    def _container(self, spec: AgentSpec, agent_id: str, client: Any) -> Iterator[Sandbox]:
+        """A worker's container, with the boundary's doings at its start and end in the log."""
+        log = self.events.bind(agent_id=agent_id, profile=spec.name)
+        box: docker.DockerSandbox | None = None
+        try:
+            with docker.docker_sandbox(
+                self.workspace,
+                spec.profile.docker,
+                run_id=self.run_id,
+                agent_id=agent_id,
+                uid=self.uid,
+                docker_client=client,
+            ) as box:
+                if unshared := box.survey.unshared:
+                    log.emit(
+                        "boundary",
+                        action="unshared",
+                        what="hard links",
+                        paths=list(unshared[:50]),
+                        count=len(unshared),
+                        message=f"gave {len(unshared)} file(s) hard-linked outside the workspace "
+                        f"their own copies, so the container cannot change the originals "
+                        f"({', '.join(unshared[:3])}{', …' if len(unshared) > 3 else ''})",
+                    )
+                yield box
+        finally:
+            for moved in box.quarantined if box is not None else []:
+                log.emit(
+                    "boundary",
+                    action="quarantined",
+                    what="planted by the sandbox",
+                    path=moved.path,
+                    moved_to=moved.moved_to,
+                    message=f"{agent_id} planted {moved.path}, which the host would run on its "
+                    f"own; moved it aside to {moved.moved_to}",
+                )
