@@ -26,6 +26,7 @@ from supervisor.scheduler import Scheduler, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.assembly import RunSetting, build_agent
 from workers.events import Emitter
+from workers.facts import Facts
 from workers.limits import Budget
 from workers.loop import run_agent
 from workers.model import Message, Model
@@ -290,12 +291,12 @@ class Team:
             output=text,
             summary=f"{agent_id} {report.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
             is_error=report.status != "completed",
-            facts={
-                "worker": agent_id,
-                "status": report.status,
-                "modified": files,
-                "evidence": report.result.facts,
-            },
+            facts=Facts(
+                worker=agent_id,
+                status=report.status,
+                modified=tuple(files),
+                evidence=tuple(report.result.facts),
+            ),
         )
 
     def _why_not(self, caller: Caller, profile_name: str, task: str) -> str | None:

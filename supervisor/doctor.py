@@ -181,7 +181,7 @@ def _container_checks(canary: str) -> list[Callable[[DockerSandbox], Probe]]:
             Budget(max_seconds=60),
         )
         # The forged line may land in the command's own output file: that is only output.
-        honest = result.facts.get("exit_code") == 3 and result.is_error
+        honest = result.facts.exit_code == 3 and result.is_error
         after = _shell(box, "echo still-answering").strip() == "still-answering"
         return Probe(
             "forged tool-server replies never reach gaffer",

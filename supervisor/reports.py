@@ -4,16 +4,14 @@ never by the worker's model; its final answer comes last, as the worker's own wo
 
 from __future__ import annotations
 
-from typing import Any
-
 from supervisor.scheduler import WorkerRun
+from workers.facts import Facts
 from workers.verification import evidence, judge, outcome
 
 
-def _commands(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _commands(facts: list[Facts]) -> list[Facts]:
     """Every command the worker (and its own workers) ran, in order."""
-    keys = ("command", "exit_code", "timed_out", "denied")
-    return [{k: e.get(k) for k in keys} for e in evidence(facts) if "command" in e]
+    return [e for e in evidence(facts) if e.command is not None]
 
 
 def report_text(
@@ -47,6 +45,6 @@ def report_text(
     return "\n".join(lines)
 
 
-def _describe_command(command: dict[str, Any]) -> str:
-    text = str(command["command"])
+def _describe_command(command: Facts) -> str:
+    text = str(command.command)
     return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome(command)}"

@@ -8,6 +8,7 @@ from typing import Any
 from workers.agent import Agent
 from workers.context import STUB_PREFIX, SUMMARIZE, ContextKeeper, mask, task_state, window_for
 from workers.events import Emitter, Recorder
+from workers.facts import Facts
 from workers.limits import Budget, Limits
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, Usage
@@ -79,13 +80,13 @@ def test_window_defaults() -> None:
 
 
 def test_task_state_is_built_from_facts() -> None:
-    facts: list[dict[str, Any]] = [
-        {"modified": ["a.py"]},
-        {"command": "pytest -q", "exit_code": 1},
-        {
-            "worker": "w1",
-            "evidence": [{"modified": ["b.py"]}, {"command": "python -m pytest", "exit_code": 0}],
-        },
+    facts = [
+        Facts(modified=("a.py",)),
+        Facts(command="pytest -q", exit_code=1),
+        Facts(
+            worker="w1",
+            evidence=(Facts(modified=("b.py",)), Facts(command="python -m pytest", exit_code=0)),
+        ),
     ]
     state = task_state("fix the bug", RULES, facts)
     assert "Goal: fix the bug" in state and RULES in state

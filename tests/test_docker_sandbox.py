@@ -57,7 +57,7 @@ def test_tools_run_inside_as_the_workspace_owner(box: DockerSandbox, ws: Path) -
     assert box.info["uid"] == USER_UID
     assert shell(box, "id -u").output.startswith(f"{USER_UID}\n")
     written = call(box, "write_file", path="new/file.txt", content="made inside\n")
-    assert not written.is_error and written.facts["container"] == box.container_id
+    assert not written.is_error and written.facts.container == box.container_id
     assert (ws / "new" / "file.txt").read_text() == "made inside\n"
     assert (ws / "new" / "file.txt").stat().st_uid == USER_UID
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.test_loop import run
 from workers.events import Emitter, Recorder
+from workers.facts import Facts
 from workers.model.scripted import call, say
 from workers.outcome import Finished
 from workers.verification import Gate, missing_paths
@@ -110,7 +111,7 @@ def test_a_coder_that_changed_nothing_is_asked_once_without_requiring_a_call(
 
 def test_only_a_missing_test_run_or_look_asks_for_a_call(workspace: Path) -> None:
     checked = Gate(Emitter([Recorder()]).bind(session_id="s", agent_id="w1"))
-    edited: dict[str, object] = {"modified": ["calc.py"]}
+    edited = Facts(modified=("calc.py",))
     assert checked.review([edited], "done") and checked.wants_call, "a test run is missing"
-    failed = {"command": "python3 -m pytest -q", "exit_code": 1}
+    failed = Facts(command="python3 -m pytest -q", exit_code=1)
     assert checked.review([edited, failed], "done") and not checked.wants_call, "a fix is"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import RunTool
+from workers.facts import Facts
 from workers.tools.files import MAX_LIST_ENTRIES, MAX_READ_BYTES, MAX_READ_LINES
 
 
@@ -67,7 +68,7 @@ def test_write_creates_parents_and_reports_replace(run_tool: RunTool, workspace:
     first = run_tool("write_file", path="pkg/sub/mod.py", content="x = 1\n")
     assert (workspace / "pkg/sub/mod.py").read_text() == "x = 1\n"
     assert "wrote 6 bytes" in first.output and "created" in first.output
-    assert first.facts == {"modified": ["pkg/sub/mod.py"]}
+    assert first.facts == Facts(modified=("pkg/sub/mod.py",))
     second = run_tool("write_file", path="pkg/sub/mod.py", content="x = 22\n")
     assert "replaced the existing file" in second.output
 

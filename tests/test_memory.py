@@ -17,7 +17,7 @@ def test_remember_appends_dated_entries(run_tool: RunTool, workspace: Path) -> N
     (workspace / "AGENT.md").write_text("# Notes\n\nUse tabs.\n")
     first = run_tool("remember", content="Run the tests with `make check`.")
     run_tool("remember", content="Name branches feature/<topic>.")
-    assert not first.is_error and first.facts["modified"] == ["AGENT.md"]
+    assert not first.is_error and first.facts.modified == ("AGENT.md",)
     text = (workspace / "AGENT.md").read_text()
     today = dt.date.today().isoformat()
     assert text.startswith("# Notes\n\nUse tabs.\n")

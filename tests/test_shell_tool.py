@@ -27,17 +27,17 @@ def _alive(pid: int) -> bool:
 def test_exit_code_is_always_in_the_result(run_tool: RunTool) -> None:
     ok = run_tool("run_shell", command="echo hi")
     assert ok.output == "hi\n[exit code 0; " + ok.output.split("exit code 0; ")[1]
-    assert ok.facts["exit_code"] == 0 and not ok.is_error
+    assert ok.facts.exit_code == 0 and not ok.is_error
     failed = run_tool("run_shell", command="ls no-such-file", approve=True)
     assert "[exit code 2;" in failed.output and failed.is_error
-    assert failed.facts["exit_code"] == 2
+    assert failed.facts.exit_code == 2
 
 
 def test_denied_command_is_not_run(run_tool: RunTool, workspace: Path) -> None:
     result = run_tool("run_shell", command="touch made.txt")
     assert result.is_error and result.output.startswith("denied:")
     assert "`touch` is not on the read-only allowlist" in result.output
-    assert result.facts["denied"] is True
+    assert result.facts.denied is True
     assert not (workspace / "made.txt").exists()
 
 
@@ -54,7 +54,7 @@ def test_timeout_kills_the_whole_process_group(run_tool: RunTool, workspace: Pat
     )
     assert time.monotonic() - started < 10
     assert "killed: timed out after 1s" in result.output and result.is_error
-    assert result.facts["timed_out"] is True and result.facts["exit_code"] is None
+    assert result.facts.timed_out is True and result.facts.exit_code is None
     pid = int((workspace / "bg.pid").read_text())
     deadline = time.monotonic() + 5
     while _alive(pid) and time.monotonic() < deadline:
@@ -77,7 +77,7 @@ def test_long_output_keeps_head_and_tail_and_saves_the_rest(
     assert result.output.startswith("1\n2\n3\n")
     assert "50000\n[exit code 0;" in result.output
     assert len(result.output) < shell.MAX_OUTPUT_CHARS + 1000
-    saved = result.facts["output_file"]
+    saved = result.facts.output_file
     assert saved and f"the full output is in {saved}" in result.output
     full = (workspace / saved).read_text()
     assert full == "".join(f"{i}\n" for i in range(1, 50001))

@@ -3,6 +3,7 @@ request just sent are believed; anything else ends the worker with a clear error
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from workers.executor import execute
+from workers.facts import BadFacts, Facts
 from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox import SandboxFault
@@ -88,6 +90,33 @@ def test_a_good_reply_is_read_whole() -> None:
         3,
     )
     assert (reply.output, reply.facts) == ("hi", {"exit_code": 0})
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        '{"exit_code": "0"}',
+        '{"modified": "calc.py"}',
+        '{"verified": true}',
+        '{"evidence": [{"exit_code": 0.5}]}',
+    ],
+)
+def test_facts_gaffer_never_writes_end_the_worker(facts: str) -> None:
+    """Facts cross the channel as JSON; anything not in their shape is not believed."""
+    with pytest.raises(BadFacts):
+        Facts.from_json(json.loads(facts))
+
+
+def test_facts_go_through_json_and_back_unchanged() -> None:
+    worker = Facts(
+        worker="w1",
+        status="completed",
+        modified=("a.py",),
+        evidence=(Facts(modified=("a.py",)), Facts(command="pytest", exit_code=0, timed_out=False)),
+    )
+    assert Facts.from_json(json.loads(json.dumps(worker.as_json()))) == worker
+    assert Facts(command="x", exit_code=None).as_json() == {"command": "x"}
+    assert Facts(worker="w2").as_json() == {"worker": "w2", "evidence": []}
 
 
 def test_a_call_that_goes_wrong_reads_the_same_in_the_container_and_on_the_host(

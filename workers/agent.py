@@ -10,6 +10,7 @@ from typing import Any
 from workers.context import ContextKeeper
 from workers.editing import EditGuard
 from workers.events import Emitter
+from workers.facts import Facts
 from workers.limits import Budget, Limits
 from workers.model import Message, Model
 from workers.outcome import Outcome
@@ -61,7 +62,7 @@ class AgentResult:
     steps: int = 0
     tokens: int = 0
     tool_calls: int = 0
-    facts: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[Facts] = field(default_factory=list)
     """What each tool call taught the harness (files written, exit codes), in order."""
     focused_writes: int = 0
     """Times it was asked for the change outside the conversation (workers/focused_write.py)."""

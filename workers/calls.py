@@ -161,7 +161,7 @@ def run_tool(
         sandbox=agent.sandbox.name,
         **({"from_block": True} if from_block else {}),
         **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
-        **({"facts": result.facts} if result.facts else {}),
+        **({"facts": facts} if (facts := result.facts.as_json()) else {}),
     )
     return result
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from workers.events import Emitter
+from workers.facts import Facts
 from workers.limits import Budget
 from workers.model import Message, Model
 from workers.outcome import LimitHit
@@ -99,7 +99,7 @@ class ContextKeeper:
     def prepare(
         self,
         messages: list[Message],
-        facts: list[dict[str, Any]],
+        facts: list[Facts],
         step: int,
         *,
         model: Model,
@@ -142,7 +142,7 @@ class ContextKeeper:
     def compact(
         self,
         messages: list[Message],
-        facts: list[dict[str, Any]],
+        facts: list[Facts],
         step: int,
         *,
         reason: str,
@@ -196,11 +196,11 @@ class ContextKeeper:
         return True
 
 
-def task_state(goal: str, rules: str, facts: list[dict[str, Any]]) -> str:
+def task_state(goal: str, rules: str, facts: list[Facts]) -> str:
     """The pinned block: built from the harness's own records, never from the model."""
     files = files_changed(facts)
-    commands = [e for e in evidence(facts) if "command" in e]
-    tests = [e for e in commands if is_test(str(e["command"]))]
+    commands = [e for e in evidence(facts) if e.command is not None]
+    tests = [e for e in commands if is_test(str(e.command))]
     lines = ["[Task state, kept by gaffer from what it observed]", f"Goal: {goal.strip()}"]
     if rules.strip():
         capped = (
@@ -217,10 +217,10 @@ def task_state(goal: str, rules: str, facts: list[dict[str, Any]]) -> str:
             + (f" (last {len(shown)} of {len(commands)})" if len(commands) > 10 else "")
             + ":"
         )
-        lines += [f"- `{c['command']}` → {outcome(c)}" for c in shown]
+        lines += [f"- `{c.command}` → {outcome(c)}" for c in shown]
     lines.append(
         "Last test result: "
-        + (f"`{tests[-1]['command']}` → {outcome(tests[-1])}" if tests else "no test run yet")
+        + (f"`{tests[-1].command}` → {outcome(tests[-1])}" if tests else "no test run yet")
     )
     return "\n".join(lines)
 

@@ -89,7 +89,7 @@ class EditGuard:
             if found is not None:
                 self.seen[found[0]] = _fingerprint(found[1])
             self.untested_edit |= name in EDIT_TOOLS
-        command = result.facts.get("command")
+        command = result.facts.command
         if name == "run_shell" and isinstance(command, str) and is_test(command):
             if self.untested_edit and not result.is_error:
                 # Small models run passing tests again and again; the answer is what's next.
@@ -111,7 +111,7 @@ class EditGuard:
 
     def _full_output(self, result: ToolResult) -> str:
         """The whole output when it was cut for the model (saved under .gaffer/shell)."""
-        saved = result.facts.get("output_file")
+        saved = result.facts.output_file
         if isinstance(saved, str):
             try:
                 data = read_confined(self.workspace, saved, 8 * 1024 * 1024)

@@ -136,11 +136,11 @@ def ask_for_the_change(
         agent, [{"role": "user", "content": ask}], [], step, tools_off=True, aside=True
     )
     result.tokens += turn.usage.total
-    changes = sum(bool(fact.get("modified")) for fact in result.facts)
+    changes = sum(bool(fact.modified) for fact in result.facts)
     written, _ = write_blocks(
         agent, result, turn, step, guard, note_unchanged=False, label="focused"
     )
-    if not written or sum(bool(fact.get("modified")) for fact in result.facts) == changes:
+    if not written or sum(bool(fact.modified) for fact in result.facts) == changes:
         return False
     tell(agent, result.messages, told(turn.text, written), source="focused_write")
     return True

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from workers.events import Emitter
+from workers.facts import Facts
 
 DEFAULT_TEST_COMMANDS = (
     r"\bpytest\b",
@@ -45,66 +45,65 @@ class Verdict:
         )
 
 
-def evidence(facts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
     """Every tool call's facts in order, a worker's own calls in place of its delegate call."""
     for fact in facts:
-        if "evidence" in fact:
-            yield from evidence(fact["evidence"])
+        if fact.worker is not None:
+            yield from evidence(fact.evidence)
         else:
             yield fact
 
 
 def judge(
-    facts: Iterable[dict[str, Any]], test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS
+    facts: Iterable[Facts], test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS
 ) -> Verdict | None:
     """None when nothing was changed; otherwise whether the change was shown to work."""
     events = list(evidence(facts))
-    edits = [i for i, e in enumerate(events) if e.get("modified")]
+    edits = [i for i, e in enumerate(events) if e.modified]
     if not edits:
         return None
     after = events[edits[-1] + 1 :]
-    ran = [e for e in after if "command" in e and not e.get("denied")]
-    tests = [e for e in ran if is_test(str(e["command"]), test_commands)]
+    ran = [e for e in after if e.command is not None and not e.denied]
+    tests = [e for e in ran if is_test(str(e.command), test_commands)]
     if not tests:
         return Verdict(
             False, "files were changed and no test ran after the last edit", untested=True
         )
     last = tests[-1]
-    if last.get("exit_code") != 0:
-        return Verdict(False, f"the last test run failed: `{last['command']}` → {outcome(last)}")
+    if last.exit_code != 0:
+        return Verdict(False, f"the last test run failed: `{last.command}` → {outcome(last)}")
     unexplained = _still_failing([e for e in ran if e not in tests])
     if unexplained:
         return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
     return Verdict(True)
 
 
-def _still_failing(commands: list[dict[str, Any]]) -> list[str]:
+def _still_failing(commands: list[Facts]) -> list[str]:
     """Commands whose latest run failed (a later success of the same command clears it)."""
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, Facts] = {}
     for command in commands:
-        latest[str(command["command"])] = command
-    return [f"`{c}` → {outcome(e)}" for c, e in latest.items() if e.get("exit_code") != 0]
+        latest[str(command.command)] = command
+    return [f"`{c}` → {outcome(e)}" for c, e in latest.items() if e.exit_code != 0]
 
 
-def outcome(event: dict[str, Any]) -> str:
+def outcome(event: Facts) -> str:
     """How a command ended, in the words reports and the task state use."""
-    if event.get("denied"):
+    if event.denied:
         return "denied, not run"
-    if event.get("timed_out"):
+    if event.timed_out:
         return "timed out"
-    code = event.get("exit_code")
-    return "killed" if code is None else f"exit {code}"
+    return "killed" if event.exit_code is None else f"exit {event.exit_code}"
 
 
 def is_test(command: str, test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS) -> bool:
     return any(re.search(pattern, command) for pattern in test_commands)
 
 
-def files_changed(facts: Iterable[dict[str, Any]]) -> list[str]:
+def files_changed(facts: Iterable[Facts]) -> list[str]:
     """Every path an agent or its workers wrote, in the order first written."""
     files: dict[str, None] = {}
     for event in evidence(facts):
-        files.update((path, None) for path in event.get("modified", []))
+        files.update((path, None) for path in event.modified)
     return list(files)
 
 
@@ -192,7 +191,7 @@ class Gate:
     _asked_for_change: bool = field(default=False, init=False)
 
     def review(
-        self, facts: list[dict[str, Any]], answer: str = "", looked: bool | None = None
+        self, facts: list[Facts], answer: str = "", looked: bool | None = None
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         self.wants_call = False
@@ -272,6 +271,6 @@ class Gate:
             return f"your answer names {shown}, which {'is' if len(missing) == 1 else 'are'} not in the workspace"
         return None
 
-    def stamp(self, answer: str, facts: list[dict[str, Any]]) -> str:
+    def stamp(self, answer: str, facts: list[Facts]) -> str:
         verdict = judge(facts, self.test_commands)
         return answer if verdict is None else f"{answer.rstrip()}\n\n{verdict.line}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from workers.facts import BadFacts, Facts
 from workers.limits import Budget
 from workers.processes import process_alive
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard
@@ -344,10 +346,18 @@ class DockerSandbox:
                     f"({self._frames.stderr_tail() or 'no error output'})"
                 )
             reply = self._check(line, self._ids)
-        facts = dict(reply.facts)
-        facts["container"] = self.container_id
+        try:
+            facts = Facts.from_json(reply.facts)
+        except BadFacts as error:
+            raise SandboxFault(
+                f"the tool server in container {self.container_id} sent facts gaffer never "
+                f"writes ({error}); the worker is stopped"
+            ) from error
         return ToolResult(
-            output=reply.output, summary=reply.summary, is_error=reply.is_error, facts=facts
+            output=reply.output,
+            summary=reply.summary,
+            is_error=reply.is_error,
+            facts=dataclasses.replace(facts, container=self.container_id),
         )
 
     def _check(self, line: str, expected: int) -> _Reply:

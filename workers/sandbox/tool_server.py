@@ -59,7 +59,7 @@ def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) ->
         "output": result.output,
         "summary": result.summary,
         "is_error": result.is_error,
-        "facts": result.facts,
+        "facts": result.facts.as_json(),
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from workers.facts import Facts
+
 # One tool result may take at most an eighth of the model's context window: the system
 # prompt, the conversation so far, the other results of a batch and the reply must all
 # fit beside it, and masking starts at half the window.
@@ -45,7 +47,7 @@ class ToolResult:
     summary: str = ""
     """One line for the terminal: `replaced 1 match`, `exit 0 in 1.2s`."""
     is_error: bool = False
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=Facts)
     """What the harness learns from the call (paths written, exit codes), never from the model."""
 
 

@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from pydantic import Field
 
+from workers.facts import Facts
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, first_line
 from workers.tools.workspace import (
@@ -168,7 +169,7 @@ def write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolResult:
     return ToolResult(
         output=f"wrote {len(data)} bytes to {rel} ({what})",
         summary=f"{len(data)} bytes ({'replaced' if existed else 'new file'})",
-        facts={"modified": [rel]},
+        facts=Facts(modified=(rel,)),
     )
 
 
@@ -227,7 +228,7 @@ def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
         output=f"edited {rel}: replaced 1 match at line {line} "
         f"({old.count(chr(10)) + 1} lines → {new.count(chr(10)) + 1} lines)",
         summary="replaced 1 match",
-        facts={"modified": [rel]},
+        facts=Facts(modified=(rel,)),
     )
 
 

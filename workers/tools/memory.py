@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from workers.facts import Facts
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.workspace import read_confined, resolve_for_write, write_confined
 
@@ -46,7 +47,7 @@ def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
     return ToolResult(
         output=f"remembered in {MEMORY_FILE}; every future run will read it",
         summary="remembered",
-        facts={"modified": [MEMORY_FILE], "memory": True},
+        facts=Facts(modified=(MEMORY_FILE,), memory=True),
     )
 
 

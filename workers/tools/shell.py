@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from pydantic import Field
 
+from workers.facts import Facts
 from workers.tools import shell_policy
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.git_paths import git_env
@@ -55,7 +56,7 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
                 "Use the file tools instead, or a read-only command.",
                 summary="denied",
                 is_error=True,
-                facts={"command": command, "denied": True, "exit_code": None},
+                facts=Facts(command=command, denied=True),
             )
     timeout = float(args.timeout or DEFAULT_TIMEOUT_S)
     if ctx.deadline is not None:
@@ -114,12 +115,12 @@ def execute(
         output=f"{text.rstrip()}\n{footer}" if text.strip() else f"(no output)\n{footer}",
         summary=summary,
         is_error=bool(killed_for) or exit_code != 0,
-        facts={
-            "command": command,
-            "exit_code": None if killed_for else exit_code,
-            "timed_out": killed_for.startswith("timed out"),
-            "output_file": saved,
-        },
+        facts=Facts(
+            command=command,
+            exit_code=None if killed_for else exit_code,
+            timed_out=killed_for.startswith("timed out"),
+            output_file=saved,
+        ),
     )
 
 
