@@ -15,6 +15,22 @@ from workers.events import Emitter
 THREADS = 16
 LINES_PER_THREAD = 2000
 
+# A tool_call line as the loop writes one (workers/calls.py), less its content.
+TOOL_CALL = {
+    "step": 1,
+    "name": "read_file",
+    "tool_call_id": "call_1",
+    "args": {},
+    "label": "",
+    "is_error": False,
+    "elapsed_s": 0.001,
+    "summary": "40 lines",
+    "result_preview": "",
+    "result_chars": 0,
+    "content": "",
+    "sandbox": "host",
+}
+
 
 def run() -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -25,9 +41,7 @@ def run() -> list[Row]:
         def write(n: int) -> None:
             agent = events.bind(agent_id=f"w{n}")
             for i in range(LINES_PER_THREAD):
-                agent.emit(
-                    "tool_call", name="read_file", args={"path": f"src/m{i}.py"}, is_error=False
-                )
+                agent.emit("tool_call", **{**TOOL_CALL, "args": {"path": f"src/m{i}.py"}})
 
         threads = [threading.Thread(target=write, args=(n,)) for n in range(THREADS)]
         started = time.perf_counter()

@@ -20,7 +20,7 @@ def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
     def writer(n: int) -> None:
         worker = events.bind(agent_id=f"w{n}")
         for i in range(200):
-            worker.emit("tool_call", name="read_file", i=i, payload=payload)
+            worker.emit("user_message", content=payload, source=str(i))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(16)]
     for thread in threads:
@@ -32,12 +32,12 @@ def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
     assert len(lines) == 16 * 200
     records = [json.loads(line) for line in lines]
     assert {r["agent_id"] for r in records} == {f"w{n}" for n in range(16)}
-    assert all(r["payload"] == payload for r in records)
+    assert all(r["content"] == payload for r in records)
 
 
 def test_each_line_is_on_disk_when_emit_returns(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
-    Emitter([log]).bind(session_id="s", agent_id="main").emit("session_start", task="t")
+    Emitter([log]).bind(session_id="s", agent_id="main").emit("turn_start", step=1)
     line = json.loads((tmp_path / "run.jsonl").read_text())
     assert list(line)[:4] == ["ts", "event", "session_id", "agent_id"]
     assert line["ts"].endswith("+00:00")
@@ -47,17 +47,22 @@ def test_live_events_are_not_logged_and_unknown_events_are_refused(tmp_path: Pat
     log = JsonlLog(tmp_path / "run.jsonl")
     recorder = Recorder(live=True)
     events = Emitter([log, recorder]).bind(session_id="s", agent_id="main")
-    events.emit("text_delta", text="hello")
+    events.emit("text_delta", text="hello", step=1)
     assert (tmp_path / "run.jsonl").read_text() == ""
     assert recorder.of("text_delta")[0]["text"] == "hello"
     with pytest.raises(ValueError, match="unknown event"):
         events.emit("made_up")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="user_message lacks source"):
+        events.emit("user_message", content="hi")
+    with pytest.raises(ValueError, match="turn_start has no key colour"):
+        events.emit("turn_start", step=1, colour="red")
 
 
 def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
-    Emitter([log]).bind(session_id="s", agent_id="main").emit("session_start", workspace=tmp_path)
-    assert json.loads((tmp_path / "run.jsonl").read_text())["workspace"] == str(tmp_path)
+    events = Emitter([log]).bind(session_id="s", agent_id="main")
+    events.emit("user_message", content=tmp_path, source="user")
+    assert json.loads((tmp_path / "run.jsonl").read_text())["content"] == str(tmp_path)
 
 
 def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path) -> None:
@@ -67,7 +72,7 @@ def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path)
     path = tmp_path / "run.jsonl"
     log = JsonlLog(path)
     events = Emitter([log]).bind(session_id="s", agent_id="main")
-    events.emit("session_start", task="t")
+    events.emit("user_message", content="t", source="user")
     events.emit("turn_start", step=1)
     log.close()
     again = JsonlLog(path)  # appending to a log: its first line already says it
@@ -89,3 +94,25 @@ def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path)
         runlog.read_records(newer)
     statuses = {r.run_id: r.status for r in runlog.list_runs(tmp_path)}
     assert statuses == {"newer": "newer format", "older": "interrupted", "run": "interrupted"}
+
+
+def test_the_log_schema_and_its_documentation_agree() -> None:
+    """Every key an event may carry is in its row of logs/README.md (or in the table of
+    keys every line has), and every logged event has a row."""
+    import re
+
+    from workers.events import EVENT_KEYS, LOGGED_EVENTS
+
+    readme = (Path(__file__).parent.parent / "logs" / "README.md").read_text()
+    common = set(re.findall(r"^\| `([a-z_]+)`", readme.split("## Events")[0], re.MULTILINE))
+    rows = {
+        m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z_]+)` \|.*$", readme, re.MULTILINE)
+    }
+    undocumented = {}
+    for event in LOGGED_EVENTS:
+        assert event in rows, f"{event} has no row in logs/README.md"
+        documented = set(re.findall(r"`([a-z_]+)`", rows[event])) | common
+        required, optional = EVENT_KEYS[event]
+        if missing := sorted((required | optional) - documented):
+            undocumented[event] = missing
+    assert undocumented == {}

@@ -46,6 +46,69 @@ Record = dict[str, Any]
 Subscriber = Callable[[Record], None]
 
 
+def _keys(required: str, optional: str = "") -> tuple[frozenset[str], frozenset[str]]:
+    return frozenset(required.split()), frozenset(optional.split())
+
+
+# The keys each event carries (required, then optional), besides the identity every
+# record gets from its emitter's binding. logs/README.md says what each one means; a
+# test holds the two together, and emit refuses a record that does not fit.
+EVENT_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "session_start": _keys(
+        "task workspace model base_url gaffer_version pid profile max_steps max_seconds "
+        "max_tokens resumed_from"
+    ),
+    "session_end": _keys(
+        "status reason elapsed_s steps tokens prompt_tokens completion_tokens llm_calls "
+        "retries tool_calls tool_errors workers"
+    ),
+    "agent_start": _keys("model tools sandbox max_steps max_seconds max_tokens"),
+    "agent_end": _keys("status reason steps tokens tool_calls answer", "traceback"),
+    "turn_start": _keys("step"),
+    "llm_call": _keys(
+        "step model prompt_tokens cached_tokens completion_tokens total_tokens "
+        "usage_reported elapsed_s attempt finish_reason tool_calls text calls",
+        "aside",
+    ),
+    "llm_retry": _keys("step attempt error wait_s"),
+    "tool_call": _keys(
+        "step name tool_call_id args label is_error elapsed_s summary result_preview "
+        "result_chars content sandbox",
+        "from_block container facts",
+    ),
+    "delegate_start": _keys(
+        "child_id child_profile task tools sandbox parallel_safe max_steps max_seconds max_tokens"
+    ),
+    "delegate_end": _keys(
+        "child_id child_profile status reason steps tokens tool_calls elapsed_s files_changed"
+    ),
+    "verification": _keys("verdict reason action sent_back"),
+    "limit": _keys("limit detail"),
+    "compaction": _keys(
+        "step reason tokens_before tokens_after tokens_after_is_estimate messages_folded "
+        "summary_tokens elapsed_s state"
+    ),
+    "mcp_call": _keys("server tool args is_error elapsed_s result_preview"),
+    "user_message": _keys("content source"),
+    "extension": _keys("status", "message tool origin read_only"),
+    "boundary": _keys("action what message", "path moved_to paths count"),
+    "text_delta": _keys("text step"),
+    "tool_start": _keys("step name label"),
+}
+IDENTITY_KEYS = frozenset({"session_id", "agent_id", "parent_id", "profile"})
+"""Bound by an emitter, on every record it sends."""
+
+
+def misfit(event: str, fields: Record) -> str | None:
+    """Why a record's own keys do not fit its event, or None."""
+    required, optional = EVENT_KEYS[event]
+    if missing := sorted(required - fields.keys()):
+        return f"{event} lacks {', '.join(missing)}"
+    if unknown := sorted(fields.keys() - required - optional - IDENTITY_KEYS):
+        return f"{event} has no key {', '.join(unknown)}"
+    return None
+
+
 class Emitter:
     """Sends events, stamped with time and bound context, to every subscriber.
 
@@ -72,6 +135,8 @@ class Emitter:
     def emit(self, event: EventName, **fields: Any) -> None:
         if event not in LOGGED_EVENTS and event not in LIVE_EVENTS:
             raise ValueError(f"unknown event {event!r}")
+        if problem := misfit(event, fields):  # a harness bug: the log's schema is closed
+            raise ValueError(problem)
         record: Record = {"ts": time.time(), "event": event, **self.context, **fields}
         with self._lock:
             subscribers = list(self._subscribers)
