@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import SECRET
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.test_cli import _env, trust_workspace
+from tests.helpers import cli_env, trust_workspace
 
 API_KEY = "sk-test"  # what `_env` gives every run: it must never reach the model
 
@@ -46,7 +46,7 @@ def gaffer(
         done = subprocess.run(
             [sys.executable, "-m", "supervisor", *args],
             cwd=workspace,
-            env=_env(workspace, server, env),
+            env=cli_env(workspace, server, env),
             capture_output=True,
             text=True,
             timeout=180,
@@ -303,7 +303,7 @@ def test_quoting_and_expansion_do_not_get_past_the_host_allowlist(
 ) -> None:
     workspace = tmp_path / "hostws"
     workspace.mkdir()
-    from tests.test_cli import add_host_coder
+    from tests.helpers import add_host_coder
 
     add_host_coder(workspace)
     target = str(outside)
@@ -329,7 +329,7 @@ def test_quoting_and_expansion_do_not_get_past_the_host_allowlist(
 def test_an_approved_host_command_cannot_read_gaffer_s_key_from_proc(tmp_path: Path) -> None:
     workspace = tmp_path / "hostws"
     workspace.mkdir()
-    from tests.test_cli import add_host_coder
+    from tests.helpers import add_host_coder
 
     add_host_coder(workspace)
     replies = [shell("cat /proc/$PPID/environ | tr '\\0' '\\n'; env"), Reply(text="done")]
@@ -384,7 +384,7 @@ def test_renaming_the_folder_above_a_protected_git_does_not_smuggle_a_new_one(ws
 
 
 def test_host_git_never_runs_a_planted_fsmonitor(tmp_path: Path) -> None:
-    from tests.test_cli import add_host_coder
+    from tests.helpers import add_host_coder
 
     workspace = tmp_path / "hostws"
     (workspace / "evil" / "objects").mkdir(parents=True)

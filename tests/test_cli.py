@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,71 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
-from workers import trust
+from tests.helpers import (
+    add_host_coder,
+    cli_env,
+    gaffer,
+    kill_9_mid_run,
+)
 
 REQUIRED = {"ts", "event", "session_id", "agent_id"}
-
-
-def gaffer(
-    workspace: Path,
-    *args: str,
-    server: FakeOpenAI | None = None,
-    env: dict[str, str] | None = None,
-    timeout: float = 60,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        cwd=workspace,
-        env=_env(workspace, server, env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _env(
-    workspace: Path, server: FakeOpenAI | None, extra: dict[str, str] | None
-) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
-    env.update(
-        HOME=str(workspace.parent / "home"),
-        XDG_CONFIG_HOME=str(workspace.parent / "home" / ".config"),
-        GAFFER_LOG_DIR=str(workspace.parent / "logs"),
-        NO_COLOR="1",
-    )
-    if server is not None:
-        env.update(
-            OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-test", GAFFER_MODEL="fake-model"
-        )
-    env.update(extra or {})
-    return env
-
-
-HOST_CODER = """
-name = "hostcoder"
-description = "Edits files and runs guarded commands on the host."
-tools = ["read_file", "write_file", "edit_file", "list_dir", "grep", "find_files", "run_shell"]
-system_prompt = "You edit code in {workspace}."
-"""
-
-
-def add_host_coder(workspace: Path) -> None:
-    """A user's own profile that edits on the host: how these tests reach the file tools.
-
-    It lives in the workspace, so the workspace is trusted, as its user would with
-    `gaffer trust`.
-    """
-    folder = workspace / ".gaffer" / "profiles"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "hostcoder.toml").write_text(HOST_CODER)
-    trust_workspace(workspace)
-
-
-def trust_workspace(workspace: Path) -> None:
-    """What `gaffer trust --yes` records, in the config folder `gaffer()` gives its runs."""
-    store = workspace.parent / "home" / ".config" / "gaffer" / "trusted.json"
-    items = trust.evaluate(workspace, store=store).items
-    trust.TrustStore(store).approve(workspace, items)
 
 
 def log_lines(workspace: Path) -> list[dict[str, object]]:
@@ -281,23 +223,6 @@ def test_a_profile_that_is_not_there_stops_the_run_before_anything_starts(
     assert not (workspace.parent / "mcp-started").exists()
 
 
-def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
-    """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "run", *args],
-        cwd=workspace,
-        env=_env(workspace, server, None),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while len(server.requests) < requests and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-
-
 def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
     replies = [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="slow", delay=30)]
     with FakeOpenAI(replies) as server:
@@ -314,7 +239,7 @@ def test_ctrl_c_exits_130(workspace: Path, signal_name: str) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "run", "x"],
             cwd=workspace,
-            env=_env(workspace, server, None),
+            env=cli_env(workspace, server, None),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -412,7 +337,7 @@ def test_ctrl_c_cancels_running_workers_and_the_log_says_so(workspace: Path) -> 
         proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "run", "survey"],
             cwd=workspace,
-            env=_env(workspace, server, None),
+            env=cli_env(workspace, server, None),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

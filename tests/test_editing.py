@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.test_loop import make_agent, run, tool_messages
+from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
 from workers.editing import EditGuard, failure_focus
 from workers.events import Emitter, Recorder
@@ -29,7 +29,7 @@ def test_an_unread_file_is_not_edited_and_a_read_one_is(workspace: Path) -> None
         call("write_file", path="new.py", content="x = 1\n"),
         say("done"),
     ]
-    result, _, _ = run(workspace, script, edits=EditGuard(workspace))
+    result, _, _ = run_script(workspace, script, edits=EditGuard(workspace))
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0].startswith(
         "refused: read calc.py before changing it (you have not read it yet)"
@@ -51,7 +51,7 @@ def test_a_file_changed_by_something_else_must_be_read_again(workspace: Path) ->
         return call("edit_file", path="calc.py", old_text="x = 1", new_text="x = 2")
 
     script = [call("read_file", path="calc.py"), reformat, say("done")]
-    result, _, _ = run(workspace, script, edits=EditGuard(workspace))
+    result, _, _ = run_script(workspace, script, edits=EditGuard(workspace))
     refused = tool_messages(result)[1]["content"]
     assert refused.startswith("refused: read calc.py before changing it (it changed since")
     assert target.read_text() == "x = 1  # reformatted\n"
@@ -153,6 +153,6 @@ def test_files_the_task_names_are_read_for_it_and_count_as_read(workspace: Path)
 
 def test_nothing_is_attached_when_the_task_names_no_file(workspace: Path) -> None:
     (workspace / "calc.py").write_text("x = 1\n")
-    result, _, model = run(workspace, [say("done")], attach_task_files=True)
+    result, _, model = run_script(workspace, [say("done")], attach_task_files=True)
     assert [m["role"] for m in model.seen[0]] == ["system", "user"]
     assert result.outcome == Finished("done")

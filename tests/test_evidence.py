@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_loop import run
+from tests.helpers import run_script
 from workers.events import Emitter, Recorder
 from workers.facts import Facts
 from workers.model.scripted import call, say
@@ -26,7 +26,7 @@ def test_a_worker_that_answers_without_looking_is_sent_back(workspace: Path) -> 
         call("grep", pattern="def run_agent"),
         say("The loop is run_agent in loop.py:1."),
     ]
-    result, _, model = run(workspace, script, gate=gate(workspace, recorder, must_look=True))
+    result, _, model = run_script(workspace, script, gate=gate(workspace, recorder, must_look=True))
     assert result.outcome == Finished("The loop is run_agent in loop.py:1.")
     sent = model.seen[1][-1]["content"]
     assert sent.startswith("Before you answer: you answered without looking at the code")
@@ -43,7 +43,7 @@ def test_an_answer_naming_files_that_are_not_there_is_sent_back(workspace: Path)
         say("The loop is in src/agent.py; sandboxing is in sandbox.py."),
         say("The loop is in workers/loop.py."),
     ]
-    result, _, model = run(workspace, script, gate=gate(workspace, recorder, must_look=True))
+    result, _, model = run_script(workspace, script, gate=gate(workspace, recorder, must_look=True))
     assert result.outcome == Finished("The loop is in workers/loop.py.")
     sent = model.seen[2][-1]["content"]
     assert "your answer names src/agent.py, sandbox.py, which are not in the workspace" in sent
@@ -51,14 +51,16 @@ def test_an_answer_naming_files_that_are_not_there_is_sent_back(workspace: Path)
 
 def test_the_user_s_own_agent_may_answer_without_tools(workspace: Path) -> None:
     recorder = Recorder()
-    result, _, _ = run(workspace, [say("Hello!")], gate=gate(workspace, recorder, must_look=False))
+    result, _, _ = run_script(
+        workspace, [say("Hello!")], gate=gate(workspace, recorder, must_look=False)
+    )
     assert result.outcome == Finished("Hello!")
 
 
 def test_sending_back_is_bounded(workspace: Path) -> None:
     recorder = Recorder()
     script = [say("See nothere.py."), say("See nothere.py."), say("See nothere.py.")]
-    result, _, _ = run(workspace, script, gate=gate(workspace, recorder, must_look=False))
+    result, _, _ = run_script(workspace, script, gate=gate(workspace, recorder, must_look=False))
     assert result.outcome == Finished("See nothere.py.")
     assert [c["action"] for c in recorder.of("verification")] == [
         "sent_back",
@@ -90,7 +92,7 @@ def test_a_send_back_that_asks_for_a_test_run_requires_a_call_next(workspace: Pa
         call("run_shell", command="grep -c x calc.py"),  # the call the send-back required
         say("Done."),
     ]
-    result, _, model = run(workspace, script, gate=Gate(events, 1, workspace=workspace))
+    result, _, model = run_script(workspace, script, gate=Gate(events, 1, workspace=workspace))
     assert model.required == [False, False, True, False]
     assert recorder.of("verification")[0]["verdict"] == "unverified"
     assert result.outcome.answer.startswith("Done.")  # type: ignore[union-attr]
@@ -103,7 +105,7 @@ def test_a_coder_that_changed_nothing_is_asked_once_without_requiring_a_call(
     events = Emitter([recorder]).bind(session_id="s", agent_id="w1")
     script = [call("list_dir"), say("The bug is in median."), say("No change: it is fine.")]
     checked = Gate(events, workspace=workspace, must_look=True, expects_change=True)
-    result, _, model = run(workspace, script, gate=checked)
+    result, _, model = run_script(workspace, script, gate=checked)
     assert model.seen[2][-1]["content"].startswith("Before you answer: you have changed no files")
     assert model.required == [False, False, False], "a change may be a file block: none forced"
     assert result.outcome == Finished("No change: it is fine.")

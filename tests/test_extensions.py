@@ -16,7 +16,7 @@ import pytest
 
 from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.test_cli import _env
+from tests.helpers import cli_env
 from workers import trust
 from workers.events import Emitter, Recorder
 from workers.extensions import Extensions, load_extensions
@@ -341,7 +341,10 @@ def test_gaffer_run_uses_a_plugin_an_mcp_server_and_a_skill(workspace: Path) -> 
         done = subprocess.run(
             [sys.executable, "-m", "supervisor", "run", "go"],
             cwd=workspace,
-            env={**_env(workspace, server, None), "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"]},
+            env={
+                **cli_env(workspace, server, None),
+                "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
+            },
             capture_output=True,
             text=True,
             timeout=120,

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from tests.test_loop import make_agent, tool_messages
+from tests.helpers import make_agent, tool_messages
 from workers.agent import Agent
 from workers.editing import EditGuard
 from workers.events import Recorder

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from supervisor.resume import rebuild
-from tests.test_loop import make_agent
+from tests.helpers import make_agent
 from workers.agent import AgentResult
 from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
@@ -105,7 +105,8 @@ def test_a_question_gets_its_answer_and_nothing_is_written(workspace: Path) -> N
     )
     assert result.outcome.answer == answer  # type: ignore[union-attr]
     assert (workspace / "calc.py").read_text() == BUGGY
-    assert model.remaining == 0 and not any(r.get("aside") for r in recorder.records)
+    model.assert_used_up()
+    assert not any(r.get("aside") for r in recorder.records)
 
 
 def test_a_focused_ask_that_writes_nothing_leaves_the_answer_as_it_was(workspace: Path) -> None:
@@ -117,7 +118,7 @@ def test_a_focused_ask_that_writes_nothing_leaves_the_answer_as_it_was(workspace
         [call("read_file", path="calc.py"), say("It is fixed."), say(echo)],
     )
     assert result.outcome.answer == "It is fixed."  # type: ignore[union-attr]
-    assert model.remaining == 0
+    model.assert_used_up()
 
 
 def test_it_asks_at_most_twice_in_a_run(workspace: Path) -> None:

@@ -6,57 +6,22 @@ import dataclasses
 import time
 from pathlib import Path
 
-from workers.agent import Agent, AgentResult
-from workers.events import Emitter, Recorder
+import pytest
+
+from tests.helpers import make_agent, run_script, tool_messages
+from workers.events import Recorder
 from workers.limits import Budget, Limits
 from workers.loop import WRAP_UP, WRAP_UP_AGAIN, run_agent
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
 from workers.repetition import RepetitionGuard
-from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import ToolContext, ToolResult
-
-
-def make_agent(
-    workspace: Path,
-    model: ScriptedModel,
-    recorder: Recorder,
-    limits: Limits | None = None,
-    **kwargs: object,
-) -> Agent:
-    limits = limits or Limits()
-    return Agent(
-        model=model,
-        tools=kwargs.pop("tools", dict(BUILTIN_TOOLS)),  # type: ignore[arg-type]
-        sandbox=HostSandbox(ToolContext(workspace)),
-        events=Emitter([recorder]).bind(session_id="s1", agent_id="main"),
-        limits=limits,
-        budget=Budget(limits.max_tokens, limits.max_seconds),
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-def run(
-    workspace: Path, script: list[object], limits: Limits | None = None, **kwargs: object
-) -> tuple[AgentResult, Recorder, ScriptedModel]:
-    model = ScriptedModel(script)  # type: ignore[arg-type]
-    recorder = Recorder()
-    messages: list[Message] = [
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": "task"},
-    ]
-    result = run_agent(make_agent(workspace, model, recorder, limits, **kwargs), messages)
-    return result, recorder, model
-
-
-def tool_messages(result: AgentResult) -> list[Message]:
-    return [m for m in result.messages if m["role"] == "tool"]
+from workers.tools.base import ToolResult
 
 
 def test_final_answer_without_tools(workspace: Path) -> None:
-    result, recorder, _ = run(workspace, [say("All done.")])
+    result, recorder, _ = run_script(workspace, [say("All done.")])
     assert result.outcome == Finished("All done.")
     assert [r["event"] for r in recorder.records] == [
         "agent_start",
@@ -71,7 +36,7 @@ def test_parallel_batch_is_answered_in_the_same_turn_by_id(workspace: Path) -> N
     (workspace / "a.txt").write_text("alpha\n")
     (workspace / "b.txt").write_text("beta\n")
     batch = calls(("read_file", {"path": "a.txt"}), ("read_file", {"path": "b.txt"}))
-    result, _, model = run(workspace, [batch, say("read both")])
+    result, _, model = run_script(workspace, [batch, say("read both")])
     assistant = result.messages[2]
     assert assistant["role"] == "assistant"
     assert [c["id"] for c in assistant["tool_calls"]] == [c.id for c in batch.tool_calls]
@@ -85,7 +50,9 @@ def test_parallel_batch_is_answered_in_the_same_turn_by_id(workspace: Path) -> N
 def test_malformed_json_arguments_become_an_error_result_and_the_run_goes_on(
     workspace: Path,
 ) -> None:
-    result, recorder, _ = run(workspace, [calls(("read_file", '{"path": "a.txt"')), say("ok")])
+    result, recorder, _ = run_script(
+        workspace, [calls(("read_file", '{"path": "a.txt"')), say("ok")]
+    )
     answer = tool_messages(result)[0]["content"]
     assert answer.startswith("error: the arguments for read_file are not valid JSON")
     assert '"path": <string>' in answer
@@ -95,13 +62,13 @@ def test_malformed_json_arguments_become_an_error_result_and_the_run_goes_on(
 
 
 def test_unknown_tool_lists_the_real_ones(workspace: Path) -> None:
-    result, _, _ = run(workspace, [call("delete_everything"), say("ok")])
+    result, _, _ = run_script(workspace, [call("delete_everything"), say("ok")])
     answer = tool_messages(result)[0]["content"]
     assert "unknown tool 'delete_everything'" in answer and "read_file" in answer
 
 
 def test_wrong_and_missing_arguments(workspace: Path) -> None:
-    result, _, _ = run(
+    result, _, _ = run_script(
         workspace, [call("read_file", file="a.txt"), call("read_file", path=3), say("ok")]
     )
     missing, wrong_type = (m["content"] for m in tool_messages(result))
@@ -118,7 +85,7 @@ def test_an_exception_inside_a_tool_is_an_observation(workspace: Path) -> None:
         **BUILTIN_TOOLS,
         "list_dir": dataclasses.replace(BUILTIN_TOOLS["list_dir"], run=broken),
     }
-    result, _, _ = run(workspace, [call("list_dir"), say("ok")], tools=tools)
+    result, _, _ = run_script(workspace, [call("list_dir"), say("ok")], tools=tools)
     assert (
         "list_dir failed unexpectedly: RuntimeError: disk on fire"
         in tool_messages(result)[0]["content"]
@@ -128,7 +95,7 @@ def test_an_exception_inside_a_tool_is_an_observation(workspace: Path) -> None:
 
 def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
     script = [call("list_dir", path="."), call("list_dir", path="./"), say("partial summary")]
-    result, recorder, model = run(workspace, script, Limits(max_steps=3))
+    result, recorder, model = run_script(workspace, script, Limits(max_steps=3))
     assert result.outcome == LimitHit("steps", "used all 3 steps", answer="partial summary")
     assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP.format(task="task")}
     assert recorder.of("limit")[0]["limit"] == "steps"
@@ -137,7 +104,7 @@ def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
 
 def test_step_limit_when_the_model_ignores_the_wrap_up(workspace: Path) -> None:
     script = [call("list_dir", path="."), call("list_dir", path="./"), say("Listed the root.")]
-    result, recorder, model = run(workspace, script, Limits(max_steps=2))
+    result, recorder, model = run_script(workspace, script, Limits(max_steps=2))
     assert result.outcome == LimitHit("steps", "used all 2 steps", answer="Listed the root.")
     assert model.seen[2][-1] == {"role": "user", "content": WRAP_UP_AGAIN}
     # The call made at the wrap-up never ran, yet it has an answer: the conversation stays valid.
@@ -152,7 +119,7 @@ def test_a_tool_call_is_never_the_final_answer(workspace: Path) -> None:
         say(fenced),  # the wrap-up answered with a call written out, as the demo did
         say('read_file(path="a.py")'),
     ]
-    result, _, _ = run(workspace, script, Limits(max_steps=2))
+    result, _, _ = run_script(workspace, script, Limits(max_steps=2))
     assert isinstance(result.outcome, LimitHit)
     assert result.outcome.answer == ""
     assert "the model gave no answer, only tool calls" in result.outcome.detail
@@ -160,7 +127,7 @@ def test_a_tool_call_is_never_the_final_answer(workspace: Path) -> None:
 
 def test_a_call_written_as_text_mid_run_is_sent_back(workspace: Path) -> None:
     script = [say('{"name": "list_dir", "arguments": {"path": "."}}'), say("Nothing to do.")]
-    result, recorder, _ = run(workspace, script)
+    result, recorder, _ = run_script(workspace, script)
     assert result.outcome == Finished("Nothing to do.")
     sent = [r for r in recorder.of("user_message") if r["source"] == "model_error"]
     assert sent and "tool call written as text" in sent[0]["content"]
@@ -178,7 +145,7 @@ def test_token_budget_refuses_the_next_call(workspace: Path) -> None:
     heavy = AssistantTurn(
         tool_calls=call("list_dir").tool_calls, usage=Usage(900, 200), finish_reason="tool_calls"
     )
-    result, recorder, model = run(workspace, [heavy, say("never")], Limits(max_tokens=1000))
+    result, recorder, model = run_script(workspace, [heavy, say("never")], Limits(max_tokens=1000))
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "tokens"
     assert model.remaining == 1  # the second call was refused, not made
     assert len(recorder.of("llm_call")) == 1
@@ -189,7 +156,7 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
         time.sleep(0.3)
         return call("list_dir", path=str(time.monotonic()))
 
-    result, recorder, _ = run(workspace, [slow] * 10, Limits(max_seconds=0.5))
+    result, recorder, _ = run_script(workspace, [slow] * 10, Limits(max_seconds=0.5))
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "time"
     assert recorder.of("agent_end")[0]["status"] == "timeout"
     assert len(recorder.of("llm_call")) <= 3
@@ -197,7 +164,7 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
 
 def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
     same = [call("list_dir", path="src") for _ in range(5)]
-    result, recorder, model = run(workspace, [*same, say("There is no src folder.")])
+    result, recorder, model = run_script(workspace, [*same, say("There is no src folder.")])
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0].startswith("error: no such folder")
     assert answers[1].startswith("not run: you just made this call to list_dir")
@@ -206,7 +173,7 @@ def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
     # Stopped, it is still asked what it found (tools off): the fifth call is not run.
     assert result.outcome.answer == "There is no src folder."
-    assert model.remaining == 0
+    model.assert_used_up()
     assert [r["is_error"] for r in recorder.of("tool_call")] == [True] * 4
 
 
@@ -219,12 +186,12 @@ def test_repetition_counts_only_in_a_row(workspace: Path) -> None:
         call("list_dir"),
         say("ok"),
     ]
-    result, _, _ = run(workspace, script)
+    result, _, _ = run_script(workspace, script)
     assert result.outcome == Finished("ok")
 
 
 def test_model_error_fails_the_run_with_its_reason(workspace: Path) -> None:
-    result, recorder, _ = run(
+    result, recorder, _ = run_script(
         workspace, [ModelError("auth", "the endpoint refused the API key (401)")]
     )
     assert result.outcome == Failed("the endpoint refused the API key (401)", kind="auth")
@@ -256,14 +223,14 @@ def test_keyboard_interrupt_during_a_tool_is_an_abort_with_answered_calls(worksp
         **BUILTIN_TOOLS,
         "list_dir": dataclasses.replace(BUILTIN_TOOLS["list_dir"], run=interrupted),
     }
-    result, _, _ = run(workspace, [call("list_dir"), say("never")], tools=tools)
+    result, _, _ = run_script(workspace, [call("list_dir"), say("never")], tools=tools)
     assert result.outcome == Aborted("interrupted by the user")
     assert tool_messages(result)[0]["content"] == "not run: interrupted by the user"
 
 
 def test_events_carry_what_the_log_needs(workspace: Path) -> None:
     (workspace / "a.txt").write_text("x\n")
-    _, recorder, _ = run(workspace, [call("read_file", path="a.txt"), say("done")])
+    _, recorder, _ = run_script(workspace, [call("read_file", path="a.txt"), say("done")])
     tool_line = recorder.of("tool_call")[0]
     assert tool_line["name"] == "read_file" and tool_line["args"] == {"path": "a.txt"}
     assert tool_line["sandbox"] == "host" and tool_line["is_error"] is False
@@ -278,7 +245,7 @@ def test_an_identical_call_twice_in_one_batch_runs_once(workspace: Path) -> None
     batch = calls(
         ("read_file", {"path": "a.txt"}), ("read_file", {"path": "a.txt"}), ("list_dir", {})
     )
-    result, _, _ = run(workspace, [batch, say("ok")])
+    result, _, _ = run_script(workspace, [batch, say("ok")])
     answers = [m["content"] for m in tool_messages(result)]
     assert answers[0] == "alpha\n" and answers[1].startswith(
         "not run: the same call as an earlier one"
@@ -288,7 +255,7 @@ def test_an_identical_call_twice_in_one_batch_runs_once(workspace: Path) -> None
 
 def test_copies_in_one_batch_do_not_count_as_repetition(workspace: Path) -> None:
     batch = calls(*([("list_dir", {"path": "."})] * 5))
-    result, _, _ = run(workspace, [batch, say("ok")])
+    result, _, _ = run_script(workspace, [batch, say("ok")])
     answers = [m["content"] for m in tool_messages(result)]
     assert sum(a.startswith("not run: the same call") for a in answers) == 4
     assert result.outcome == Finished("ok")
@@ -298,7 +265,7 @@ def test_an_unreadable_reply_is_sent_back_to_the_model(workspace: Path) -> None:
     garbled = ModelError(
         "malformed_output", "the endpoint could not read the model's reply: bad JSON"
     )
-    result, recorder, _ = run(workspace, [garbled, say("ok")])
+    result, recorder, _ = run_script(workspace, [garbled, say("ok")])
     assert result.outcome == Finished("ok")
     told = [r for r in recorder.of("user_message") if r["source"] == "model_error"]
     assert len(told) == 1 and "could not be read" in told[0]["content"]
@@ -316,7 +283,7 @@ def test_a_cycle_of_three_calls_gets_one_nudge_then_ends_with_repetition(
         call("run_shell", command="exit 1"),
     ]
     script = [dataclasses.replace(turn) for _ in range(4) for turn in cycle] + [say("never")]
-    result, recorder, model = run(workspace, script)
+    result, recorder, model = run_script(workspace, script)
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
     assert "after a warning, still your last 3 calls repeat" in result.outcome.detail
     nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
@@ -343,7 +310,7 @@ def test_the_same_error_three_times_gets_a_nudge_and_a_fourth_ends_the_run(
         dataclasses.replace(missing),
         say("never"),
     ]
-    result, recorder, _ = run(workspace, script)
+    result, recorder, _ = run_script(workspace, script)
     nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
     assert len(nudges) == 1 and "the same error came back 3 times" in nudges[0]["content"]
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
@@ -361,7 +328,7 @@ def test_a_nudged_agent_that_changes_course_finishes(workspace: Path) -> None:
         call("list_dir", path="."),
         say("gone.py does not exist"),
     ]
-    result, _, _ = run(workspace, script)
+    result, _, _ = run_script(workspace, script)
     assert result.outcome == Finished("gone.py does not exist")
 
 
@@ -369,14 +336,14 @@ def test_after_a_refused_repeat_the_next_reply_is_asked_for_without_tools(
     workspace: Path,
 ) -> None:
     same = [call("list_dir", path=".") for _ in range(3)]
-    result, _, _ = run(workspace, [*same, say("```json\nThe workspace is empty.")])
+    result, _, _ = run_script(workspace, [*same, say("```json\nThe workspace is empty.")])
     assert result.outcome == Finished("The workspace is empty.")
     assert "Tools are paused for your next reply" in tool_messages(result)[2]["content"]
 
 
 def test_replies_that_cannot_be_read_four_times_in_a_row_end_the_agent(workspace: Path) -> None:
     unreadable = ModelError("malformed_output", "Failed to parse tool call arguments as JSON")
-    result, recorder, model = run(workspace, [unreadable] * 4 + [say("never")])
+    result, recorder, model = run_script(workspace, [unreadable] * 4 + [say("never")])
     assert isinstance(result.outcome, Failed) and result.outcome.kind == "malformed_output"
     assert model.remaining == 1
     assert len([r for r in recorder.of("user_message") if r["source"] == "model_error"]) == 3
@@ -418,3 +385,10 @@ def test_a_cycle_found_twice_in_one_batch_is_warned_before_it_ends_the_run() -> 
     for call_ in [code, run_them]:
         guard.observe(call_, ToolResult(output="same"))
     assert guard.stop is not None and "after a warning" in guard.stop.detail
+
+
+def test_a_scripted_model_says_when_turns_were_never_asked_for(workspace: Path) -> None:
+    _, _, model = run_script(workspace, [say("done"), say("never asked for")])
+    with pytest.raises(AssertionError, match="1 scripted turn"):
+        model.assert_used_up()
+    assert [len(t) for t in model.tools_seen] == [len(model.tools_seen[0])], "tools it offered"

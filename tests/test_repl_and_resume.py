@@ -15,7 +15,7 @@ from supervisor.resume import rebuild
 from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.test_cli import _env, add_host_coder, kill_9_mid_run
+from tests.helpers import add_host_coder, cli_env, kill_9_mid_run
 from workers.model.scripted import RoutedModel, Step, call, say
 from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
@@ -101,7 +101,7 @@ def test_chat_command_reads_piped_lines(workspace: Path) -> None:
             [sys.executable, "-m", "supervisor"],
             input="hi there\n/stats\n/exit\n",
             cwd=workspace,
-            env=_env(workspace, server, None),
+            env=cli_env(workspace, server, None),
             capture_output=True,
             text=True,
             timeout=60,
@@ -134,7 +134,7 @@ def test_resume_after_kill_9(workspace: Path) -> None:
                 "go on",
             ],
             cwd=workspace,
-            env=_env(workspace, server, None),
+            env=cli_env(workspace, server, None),
             capture_output=True,
             text=True,
             timeout=60,

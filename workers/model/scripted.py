@@ -104,6 +104,11 @@ class ScriptedModel:
     def remaining(self) -> int:
         return len(self._script)
 
+    def assert_used_up(self) -> None:
+        """Every scripted turn was asked for: a test that ends early is not a pass."""
+        if self._script:
+            raise AssertionError(f"{len(self._script)} scripted turn(s) were never asked for")
+
 
 class LoopingModel:
     """Calls one read-only tool for `steps` turns, then answers: for overhead benchmarks."""

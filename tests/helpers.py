@@ -1,0 +1,147 @@
+"""What many tests share: launching the `gaffer` command as a user would, and running one
+agent against a scripted model. Test modules import these from here, never from each
+other."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI
+from workers import trust
+from workers.agent import Agent, AgentResult
+from workers.events import Emitter, Recorder
+from workers.limits import Budget, Limits
+from workers.loop import run_agent
+from workers.model import Message
+from workers.model.scripted import ScriptedModel
+from workers.sandbox.host import HostSandbox
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext
+
+# -- the `gaffer` command ------------------------------------------------------------------
+
+
+def gaffer(
+    workspace: Path,
+    *args: str,
+    server: FakeOpenAI | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=workspace,
+        env=cli_env(workspace, server, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def cli_env(
+    workspace: Path, server: FakeOpenAI | None, extra: dict[str, str] | None
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
+    env.update(
+        HOME=str(workspace.parent / "home"),
+        XDG_CONFIG_HOME=str(workspace.parent / "home" / ".config"),
+        GAFFER_LOG_DIR=str(workspace.parent / "logs"),
+        NO_COLOR="1",
+    )
+    if server is not None:
+        env.update(
+            OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="sk-test", GAFFER_MODEL="fake-model"
+        )
+    env.update(extra or {})
+    return env
+
+
+HOST_CODER = """
+name = "hostcoder"
+description = "Edits files and runs guarded commands on the host."
+tools = ["read_file", "write_file", "edit_file", "list_dir", "grep", "find_files", "run_shell"]
+system_prompt = "You edit code in {workspace}."
+"""
+
+
+def add_host_coder(workspace: Path) -> None:
+    """A user's own profile that edits on the host: how these tests reach the file tools.
+
+    It lives in the workspace, so the workspace is trusted, as its user would with
+    `gaffer trust`.
+    """
+    folder = workspace / ".gaffer" / "profiles"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hostcoder.toml").write_text(HOST_CODER)
+    trust_workspace(workspace)
+
+
+def trust_workspace(workspace: Path) -> None:
+    """What `gaffer trust --yes` records, in the config folder `gaffer()` gives its runs."""
+    store = workspace.parent / "home" / ".config" / "gaffer" / "trusted.json"
+    items = trust.evaluate(workspace, store=store).items
+    trust.TrustStore(store).approve(workspace, items)
+
+
+def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
+    """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", *args],
+        cwd=workspace,
+        env=cli_env(workspace, server, None),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(server.requests) < requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+# -- one agent, a scripted model ------------------------------------------------------------
+
+
+def make_agent(
+    workspace: Path,
+    model: ScriptedModel,
+    recorder: Recorder,
+    limits: Limits | None = None,
+    **kwargs: object,
+) -> Agent:
+    """An agent on the host with every built-in tool, logging to `recorder`; `kwargs`
+    set any other field of Agent."""
+    limits = limits or Limits()
+    return Agent(
+        model=model,
+        tools=kwargs.pop("tools", dict(BUILTIN_TOOLS)),  # type: ignore[arg-type]
+        sandbox=HostSandbox(ToolContext(workspace)),
+        events=Emitter([recorder]).bind(session_id="s1", agent_id="main"),
+        limits=limits,
+        budget=Budget(limits.max_tokens, limits.max_seconds),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def run_script(
+    workspace: Path, script: list[object], limits: Limits | None = None, **kwargs: object
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
+    """One run of an agent whose model replies with `script`, given the task `task`."""
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    recorder = Recorder()
+    messages: list[Message] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+    ]
+    result = run_agent(make_agent(workspace, model, recorder, limits, **kwargs), messages)
+    return result, recorder, model
+
+
+def tool_messages(result: AgentResult) -> list[Message]:
+    return [m for m in result.messages if m["role"] == "tool"]
