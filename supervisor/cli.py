@@ -1,8 +1,8 @@
 """The `gaffer` command: its options and subcommands, nothing heavier.
 
 Each command imports what it needs when it runs (the model client, Docker, MCP, rich
-tables), so `gaffer --help` stays fast. Running a task or a conversation is assembled in
-supervisor/assemble.py; the options that are settings are made from the `Settings`
+tables), so `gaffer --help` stays fast. Running a task or a conversation is set up in
+supervisor/run_setup.py; the options that are settings are made from the `Settings`
 model, so a setting and its flag cannot drift apart.
 """
 
@@ -56,6 +56,7 @@ def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., A
     if var := settings.ENV_VARS.get(name):
         help_text += f" [env {var}]"
     if field.annotation is bool:
+        assert field.default is True, f"{name}: a flag turns a setting off, so it is on by default"
         off = f"--no-{name.replace('_', '-')}"
         lowered = help_text[:1].lower() + help_text[1:]
         return click.option(
@@ -117,13 +118,13 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     """Run TASK in the current directory; the final answer goes to stdout."""
-    from supervisor.assemble import assemble, run_task
+    from supervisor.run_setup import run_task, set_up
     from supervisor.view import TerminalView
 
     workspace = Path.cwd().resolve()
     yes = flags["yes"]
     with contextlib.ExitStack() as stack:
-        session, plan = assemble(
+        session, plan = set_up(
             workspace, flags, lambda _c, _r: yes, [] if quiet else [TerminalView()], stack
         )
         plan.task_mode = True
@@ -134,15 +135,15 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
 @run_options
 def chat(**flags: Any) -> None:
     """A conversation in the current directory: line editing, history, slash commands (/help)."""
-    from supervisor import assemble
+    from supervisor import run_setup
     from supervisor.view import TerminalView, stderr_console
 
     workspace = Path.cwd().resolve()
     console = stderr_console()
-    approve = (lambda _c, _r: True) if flags["yes"] else assemble.ask_user(console)
+    approve = (lambda _c, _r: True) if flags["yes"] else run_setup.ask_user(console)
     with contextlib.ExitStack() as stack:
-        session, plan = assemble.assemble(workspace, flags, approve, [TerminalView(console)], stack)
-        assemble.chat(session, plan, workspace, console)
+        session, plan = run_setup.set_up(workspace, flags, approve, [TerminalView(console)], stack)
+        run_setup.chat(session, plan, workspace, console)
 
 
 @main.command(name="profiles")
@@ -236,7 +237,7 @@ def _no_model(_name: str | None) -> Any:
     raise RuntimeError("listing tools calls no model")
 
 
-def _no_sandbox(_profile: Any, _agent_id: str) -> Any:
+def _no_sandbox(_spec: Any, _agent_id: str) -> Any:
     raise RuntimeError("listing tools starts no sandbox")
 
 
@@ -248,8 +249,8 @@ def local() -> None:
 @local.command(name="pull")
 def local_pull() -> None:
     """Fetch and verify the model (once; cached under ~/.cache/gaffer/models)."""
-    from supervisor.assemble import pull_with_progress
     from supervisor.local import store as local_store
+    from supervisor.run_setup import pull_with_progress
 
     try:
         path = local_store.model_path() if local_store.is_pulled() else pull_with_progress()
@@ -262,9 +263,9 @@ def local_pull() -> None:
 @local.command(name="start")
 def local_start() -> None:
     """Start the server and leave it running for later runs."""
-    from supervisor.assemble import pull_with_progress
     from supervisor.local import server as local_server
     from supervisor.local import store as local_store
+    from supervisor.run_setup import pull_with_progress
 
     if (found := local_server.running()) is not None:
         click.echo(f"already running: {found.base_url} (pid {found.pid})")

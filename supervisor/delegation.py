@@ -41,10 +41,6 @@ from workers.verification import (
     files_changed,
 )
 
-# Tools that let an agent look at the code for itself.
-READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
-
-
 SandboxFactory = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
 """(spec, agent_id) -> a context that yields the sandbox and tears it down after
 (workers/sandbox/factory.py)."""
@@ -72,8 +68,8 @@ class Caller:
     budget: Budget
     events: Emitter
     lineage: tuple[str, ...] = ()
-    """Agent ids from the top down to this one: a worker may use an editor lock its
-    ancestor holds, so an editor that delegates to an editor does not deadlock."""
+    """Agent ids from the top down to this one: the workers of an agent that holds the
+    workspace lock share a lock of their own (supervisor/scheduler.py)."""
 
 
 @dataclass
@@ -270,32 +266,32 @@ class Team:
             max_tokens=budget.tokens_left(),
         )
         started = time.monotonic()
-        report = self._run_worker(caller, spec, agent_id, task, budget)
-        files = files_changed(report.result.facts)
+        run = self._run_worker(caller, spec, agent_id, task, budget)
+        files = files_changed(run.result.facts)
         caller.events.emit(
             "delegate_end",
             child_id=agent_id,
             child_profile=profile_name,
-            status=report.status,
-            reason=report.reason,
-            steps=report.result.steps,
+            status=run.status,
+            reason=run.reason,
+            steps=run.result.steps,
             tokens=budget.used,
-            tool_calls=report.result.tool_calls,
+            tool_calls=run.result.tool_calls,
             elapsed_s=round(time.monotonic() - started, 3),
             files_changed=files,
         )
         text = report_text(
-            agent_id, profile_name, report, files, budget.used, time.monotonic() - started
+            agent_id, profile_name, run, files, budget.used, time.monotonic() - started
         )
         return ToolResult(
             output=text,
-            summary=f"{agent_id} {report.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
-            is_error=report.status != "completed",
+            summary=f"{agent_id} {run.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
+            is_error=run.status != "completed",
             facts=Facts(
                 worker=agent_id,
-                status=report.status,
+                status=run.status,
                 modified=tuple(files),
-                evidence=tuple(report.result.facts),
+                evidence=tuple(run.result.facts),
             ),
         )
 

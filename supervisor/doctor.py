@@ -15,11 +15,12 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import click
 
 from supervisor import trust as trust_view
 from workers import trust
@@ -368,15 +369,15 @@ def check_here(workspace: Path, profile_name: str, sandbox_uid: int | None) -> i
         protected = guard.survey(workspace, unshare=False).mounts
         spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
         for line in describe(spec, workspace_trust):
-            print(line)
+            click.echo(line)
         probes = run_probes(workspace, profile.docker, sandbox_uid)
     except SandboxUnavailable as error:
         return _refused(str(error))
     for probe in probes:
-        print(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
+        click.echo(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
     return 0 if all(p.ok for p in probes) else 1
 
 
 def _refused(message: str) -> int:
-    print(f"gaffer: {message}", file=sys.stderr)
+    click.echo(f"gaffer: {message}", err=True)
     return 1

@@ -37,7 +37,9 @@ def read_records(path: Path) -> list[Record]:
             if isinstance(record, dict):
                 records.append(record)
     version = records[0].get("log_format", 1) if records else LOG_FORMAT
-    if not isinstance(version, int) or not 1 <= version <= LOG_FORMAT:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RunUnreadable(f"{path.name} says its log format is {version!r}: not a run log")
+    if version > LOG_FORMAT:
         raise RunUnreadable(
             f"{path.name} is in log format {version}, written by a newer gaffer; this one "
             f"reads formats 1 to {LOG_FORMAT}: upgrade gaffer to read it"

@@ -1,11 +1,13 @@
 """Where workers run: each in a thread of its own, under one read/write lock on the
 workspace. Readers share the lock; an editor holds it alone, so a reader never sees a
 half-made change and two editors never write at once, whatever order a batch mixes them
-in. A worker inherits what its ancestors hold: an editor's own workers read and write
-under its lock instead of waiting for it forever.
+in. Under an agent that holds the lock, its own workers share a lock of their own by
+the same rules: they work inside their ancestor's hold instead of waiting for it forever,
+and still never overlap an editor with readers.
 
-The caller keeps each worker's wall clock itself and answers a cancel at once: a worker
-stuck in a call that never returns is reported and left to die on its own.
+The caller keeps each worker's wall clock itself, waiting for the lock included, and
+answers a cancel at once: a worker stuck in a call that never returns is reported and
+left to die on its own.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from workers.agent import AgentResult
 from workers.limits import Budget
-from workers.outcome import Aborted, Failed, reason_of, status_of
+from workers.outcome import Aborted, Failed, LimitHit, reason_of, status_of
 from workers.sandbox import SandboxUnavailable
 
 # A worker past its wall clock gets this long to notice its cancellation before its
@@ -29,12 +31,16 @@ SHUTDOWN_WAIT_S = 5.0
 # How often a waiting thread looks up to check for a cancel.
 WAIT_POLL_S = 0.1
 
-Quarantined = list[Any]
-"""What a worker's sandbox planted that the host would run, moved aside."""
+MovedAside = list[Any]
+"""What a worker's sandbox planted that the host would run, moved aside (guard.Quarantined)."""
 
 
-class Cancelled(Exception):
-    """The run was cancelled while a worker waited for the workspace lock."""
+class NotStarted(Exception):
+    """A worker stopped waiting for the workspace: cancelled, or out of time."""
+
+    def __init__(self, outcome: Aborted | LimitHit) -> None:
+        super().__init__(reason_of(outcome))
+        self.outcome = outcome
 
 
 class WorkspaceLock:
@@ -48,24 +54,16 @@ class WorkspaceLock:
         self._writers_waiting = 0
 
     def acquire(
-        self,
-        agent_id: str,
-        lineage: tuple[str, ...],
-        *,
-        exclusive: bool,
-        cancelled: Callable[[], bool],
-    ) -> bool:
-        """Take the lock for an agent whose ancestors are `lineage`; False when an
-        ancestor's hold already covers it (nothing to release)."""
+        self, agent_id: str, *, exclusive: bool, stop: Callable[[], Aborted | LimitHit | None]
+    ) -> None:
+        """Wait for the lock; NotStarted when `stop` says why waiting is over first."""
         with self._cond:
-            if self._writer is not None and self._writer in lineage:
-                return False
             if exclusive:
                 self._writers_waiting += 1
             try:
-                while not self._free_for(lineage, exclusive):
-                    if cancelled():
-                        raise Cancelled("cancelled while waiting for the workspace")
+                while not self._free_for(exclusive):
+                    if (why := stop()) is not None:
+                        raise NotStarted(why)
                     self._cond.wait(WAIT_POLL_S)
             finally:
                 if exclusive:
@@ -74,7 +72,6 @@ class WorkspaceLock:
                 self._writer = agent_id
             else:
                 self._readers[agent_id] = self._readers.get(agent_id, 0) + 1
-            return True
 
     def release(self, agent_id: str) -> None:
         with self._cond:
@@ -86,12 +83,10 @@ class WorkspaceLock:
                     del self._readers[agent_id]
             self._cond.notify_all()
 
-    def _free_for(self, lineage: tuple[str, ...], exclusive: bool) -> bool:
+    def _free_for(self, exclusive: bool) -> bool:
         if self._writer is not None:
             return False
-        if exclusive:  # readers above this editor do not count: they wait on it
-            return not any(reader not in lineage for reader in self._readers)
-        return self._writers_waiting == 0 or any(r in lineage for r in self._readers)
+        return not self._readers if exclusive else self._writers_waiting == 0
 
 
 @dataclass(frozen=True)
@@ -101,18 +96,26 @@ class WorkerRun:
     status: str
     reason: str
     result: AgentResult
-    quarantined: Quarantined = field(default_factory=list)
+    quarantined: MovedAside = field(default_factory=list)
 
 
-Work = Callable[[Callable[[Quarantined], None]], AgentResult]
+Work = Callable[[Callable[[MovedAside], None]], AgentResult]
 """A worker's run; it reports what its sandbox moved aside through the callback."""
 
 
 class Scheduler:
     def __init__(self) -> None:
-        self.lock = WorkspaceLock()
+        self._locks: dict[str | None, WorkspaceLock] = {None: WorkspaceLock()}
+        """One lock per scope: the run's own, and one for the workers of each agent that
+        holds a lock (their ancestor's hold covers them, and they share it by the rules)."""
+        self._holding: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._mutex = threading.Lock()
+
+    def _lock_for(self, lineage: tuple[str, ...]) -> WorkspaceLock:
+        with self._mutex:
+            scope = next((a for a in reversed(lineage) if a in self._holding), None)
+            return self._locks.setdefault(scope, WorkspaceLock())
 
     def run(
         self,
@@ -125,30 +128,41 @@ class Scheduler:
         work: Work,
     ) -> WorkerRun:
         """Run `work` once the workspace lock allows, and wait for it within `budget`'s
-        wall clock; `cancelled` is the caller's own cancel."""
+        wall clock (waiting for the lock included); `cancelled` is the caller's cancel."""
         box: dict[str, Any] = {}
         started = threading.Event()  # set once the worker holds the lock (or never will)
         released = threading.Lock()  # taken by the one release of the worker's hold
+        lock = self._lock_for(lineage)
 
-        def quarantined(moved: Quarantined) -> None:
+        def quarantined(moved: MovedAside) -> None:
             box["quarantined"] = moved
 
         def release() -> None:
             if released.acquire(blocking=False):
-                self.lock.release(agent_id)
+                with self._mutex:
+                    self._holding.discard(agent_id)
+                    self._locks.pop(agent_id, None)
+                lock.release(agent_id)
+
+        def stop() -> Aborted | LimitHit | None:
+            if cancelled() or budget.cancelled():
+                return Aborted("cancelled")
+            seconds = budget.seconds_left()
+            if seconds is not None and seconds <= 0:
+                return LimitHit("time", "the wall clock ran out while it waited for the workspace")
+            return None
 
         def thread_body() -> None:
             took = False
             try:
-                took = self.lock.acquire(
-                    agent_id, lineage, exclusive=exclusive, cancelled=cancelled
-                )
-                if not took:
-                    released.acquire()  # an ancestor's hold covers it: nothing to give back
+                lock.acquire(agent_id, exclusive=exclusive, stop=stop)
+                took = True
+                with self._mutex:
+                    self._holding.add(agent_id)
                 started.set()
                 box["result"] = work(quarantined)
-            except Cancelled:
-                box["result"] = AgentResult(Aborted("cancelled"), [])
+            except NotStarted as waited:
+                box["result"] = AgentResult(waited.outcome, [])
             except SandboxUnavailable as error:
                 box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
             except Exception as error:  # a harness fault in one worker must reach its caller

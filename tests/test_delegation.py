@@ -21,7 +21,7 @@ from workers.events import Emitter, Record
 from workers.limits import Budget
 from workers.model import AssistantTurn, Message, ModelError, Usage
 from workers.model.scripted import RoutedModel, Step, call, calls, say
-from workers.outcome import Finished
+from workers.outcome import Aborted, Finished
 from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
@@ -231,27 +231,90 @@ def test_a_batch_that_mixes_readers_and_an_editor_never_overlaps_them(
 
 def test_the_workspace_lock_readers_share_an_editor_is_alone() -> None:
     lock = scheduler.WorkspaceLock()
-    never: Any = lambda: False  # noqa: E731
-    assert lock.acquire("r1", (), exclusive=False, cancelled=never)
-    assert lock.acquire("r2", (), exclusive=False, cancelled=never)
+    go_on: Any = lambda: None  # noqa: E731
+    lock.acquire("r1", exclusive=False, stop=go_on)
+    lock.acquire("r2", exclusive=False, stop=go_on)
     took: list[str] = []
     editor = threading.Thread(
-        target=lambda: took.append(str(lock.acquire("e", (), exclusive=True, cancelled=never)))
+        target=lambda: took.append(str(lock.acquire("e", exclusive=True, stop=go_on)))
     )
     editor.start()
     time.sleep(0.2)
     assert took == [], "the editor waits for the readers"
-    stopped = threading.Event()
-    with pytest.raises(scheduler.Cancelled):  # a new reader waits behind the editor
-        lock.acquire("r3", (), exclusive=False, cancelled=lambda: stopped.wait(0.2) or True)
+    waited = time.monotonic()
+    with pytest.raises(scheduler.NotStarted):  # a new reader waits behind the editor
+        lock.acquire(
+            "r3",
+            exclusive=False,
+            stop=lambda: Aborted("cancelled") if time.monotonic() - waited > 0.2 else None,
+        )
     lock.release("r1")
     lock.release("r2")
     editor.join(2)
-    assert took == ["True"]
-    # the editor's own worker works under its lock, and has nothing to release
-    assert lock.acquire("w", ("supervisor", "e"), exclusive=True, cancelled=never) is False
+    assert took == ["None"]
     lock.release("e")
-    assert lock.acquire("r4", (), exclusive=False, cancelled=never)
+    lock.acquire("r4", exclusive=False, stop=go_on)
+
+
+def test_a_worker_out_of_time_while_it_waits_for_the_workspace_times_out() -> None:
+    jobs = scheduler.Scheduler()
+    holding, done = threading.Event(), threading.Event()
+
+    def hold(_moved: Any) -> AgentResult:
+        holding.set()
+        done.wait(5)
+        return AgentResult(Finished("held"), [])
+
+    never: Any = lambda: False  # noqa: E731
+    first = threading.Thread(
+        target=lambda: jobs.run(
+            "w1", ("supervisor",), exclusive=True, budget=Budget(), cancelled=never, work=hold
+        )
+    )
+    first.start()
+    assert holding.wait(5)
+    started = time.monotonic()
+    waited = jobs.run(
+        "w2",
+        ("supervisor",),
+        exclusive=False,
+        budget=Budget(max_seconds=0.3),
+        cancelled=never,
+        work=lambda _moved: AgentResult(Finished("never"), []),
+    )
+    assert waited.status == "timeout" and "waited for the workspace" in waited.reason
+    assert time.monotonic() - started < 3
+    done.set()
+    first.join(5)
+
+
+def test_the_workers_of_an_editor_never_overlap_an_editor_with_readers(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`lead` may delegate and is not read-only: it holds the lock, and its own batch of
+    readers and an editor shares a lock of its own by the same rules."""
+    scripts: dict[str, list[Step]] = {
+        "the job": [call("delegate", profile="lead", task="lead it"), say("ok")],
+        "lead it": [
+            calls(
+                delegate("explorer", "look one"),
+                delegate("writer", "write"),
+                delegate("explorer", "look two"),
+            ),
+            say("led"),
+        ],
+        "look one": [call("read_file", path="out.txt"), say("seen")],
+        "look two": [call("read_file", path="out.txt"), say("seen")],
+        "write": [call("write_file", path="out.txt", content="whole"), say("written")],
+    }
+    (workspace / "out.txt").write_text("before")
+    result, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2)
+    assert result.outcome == Finished("ok")
+    ids = {s["task"]: s["child_id"] for s in of(records, "delegate_start")}
+    writing = interval(records, ids["write"])
+    for look in ("look one", "look two"):
+        start, end = interval(records, ids[look])
+        assert end <= writing[0] or start >= writing[1], f"{look!r} ran while the editor wrote"
 
 
 def test_report_is_built_by_the_harness(workspace: Path, tmp_path: Path) -> None:

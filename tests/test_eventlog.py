@@ -92,6 +92,11 @@ def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path)
         runlog.RunUnreadable, match=f"log format {LOG_FORMAT + 1}, written by a newer"
     ):
         runlog.read_records(newer)
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text(json.dumps({"event": "session_start", "log_format": "two"}) + "\n")
+    with pytest.raises(runlog.RunUnreadable, match="says its log format is 'two': not a run log"):
+        runlog.read_records(corrupt)
+    corrupt.unlink()
     statuses = {r.run_id: r.status for r in runlog.list_runs(tmp_path)}
     assert statuses == {"newer": "newer format", "older": "interrupted", "run": "interrupted"}
 

@@ -12,8 +12,9 @@ from workers.agent import AgentResult
 from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
 from workers.focused_write import asks_for_change, prompt
+from workers.limits import Budget
 from workers.loop import run_agent
-from workers.model import Message
+from workers.model import AssistantTurn, Message, Usage
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox
 from workers.tools.base import ToolContext, ToolResult
@@ -146,8 +147,20 @@ def test_a_block_writer_going_round_is_asked_for_the_change(workspace: Path) -> 
     result, _recorder, model = run(workspace, "Fix add in calc.py.", script)
     assert (workspace / "calc.py").read_text().endswith("a + b\n")
     assert model.seen[4][0]["content"].startswith("Fix add in calc.py.")
-    assert FIX in model.seen[5][-1]["content"]
+    told = [m["content"] for m in model.seen[5] if m["role"] == "user"][-2:]
+    assert FIX in told[0], "what the ask wrote"
+    assert told[1].startswith("You are going in circles"), "and the warning, all the same"
     assert result.outcome.answer == "done"  # type: ignore[union-attr]
+
+
+def test_no_ask_is_made_once_the_budget_is_spent(workspace: Path) -> None:
+    (workspace / "calc.py").write_text(BUGGY)
+    spent = AssistantTurn(text="I would change add.", usage=Usage(100, 10))
+    model = ScriptedModel([call("read_file", path="calc.py"), spent, say("never asked for")])
+    agent = make_agent(workspace, model, Recorder(), edits=EditGuard(workspace), file_blocks=True)
+    agent.budget = Budget(max_tokens=50)  # the second reply spends it
+    run_agent(agent, conversation("Fix add."))
+    assert model.remaining == 1, "no call after the budget was spent, an aside neither"
 
 
 def test_what_a_task_asks_for() -> None:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from workers.executor import execute
-from workers.facts import BadFacts, Facts
+from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
 from workers.model import ToolCall
 from workers.sandbox import SandboxFault
@@ -99,12 +99,19 @@ def test_a_good_reply_is_read_whole() -> None:
         '{"modified": "calc.py"}',
         '{"verified": true}',
         '{"evidence": [{"exit_code": 0.5}]}',
+        '{"worker": "w9", "status": "completed", "evidence": []}',
+        '{"container": "elsewhere"}',
     ],
 )
 def test_facts_gaffer_never_writes_end_the_worker(facts: str) -> None:
-    """Facts cross the channel as JSON; anything not in their shape is not believed."""
+    """Facts cross the channel as JSON; anything not in their shape, or not a tool's to
+    give, is not believed."""
     with pytest.raises(BadFacts):
-        Facts.from_json(json.loads(facts))
+        Facts.from_json(json.loads(facts), TOOL_FACTS)
+    box = sandbox()
+    reply = box._check(f'{{"id": 1, "output": "x", "facts": {facts}}}', 1)
+    with pytest.raises(SandboxFault, match="sent facts gaffer never writes"):
+        box._result(reply)
 
 
 def test_facts_go_through_json_and_back_unchanged() -> None:

@@ -12,6 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+TOOL_FACTS = frozenset(
+    {"modified", "command", "exit_code", "timed_out", "denied", "output_file", "memory"}
+)
+"""What a tool itself may report; the rest (the container, a worker and its evidence)
+only the harness writes, and a tool server that sends it is not believed."""
+
 
 class BadFacts(ValueError):
     """Facts that do not have the shape gaffer writes: a broken or hostile tool server."""
@@ -58,15 +64,16 @@ class Facts:
         return data
 
     @classmethod
-    def from_json(cls, data: object) -> Facts:
-        """Facts as `as_json` wrote them; BadFacts for anything else."""
+    def from_json(cls, data: object, allowed: frozenset[str] | None = None) -> Facts:
+        """Facts as `as_json` wrote them, with only the `allowed` fields if given;
+        BadFacts for anything else."""
         if not isinstance(data, dict):
             raise BadFacts(f"facts must be an object, not {type(data).__name__}")
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name for f in fields(cls)} if allowed is None else allowed
         values: dict[str, Any] = {}
         for name, value in data.items():
             if name not in known:
-                raise BadFacts(f"unknown fact {name!r}")
+                raise BadFacts(f"a fact {name!r} is not for this sender to give")
             values[name] = _checked(name, value)
         return cls(**values)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from workers.agent import Agent, AgentResult, first_task, tell
-from workers.calls import call_model
+from workers.calls import call_model, limit_if_spent
 from workers.editing import EditGuard
 from workers.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
 from workers.repetition import RepetitionGuard
@@ -41,7 +41,7 @@ _ASKS_FOR_CHANGE = re.compile(
     r"support|handle|refactor|replace|convert)\b",
     re.IGNORECASE,
 )
-WRITE_NOW = (
+ASK_FOR_CHANGE = (
     "Write the change now: only the files you change, corrected. A file written back as "
     "it is changes nothing."
 )
@@ -81,7 +81,7 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
         parts.append(f"The last test run failed:\n{guard.last_failure}")
     if said := _prose(said):
         parts.append(f"What you said about it: {_cut(said, MAX_SAID_CHARS)}")
-    parts.append(f"{WRITE_NOW} {HOW_TO_WRITE}")
+    parts.append(f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}")
     return "\n\n".join(parts)
 
 
@@ -125,6 +125,7 @@ def ask_for_the_change(
         agent.edits is None
         or not agent.file_blocks
         or result.focused_writes >= MAX_FOCUSED_WRITES
+        or limit_if_spent(agent) is not None
         or not stalled(agent, result)
     ):
         return False

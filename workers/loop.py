@@ -178,6 +178,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return stop  # calls the batch did not reach are answered as not run
         nudge, paused = guard.take_nudge(), guard.take_pause()
         if (nudge or paused) and ask_for_the_change(agent, result, step, guard, said=""):
+            if nudge:  # the warning is shown all the same: going round again ends the run
+                tell(agent, messages, nudge, source="repetition")
             paused, must_call = False, True
             continue
         if nudge or paused:

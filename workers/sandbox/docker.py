@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from workers.facts import BadFacts, Facts
+from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
 from workers.processes import process_alive
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard
@@ -346,8 +346,13 @@ class DockerSandbox:
                     f"({self._frames.stderr_tail() or 'no error output'})"
                 )
             reply = self._check(line, self._ids)
+        return self._result(reply)
+
+    def _result(self, reply: _Reply) -> ToolResult:
+        """A checked reply as the result the model reads; its facts only if they are a
+        tool's to give."""
         try:
-            facts = Facts.from_json(reply.facts)
+            facts = Facts.from_json(reply.facts, TOOL_FACTS)
         except BadFacts as error:
             raise SandboxFault(
                 f"the tool server in container {self.container_id} sent facts gaffer never "

@@ -1,4 +1,4 @@
-"""One place that assembles a run: settings validated once, the workspace's trusted
+"""One place that sets a run up: settings validated once, the workspace's trusted
 extras loaded, profiles checked before the log opens, the model endpoint chosen (the
 local model served for the run when none is set), then the task or the conversation.
 
@@ -48,7 +48,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
-def assemble(
+def set_up(
     workspace: Path,
     flags: dict[str, Any],
     approve: Approver,
@@ -206,7 +206,6 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
         running = stack.enter_context(local_server.for_this_run())
     except (local_store.PullError, local_server.LocalUnavailable) as error:
         fail(f"no endpoint is set (OPENAI_BASE_URL) and the local model cannot run here: {error}")
-        raise
     return config.model_copy(
         update={
             "base_url": running.base_url,
