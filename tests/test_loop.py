@@ -313,6 +313,10 @@ def test_the_same_error_three_times_gets_a_nudge_and_a_fourth_ends_the_run(
     result, recorder, _ = run_script(workspace, script)
     nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
     assert len(nudges) == 1 and "the same error came back 3 times" in nudges[0]["content"]
+    # Paused, a reader answers the whole task, from what it saw and the workspace's
+    # layout in its instructions (a small model otherwise answers about one folder).
+    assert "Answer every part of the task now" in nudges[0]["content"]
+    assert "the workspace at a glance in your instructions" in nudges[0]["content"]
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
     assert len(recorder.of("tool_call")) == 7
 

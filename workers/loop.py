@@ -33,8 +33,9 @@ WRAP_UP_AGAIN = (
     "your final answer from what you already know."
 )
 ANSWER_NOW = (
-    "Tools are paused for this reply. Answer the task now, in plain sentences, from the "
-    "tool results above, naming the files and folders you saw: {task}"
+    "Tools are paused for this reply. Answer every part of the task now, in plain "
+    "sentences, from the tool results above and the workspace at a glance in your "
+    "instructions, naming the files and folders: {task}"
 )
 WRITE_OR_ANSWER = (
     "Tools are paused for this reply. If you know the change, write it now: the file's "
