@@ -17,6 +17,7 @@ from workers.tools.base import ToolResult
 
 
 def limit_if_spent(agent: Agent) -> Outcome | None:
+    """Why the agent must stop now (cancelled, or out of tokens or time), or None."""
     if agent.budget.cancelled():
         return Aborted("cancelled")
     left = agent.budget.tokens_left()
