@@ -172,11 +172,11 @@ def list_tools() -> None:
     from rich.console import Console
 
     from supervisor import trust as trust_view
-    from supervisor.delegation import Team
     from supervisor.view import TerminalView, tools_table
     from workers.events import Emitter
     from workers.extensions import load_extensions
     from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+    from workers.specs import resolve
     from workers.tools import BUILTIN_TOOLS
     from workers.tools.base import Tool
 
@@ -192,16 +192,8 @@ def list_tools() -> None:
     try:
         tools = {**BUILTIN_TOOLS, **extensions.tools}
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
-        team = Team(
-            workspace,
-            profiles,
-            tools,
-            make_model=_no_model,
-            make_sandbox=_no_sandbox,
-            events=events,
-        )
         grants: dict[str, list[str]] = {}
-        for spec in team.specs.values():
+        for spec in resolve(profiles, tools).values():
             names = [*spec.tools, *(["delegate"] if spec.may_delegate else [])]
             names += ["use_skill"] if extensions.skills else []
             for name in names:
@@ -210,7 +202,6 @@ def list_tools() -> None:
         if extensions.skills and (use_skill := extensions.use_skill()) is not None:
             listed["use_skill"] = use_skill
         Console(highlight=False, soft_wrap=True).print(tools_table(listed, grants))
-        team.shutdown()
     except ProfileError as error:
         _fail(str(error))
     finally:
@@ -231,14 +222,6 @@ def trust_command(yes: bool, revoke: bool) -> None:
     from supervisor import trust as trust_view
 
     trust_view.review_and_approve(Path.cwd().resolve(), yes=yes, revoke=revoke)
-
-
-def _no_model(_name: str | None) -> Any:
-    raise RuntimeError("listing tools calls no model")
-
-
-def _no_sandbox(_spec: Any, _agent_id: str) -> Any:
-    raise RuntimeError("listing tools starts no sandbox")
 
 
 @main.group()
