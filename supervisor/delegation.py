@@ -41,7 +41,7 @@ from workers.verification import (
     files_changed,
 )
 
-SandboxFactory = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
+MakeSandbox = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
 """(spec, agent_id) -> a context that yields the sandbox and tears it down after
 (workers/sandbox/factory.py)."""
 
@@ -80,7 +80,7 @@ class Team:
     profiles: dict[str, Profile]
     tools: dict[str, Tool[Any]]
     make_model: Callable[[str | None], Model]
-    make_sandbox: SandboxFactory
+    make_sandbox: MakeSandbox
     events: Emitter
     """Bound to the session only; each agent binds its own identity."""
     ceiling: Ceiling = field(default_factory=Ceiling)
