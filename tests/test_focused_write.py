@@ -195,3 +195,24 @@ def test_what_the_model_said_is_its_prose_without_its_blocks(workspace: Path) ->
     assert text is not None
     assert "What you said about it: From what I found: the factor is 2.54, not 2.45.\n" in text
     assert '"name": "read_file"' not in text
+
+
+def test_a_hostile_focused_reply_writes_nothing_outside_or_protected(workspace: Path) -> None:
+    """The ask's blocks go through write_file like any others: out of the workspace and
+    into git's hooks is refused, and nothing is written."""
+    (workspace / "calc.py").write_text(BUGGY)
+    (workspace / ".git" / "hooks").mkdir(parents=True)
+    hostile = (
+        "../escape.py\n```python\nprint('out')\n```\n\n"
+        ".git/hooks/pre-commit.py\n```python\nimport os\n```"
+    )
+    result, recorder, _ = run(
+        workspace,
+        "Fix add.",
+        [call("read_file", path="calc.py"), say("I would change add."), say(hostile)],
+    )
+    assert not (workspace.parent / "escape.py").exists()
+    assert not (workspace / ".git" / "hooks" / "pre-commit.py").exists()
+    writes = [r for r in recorder.records if r["event"] == "tool_call" and r.get("from_block")]
+    assert writes and all(w["is_error"] for w in writes)
+    assert result.outcome.answer == "I would change add."  # type: ignore[union-attr]
