@@ -13,7 +13,6 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,13 +96,10 @@ class Team:
     """Appended to every agent's system prompt (the list of skills)."""
     task_mode: bool = False
     """The top agent was given a task to do (`gaffer run`), not a conversation (`gaffer chat`)."""
-    pool: ThreadPoolExecutor = field(init=False)
-    scheduler: Scheduler = field(default_factory=Scheduler)
+    scheduler: Scheduler = field(init=False)
 
     def __post_init__(self) -> None:
-        self.pool = ThreadPoolExecutor(
-            self.ceiling.max_parallel, thread_name_prefix="gaffer-worker"
-        )
+        self.scheduler = Scheduler(self.ceiling.max_parallel)
         self._ids = itertools.count(1)
         self._started = 0
         self._lock = threading.Lock()
@@ -124,7 +120,6 @@ class Team:
             instructions=project_instructions(self.workspace, self._not_loaded),
             glance=workspace_glance(self.workspace),
             extra_prompt=self.extra_prompt,
-            pool=self.pool,
         )
 
     @property
@@ -223,9 +218,11 @@ class Team:
         def run(_ctx: ToolContext, args: Any) -> ToolResult:
             return self.delegate(caller, args.profile, args.task)
 
-        def overlaps(args: Any) -> bool:
+        def begin(args: Any) -> Callable[[], ToolResult] | None:
             spec = self.specs.get(args.profile)
-            return spec is not None and spec.refusal is None and spec.parallel_safe
+            if spec is None or spec.refusal is not None or not spec.parallel_safe:
+                return None
+            return self.start_delegation(caller, args.profile, args.task)
 
         return Tool(
             name="delegate",
@@ -237,7 +234,7 @@ class Team:
             args=args_model,
             run=run,
             read_only=False,
-            overlaps=overlaps,
+            begin=begin,
             harness=True,
             origin="harness",
         )
@@ -245,10 +242,17 @@ class Team:
     # -- delegating ------------------------------------------------------------------
 
     def delegate(self, caller: Caller, profile_name: str, task: str) -> ToolResult:
+        return self.start_delegation(caller, profile_name, task)()
+
+    def start_delegation(
+        self, caller: Caller, profile_name: str, task: str
+    ) -> Callable[[], ToolResult]:
+        """Start a worker (or refuse to); returns what waits for its report."""
         if problem := self._why_not(caller, profile_name, task) or self._count_worker():
-            return ToolResult(
+            refused = ToolResult(
                 output=f"not started: {problem}", summary=f"refused: {problem}"[:90], is_error=True
             )
+            return lambda: refused
         spec = self.specs[profile_name]
         agent_id = f"w{next(self._ids)}"
         budget = caller.budget.child(spec.profile.limits.as_limits())
@@ -266,7 +270,19 @@ class Team:
             max_tokens=budget.tokens_left(),
         )
         started = time.monotonic()
-        run = self._run_worker(caller, spec, agent_id, task, budget)
+        wait = self._start_worker(caller, spec, agent_id, task, budget)
+        return lambda: self._report(caller, spec, agent_id, wait(), budget, started)
+
+    def _report(
+        self,
+        caller: Caller,
+        spec: AgentSpec,
+        agent_id: str,
+        run: WorkerRun,
+        budget: Budget,
+        started: float,
+    ) -> ToolResult:
+        profile_name = spec.name
         files = files_changed(run.result.facts)
         caller.events.emit(
             "delegate_end",
@@ -319,9 +335,9 @@ class Team:
             self._started += 1
         return None
 
-    def _run_worker(
+    def _start_worker(
         self, caller: Caller, spec: AgentSpec, agent_id: str, task: str, budget: Budget
-    ) -> WorkerRun:
+    ) -> Callable[[], WorkerRun]:
         def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
             sandbox = None
             try:
@@ -334,16 +350,14 @@ class Team:
             finally:
                 quarantined(sandbox.quarantined if sandbox is not None else [])
 
-        return self.scheduler.run(
+        return self.scheduler.start(
             agent_id,
             (*caller.lineage, caller.agent_id),
             exclusive=not spec.parallel_safe,
             budget=budget,
-            cancelled=caller.budget.cancelled,
             work=work,
         )
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""
         self.scheduler.shutdown()
-        self.pool.shutdown(wait=False, cancel_futures=True)

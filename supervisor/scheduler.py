@@ -1,13 +1,19 @@
 """Where workers run: each in a thread of its own, under one read/write lock on the
-workspace. Readers share the lock; an editor holds it alone, so a reader never sees a
-half-made change and two editors never write at once, whatever order a batch mixes them
-in. Under an agent that holds the lock, its own workers share a lock of their own by
-the same rules: they work inside their ancestor's hold instead of waiting for it forever,
-and still never overlap an editor with readers.
+workspace. Readers share the lock, at most `max_parallel` at once; an editor holds it
+alone, so a reader never sees a half-made change and two editors never write at once,
+whatever order a batch mixes them in. Under an agent that holds the lock, its own
+workers share a lock of their own by the same rules: they work inside their ancestor's
+hold instead of waiting for it forever, and still never overlap an editor with readers.
 
-The caller keeps each worker's wall clock itself, waiting for the lock included, and
-answers a cancel at once: a worker stuck in a call that never returns is reported and
-left to die on its own.
+A worker's thread is the only one it gets: its caller starts it and later waits on it,
+so a batch of readers starts together without a pool of waiting threads. The caller
+keeps the worker's wall clock itself, waiting for the lock included, and answers a
+cancel at once (the budget wakes every waiter, nobody polls): a worker stuck in a call
+that ignores cancellation is reported and left to die on its own.
+
+Why no nested deadlock: readers cannot delegate (delegate is not a read-only tool), so
+a reader never waits for a reader slot, and an editor waits only on workers in the
+scope of its own lock.
 """
 
 from __future__ import annotations
@@ -28,8 +34,6 @@ from workers.sandbox import SandboxUnavailable
 TIMEOUT_GRACE_S = 5.0
 # How long a cancelled run waits for its workers to write their last log lines.
 SHUTDOWN_WAIT_S = 5.0
-# How often a waiting thread looks up to check for a cancel.
-WAIT_POLL_S = 0.1
 
 MovedAside = list[Any]
 """What a worker's sandbox planted that the host would run, moved aside (guard.Quarantined)."""
@@ -43,50 +47,81 @@ class NotStarted(Exception):
         self.outcome = outcome
 
 
-class WorkspaceLock:
-    """Readers together or one editor alone. An editor waiting keeps new readers out, so
-    a stream of readers cannot starve it."""
+def why_stop_waiting(budget: Budget) -> Aborted | LimitHit | None:
+    if budget.cancelled():
+        return Aborted("cancelled")
+    seconds = budget.seconds_left()
+    if seconds is not None and seconds <= 0:
+        return LimitHit("time", "the wall clock ran out while it waited for the workspace")
+    return None
 
-    def __init__(self) -> None:
+
+class WorkspaceLock:
+    """Readers together (at most `max_readers`) or one editor alone. An editor waiting
+    keeps new readers out, so a stream of readers cannot starve it. A reader past its
+    wall clock and grace stops holding the lock even if its thread is stuck: it is
+    being abandoned, and can change nothing."""
+
+    def __init__(self, max_readers: int) -> None:
         self._cond = threading.Condition()
+        self._max_readers = max_readers
         self._writer: str | None = None
-        self._readers: dict[str, int] = {}
+        self._readers: dict[str, float | None] = {}
+        """Each reader and when it stops holding the lock (None: when it releases)."""
         self._writers_waiting = 0
 
     def acquire(
-        self, agent_id: str, *, exclusive: bool, stop: Callable[[], Aborted | LimitHit | None]
+        self, agent_id: str, *, exclusive: bool, budget: Budget, expires: float | None = None
     ) -> None:
-        """Wait for the lock; NotStarted when `stop` says why waiting is over first."""
+        """Wait for the lock; NotStarted when `budget` is cancelled or spent first.
+        A reader's hold lapses at `expires` (time.monotonic())."""
+
+        def wake() -> None:
+            with self._cond:
+                self._cond.notify_all()
+
+        unregister = budget.on_cancel(wake)
         with self._cond:
             if exclusive:
                 self._writers_waiting += 1
             try:
                 while not self._free_for(exclusive):
-                    if (why := stop()) is not None:
+                    if (why := why_stop_waiting(budget)) is not None:
                         raise NotStarted(why)
-                    self._cond.wait(WAIT_POLL_S)
+                    self._cond.wait(self._wait_for(budget))
             finally:
+                unregister()
                 if exclusive:
                     self._writers_waiting -= 1
             if exclusive:
                 self._writer = agent_id
             else:
-                self._readers[agent_id] = self._readers.get(agent_id, 0) + 1
+                self._readers[agent_id] = expires
 
     def release(self, agent_id: str) -> None:
         with self._cond:
             if self._writer == agent_id:
                 self._writer = None
-            elif agent_id in self._readers:
-                self._readers[agent_id] -= 1
-                if not self._readers[agent_id]:
-                    del self._readers[agent_id]
+            self._readers.pop(agent_id, None)
             self._cond.notify_all()
 
     def _free_for(self, exclusive: bool) -> bool:
+        now = time.monotonic()
+        for reader, expires in list(self._readers.items()):
+            if expires is not None and expires <= now:
+                del self._readers[reader]
         if self._writer is not None:
             return False
-        return not self._readers if exclusive else self._writers_waiting == 0
+        if exclusive:
+            return not self._readers
+        return self._writers_waiting == 0 and len(self._readers) < self._max_readers
+
+    def _wait_for(self, budget: Budget) -> float | None:
+        """Seconds until the waiter's wall clock ends or a reader's hold lapses."""
+        ends = [e for e in self._readers.values() if e is not None]
+        if (deadline := budget.deadline_at()) is not None:
+            ends.append(deadline)
+        return max(0.0, min(ends) - time.monotonic()) if ends else None
 
 
 @dataclass(frozen=True)
@@ -104,8 +139,9 @@ Work = Callable[[Callable[[MovedAside], None]], AgentResult]
 
 
 class Scheduler:
-    def __init__(self) -> None:
-        self._locks: dict[str | None, WorkspaceLock] = {None: WorkspaceLock()}
+    def __init__(self, max_parallel: int = 4) -> None:
+        self.max_parallel = max_parallel
+        self._locks: dict[str | None, WorkspaceLock] = {None: WorkspaceLock(max_parallel)}
         """One lock per scope: the run's own, and one for the workers of each agent that
         holds a lock (their ancestor's hold covers them, and they share it by the rules)."""
         self._holding: set[str] = set()
@@ -115,24 +151,26 @@ class Scheduler:
     def _lock_for(self, lineage: tuple[str, ...]) -> WorkspaceLock:
         with self._mutex:
             scope = next((a for a in reversed(lineage) if a in self._holding), None)
-            return self._locks.setdefault(scope, WorkspaceLock())
+            return self._locks.setdefault(scope, WorkspaceLock(self.max_parallel))
 
-    def run(
+    def start(
         self,
         agent_id: str,
         lineage: tuple[str, ...],
         *,
         exclusive: bool,
         budget: Budget,
-        cancelled: Callable[[], bool],
         work: Work,
-    ) -> WorkerRun:
-        """Run `work` once the workspace lock allows, and wait for it within `budget`'s
-        wall clock (waiting for the lock included); `cancelled` is the caller's cancel."""
+    ) -> Callable[[], WorkerRun]:
+        """Start `work` in a thread of its own once the workspace lock allows; returns
+        what waits for it within `budget`'s wall clock (waiting for the lock included).
+        `budget` is the worker's own: cancelling its caller's cancels it too."""
         box: dict[str, Any] = {}
-        started = threading.Event()  # set once the worker holds the lock (or never will)
+        finished = threading.Condition()
         released = threading.Lock()  # taken by the one release of the worker's hold
         lock = self._lock_for(lineage)
+        budget_deadline = budget.deadline_at()
+        deadline = None if budget_deadline is None else budget_deadline + TIMEOUT_GRACE_S
 
         def quarantined(moved: MovedAside) -> None:
             box["quarantined"] = moved
@@ -144,22 +182,13 @@ class Scheduler:
                     self._locks.pop(agent_id, None)
                 lock.release(agent_id)
 
-        def stop() -> Aborted | LimitHit | None:
-            if cancelled() or budget.cancelled():
-                return Aborted("cancelled")
-            seconds = budget.seconds_left()
-            if seconds is not None and seconds <= 0:
-                return LimitHit("time", "the wall clock ran out while it waited for the workspace")
-            return None
-
         def thread_body() -> None:
             took = False
             try:
-                lock.acquire(agent_id, exclusive=exclusive, stop=stop)
+                lock.acquire(agent_id, exclusive=exclusive, budget=budget, expires=deadline)
                 took = True
                 with self._mutex:
                     self._holding.add(agent_id)
-                started.set()
                 box["result"] = work(quarantined)
             except NotStarted as waited:
                 box["result"] = AgentResult(waited.outcome, [])
@@ -168,44 +197,56 @@ class Scheduler:
             except Exception as error:  # a harness fault in one worker must reach its caller
                 box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
             finally:
-                started.set()
                 if took:
                     release()
+                with finished:
+                    box["done"] = True
+                    finished.notify_all()
+
+        def wake() -> None:
+            with finished:
+                finished.notify_all()
+
+        def wait() -> WorkerRun:
+            unregister = budget.on_cancel(wake)
+            try:
+                with finished:
+                    while "done" not in box:
+                        gave_up = self._give_up(budget, deadline)
+                        if gave_up is not None:
+                            # A reader left behind can change nothing, so it stops holding
+                            # editors up; an editor left behind keeps the lock until it is
+                            # really gone.
+                            if not exclusive:
+                                release()
+                            return gave_up
+                        finished.wait(None if deadline is None else deadline - time.monotonic())
+            finally:
+                unregister()
+            result: AgentResult = box["result"]
+            return WorkerRun(
+                status_of(result.outcome),
+                reason_of(result.outcome),
+                result,
+                box.get("quarantined", []),
+            )
 
         thread = threading.Thread(target=thread_body, name=f"gaffer-{agent_id}", daemon=True)
         with self._mutex:
             self._threads.append(thread)
         thread.start()
-        started.wait()
-        seconds = budget.seconds_left()
-        deadline = (
-            None if seconds is None else time.monotonic() + max(0.0, seconds) + TIMEOUT_GRACE_S
-        )
-        while thread.is_alive():
-            thread.join(WAIT_POLL_S)
-            gave_up: WorkerRun | None = None
-            if thread.is_alive() and budget.cancelled():
-                gave_up = WorkerRun("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
-            elif thread.is_alive() and deadline is not None and time.monotonic() > deadline:
-                budget.cancel()
-                gave_up = WorkerRun(
-                    "timeout",
-                    "the worker's wall clock ran out",
-                    AgentResult(Aborted("timeout"), []),
-                )
-            if gave_up is not None:
-                # A reader left behind can change nothing, so it stops holding editors up;
-                # an editor left behind keeps the lock until it is really gone.
-                if not exclusive:
-                    release()
-                return gave_up
-        result: AgentResult = box["result"]
-        return WorkerRun(
-            status_of(result.outcome),
-            reason_of(result.outcome),
-            result,
-            box.get("quarantined", []),
-        )
+        return wait
+
+    @staticmethod
+    def _give_up(budget: Budget, deadline: float | None) -> WorkerRun | None:
+        if budget.cancelled():
+            return WorkerRun("cancelled", "cancelled", AgentResult(Aborted("cancelled"), []))
+        if deadline is not None and time.monotonic() > deadline:
+            budget.cancel()
+            return WorkerRun(
+                "timeout", "the worker's wall clock ran out", AgentResult(Aborted("timeout"), [])
+            )
+        return None
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""

@@ -6,6 +6,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,10 @@ from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
 from workers.agent import AgentResult
 from workers.events import Emitter, Record
-from workers.limits import Budget
+from workers.limits import Budget, Limits
 from workers.model import AssistantTurn, Message, ModelError, Usage
 from workers.model.scripted import RoutedModel, Step, call, calls, say
-from workers.outcome import Aborted, Finished
+from workers.outcome import Finished
 from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
@@ -230,33 +231,40 @@ def test_a_batch_that_mixes_readers_and_an_editor_never_overlaps_them(
 
 
 def test_the_workspace_lock_readers_share_an_editor_is_alone() -> None:
-    lock = scheduler.WorkspaceLock()
-    go_on: Any = lambda: None  # noqa: E731
-    lock.acquire("r1", exclusive=False, stop=go_on)
-    lock.acquire("r2", exclusive=False, stop=go_on)
+    lock = scheduler.WorkspaceLock(max_readers=4)
+    lock.acquire("r1", exclusive=False, budget=Budget())
+    lock.acquire("r2", exclusive=False, budget=Budget())
     took: list[str] = []
     editor = threading.Thread(
-        target=lambda: took.append(str(lock.acquire("e", exclusive=True, stop=go_on)))
+        target=lambda: took.append(str(lock.acquire("e", exclusive=True, budget=Budget())))
     )
     editor.start()
     time.sleep(0.2)
     assert took == [], "the editor waits for the readers"
-    waited = time.monotonic()
     with pytest.raises(scheduler.NotStarted):  # a new reader waits behind the editor
-        lock.acquire(
-            "r3",
-            exclusive=False,
-            stop=lambda: Aborted("cancelled") if time.monotonic() - waited > 0.2 else None,
-        )
+        lock.acquire("r3", exclusive=False, budget=Budget(max_seconds=0.2))
     lock.release("r1")
     lock.release("r2")
     editor.join(2)
     assert took == ["None"]
     lock.release("e")
-    lock.acquire("r4", exclusive=False, stop=go_on)
+    lock.acquire("r4", exclusive=False, budget=Budget())
 
 
-def test_a_worker_out_of_time_while_it_waits_for_the_workspace_times_out() -> None:
+def test_at_most_max_parallel_readers_hold_the_lock() -> None:
+    lock = scheduler.WorkspaceLock(max_readers=2)
+    lock.acquire("r1", exclusive=False, budget=Budget())
+    lock.acquire("r2", exclusive=False, budget=Budget())
+    with pytest.raises(scheduler.NotStarted):
+        lock.acquire("r3", exclusive=False, budget=Budget(max_seconds=0.2))
+    lock.release("r1")
+    lock.acquire("r3", exclusive=False, budget=Budget(max_seconds=0.2))
+
+
+def an_editor_holding_the_lock(
+    budget: Budget,
+) -> tuple[scheduler.Scheduler, Callable[[], scheduler.WorkerRun], threading.Event]:
+    """A scheduler whose editor w1 holds the workspace until the returned event is set."""
     jobs = scheduler.Scheduler()
     holding, done = threading.Event(), threading.Event()
 
@@ -265,27 +273,82 @@ def test_a_worker_out_of_time_while_it_waits_for_the_workspace_times_out() -> No
         done.wait(5)
         return AgentResult(Finished("held"), [])
 
-    never: Any = lambda: False  # noqa: E731
-    first = threading.Thread(
-        target=lambda: jobs.run(
-            "w1", ("supervisor",), exclusive=True, budget=Budget(), cancelled=never, work=hold
-        )
-    )
-    first.start()
+    first = jobs.start("w1", ("supervisor",), exclusive=True, budget=budget, work=hold)
     assert holding.wait(5)
+    return jobs, first, done
+
+
+def test_a_cancel_wakes_a_waiter_at_once() -> None:
+    """Nobody polls: cancelling the caller's budget wakes the worker waiting for the lock
+    and the caller waiting for the worker."""
+    run = Budget()
+    jobs, first, done = an_editor_holding_the_lock(run.child(Limits()))
+    waiting = jobs.start(
+        "w2",
+        ("supervisor",),
+        exclusive=False,
+        budget=run.child(Limits()),
+        work=lambda _moved: AgentResult(Finished("never"), []),
+    )
+    threading.Timer(0.3, run.cancel).start()
     started = time.monotonic()
-    waited = jobs.run(
+    assert waiting().status == "cancelled"
+    assert time.monotonic() - started < 1
+    done.set()
+    assert first().status == "cancelled"
+
+
+def test_cancelling_a_budget_cancels_its_children_and_tells_their_waiters() -> None:
+    run = Budget()
+    worker = run.child(Limits())
+    grandchild = worker.child(Limits())
+    told: list[str] = []
+    unregister = grandchild.on_cancel(lambda: told.append("grandchild"))
+    worker.on_cancel(lambda: told.append("worker"))
+    unregister()
+    run.cancel()
+    assert worker.cancelled() and grandchild.cancelled()
+    assert told == ["worker"]
+    late: list[str] = []
+    grandchild.on_cancel(lambda: late.append("at once"))
+    assert late == ["at once"]
+
+
+def test_a_worker_out_of_time_while_it_waits_for_the_workspace_times_out() -> None:
+    jobs, first, done = an_editor_holding_the_lock(Budget())
+    started = time.monotonic()
+    waited = jobs.start(
         "w2",
         ("supervisor",),
         exclusive=False,
         budget=Budget(max_seconds=0.3),
-        cancelled=never,
         work=lambda _moved: AgentResult(Finished("never"), []),
-    )
+    )()
     assert waited.status == "timeout" and "waited for the workspace" in waited.reason
     assert time.monotonic() - started < 3
     done.set()
-    first.join(5)
+    assert first().status == "completed"
+
+
+def test_a_batch_of_readers_takes_one_thread_per_worker_and_no_more(
+    workspace: Path, tmp_path: Path
+) -> None:
+    counts: list[int] = []
+
+    def count(_messages: list[Message]) -> AssistantTurn:
+        counts.append(threading.active_count())
+        time.sleep(0.3)  # all three are running at once
+        return AssistantTurn(text="seen")
+
+    looks = ["look one", "look two", "look three"]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(*(delegate("explorer", look) for look in looks)), say("ok")],
+        **{look: [count] for look in looks},
+    }
+    before = threading.active_count()
+    result, _, _ = run_session(workspace, tmp_path, scripts)
+    assert result.outcome == Finished("ok")
+    assert max(counts) <= before + len(looks), "a worker's thread is the only one it gets"
 
 
 def test_the_workers_of_an_editor_never_overlap_an_editor_with_readers(

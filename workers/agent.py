@@ -3,7 +3,6 @@ back; and what a run of it came to. The loop that drives it is workers/loop.py."
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +27,6 @@ class Agent:
     limits: Limits = field(default_factory=Limits)
     budget: Budget = field(default_factory=Budget)
     """Tokens, time and cancellation, shared with the agents above this one."""
-    pool: Executor | None = None
-    """Runs the calls of a batch that may overlap; without one, every call runs in order."""
     gate: Gate | None = None
     """Checks a final answer against the evidence; None answers without checking."""
     context: ContextKeeper | None = None

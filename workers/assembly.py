@@ -5,7 +5,6 @@ agent is put together is decided only here.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +44,6 @@ class RunSetting:
     """The workspace's layout at a glance, read once per run."""
     extra_prompt: str = ""
     """Appended to every system prompt (the list of skills)."""
-    pool: Executor | None = None
-    """Runs the calls of a batch that may overlap."""
 
 
 def build_agent(
@@ -88,7 +85,6 @@ def build_agent(
         events=events,
         limits=spec.profile.limits.as_limits(),
         budget=budget,
-        pool=setting.pool,
         gate=gate if setting.verify else None,
         look_first=must_look,
         attach_task_files=given_a_task and "read_file" in tools,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any
 
 from workers import executor
@@ -84,9 +84,10 @@ def call_model(
 def run_batch(
     agent: Agent, turn: AssistantTurn, step: int, guard: RepetitionGuard
 ) -> list[ToolResult]:
-    """Results in call order. Calls that may overlap go to the pool together; the others
-    run here one after another. The batch stops early on a limit or a repetition stop."""
-    pending: list[Future[ToolResult] | ToolResult] = []
+    """Results in call order. Calls that may overlap start together and are waited for
+    at the end; the others run here one after another. The batch stops early on a limit
+    or a repetition stop."""
+    pending: list[Callable[[], ToolResult] | ToolResult] = []
     seen: set[tuple[str, str]] = set()
     for call in turn.tool_calls:
         if guard.stop or limit_if_spent(agent):
@@ -96,11 +97,29 @@ def run_batch(
         # A copy of a call in the same reply is not run, and not counted as a repetition.
         refusal = DUPLICATE if key in seen else guard.check(call.name, key)
         seen.add(key)
-        if refusal is None and agent.pool is not None and may_overlap(agent, call, arguments):
-            pending.append(agent.pool.submit(run_tool, agent, call, arguments, step, None))
-        else:
-            pending.append(run_tool(agent, call, arguments, step, refusal))
-    return [p.result() if isinstance(p, Future) else p for p in pending]
+        begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
+        pending.append(begun or run_tool(agent, call, arguments, step, refusal))
+    return _wait_for_all(agent, pending)
+
+
+def _wait_for_all(
+    agent: Agent, pending: list[Callable[[], ToolResult] | ToolResult]
+) -> list[ToolResult]:
+    """Every started call's result, even after Ctrl-C: it cancels them all, and each
+    still ends (and logs its end) before the interrupt goes on up."""
+    results: list[ToolResult] = []
+    interrupted = False
+    for item in pending:
+        while True:
+            try:
+                results.append(item if isinstance(item, ToolResult) else item())
+                break
+            except KeyboardInterrupt:
+                agent.budget.cancel()
+                interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
+    return results
 
 
 DUPLICATE = ToolResult(
@@ -116,14 +135,31 @@ def same_call_key(call: ToolCall, arguments: dict[str, Any] | str) -> tuple[str,
     return call.name, same
 
 
-def may_overlap(agent: Agent, call: ToolCall, arguments: dict[str, Any] | str) -> bool:
+def begin_overlapping(
+    agent: Agent, call: ToolCall, arguments: dict[str, Any] | str, step: int
+) -> Callable[[], ToolResult] | None:
+    """Start a call that may overlap the rest of its batch; what waits for its result,
+    or None when it runs in order."""
     tool = agent.tools.get(call.name)
-    if tool is None or tool.overlaps is None or isinstance(arguments, str):
-        return False
+    if tool is None or tool.begin is None or isinstance(arguments, str):
+        return None
     try:
-        return bool(tool.overlaps(tool.args.model_validate(arguments)))
+        args = tool.args.model_validate(arguments)
     except ValueError:  # bad arguments: run it in order, the executor reports the error
-        return False
+        return None
+    label = tool.label(arguments)
+    started = time.monotonic()
+    wait = tool.begin(args)
+    if wait is None:
+        return None
+    agent.events.emit("tool_start", step=step, name=call.name, label=label)
+
+    def finish() -> ToolResult:
+        result = executor.fit(wait(), agent.max_output_chars)
+        log_tool_call(agent, call, arguments, step, label, started, result)
+        return result
+
+    return finish
 
 
 def run_tool(
@@ -146,6 +182,21 @@ def run_tool(
     )
     if agent.edits is not None and refusal is None:
         result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
+    log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
+    return result
+
+
+def log_tool_call(
+    agent: Agent,
+    call: ToolCall,
+    args: dict[str, Any] | str,
+    step: int,
+    label: str,
+    started: float,
+    result: ToolResult,
+    *,
+    from_block: bool = False,
+) -> None:
     agent.events.emit(
         "tool_call",
         step=step,
@@ -164,7 +215,6 @@ def run_tool(
         **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
         **({"facts": facts} if (facts := result.facts.as_json()) else {}),
     )
-    return result
 
 
 def answer_unanswered(messages: list[Message], reason: str) -> None:

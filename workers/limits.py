@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -31,7 +33,8 @@ class Budget:
 
     The run owns the root budget; each agent gets a child capped by its own limits, so
     a worker can never outspend what the run has left. Spending in a child spends in
-    every parent; cancelling a parent cancels every child.
+    every parent; cancelling a parent cancels every child, and tells whoever waits on
+    one (`on_cancel`) at once, so no waiter has to poll.
     """
 
     def __init__(
@@ -46,9 +49,16 @@ class Budget:
         self.used = 0
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
+        self._children: weakref.WeakSet[Budget] = weakref.WeakSet()
+        self._on_cancel: list[Callable[[], None]] = []
 
     def child(self, limits: Limits) -> Budget:
-        return Budget(limits.max_tokens, limits.max_seconds, parent=self)
+        child = Budget(limits.max_tokens, limits.max_seconds, parent=self)
+        with self._lock:
+            self._children.add(child)
+        if self.cancelled():
+            child.cancel()
+        return child
 
     def spend(self, tokens: int) -> None:
         with self._lock:
@@ -67,6 +77,27 @@ class Budget:
 
     def cancel(self) -> None:
         self._cancelled.set()
+        with self._lock:
+            children, callbacks = list(self._children), list(self._on_cancel)
+        for child in children:
+            child.cancel()
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` when this budget is cancelled (at once if it already is);
+        returns what unregisters it."""
+        with self._lock:
+            self._on_cancel.append(callback)
+        if self.cancelled():
+            callback()
+
+        def unregister() -> None:
+            with self._lock:
+                if callback in self._on_cancel:
+                    self._on_cancel.remove(callback)
+
+        return unregister
 
     def cancelled(self) -> bool:
         return self._cancelled.is_set() or (self.parent is not None and self.parent.cancelled())

@@ -88,9 +88,10 @@ class Tool(Generic[A]):
     args: type[A]
     run: Callable[[ToolContext, A], ToolResult]
     read_only: bool
-    overlaps: Callable[[A], bool] | None = None
-    """True for a call that may run at the same time as others of its batch (delegating
-    to a parallel-safe worker). Other calls run one after another, in order."""
+    begin: Callable[[A], Callable[[], ToolResult] | None] | None = None
+    """For a call that may run while the later calls of its batch start too (delegating
+    to a parallel-safe worker): starts it and returns what waits for its result, or
+    None to run it in order. Other calls run one after another, in order."""
     parameters: dict[str, Any] | None = None
     """A JSON schema given as data (plugins, MCP) instead of generated from `args`."""
     harness: bool = False
