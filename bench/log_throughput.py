@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.common import Row
 from workers.eventlog import JsonlLog
 from workers.events import Emitter
+from workers.log_schema import ToolCalled
 
 THREADS = 16
 LINES_PER_THREAD = 2000
@@ -41,7 +42,7 @@ def run() -> list[Row]:
         def write(n: int) -> None:
             agent = events.bind(agent_id=f"w{n}")
             for i in range(LINES_PER_THREAD):
-                agent.emit("tool_call", **{**TOOL_CALL, "args": {"path": f"src/m{i}.py"}})
+                agent.emit(ToolCalled(**{**TOOL_CALL, "args": {"path": f"src/m{i}.py"}}))
 
         threads = [threading.Thread(target=write, args=(n,)) for n in range(THREADS)]
         started = time.perf_counter()

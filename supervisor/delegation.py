@@ -27,6 +27,7 @@ from workers.assembly import RunSetting, build_agent
 from workers.events import Emitter
 from workers.facts import Facts
 from workers.limits import Budget
+from workers.log_schema import Boundary, DelegateEnd, DelegateStart
 from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.profiles import Profile
@@ -128,7 +129,7 @@ class Team:
 
     def _not_loaded(self, message: str) -> None:
         self.events.bind(agent_id="trust").emit(
-            "boundary", action="refused", what="instructions", message=message
+            Boundary(action="refused", what="instructions", message=message)
         )
 
     # -- whom an agent may delegate to ---------------------------------------------
@@ -258,16 +259,17 @@ class Team:
         budget = caller.budget.child(spec.profile.limits.as_limits())
         delegates = spec.may_delegate and caller.depth + 1 < self.ceiling.max_depth
         caller.events.emit(
-            "delegate_start",
-            child_id=agent_id,
-            child_profile=profile_name,
-            task=task,
-            tools=[*spec.tools, *(["delegate"] if delegates else [])],
-            sandbox=spec.profile.sandbox,
-            parallel_safe=spec.parallel_safe,
-            max_steps=spec.profile.limits.max_steps,
-            max_seconds=budget.seconds_left(),
-            max_tokens=budget.tokens_left(),
+            DelegateStart(
+                child_id=agent_id,
+                child_profile=profile_name,
+                task=task,
+                tools=[*spec.tools, *(["delegate"] if delegates else [])],
+                sandbox=spec.profile.sandbox,
+                parallel_safe=spec.parallel_safe,
+                max_steps=spec.profile.limits.max_steps,
+                max_seconds=budget.seconds_left(),
+                max_tokens=budget.tokens_left(),
+            )
         )
         started = time.monotonic()
         wait = self._start_worker(caller, spec, agent_id, task, budget)
@@ -285,16 +287,17 @@ class Team:
         profile_name = spec.name
         files = files_changed(run.result.facts)
         caller.events.emit(
-            "delegate_end",
-            child_id=agent_id,
-            child_profile=profile_name,
-            status=run.status,
-            reason=run.reason,
-            steps=run.result.steps,
-            tokens=budget.used,
-            tool_calls=run.result.tool_calls,
-            elapsed_s=round(time.monotonic() - started, 3),
-            files_changed=files,
+            DelegateEnd(
+                child_id=agent_id,
+                child_profile=profile_name,
+                status=run.status,
+                reason=run.reason,
+                steps=run.result.steps,
+                tokens=budget.used,
+                tool_calls=run.result.tool_calls,
+                elapsed_s=round(time.monotonic() - started, 3),
+                files_changed=files,
+            )
         )
         text = report_text(
             agent_id, profile_name, run, files, budget.used, time.monotonic() - started

@@ -19,6 +19,7 @@ from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
 from workers.extensions import Extensions
 from workers.limits import Budget
+from workers.log_schema import SessionEnd, SessionStart
 from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
@@ -134,18 +135,19 @@ class Session:
         self._last: AgentResult | None = None
         self._turn_budget = None
         self.top_events.emit(
-            "session_start",
-            task=task,
-            workspace=str(self.workspace),
-            model=plan.make_model(self.model_name).name,
-            base_url=plan.base_url,
-            gaffer_version=gaffer_version(),
-            pid=os.getpid(),
-            profile=self.top.name,
-            max_steps=self.top.limits.max_steps,
-            max_seconds=plan.max_seconds,
-            max_tokens=plan.max_tokens,
-            resumed_from=resumed_from,
+            SessionStart(
+                task=task,
+                workspace=str(self.workspace),
+                model=plan.make_model(self.model_name).name,
+                base_url=plan.base_url,
+                gaffer_version=gaffer_version(),
+                pid=os.getpid(),
+                profile=self.top.name,
+                max_steps=self.top.limits.max_steps,
+                max_seconds=plan.max_seconds,
+                max_tokens=plan.max_tokens,
+                resumed_from=resumed_from,
+            )
         )
         self.root = Budget(plan.max_tokens, plan.max_seconds)
         self.team = Team(
@@ -227,17 +229,18 @@ class Session:
         llm_calls = self.recorder.of("llm_call")
         tool_calls = self.recorder.of("tool_call")
         self.top_events.emit(
-            "session_end",
-            status=status_of(outcome),
-            reason=reason_of(outcome),
-            elapsed_s=round(time.monotonic() - self._started, 3),
-            steps=self._last.steps if self._last else 0,
-            tokens=self.root.used,
-            prompt_tokens=sum(r["prompt_tokens"] for r in llm_calls),
-            completion_tokens=sum(r["completion_tokens"] for r in llm_calls),
-            llm_calls=len(llm_calls),
-            retries=len(self.recorder.of("llm_retry")),
-            tool_calls=len(tool_calls),
-            tool_errors=sum(1 for r in tool_calls if r["is_error"]),
-            workers=len(self.recorder.of("delegate_start")),
+            SessionEnd(
+                status=status_of(outcome),
+                reason=reason_of(outcome),
+                elapsed_s=round(time.monotonic() - self._started, 3),
+                steps=self._last.steps if self._last else 0,
+                tokens=self.root.used,
+                prompt_tokens=sum(r["prompt_tokens"] for r in llm_calls),
+                completion_tokens=sum(r["completion_tokens"] for r in llm_calls),
+                llm_calls=len(llm_calls),
+                retries=len(self.recorder.of("llm_retry")),
+                tool_calls=len(tool_calls),
+                tool_errors=sum(1 for r in tool_calls if r["is_error"]),
+                workers=len(self.recorder.of("delegate_start")),
+            )
         )

@@ -10,6 +10,7 @@ import click
 
 from workers import trust
 from workers.events import Emitter
+from workers.log_schema import Boundary
 from workers.profiles import Profile, ProfileError, parse_profile, search_path, widening
 from workers.trust import Item, TrustStore, WorkspaceTrust, read_folder
 
@@ -26,14 +27,15 @@ def report(workspace_trust: WorkspaceTrust, events: Emitter) -> None:
     log = events.bind(agent_id="trust")
     for item in workspace_trust.skipped():
         message = workspace_trust.notice(item)
-        log.emit("boundary", action="skipped", what=item.kind, path=item.key, message=message)
+        log.emit(Boundary(action="skipped", what=item.kind, path=item.key, message=message))
     for refused in workspace_trust.refused:
         log.emit(
-            "boundary",
-            action="refused",
-            what="workspace file",
-            path=refused.key,
-            message=f"skipped {refused.key}: {refused.reason}",
+            Boundary(
+                action="refused",
+                what="workspace file",
+                path=refused.key,
+                message=f"skipped {refused.key}: {refused.reason}",
+            )
         )
 
 

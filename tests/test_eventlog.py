@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from workers.eventlog import JsonlLog
-from workers.events import Emitter, Recorder
+from workers.events import LIVE_EVENTS, LOGGED_EVENTS, Emitter, Recorder
+from workers.log_schema import EVENTS, AgentEnd, TextDelta, TurnStart, UserMessage
 
 
 def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
@@ -20,7 +22,7 @@ def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
     def writer(n: int) -> None:
         worker = events.bind(agent_id=f"w{n}")
         for i in range(200):
-            worker.emit("user_message", content=payload, source=str(i))
+            worker.emit(UserMessage(content=payload, source=str(i)))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(16)]
     for thread in threads:
@@ -37,31 +39,48 @@ def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
 
 def test_each_line_is_on_disk_when_emit_returns(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
-    Emitter([log]).bind(session_id="s", agent_id="main").emit("turn_start", step=1)
+    Emitter([log]).bind(session_id="s", agent_id="main").emit(TurnStart(step=1))
     line = json.loads((tmp_path / "run.jsonl").read_text())
     assert list(line)[:4] == ["ts", "event", "session_id", "agent_id"]
     assert line["ts"].endswith("+00:00")
 
 
-def test_live_events_are_not_logged_and_unknown_events_are_refused(tmp_path: Path) -> None:
+def test_live_events_are_not_logged(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
     recorder = Recorder(live=True)
     events = Emitter([log, recorder]).bind(session_id="s", agent_id="main")
-    events.emit("text_delta", text="hello", step=1)
+    events.emit(TextDelta(text="hello", step=1))
     assert (tmp_path / "run.jsonl").read_text() == ""
     assert recorder.of("text_delta")[0]["text"] == "hello"
-    with pytest.raises(ValueError, match="unknown event"):
-        events.emit("made_up")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="user_message lacks source"):
-        events.emit("user_message", content="hi")
-    with pytest.raises(ValueError, match="turn_start has no key colour"):
-        events.emit("turn_start", step=1, colour="red")
+
+
+def test_an_event_is_a_frozen_record_of_its_own_keys() -> None:
+    """Keys that may be absent are left out when None; every other key is always
+    written, None included, so a reader can tell "no limit" from "not said"."""
+    end = AgentEnd(status="completed", reason="", steps=1, tokens=2, tool_calls=0, answer=None)
+    assert end.fields() == {
+        "status": "completed",
+        "reason": "",
+        "steps": 1,
+        "tokens": 2,
+        "tool_calls": 0,
+        "answer": None,
+    }
+    crashed = dataclasses.replace(end, traceback="Traceback ...")
+    assert crashed.fields()["traceback"] == "Traceback ..."
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        end.steps = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        UserMessage(content="hi")  # type: ignore[call-arg]
+    assert set(EVENTS) == LOGGED_EVENTS | LIVE_EVENTS and not LOGGED_EVENTS & LIVE_EVENTS
+    for name, event in EVENTS.items():
+        assert event.event == name and dataclasses.is_dataclass(event)
 
 
 def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
     log = JsonlLog(tmp_path / "run.jsonl")
     events = Emitter([log]).bind(session_id="s", agent_id="main")
-    events.emit("user_message", content=tmp_path, source="user")
+    events.emit(UserMessage(content=tmp_path, source="user"))  # type: ignore[arg-type]
     assert json.loads((tmp_path / "run.jsonl").read_text())["content"] == str(tmp_path)
 
 
@@ -72,11 +91,11 @@ def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path)
     path = tmp_path / "run.jsonl"
     log = JsonlLog(path)
     events = Emitter([log]).bind(session_id="s", agent_id="main")
-    events.emit("user_message", content="t", source="user")
-    events.emit("turn_start", step=1)
+    events.emit(UserMessage(content="t", source="user"))
+    events.emit(TurnStart(step=1))
     log.close()
     again = JsonlLog(path)  # appending to a log: its first line already says it
-    Emitter([again]).bind(session_id="s", agent_id="main").emit("turn_start", step=2)
+    Emitter([again]).bind(session_id="s", agent_id="main").emit(TurnStart(step=2))
     again.close()
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line.get("log_format") for line in lines] == [LOG_FORMAT, None, None]
@@ -106,8 +125,6 @@ def test_the_log_schema_and_its_documentation_agree() -> None:
     keys every line has), and every logged event has a row."""
     import re
 
-    from workers.events import EVENT_KEYS, LOGGED_EVENTS
-
     readme = (Path(__file__).parent.parent / "logs" / "README.md").read_text()
     common = set(re.findall(r"^\| `([a-z_]+)`", readme.split("## Events")[0], re.MULTILINE))
     rows = {
@@ -117,7 +134,7 @@ def test_the_log_schema_and_its_documentation_agree() -> None:
     for event in LOGGED_EVENTS:
         assert event in rows, f"{event} has no row in logs/README.md"
         documented = set(re.findall(r"`([a-z_]+)`", rows[event])) | common
-        required, optional = EVENT_KEYS[event]
+        required, optional = EVENTS[event].keys()
         if missing := sorted((required | optional) - documented):
             undocumented[event] = missing
     assert undocumented == {}

@@ -11,6 +11,7 @@ from workers.editing import EditGuard
 from workers.events import Emitter
 from workers.facts import Facts
 from workers.limits import Budget, Limits
+from workers.log_schema import UserMessage
 from workers.model import Message, Model
 from workers.outcome import Outcome
 from workers.sandbox import Sandbox
@@ -68,7 +69,7 @@ class AgentResult:
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:
     """A message from the harness (or the user) to the model, logged so a resume sees it."""
     messages.append({"role": "user", "content": content})
-    agent.events.emit("user_message", content=content, source=source)
+    agent.events.emit(UserMessage(content=content, source=source))
 
 
 # What the files shown to an agent at once may take when the model's window is not known;

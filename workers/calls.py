@@ -10,6 +10,7 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
+from workers.log_schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import AssistantTurn, Message, ToolCall
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.repetition import RepetitionGuard
@@ -43,14 +44,14 @@ def call_model(
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
     prompt of its own): its size is not the conversation's, and a resume skips it."""
-    agent.events.emit("turn_start", step=step)
+    agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
     turn = agent.model.complete(
         messages,
         schemas,
-        on_text=lambda text: agent.events.emit("text_delta", text=text, step=step),
+        on_text=lambda text: agent.events.emit(TextDelta(text=text, step=step)),
         on_retry=lambda attempt, error, wait: agent.events.emit(
-            "llm_retry", step=step, attempt=attempt, error=error, wait_s=round(wait, 3)
+            LlmRetry(step=step, attempt=attempt, error=error, wait_s=round(wait, 3))
         ),
         timeout=agent.budget.seconds_left(),
         cancelled=agent.budget.cancelled,
@@ -61,22 +62,22 @@ def call_model(
     if agent.context is not None and not aside:
         agent.context.observe(turn.usage.prompt_tokens, messages)
     agent.events.emit(
-        "llm_call",
-        step=step,
-        model=turn.model or agent.model.name,
-        prompt_tokens=turn.usage.prompt_tokens,
-        cached_tokens=turn.usage.cached_tokens,
-        completion_tokens=turn.usage.completion_tokens,
-        total_tokens=turn.usage.total,
-        usage_reported=turn.usage.reported,
-        elapsed_s=round(time.monotonic() - started, 4),
-        attempt=turn.attempt,
-        finish_reason=turn.finish_reason,
-        tool_calls=len(turn.tool_calls),
-        # The whole turn, so a run can be read back and resumed from its log alone.
-        text=turn.text,
-        calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
-        **({"aside": True} if aside else {}),
+        LlmCall(
+            step=step,
+            model=turn.model or agent.model.name,
+            prompt_tokens=turn.usage.prompt_tokens,
+            cached_tokens=turn.usage.cached_tokens,
+            completion_tokens=turn.usage.completion_tokens,
+            total_tokens=turn.usage.total,
+            usage_reported=turn.usage.reported,
+            elapsed_s=round(time.monotonic() - started, 4),
+            attempt=turn.attempt,
+            finish_reason=turn.finish_reason,
+            tool_calls=len(turn.tool_calls),
+            text=turn.text,
+            calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
+            aside=True if aside else None,
+        )
     )
     return turn
 
@@ -152,7 +153,7 @@ def begin_overlapping(
     wait = tool.begin(args)
     if wait is None:
         return None
-    agent.events.emit("tool_start", step=step, name=call.name, label=label)
+    agent.events.emit(ToolStart(step=step, name=call.name, label=label))
 
     def finish() -> ToolResult:
         result = executor.fit(wait(), agent.max_output_chars)
@@ -173,7 +174,7 @@ def run_tool(
 ) -> ToolResult:
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
-    agent.events.emit("tool_start", step=step, name=call.name, label=label)
+    agent.events.emit(ToolStart(step=step, name=call.name, label=label))
     started = time.monotonic()
     if refusal is None and agent.edits is not None:
         refusal = agent.edits.before(call.name, args)
@@ -198,22 +199,23 @@ def log_tool_call(
     from_block: bool = False,
 ) -> None:
     agent.events.emit(
-        "tool_call",
-        step=step,
-        name=call.name,
-        tool_call_id=call.id,
-        args=args if isinstance(args, dict) else call.arguments,
-        label=label,
-        is_error=result.is_error,
-        elapsed_s=round(time.monotonic() - started, 4),
-        summary=result.summary,
-        result_preview=result.output[:200],
-        result_chars=len(result.output),
-        content=result.output,
-        sandbox=agent.sandbox.name,
-        **({"from_block": True} if from_block else {}),
-        **({"container": agent.sandbox.container_id} if agent.sandbox.container_id else {}),
-        **({"facts": facts} if (facts := result.facts.as_json()) else {}),
+        ToolCalled(
+            step=step,
+            name=call.name,
+            tool_call_id=call.id,
+            args=args if isinstance(args, dict) else call.arguments,
+            label=label,
+            is_error=result.is_error,
+            elapsed_s=round(time.monotonic() - started, 4),
+            summary=result.summary,
+            result_preview=result.output[:200],
+            result_chars=len(result.output),
+            content=result.output,
+            sandbox=agent.sandbox.name,
+            from_block=True if from_block else None,
+            container=agent.sandbox.container_id or None,
+            facts=result.facts.as_json() or None,
+        )
     )
 
 

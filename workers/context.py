@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from workers.events import Emitter
 from workers.facts import Facts
 from workers.limits import Budget
+from workers.log_schema import Compaction
 from workers.model import Message, Model
 from workers.outcome import LimitHit
 from workers.tools.base import CHARS_PER_TOKEN
@@ -182,16 +183,17 @@ class ContextKeeper:
         self.last_prompt_tokens = int(self.projected(messages))
         self.chars_then = _chars(messages)
         events.emit(
-            "compaction",
-            step=step,
-            reason=reason,
-            tokens_before=tokens_before,
-            tokens_after=self.last_prompt_tokens,
-            tokens_after_is_estimate=True,
-            messages_folded=cut - head,
-            summary_tokens=turn.usage.total,
-            elapsed_s=round(time.monotonic() - started, 3),
-            state=state["content"],
+            Compaction(
+                step=step,
+                reason=reason,
+                tokens_before=tokens_before,
+                tokens_after=self.last_prompt_tokens,
+                tokens_after_is_estimate=True,
+                messages_folded=cut - head,
+                summary_tokens=turn.usage.total,
+                elapsed_s=round(time.monotonic() - started, 3),
+                state=state["content"],
+            )
         )
         return True
 

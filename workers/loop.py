@@ -12,6 +12,7 @@ from workers.agent import Agent, AgentResult, first_task, tell
 from workers.editing import EDIT_TOOLS
 from workers.file_blocks import WRITE_NOW, write_blocks
 from workers.focused_write import ask_for_the_change
+from workers.log_schema import AgentEnd, AgentStart, Limit
 from workers.model import Message, ModelError, ToolCall, written_call
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 from workers.repetition import RepetitionGuard
@@ -64,15 +65,16 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
     """Run until a final answer or a stop; every way out is an Outcome, never an exception."""
     result = AgentResult(outcome=Aborted("not started"), messages=messages)
     agent.events.emit(
-        "agent_start",
-        model=agent.model.name,
-        tools=list(agent.tools),
-        sandbox=agent.sandbox.name,
-        max_steps=agent.limits.max_steps,
-        max_seconds=agent.limits.max_seconds,
-        max_tokens=agent.limits.max_tokens,
+        AgentStart(
+            model=agent.model.name,
+            tools=list(agent.tools),
+            sandbox=agent.sandbox.name,
+            max_steps=agent.limits.max_steps,
+            max_seconds=agent.limits.max_seconds,
+            max_tokens=agent.limits.max_tokens,
+        )
     )
-    crash: dict[str, str] = {}
+    crash: str | None = None
     try:
         if agent.attach_task_files and not _looked(messages):
             _attach_task_files(agent, messages)
@@ -86,19 +88,20 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
         result.outcome = Failed(str(error), kind="sandbox")
     except Exception as error:  # a harness fault: the run ends, the log keeps the traceback
         result.outcome = Failed(f"{type(error).__name__}: {error}")
-        crash["traceback"] = traceback.format_exc(limit=8)
+        crash = traceback.format_exc(limit=8)
     calls.answer_unanswered(messages, reason_of(result.outcome))
     if isinstance(result.outcome, LimitHit):
-        agent.events.emit("limit", limit=result.outcome.limit, detail=result.outcome.detail)
+        agent.events.emit(Limit(limit=result.outcome.limit, detail=result.outcome.detail))
     agent.events.emit(
-        "agent_end",
-        status=status_of(result.outcome),
-        reason=reason_of(result.outcome),
-        steps=result.steps,
-        tokens=result.tokens,
-        tool_calls=result.tool_calls,
-        answer=_answer_of(result.outcome),
-        **crash,
+        AgentEnd(
+            status=status_of(result.outcome),
+            reason=reason_of(result.outcome),
+            steps=result.steps,
+            tokens=result.tokens,
+            tool_calls=result.tool_calls,
+            answer=_answer_of(result.outcome),
+            traceback=crash,
+        )
     )
     return result
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from workers.events import Emitter
 from workers.facts import Facts
+from workers.log_schema import Verification
 
 DEFAULT_TEST_COMMANDS = (
     r"\bpytest\b",
@@ -205,11 +206,12 @@ class Gate:
             self._asked_for_change = True
             self.sent_back += 1
             self.events.emit(
-                "verification",
-                verdict="unsupported",
-                reason="no files changed",
-                action="sent_back",
-                sent_back=self.sent_back,
+                Verification(
+                    verdict="unsupported",
+                    reason="no files changed",
+                    action="sent_back",
+                    sent_back=self.sent_back,
+                )
             )
             return NO_CHANGE
         if (
@@ -220,11 +222,12 @@ class Gate:
             self.sent_back += 1
             self.wants_call = True
             self.events.emit(
-                "verification",
-                verdict="unsupported",
-                reason=problem,
-                action="sent_back",
-                sent_back=self.sent_back,
+                Verification(
+                    verdict="unsupported",
+                    reason=problem,
+                    action="sent_back",
+                    sent_back=self.sent_back,
+                )
             )
             return (
                 f"Before you answer: {problem}. Check with the tools (list_dir, find_files, "
@@ -232,23 +235,25 @@ class Gate:
             )
         if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
             self.events.emit(
-                "verification",
-                verdict="none"
-                if verdict is None
-                else ("verified" if verdict.verified else "unverified"),
-                reason=verdict.reason if verdict else "no files changed",
-                action="accepted",
-                sent_back=self.sent_back,
+                Verification(
+                    verdict="none"
+                    if verdict is None
+                    else ("verified" if verdict.verified else "unverified"),
+                    reason=verdict.reason if verdict else "no files changed",
+                    action="accepted",
+                    sent_back=self.sent_back,
+                )
             )
             return None
         self.sent_back += 1
         self.wants_call = verdict.untested  # a failing test wants a fix, maybe a file block
         self.events.emit(
-            "verification",
-            verdict="unverified",
-            reason=verdict.reason,
-            action="sent_back",
-            sent_back=self.sent_back,
+            Verification(
+                verdict="unverified",
+                reason=verdict.reason,
+                action="sent_back",
+                sent_back=self.sent_back,
+            )
         )
         return (
             f"Not done yet: {verdict.reason}. Run the project's tests (or the failing command) "

@@ -13,6 +13,7 @@ from workers.events import Emitter
 from workers.extensions.mcp_servers import McpHub, read_configs
 from workers.extensions.plugins import load_plugins
 from workers.extensions.skills import Skill, load_skills, skills_prompt, use_skill_tool
+from workers.log_schema import Extension
 from workers.tools.base import Tool
 from workers.trust import Kind, Source, WorkspaceTrust, read_folder, user_config_dir
 
@@ -46,7 +47,7 @@ def load_extensions(
 
     def warn(message: str) -> None:
         extensions.warnings.append(message)
-        log.emit("extension", status="skipped", message=message)
+        log.emit(Extension(status="skipped", message=message))
 
     user = user_config_dir()
 
@@ -69,6 +70,6 @@ def load_extensions(
             extensions.tools[name] = tool
     for name, tool in extensions.tools.items():
         log.emit(
-            "extension", status="loaded", tool=name, origin=tool.origin, read_only=tool.read_only
+            Extension(status="loaded", tool=name, origin=tool.origin, read_only=tool.read_only)
         )
     return extensions

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from workers.events import Emitter
 from workers.extensions.plugins import schema_tool
+from workers.log_schema import McpCall
 from workers.tools.base import Tool, ToolError
 from workers.trust import Source
 
@@ -207,13 +208,14 @@ class McpHub:
             raise ToolError(text) from error
         finally:
             self.events.emit(
-                "mcp_call",
-                server=config.name,
-                tool=tool,
-                args=arguments,
-                is_error=is_error,
-                elapsed_s=round(time.monotonic() - started, 4),
-                result_preview=text[:200],
+                McpCall(
+                    server=config.name,
+                    tool=tool,
+                    args=arguments,
+                    is_error=is_error,
+                    elapsed_s=round(time.monotonic() - started, 4),
+                    result_preview=text[:200],
+                )
             )
         if is_error:
             raise ToolError(text or f"{tool} reported an error")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.events import Emitter
+from workers.log_schema import Boundary
 from workers.sandbox import Sandbox, SandboxUnavailable, docker
 from workers.sandbox.host import HostSandbox
 from workers.specs import AgentSpec
@@ -73,24 +74,26 @@ class SandboxFactory:
             ) as box:
                 if unshared := box.survey.unshared:
                     log.emit(
-                        "boundary",
-                        action="unshared",
-                        what="hard links",
-                        paths=list(unshared[:50]),
-                        count=len(unshared),
-                        message=f"gave {len(unshared)} file(s) hard-linked outside the workspace "
-                        f"their own copies, so the container cannot change the originals "
-                        f"({', '.join(unshared[:3])}{', …' if len(unshared) > 3 else ''})",
+                        Boundary(
+                            action="unshared",
+                            what="hard links",
+                            paths=list(unshared[:50]),
+                            count=len(unshared),
+                            message=f"gave {len(unshared)} file(s) hard-linked outside the workspace "
+                            f"their own copies, so the container cannot change the originals "
+                            f"({', '.join(unshared[:3])}{', …' if len(unshared) > 3 else ''})",
+                        )
                     )
                 yield box
         finally:
             for moved in box.quarantined if box is not None else []:
                 log.emit(
-                    "boundary",
-                    action="quarantined",
-                    what="planted by the sandbox",
-                    path=moved.path,
-                    moved_to=moved.moved_to,
-                    message=f"{agent_id} planted {moved.path}, which the host would run on its "
-                    f"own; moved it aside to {moved.moved_to}",
+                    Boundary(
+                        action="quarantined",
+                        what="planted by the sandbox",
+                        path=moved.path,
+                        moved_to=moved.moved_to,
+                        message=f"{agent_id} planted {moved.path}, which the host would run on its "
+                        f"own; moved it aside to {moved.moved_to}",
+                    )
                 )

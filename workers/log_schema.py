@@ -1,0 +1,288 @@
+"""The log's schema: one frozen dataclass per event, the only way to emit one.
+
+Each field is a key of the event's jsonl line (logs/README.md says what it means; a test
+holds the two together). A field marked `absent_when_none` is left out of the line when
+it is None, so older readers see the same lines as before; every other field is always
+written, None included. Besides these, each line carries `ts`, `event` and the identity
+its emitter was bound to (session_id, agent_id, parent_id, profile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+Record = dict[str, Any]
+
+
+def absent_when_none() -> Any:
+    return dataclasses.field(default=None, metadata={"absent_when_none": True})
+
+
+class Event:
+    """A logged or live event. Subclasses set `event` and are frozen dataclasses."""
+
+    event: ClassVar[str]
+    """The line's `event` key."""
+    live: ClassVar[bool] = False
+    """Feeds views only, never written to the log."""
+    _keys: ClassVar[tuple[tuple[str, bool], ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        EVENTS[cls.event] = cls
+
+    def fields(self) -> Record:
+        """The event's own keys, as its line carries them."""
+        keys = type(self).__dict__.get("_keys")
+        if keys is None:  # worked out once per class: emitting is on every step's path
+            keys = tuple(
+                (f.name, bool(f.metadata.get("absent_when_none")))
+                for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            )
+            type(self)._keys = keys
+        record: Record = {}
+        for key, omit_none in keys:
+            value = getattr(self, key)
+            if value is not None or not omit_none:
+                record[key] = value
+        return record
+
+    @classmethod
+    def keys(cls) -> tuple[frozenset[str], frozenset[str]]:
+        """(keys always written, keys written only when set)."""
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        sometimes = {f.name for f in fields if f.metadata.get("absent_when_none")}
+        return frozenset(f.name for f in fields) - sometimes, frozenset(sometimes)
+
+
+EVENTS: dict[str, type[Event]] = {}
+"""Every event by name, logged and live."""
+
+
+@dataclass(frozen=True)
+class SessionStart(Event):
+    event = "session_start"
+    task: str
+    workspace: str
+    model: str
+    base_url: str | None
+    gaffer_version: str
+    pid: int
+    profile: str
+    max_steps: int
+    max_seconds: float | None
+    max_tokens: int | None
+    resumed_from: str | None
+
+
+@dataclass(frozen=True)
+class SessionEnd(Event):
+    event = "session_end"
+    status: str
+    reason: str
+    elapsed_s: float
+    steps: int
+    tokens: int
+    prompt_tokens: int
+    completion_tokens: int
+    llm_calls: int
+    retries: int
+    tool_calls: int
+    tool_errors: int
+    workers: int
+
+
+@dataclass(frozen=True)
+class AgentStart(Event):
+    event = "agent_start"
+    model: str
+    tools: list[str]
+    sandbox: str
+    max_steps: int
+    max_seconds: float | None
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
+class AgentEnd(Event):
+    event = "agent_end"
+    status: str
+    reason: str
+    steps: int
+    tokens: int
+    tool_calls: int
+    answer: str | None
+    traceback: str | None = absent_when_none()
+
+
+@dataclass(frozen=True)
+class TurnStart(Event):
+    event = "turn_start"
+    step: int
+
+
+@dataclass(frozen=True)
+class LlmCall(Event):
+    event = "llm_call"
+    step: int
+    model: str
+    prompt_tokens: int
+    cached_tokens: int | None
+    completion_tokens: int
+    total_tokens: int
+    usage_reported: bool
+    elapsed_s: float
+    attempt: int
+    finish_reason: str | None
+    tool_calls: int
+    text: str
+    calls: list[dict[str, str]]
+    """The whole turn, so a run can be read back and resumed from its log alone."""
+    aside: bool | None = absent_when_none()
+    """A call outside the conversation (the focused ask): a resume skips it."""
+
+
+@dataclass(frozen=True)
+class LlmRetry(Event):
+    event = "llm_retry"
+    step: int
+    attempt: int
+    error: str
+    wait_s: float
+
+
+@dataclass(frozen=True)
+class ToolCalled(Event):
+    event = "tool_call"
+    step: int
+    name: str
+    tool_call_id: str
+    args: dict[str, Any] | str
+    label: str
+    is_error: bool
+    elapsed_s: float
+    summary: str
+    result_preview: str
+    result_chars: int
+    content: str
+    sandbox: str
+    from_block: bool | None = absent_when_none()
+    container: str | None = absent_when_none()
+    facts: Record | None = absent_when_none()
+
+
+@dataclass(frozen=True)
+class DelegateStart(Event):
+    event = "delegate_start"
+    child_id: str
+    child_profile: str
+    task: str
+    tools: list[str]
+    sandbox: str
+    parallel_safe: bool
+    max_steps: int
+    max_seconds: float | None
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
+class DelegateEnd(Event):
+    event = "delegate_end"
+    child_id: str
+    child_profile: str
+    status: str
+    reason: str
+    steps: int
+    tokens: int
+    tool_calls: int
+    elapsed_s: float
+    files_changed: list[str]
+
+
+@dataclass(frozen=True)
+class Verification(Event):
+    event = "verification"
+    verdict: str
+    reason: str
+    action: str
+    sent_back: int
+
+
+@dataclass(frozen=True)
+class Limit(Event):
+    event = "limit"
+    limit: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Compaction(Event):
+    event = "compaction"
+    step: int
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    tokens_after_is_estimate: bool
+    messages_folded: int
+    summary_tokens: int
+    elapsed_s: float
+    state: str
+
+
+@dataclass(frozen=True)
+class McpCall(Event):
+    event = "mcp_call"
+    server: str
+    tool: str
+    args: dict[str, Any]
+    is_error: bool
+    elapsed_s: float
+    result_preview: str
+
+
+@dataclass(frozen=True)
+class UserMessage(Event):
+    event = "user_message"
+    content: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Extension(Event):
+    event = "extension"
+    status: str
+    message: str | None = absent_when_none()
+    tool: str | None = absent_when_none()
+    origin: str | None = absent_when_none()
+    read_only: bool | None = absent_when_none()
+
+
+@dataclass(frozen=True)
+class Boundary(Event):
+    event = "boundary"
+    action: str
+    what: str
+    message: str
+    path: str | None = absent_when_none()
+    moved_to: str | None = absent_when_none()
+    paths: list[str] | None = absent_when_none()
+    count: int | None = absent_when_none()
+
+
+@dataclass(frozen=True)
+class TextDelta(Event):
+    event = "text_delta"
+    live = True
+    text: str
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolStart(Event):
+    event = "tool_start"
+    live = True
+    step: int
+    name: str
+    label: str
