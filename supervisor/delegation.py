@@ -32,6 +32,7 @@ from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.profiles import Profile
 from workers.sandbox import Sandbox
+from workers.snapshots import Store
 from workers.specs import AgentSpec, resolve
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 from workers.tools.describe import workspace_glance
@@ -97,6 +98,11 @@ class Team:
     """Appended to every agent's system prompt (the list of skills)."""
     task_mode: bool = False
     """The top agent was given a task to do (`gaffer run`), not a conversation (`gaffer chat`)."""
+    store: Store | None = None
+    """Snapshots of the workspace for agents that can change it (their change sets)."""
+    diff_folder: Path | None = None
+    """Where each change set's unified diff is written (beside the log)."""
+    test_runners: tuple[str, ...] = ()
     scheduler: Scheduler = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +127,9 @@ class Team:
             instructions=project_instructions(self.workspace, self._not_loaded),
             glance=workspace_glance(self.workspace),
             extra_prompt=self.extra_prompt,
+            store=self.store,
+            diff_folder=self.diff_folder,
+            test_runners=self.test_runners,
         )
 
     @property
@@ -285,7 +294,12 @@ class Team:
         started: float,
     ) -> ToolResult:
         profile_name = spec.name
-        files = files_changed(run.result.facts)
+        changes = run.result.changes
+        # What the harness saw change; a worker abandoned mid-run has only its calls' facts.
+        files = (
+            [c.path for c in changes] if changes is not None else files_changed(run.result.facts)
+        )
+        labels = [c.label for c in changes] if changes is not None else files
         caller.events.emit(
             DelegateEnd(
                 child_id=agent_id,
@@ -300,7 +314,13 @@ class Team:
             )
         )
         text = report_text(
-            agent_id, profile_name, run, files, budget.used, time.monotonic() - started
+            agent_id,
+            profile_name,
+            run,
+            labels,
+            budget.used,
+            time.monotonic() - started,
+            self.test_runners,
         )
         return ToolResult(
             output=text,

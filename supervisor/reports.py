@@ -15,8 +15,15 @@ def _commands(facts: list[Facts]) -> list[Facts]:
 
 
 def report_text(
-    agent_id: str, profile: str, report: WorkerRun, files: list[str], tokens: int, elapsed: float
+    agent_id: str,
+    profile: str,
+    report: WorkerRun,
+    files: list[str],
+    tokens: int,
+    elapsed: float,
+    test_runners: tuple[str, ...] = (),
 ) -> str:
+    """`files`: each changed file as the change set labels it (`a.py (modified)`)."""
     result = report.result
     lines = [
         f"worker {agent_id} ({profile}): {report.status} after {result.steps} steps, "
@@ -30,7 +37,7 @@ def report_text(
             f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
             f"kept in {moved.moved_to})"
         )
-    verdict = judge(result.facts)
+    verdict = judge(result.facts, test_runners)
     if verdict is not None:
         lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
     commands = _commands(result.facts)

@@ -130,6 +130,7 @@ def set_up(
         file_blocks=config.file_blocks,
         context_window=config.context_window,
         extensions=extensions,
+        test_runners=tuple(config.test_runners),
     )
     return session, plan
 

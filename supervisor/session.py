@@ -26,6 +26,7 @@ from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.factory import SandboxFactory
+from workers.snapshots import Store
 from workers.tools.base import Approver, Tool, deny_all
 
 TOP_AGENT_ID = "supervisor"
@@ -71,6 +72,8 @@ class RunPlan:
     """Plugins, MCP servers and skills; closed with the session."""
     task_mode: bool = False
     """`gaffer run`: the top agent works on a task and looks at the code before answering."""
+    test_runners: tuple[str, ...] = ()
+    """Commands the gate counts as test runs besides the known ones (Settings.test_runners)."""
 
 
 @dataclass
@@ -170,6 +173,9 @@ class Session:
             use_skill=plan.extensions.use_skill() if plan.extensions else None,
             extra_prompt=plan.extensions.prompt() if plan.extensions else "",
             task_mode=plan.task_mode,
+            store=Store(self.workspace),
+            diff_folder=self.log.path.with_suffix(".changes"),
+            test_runners=plan.test_runners,
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)

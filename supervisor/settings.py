@@ -68,6 +68,12 @@ class Settings(BaseModel):
     of write_file/edit_file calls: small models write far better code in a block than
     inside a call's JSON (on for the local model unless set here)."""
 
+    test_runners: list[str] = Field(default_factory=list)
+    """More commands the verification gate counts as test runs, besides pytest, python
+    -m pytest/unittest, make test/check, npm/yarn/pnpm test, go test, cargo test, tox
+    and nox: a program (`./run-tests.sh`) or a program and its first word (`bin/rails
+    test`). Only what the shell's exit status comes from counts (workers/test_runs.py)."""
+
     def logs_in(self, workspace: Path) -> Path:
         return self.log_dir or workspace / ".gaffer" / "logs"
 

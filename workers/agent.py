@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.change_sets import Change, ChangeTracker
 from workers.context import ContextKeeper
 from workers.editing import EditGuard
 from workers.events import Emitter
@@ -37,6 +38,9 @@ class Agent:
     tools' own maxima."""
     edits: EditGuard | None = None
     """Read before edit, and where a failed test points; for agents that edit files."""
+    changes: ChangeTracker | None = None
+    """What its calls changed in the workspace, seen by the harness; for agents whose
+    tools can change files."""
     look_first: bool = False
     """Its first reply must be a tool call: a worker with a task about the code looks
     before it answers (small models otherwise answer from what they imagine)."""
@@ -64,6 +68,9 @@ class AgentResult:
     """What each tool call taught the harness (files written, exit codes), in order."""
     focused_writes: int = 0
     """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
+    changes: list[Change] | None = None
+    """What it changed in the workspace, its workers included; None when it could
+    change nothing."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

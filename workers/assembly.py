@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.agent import Agent
+from workers.change_sets import ChangeTracker
 from workers.context import ContextKeeper, window_for
 from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
@@ -17,6 +18,7 @@ from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
 from workers.model import Model
 from workers.sandbox import Sandbox
+from workers.snapshots import Store
 from workers.specs import AgentSpec
 from workers.tools.base import Tool, result_chars
 from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate
@@ -44,6 +46,12 @@ class RunSetting:
     """The workspace's layout at a glance, read once per run."""
     extra_prompt: str = ""
     """Appended to every system prompt (the list of skills)."""
+    store: Store | None = None
+    """Snapshots of the workspace, for agents that can change it; None sees no changes."""
+    diff_folder: Path | None = None
+    """Where each agent's change set is written as a unified diff (beside the log)."""
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/test_runs.py), for the gate."""
 
 
 def build_agent(
@@ -72,11 +80,15 @@ def build_agent(
         workspace=setting.workspace,
         container_root=container_root,
         must_look=must_look,
+        test_runners=setting.test_runners,
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,
     )
     edits = EditGuard(
-        setting.workspace, container_root, write_hint=WRITE_NOW if file_blocks else ""
+        setting.workspace,
+        container_root,
+        write_hint=WRITE_NOW if file_blocks else "",
+        test_runners=setting.test_runners,
     )
     agent = Agent(
         model=model,
@@ -93,8 +105,16 @@ def build_agent(
         context=ContextKeeper(window, rules=setting.instructions),
         max_output_chars=result_chars(window),
         edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
+        changes=_tracker(spec, setting, events),
     )
     return agent, system_prompt(spec, setting, file_blocks=file_blocks, profiles=profiles_text)
+
+
+def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTracker | None:
+    if setting.store is None or not spec.changes_files:
+        return None
+    name = f"{events.context.get('agent_id', 'agent')}.diff"
+    return ChangeTracker(setting.store, setting.diff_folder / name if setting.diff_folder else None)
 
 
 def system_prompt(spec: AgentSpec, setting: RunSetting, *, file_blocks: bool, profiles: str) -> str:

@@ -3,6 +3,7 @@ run in order or side by side, each logged with what it taught the harness."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from workers.log_schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolSta
 from workers.model import AssistantTurn, Message, ToolCall
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.repetition import RepetitionGuard
+from workers.test_runs import is_test_run, ran_no_tests
 from workers.tools.base import ToolResult
 
 
@@ -181,10 +183,33 @@ def run_tool(
     result = refusal or executor.execute(
         call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
     )
+    if refusal is None:
+        result = observed(agent, call.name, result)
     if agent.edits is not None and refusal is None:
         result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
+
+
+def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
+    """The result with what the harness saw for itself: the files the call really
+    changed (for an agent that can change files), and a test run that ran no tests."""
+    facts = result.facts
+    tool = agent.tools.get(name)
+    if agent.changes is not None and tool is not None and not tool.read_only:
+        changed = agent.changes.changed_by_call()
+        if facts.worker is None:  # a worker's own calls say what it changed
+            paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
+            facts = dataclasses.replace(facts, modified=tuple(paths))
+    command, runners = facts.command, agent.gate.test_runners if agent.gate else ()
+    if (
+        command is not None
+        and facts.exit_code == 0
+        and is_test_run(command, runners)
+        and ran_no_tests(result.output)
+    ):
+        facts = dataclasses.replace(facts, no_tests=True)
+    return result if facts == result.facts else dataclasses.replace(result, facts=facts)
 
 
 def log_tool_call(

@@ -21,8 +21,9 @@ from workers.limits import Budget
 from workers.log_schema import Compaction
 from workers.model import Message, Model
 from workers.outcome import LimitHit
+from workers.test_runs import is_test_run
 from workers.tools.base import CHARS_PER_TOKEN
-from workers.verification import evidence, files_changed, is_test, outcome
+from workers.verification import evidence, files_changed, outcome
 
 # Known context windows, by model-name prefix; anything else gets the conservative default.
 KNOWN_WINDOWS: dict[str, int] = {
@@ -202,7 +203,7 @@ def task_state(goal: str, rules: str, facts: list[Facts]) -> str:
     """The pinned block: built from the harness's own records, never from the model."""
     files = files_changed(facts)
     commands = [e for e in evidence(facts) if e.command is not None]
-    tests = [e for e in commands if is_test(str(e.command))]
+    tests = [e for e in commands if is_test_run(str(e.command))]
     lines = ["[Task state, kept by gaffer from what it observed]", f"Goal: {goal.strip()}"]
     if rules.strip():
         capped = (

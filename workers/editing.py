@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workers.test_runs import is_test_run
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined, relative, resolve
-from workers.verification import is_test
 
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
 # What a profile's `{editing}` says to an agent that edits with the file tools.
@@ -58,6 +58,8 @@ class EditGuard:
     """How to write a fix, added after a failed test's focus (for file blocks)."""
     last_failure: str = ""
     """The last test run, when it failed: the command and where it failed."""
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/test_runs.py)."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -88,10 +90,15 @@ class EditGuard:
             found = self._file(arguments.get("path"))
             if found is not None:
                 self.seen[found[0]] = _fingerprint(found[1])
-            self.untested_edit |= name in EDIT_TOOLS
+        # What the call really changed (the harness's snapshots), whatever tool made it.
+        self.untested_edit |= bool(result.facts.modified)
         command = result.facts.command
-        if name == "run_shell" and isinstance(command, str) and is_test(command):
-            if self.untested_edit and not result.is_error:
+        if (
+            name == "run_shell"
+            and isinstance(command, str)
+            and is_test_run(command, self.test_runners)
+        ):
+            if self.untested_edit and not result.is_error and not result.facts.no_tests:
                 # Small models run passing tests again and again; the answer is what's next.
                 result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")
             self.untested_edit = False
@@ -99,10 +106,21 @@ class EditGuard:
         if name == "run_shell" and result.is_error and isinstance(command, str):
             output = self._full_output(result)
             focus = failure_focus(
-                self.workspace, command, output, self.container_root, shown=result.output
+                self.workspace,
+                command,
+                output,
+                self.container_root,
+                shown=result.output,
+                test_runners=self.test_runners,
             )
-            if is_test(command):
-                whole = failure_focus(self.workspace, command, output, self.container_root)
+            if is_test_run(command, self.test_runners):
+                whole = failure_focus(
+                    self.workspace,
+                    command,
+                    output,
+                    self.container_root,
+                    test_runners=self.test_runners,
+                )
                 self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
             if focus:
                 hint = f"\n\n[{self.write_hint}]" if self.write_hint else ""
@@ -166,11 +184,12 @@ def failure_focus(
     output: str,
     container_root: str | None = None,
     shown: str = "",
+    test_runners: tuple[str, ...] = (),
 ) -> str:
     """For a failed test run: the first failure's assertion and the lines it points at, as
     a block to add to the result; '' when there is nothing to point at. What the model
     already sees (`shown`, the result as it was cut) is not repeated."""
-    if not is_test(command):
+    if not is_test_run(command, test_runners):
         return ""
     errors = [m.group("text") for m in _ERROR_LINE.finditer(output)][:MAX_ERROR_LINES]
     summary = [m.group(0) for m in _SUMMARY.finditer(output)][:3]

@@ -1,4 +1,4 @@
-"""What one tool call taught the harness, as the harness saw it: files written, a command
+"""What one tool call taught the harness, as the harness saw it: files changed, a command
 and how it ended, a worker and what it did. Never what the model said.
 
 Facts are made by the tools (on the host or in a container, where they cross the channel
@@ -26,7 +26,8 @@ class BadFacts(ValueError):
 @dataclass(frozen=True)
 class Facts:
     modified: tuple[str, ...] = ()
-    """Workspace-relative paths the call wrote."""
+    """Workspace-relative paths the call changed. For an agent that can change files the
+    harness sets them from snapshots, whatever the tool said (workers/change_sets.py)."""
     command: str | None = None
     """A shell command it ran (or was refused)."""
     exit_code: int | None = None
@@ -40,6 +41,8 @@ class Facts:
     """The container the call ran in."""
     memory: bool = False
     """It wrote the project memory (AGENT.md)."""
+    no_tests: bool = False
+    """A test run that exited 0 but says it ran no tests (the harness reads its output)."""
     worker: str | None = None
     """A delegation: the worker's id; its own calls are `evidence`."""
     status: str | None = None
@@ -79,7 +82,7 @@ class Facts:
 
 
 _STRINGS = frozenset({"command", "output_file", "container", "worker", "status"})
-_FLAGS = frozenset({"timed_out", "denied", "memory"})
+_FLAGS = frozenset({"timed_out", "denied", "memory", "no_tests"})
 
 
 def _checked(name: str, value: object) -> Any:

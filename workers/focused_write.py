@@ -23,7 +23,7 @@ from workers.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
 from workers.repetition import RepetitionGuard
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
-from workers.verification import DEFAULT_TEST_COMMANDS, judge
+from workers.verification import judge
 
 # Each one costs a call with a fresh prompt (no server cache); two cover a stall before
 # the first write and one after a failed test.
@@ -151,8 +151,8 @@ def stalled(agent: Agent, result: AgentResult) -> bool:
     """Whether a change is still to make: none made and the task asks for one (or a test
     failed), or the tests failed after the last one."""
     assert agent.edits is not None
-    commands = agent.gate.test_commands if agent.gate is not None else DEFAULT_TEST_COMMANDS
-    verdict = judge(result.facts, commands)
+    runners = agent.gate.test_runners if agent.gate is not None else ()
+    verdict = judge(result.facts, runners)
     failed = bool(agent.edits.last_failure)
     if verdict is None:
         return failed or asks_for_change(first_task(result.messages))

@@ -103,6 +103,8 @@ class AgentStart(Event):
     max_steps: int
     max_seconds: float | None
     max_tokens: int | None
+    snapshot: str | None = absent_when_none()
+    """An agent that can change files: the workspace's snapshot as it starts."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,18 @@ class AgentEnd(Event):
     tool_calls: int
     answer: str | None
     traceback: str | None = absent_when_none()
+
+
+@dataclass(frozen=True)
+class ChangeSet(Event):
+    event = "change_set"
+    before: str
+    """The snapshot the agent started from (workers/snapshots.py)."""
+    after: str
+    files: list[Record]
+    """Each change (workers/change_sets.py Change.as_json): path, kind, hashes, sizes."""
+    diff_file: str | None
+    """The unified diff, relative to the log's folder; None when it could not be written."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 from workers import calls, executor
 from workers.agent import Agent, AgentResult, first_task, tell
+from workers.change_sets import record_change_set
 from workers.editing import EDIT_TOOLS
 from workers.file_blocks import WRITE_NOW, write_blocks
 from workers.focused_write import ask_for_the_change
@@ -72,6 +73,7 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
             max_steps=agent.limits.max_steps,
             max_seconds=agent.limits.max_seconds,
             max_tokens=agent.limits.max_tokens,
+            snapshot=agent.changes.before_id if agent.changes else None,
         )
     )
     crash: str | None = None
@@ -90,6 +92,8 @@ def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
         result.outcome = Failed(f"{type(error).__name__}: {error}")
         crash = traceback.format_exc(limit=8)
     calls.answer_unanswered(messages, reason_of(result.outcome))
+    if agent.changes is not None:
+        result.changes = record_change_set(agent.changes, agent.events)
     if isinstance(result.outcome, LimitHit):
         agent.events.emit(Limit(limit=result.outcome.limit, detail=result.outcome.detail))
     agent.events.emit(

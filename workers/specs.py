@@ -24,6 +24,9 @@ class AgentSpec:
     """It hands work to workers: it plans, and is never offered as a worker itself."""
     parallel_safe: bool
     """Every tool it has is read-only, so it may run beside other readers."""
+    changes_files: bool
+    """One of its own tools can change the workspace: the harness snapshots the
+    workspace around it and after each of its calls (workers/change_sets.py)."""
     refusal: str | None
     """Why this run does not let it be delegated to, or None."""
 
@@ -69,6 +72,7 @@ def resolve(
             tools=tuple(granted),
             may_delegate="delegate" in profile.tools,
             parallel_safe=parallel_safe,
+            changes_files=not all(tools[n].read_only for n in granted),
             refusal=refusal,
         )
     return specs

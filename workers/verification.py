@@ -1,9 +1,11 @@
 """The verification gate: no "done" without evidence the harness saw for itself.
 
-Evidence is what the tool executor recorded (files modified, commands and their exit
-codes), never what the model says. A test run counts only when it exited 0 after the
-last edit; a denied or refused command counts as not run. Workers' evidence reaches
-their caller inside the delegate call's facts, in order.
+Evidence is what the harness recorded (the files each call really changed, seen in
+snapshots of the workspace; commands and their exit codes), never what the model says.
+A test run is a command whose exit status is a test runner's (workers/test_runs.py); it
+counts only when it exited 0 after the last change having run at least one test. A
+denied or refused command counts as not run. Workers' evidence reaches their caller
+inside the delegate call's facts, in order.
 """
 
 from __future__ import annotations
@@ -17,15 +19,8 @@ from pathlib import Path
 from workers.events import Emitter
 from workers.facts import Facts
 from workers.log_schema import Verification
+from workers.test_runs import is_test_run
 
-DEFAULT_TEST_COMMANDS = (
-    r"\bpytest\b",
-    r"\bpython3? -m pytest\b",
-    r"\bmake (test|check)\b",
-    r"\bnpm (run )?test\b",
-    r"\bgo test\b",
-    r"\bcargo test\b",
-)
 # How often an agent is sent back before its answer goes out marked unverified.
 DEFAULT_MAX_SEND_BACKS = 2
 
@@ -55,9 +50,7 @@ def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
             yield fact
 
 
-def judge(
-    facts: Iterable[Facts], test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS
-) -> Verdict | None:
+def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict | None:
     """None when nothing was changed; otherwise whether the change was shown to work."""
     events = list(evidence(facts))
     edits = [i for i, e in enumerate(events) if e.modified]
@@ -65,7 +58,7 @@ def judge(
         return None
     after = events[edits[-1] + 1 :]
     ran = [e for e in after if e.command is not None and not e.denied]
-    tests = [e for e in ran if is_test(str(e.command), test_commands)]
+    tests = [e for e in ran if is_test_run(str(e.command), test_runners)]
     if not tests:
         return Verdict(
             False, "files were changed and no test ran after the last edit", untested=True
@@ -73,6 +66,8 @@ def judge(
     last = tests[-1]
     if last.exit_code != 0:
         return Verdict(False, f"the last test run failed: `{last.command}` → {outcome(last)}")
+    if last.no_tests:
+        return Verdict(False, f"the last test run ran no tests: `{last.command}`", untested=True)
     unexplained = _still_failing([e for e in ran if e not in tests])
     if unexplained:
         return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
@@ -94,10 +89,6 @@ def outcome(event: Facts) -> str:
     if event.timed_out:
         return "timed out"
     return "killed" if event.exit_code is None else f"exit {event.exit_code}"
-
-
-def is_test(command: str, test_commands: Iterable[str] = DEFAULT_TEST_COMMANDS) -> bool:
-    return any(re.search(pattern, command) for pattern in test_commands)
 
 
 def files_changed(facts: Iterable[Facts]) -> list[str]:
@@ -176,7 +167,8 @@ class Gate:
 
     events: Emitter
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
-    test_commands: tuple[str, ...] = DEFAULT_TEST_COMMANDS
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/test_runs.py)."""
     workspace: Path | None = None
     """Where the paths an answer names are looked up; None skips that check."""
     container_root: str | None = None
@@ -196,7 +188,7 @@ class Gate:
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         self.wants_call = False
-        verdict = judge(facts, self.test_commands)
+        verdict = judge(facts, self.test_runners)
         if (
             verdict is None
             and self.expects_change
@@ -277,5 +269,5 @@ class Gate:
         return None
 
     def stamp(self, answer: str, facts: list[Facts]) -> str:
-        verdict = judge(facts, self.test_commands)
+        verdict = judge(facts, self.test_runners)
         return answer if verdict is None else f"{answer.rstrip()}\n\n{verdict.line}"

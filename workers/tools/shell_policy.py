@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 from workers.tools.shell_allowlist import (
     ALLOWLIST,
@@ -79,6 +79,11 @@ def _parser() -> Parser:
     return Parser(Language(tree_sitter_bash.language()))
 
 
+def parse(command: str) -> Tree:
+    """The command's bash syntax tree (tree-sitter)."""
+    return _parser().parse(command.encode("utf-8"))
+
+
 @dataclass
 class _Check:
     root: str
@@ -95,7 +100,7 @@ def check(command: str, workspace: Path | None = None) -> Verdict:
     if "\\\n" in command:
         return Verdict(False, "it has a backslash-newline, which bash removes before it runs")
     root = os.path.realpath(workspace or Path.cwd())
-    tree = _parser().parse(command.encode("utf-8"))
+    tree = parse(command)
     state = _Check(root, [root])
     problem = _check_node(tree.root_node, state)
     return Verdict(problem is None, problem or "")

@@ -1,0 +1,324 @@
+"""What an agent changed in the workspace, as the harness saw it: the difference of two
+snapshots (workers/snapshots.py), whatever made it. Shown as a unified diff, recorded in
+the log, and put back by `gaffer undo`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from workers.events import Emitter
+from workers.log_schema import ChangeSet
+from workers.snapshots import LINK_MODE, Entry, Store, Tree
+
+Kind = Literal["added", "modified", "deleted", "renamed", "mode"]
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    kind: Kind
+    before: Entry | None
+    after: Entry | None
+    old_path: str | None = None
+    """Where a renamed file was."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "renamed":
+            return f"{self.old_path} → {self.path} (renamed)"
+        return f"{self.path} ({self.kind})"
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"path": self.path, "change": self.kind}
+        if self.old_path is not None:
+            data["old_path"] = self.old_path
+        for side in ("before", "after"):
+            entry: Entry | None = getattr(self, side)
+            if entry is not None:
+                data[side] = {
+                    "sha256": entry.digest,
+                    "size": entry.size,
+                    "mode": f"{entry.mode:o}",
+                    "kept": entry.kept,
+                }
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Change:
+        def entry(side: str) -> Entry | None:
+            value = data.get(side)
+            if value is None:
+                return None
+            return Entry(
+                str(value["sha256"]), int(value["mode"], 8), int(value["size"]), bool(value["kept"])
+            )
+
+        kind = data["change"]
+        if kind not in ("added", "modified", "deleted", "renamed", "mode"):
+            raise ValueError(f"unknown change {kind!r}")
+        return cls(str(data["path"]), kind, entry("before"), entry("after"), data.get("old_path"))
+
+
+def compare(before: Tree, after: Tree) -> list[Change]:
+    """Every file added, deleted, modified or with a new mode, by path; a deleted file
+    whose exact content reappears under a new path is one rename."""
+    changes: list[Change] = []
+    added = {p: e for p, e in after.items() if p not in before}
+    deleted = {p: e for p, e in before.items() if p not in after}
+    by_content: dict[str, list[str]] = {}
+    for path, entry in sorted(deleted.items()):
+        by_content.setdefault(entry.digest, []).append(path)
+    for path, entry in sorted(added.items()):
+        olds = by_content.get(entry.digest)
+        if olds:
+            gone = olds.pop(0)
+            changes.append(Change(path, "renamed", deleted.pop(gone), entry, old_path=gone))
+        else:
+            changes.append(Change(path, "added", None, entry))
+    changes.extend(Change(p, "deleted", e, None) for p, e in deleted.items())
+    for path in before.keys() & after.keys():
+        was, now = before[path], after[path]
+        if was.digest != now.digest:
+            changes.append(Change(path, "modified", was, now))
+        elif was.mode != now.mode:
+            changes.append(Change(path, "mode", was, now))
+    return sorted(changes, key=lambda c: c.path)
+
+
+def combine(steps: list[list[Change]]) -> list[Change]:
+    """Change sets made one after another as one: each path from its first `before` to
+    its last `after` (renames taken as a deletion and an addition)."""
+    first: dict[str, Entry | None] = {}
+    last: dict[str, Entry | None] = {}
+    for changes in steps:
+        for change in changes:
+            if change.old_path is not None:
+                first.setdefault(change.old_path, change.before)
+                last[change.old_path] = None
+                first.setdefault(change.path, None)
+            else:
+                first.setdefault(change.path, change.before)
+            last[change.path] = change.after
+    before = {p: e for p, e in first.items() if e is not None}
+    after = {p: e for p, e in last.items() if e is not None}
+    return compare(before, after)
+
+
+class ChangeTracker:
+    """One editing agent's view of the workspace: what each of its calls changed, and
+    at the end its whole change set."""
+
+    def __init__(self, store: Store, diff_file: Path | None = None) -> None:
+        self.store = store
+        self.diff_file = diff_file
+        """Where the change set's unified diff is written at the end (beside the log)."""
+        self.before_id, self._start = store.snapshot()
+        self._last = self._start
+
+    def changed_by_call(self) -> list[Change]:
+        """What changed since the last look (the call just made, or workers it ran)."""
+        now = self.store.scan()
+        changes = compare(self._last, now)
+        self._last = now
+        return changes
+
+    def finish(self) -> tuple[str, list[Change]]:
+        """The snapshot id at the end and everything changed since the start."""
+        after_id, now = self.store.snapshot()
+        self._last = now
+        return after_id, compare(self._start, now)
+
+
+def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] | None:
+    """An agent's whole change set, its diff written beside the log and a `change_set`
+    line in it; None when the workspace could not be read (the line says nothing then)."""
+    try:
+        after_id, changes = tracker.finish()
+    except OSError:
+        return None
+    diff_file = None
+    if tracker.diff_file is not None and changes:
+        path = tracker.diff_file
+        turn = 1
+        while path.exists():  # the top agent of a chat: one change set per turn
+            turn += 1
+            path = tracker.diff_file.with_name(f"{tracker.diff_file.stem}-{turn}.diff")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = unified_diff(tracker.store, changes)
+            path.write_text(text, encoding="utf-8", errors="surrogateescape")
+            diff_file = f"{path.parent.name}/{path.name}"
+        except OSError:
+            diff_file = None
+    events.emit(
+        ChangeSet(
+            before=tracker.before_id,
+            after=after_id,
+            files=[c.as_json() for c in changes],
+            diff_file=diff_file,
+        )
+    )
+    return changes
+
+
+# -- showing a change set ---------------------------------------------------------
+
+MAX_DIFF_LINES_PER_FILE = 5000
+
+
+def unified_diff(store: Store, changes: list[Change]) -> str:
+    """The change set as git writes a patch: `git apply` and `patch -p1` read it."""
+    parts = []
+    for change in changes:
+        old_path = change.old_path or change.path
+        lines = [f"diff --git a/{old_path} b/{change.path}"]
+        before, after = change.before, change.after
+        if change.kind == "added" and after is not None:
+            lines.append(f"new file mode {after.mode:o}")
+        elif change.kind == "deleted" and before is not None:
+            lines.append(f"deleted file mode {before.mode:o}")
+        elif before is not None and after is not None and before.mode != after.mode:
+            lines += [f"old mode {before.mode:o}", f"new mode {after.mode:o}"]
+        if change.kind == "renamed":
+            lines += [f"rename from {old_path}", f"rename to {change.path}"]
+        if before is None or after is None or before.digest != after.digest:
+            lines += _content_diff(store, change, old_path)
+        parts.append("\n".join(lines) + "\n")
+    return "".join(parts)
+
+
+def _content_diff(store: Store, change: Change, old_path: str) -> list[str]:
+    old = _text(store, change.before)
+    new = _text(store, change.after)
+    if old is None or new is None:
+        return [f"Binary files a/{old_path} and b/{change.path} differ"]
+    a = f"a/{old_path}" if change.before is not None else "/dev/null"
+    b = f"b/{change.path}" if change.after is not None else "/dev/null"
+    out = list(difflib.unified_diff(old, new, a, b, lineterm="", n=3))
+    if len(out) > MAX_DIFF_LINES_PER_FILE:
+        out = [
+            *out[:MAX_DIFF_LINES_PER_FILE],
+            f"[... {len(out) - MAX_DIFF_LINES_PER_FILE} more lines]",
+        ]
+    return out
+
+
+def _text(store: Store, entry: Entry | None) -> list[str] | None:
+    """The lines of a kept text content; [] for none; None for binary or not kept."""
+    if entry is None:
+        return []
+    if not entry.kept:
+        return None
+    try:
+        data = store.read(entry.digest)
+    except KeyError:
+        return None
+    if entry.mode == LINK_MODE:
+        return [os.fsdecode(data), "\\ No newline at end of file"]
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    elif lines:
+        lines.append("\\ No newline at end of file")
+    return lines
+
+
+# -- putting it back ----------------------------------------------------------------
+
+
+class CannotUndo(Exception):
+    """Why a change set cannot be put back; nothing was changed."""
+
+
+def undo(store: Store, changes: list[Change]) -> list[str]:
+    """Put every file of `changes` back as it was before them, all or nothing: refused
+    (CannotUndo, naming the files) when a file is no longer as they left it or a content
+    to restore was not kept. Returns what was put back, as labels."""
+    now = store.scan()
+    conflicts, unkept = [], []
+    for change in changes:
+        if _state(now, change.path) != _state_of(change.after):
+            conflicts.append(change.path)
+        if change.old_path is not None and change.old_path in now:
+            conflicts.append(change.old_path)
+        if change.before is not None and not _restorable(store, change.before):
+            unkept.append(change.old_path or change.path)
+    if conflicts:
+        raise CannotUndo(
+            "changed since, so undoing would lose that work: " + ", ".join(sorted(set(conflicts)))
+        )
+    if unkept:
+        raise CannotUndo("their earlier content was not kept (too large): " + ", ".join(unkept))
+    for change in changes:
+        if change.after is not None:
+            _remove(store.workspace, change.path)
+        if change.before is not None:
+            _write(store, change.old_path or change.path, change.before)
+    return [change.label for change in changes]
+
+
+def _state(tree: Tree, path: str) -> tuple[str, int] | None:
+    return _state_of(tree.get(path))
+
+
+def _state_of(entry: Entry | None) -> tuple[str, int] | None:
+    return None if entry is None else (entry.digest, entry.mode)
+
+
+def _restorable(store: Store, entry: Entry) -> bool:
+    if not entry.kept:
+        return False
+    try:
+        store.read(entry.digest)
+    except KeyError:
+        return False
+    return True
+
+
+def _inside(workspace: Path, rel: str) -> str:
+    """The full path of `rel`, refused when it leaves the workspace or passes through a
+    link (a log is data, and data can be planted)."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise CannotUndo(f"{rel!r} is not a path inside the workspace")
+    folder = str(workspace)
+    for part in parts[:-1]:
+        folder = os.path.join(folder, part)
+        if os.path.islink(folder):
+            raise CannotUndo(f"{rel} lies under a link ({os.path.relpath(folder, workspace)})")
+    return os.path.join(folder, parts[-1])
+
+
+def _remove(workspace: Path, rel: str) -> None:
+    full = _inside(workspace, rel)
+    if os.path.lexists(full):
+        os.unlink(full)
+
+
+def _write(store: Store, rel: str, entry: Entry) -> None:
+    full = _inside(store.workspace, rel)
+    data = store.read(entry.digest)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    temp = f"{full}.gaffer-undo"
+    if os.path.lexists(temp):
+        os.unlink(temp)
+    if entry.mode == LINK_MODE:
+        os.symlink(os.fsdecode(data), temp)
+    else:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.chmod(temp, stat.S_IMODE(0o755 if entry.mode == 0o100755 else 0o644))
+    os.replace(temp, full)

@@ -1,0 +1,251 @@
+"""Content-addressed snapshots of a workspace: what every file held at one moment, so
+gaffer sees what changed whatever changed it (a file tool, `sed -i` in a container, a
+code generator) and can put any of it back.
+
+The store lives in `<workspace>/.gaffer/changes/` (read-only inside containers):
+`objects/` holds each content once, compressed, named by its SHA-256; `snapshots/`
+one file per distinct tree; `stat-cache` lets a snapshot of an unchanged tree hash
+nothing: a file whose size, times, inode and mode are as before keeps its hash.
+
+What is snapshotted: in a git repository, the files git would list (tracked, and
+untracked but not ignored); elsewhere every file but the folders no tool looks into
+(`.git`, `node_modules`, virtual environments, caches). Never `.gaffer/`. git is only
+asked to list files, with the forced safe config (workers/tools/git_paths.py): nothing
+in a hostile repository's config runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from workers.tools.git_paths import git_env
+from workers.tools.workspace import GAFFER_DIR, SKIPPED_DIRS
+
+STORE_DIR = f"{GAFFER_DIR}/changes"
+# Bigger files are hashed but their content is not kept: a change to one shows in a
+# change set, and undoing it is refused by name.
+MAX_KEPT_BYTES = 16 * 1024 * 1024
+# A file changed this close to when it was hashed may change again with the same
+# size and timestamp (timestamps are coarse): it is hashed again next time.
+RACY_NS = 2_000_000_000
+GIT_LIST_TIMEOUT_S = 60
+LINK_MODE = 0o120000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file as a snapshot saw it."""
+
+    digest: str
+    """SHA-256 of the content (of the target, for a symbolic link)."""
+    mode: int
+    """0o100644, 0o100755 or 0o120000 (a link), as git writes them."""
+    size: int
+    kept: bool
+    """The content is in the store, so it can be put back."""
+
+
+Tree = dict[str, Entry]
+"""Workspace-relative path (with /) to entry."""
+
+
+class Store:
+    """Objects, snapshots and the stat cache of one workspace; safe across threads."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        self.folder = self.workspace / STORE_DIR
+        self._lock = threading.Lock()
+        self._cache: dict[str, list[int | str | bool]] | None = None
+        self._cache_dirty = False
+
+    # -- taking a snapshot ---------------------------------------------------------
+
+    def snapshot(self) -> tuple[str, Tree]:
+        """The workspace now: its snapshot id and tree. Contents not yet in the store
+        are added; the tree is saved under its id."""
+        with self._lock:
+            tree = self._scan()
+            snapshot_id = self._save_tree(tree)
+            self._save_cache()
+        return snapshot_id, tree
+
+    def scan(self) -> Tree:
+        """The workspace now, contents kept, without saving the tree (for each call)."""
+        with self._lock:
+            tree = self._scan()
+            self._save_cache()
+        return tree
+
+    def _scan(self) -> Tree:
+        cache = self._load_cache()
+        seen: dict[str, list[int | str | bool]] = {}
+        tree: Tree = {}
+        now_ns = time.time_ns()
+        for rel in self._paths():
+            full = os.path.join(self.workspace, rel)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue  # gone since listed, or a tracked file deleted
+            if stat.S_ISLNK(st.st_mode):
+                mode = LINK_MODE
+            elif stat.S_ISREG(st.st_mode):
+                mode = 0o100755 if st.st_mode & 0o111 else 0o100644
+            else:
+                continue  # folders (submodules), sockets, devices
+            key: list[int | str | bool] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            cached = cache.get(rel)
+            if cached is not None and cached[:4] == key and cached[4] == mode:
+                digest, kept = str(cached[5]), bool(cached[6])
+            else:
+                entry = self._hash_and_keep(full, mode, st.st_size)
+                if entry is None:
+                    continue
+                digest, kept = entry
+                self._cache_dirty = True
+            if now_ns - st.st_mtime_ns > RACY_NS:
+                seen[rel] = [*key, mode, digest, kept]
+            else:
+                self._cache_dirty = True
+            tree[rel] = Entry(digest, mode, st.st_size, kept)
+        if seen.keys() != cache.keys():
+            self._cache_dirty = True
+        self._cache = seen
+        return tree
+
+    def _hash_and_keep(self, full: str, mode: int, size: int) -> tuple[str, bool] | None:
+        try:
+            if mode == LINK_MODE:
+                data = os.fsencode(os.readlink(full))
+            elif size <= MAX_KEPT_BYTES:
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as file:
+                    data = file.read()
+            else:
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as file:
+                    return hashlib.file_digest(file, "sha256").hexdigest(), False
+        except OSError:
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        self._keep(digest, data)
+        return digest, True
+
+    def _keep(self, digest: str, data: bytes) -> None:
+        path = self._object_path(digest)
+        if path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        temp.write_bytes(zlib.compress(data, 1))
+        os.replace(temp, path)
+
+    def _paths(self) -> list[str]:
+        listed = self._git_paths()
+        paths = listed if listed is not None else self._walk()
+        prefix = GAFFER_DIR + "/"
+        return [p for p in paths if p != GAFFER_DIR and not p.startswith(prefix)]
+
+    def _git_paths(self) -> list[str] | None:
+        """What git lists here (tracked, or untracked and not ignored), or None when
+        this is not a repository or git is missing."""
+        env = git_env({k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
+        env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+        try:
+            done = subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=self.workspace,
+                env=env,
+                capture_output=True,
+                timeout=GIT_LIST_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode != 0:
+            return None
+        return list(dict.fromkeys(os.fsdecode(p) for p in done.stdout.split(b"\0") if p))
+
+    def _walk(self) -> list[str]:
+        paths: list[str] = []
+        for folder, dirs, files in os.walk(self.workspace):
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+            rel = os.path.relpath(folder, self.workspace)
+            base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+            paths.extend(base + name for name in files)
+            # A link to a folder is listed as a link, never followed.
+            paths.extend(base + d for d in dirs if os.path.islink(os.path.join(folder, d)))
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        return paths
+
+    # -- reading back --------------------------------------------------------------
+
+    def read(self, digest: str) -> bytes:
+        """A kept content, checked against its name; KeyError when the store lacks it."""
+        try:
+            data = zlib.decompress(self._object_path(digest).read_bytes())
+        except (OSError, zlib.error) as error:
+            raise KeyError(digest) from error
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise KeyError(digest)  # damaged, or planted
+        return data
+
+    def tree(self, snapshot_id: str) -> Tree:
+        """A saved snapshot; KeyError when there is none by that id."""
+        path = self.folder / "snapshots" / snapshot_id
+        try:
+            raw = zlib.decompress(path.read_bytes())
+        except (OSError, zlib.error) as error:
+            raise KeyError(snapshot_id) from error
+        if hashlib.sha256(raw).hexdigest() != snapshot_id:
+            raise KeyError(snapshot_id)
+        rows = json.loads(raw)
+        return {p: Entry(d, m, s, k) for p, d, m, s, k in rows}
+
+    # -- inside the store -----------------------------------------------------------
+
+    def _object_path(self, digest: str) -> Path:
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise KeyError(digest)
+        return self.folder / "objects" / digest[:2] / digest[2:]
+
+    def _save_tree(self, tree: Tree) -> str:
+        rows = [[p, e.digest, e.mode, e.size, e.kept] for p, e in sorted(tree.items())]
+        raw = json.dumps(rows, separators=(",", ":")).encode()
+        snapshot_id = hashlib.sha256(raw).hexdigest()
+        path = self.folder / "snapshots" / snapshot_id
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_name(f".{snapshot_id}.{os.getpid()}")
+            temp.write_bytes(zlib.compress(raw, 1))
+            os.replace(temp, path)
+        return snapshot_id
+
+    def _load_cache(self) -> dict[str, list[int | str | bool]]:
+        if self._cache is None:
+            try:
+                loaded = json.loads((self.folder / "stat-cache").read_bytes())
+                self._cache = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self._cache = {}
+        return self._cache
+
+    def _save_cache(self) -> None:
+        if not self._cache_dirty or self._cache is None:
+            return
+        path = self.folder / "stat-cache"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".stat-cache.{os.getpid()}.{threading.get_ident()}")
+        temp.write_text(json.dumps(self._cache, separators=(",", ":")))
+        os.replace(temp, path)
+        self._cache_dirty = False
