@@ -13,20 +13,15 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from supervisor import settings
+from supervisor import history, settings
+from supervisor.exits import fail, log_dir_here
 
-EXIT_OK, EXIT_ERROR = 0, 1
 # workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
 TRUST_ENV = "GAFFER_TRUST_WORKSPACE"
-
-
-def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    click.echo(f"gaffer: {message}", err=True)
-    sys.exit(code)
 
 
 @click.group(invoke_without_command=True)
@@ -161,7 +156,7 @@ def list_profiles() -> None:
     try:
         profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
     except ProfileError as error:
-        _fail(str(error))
+        fail(str(error))
     Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
     trust_view.print_skipped(workspace_trust, ("profile",))
 
@@ -203,7 +198,7 @@ def list_tools() -> None:
             listed["use_skill"] = use_skill
         Console(highlight=False, soft_wrap=True).print(tools_table(listed, grants))
     except ProfileError as error:
-        _fail(str(error))
+        fail(str(error))
     finally:
         extensions.close()
     trust_view.print_skipped(workspace_trust, ("plugin", "mcp", "skill", "profile"))
@@ -238,7 +233,7 @@ def local_pull() -> None:
     try:
         path = local_store.model_path() if local_store.is_pulled() else pull_with_progress()
     except local_store.PullError as error:
-        _fail(str(error))
+        fail(str(error))
         return
     click.echo(f"model ready: {path}")
 
@@ -258,7 +253,7 @@ def local_start() -> None:
             pull_with_progress()
         found, _ = local_server.start(detach=True)
     except (local_store.PullError, local_server.LocalUnavailable) as error:
-        _fail(str(error))
+        fail(str(error))
         return
     click.echo(
         f"serving {found.model} at {found.base_url} (pid {found.pid}); `gaffer local stop` ends it"
@@ -313,18 +308,6 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
     sys.exit(doctor_checks.check_here(Path.cwd().resolve(), profile_name, sandbox_uid))
 
 
-def _log_dir(log_dir: Path | None) -> Path:
-    from supervisor import trust as trust_view
-
-    workspace = Path.cwd().resolve()
-    try:
-        config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
-        return config.logs_in(workspace)
-    except settings.ConfigError as error:
-        _fail(str(error))
-        raise
-
-
 @main.command()
 @click.argument("run_ref", required=False)
 @click.option(
@@ -336,7 +319,7 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
 
     from supervisor import runlog
 
-    directory = _log_dir(log_dir)
+    directory = log_dir_here(log_dir)
     console = Console(highlight=False, soft_wrap=True)
     if run_ref is None:
         runs = runlog.list_runs(directory) if directory.is_dir() else []
@@ -355,7 +338,7 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
     try:
         records = runlog.read_records(runlog.find_run(directory, run_ref))
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
-        _fail(str(error))
+        fail(str(error))
     for line in runlog.render(records):
         console.print(line)
 
@@ -372,11 +355,15 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
     from supervisor import runlog
 
     try:
-        path = runlog.find_run(_log_dir(log_dir), run_ref)
+        path = runlog.find_run(log_dir_here(log_dir), run_ref)
         records = runlog.read_records(path)
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
-        _fail(str(error))
+        fail(str(error))
     console = Console(highlight=False)
     console.print(f"run {path.stem}", markup=False)
     for table in runlog.stats(records):
         console.print(table)
+
+
+main.add_command(history.diff)
+main.add_command(history.undo)

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 from rich.console import Console
@@ -23,6 +23,7 @@ from rich.progress import Progress
 from supervisor import runlog, settings
 from supervisor import trust as trust_view
 from supervisor.delegation import Ceiling
+from supervisor.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK, fail
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
@@ -38,14 +39,6 @@ from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver, ToolError
 from workers.tools.workspace import GAFFER_DIR, own_dir
-
-EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """The command ends with one line on stderr and its exit code."""
-    click.echo(f"gaffer: {message}", err=True)
-    sys.exit(code)
 
 
 def set_up(

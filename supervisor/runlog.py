@@ -175,6 +175,12 @@ def _render_one(r: Record) -> Text | None:
                 f"{r.get('elapsed_s')}s · files changed: {', '.join(r.get('files_changed') or []) or 'none'}",
                 style="bold",
             )
+        case "change_set":
+            files = [_change_label(f) for f in r.get("files") or [] if isinstance(f, dict)]
+            line = Text(f"✎ {r.get('agent_id')} changed: " + (", ".join(files) or "nothing"))
+            if r.get("diff_file"):
+                line += Text(f" · diff: {r['diff_file']}", style="dim")
+            return line
         case "agent_end":
             line = Text(
                 f"■ {r.get('agent_id')}: {r.get('status')} after {r.get('steps')} steps, {r.get('tokens')} tokens",
@@ -190,6 +196,12 @@ def _render_one(r: Record) -> Text | None:
                 style="bold",
             )
     return None
+
+
+def _change_label(change: Record) -> str:
+    if change.get("change") == "renamed":
+        return f"{change.get('old_path')} → {change.get('path')} (renamed)"
+    return f"{change.get('path')} ({change.get('change')})"
 
 
 def stats(records: list[Record]) -> list[Table]:

@@ -4,6 +4,7 @@ other."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, Reply
 from workers import trust
 from workers.agent import Agent, AgentResult
 from workers.events import Emitter, Recorder
@@ -59,6 +60,21 @@ def cli_env(
         )
     env.update(extra or {})
     return env
+
+
+def gaffer_replying(
+    workspace: Path, *args: str, replies: list[Reply], env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:
+    """`gaffer` against a scripted endpoint that gives `replies` in order; the endpoint
+    is returned too, with every request it received."""
+    with FakeOpenAI(replies) as server:
+        done = gaffer(workspace, *args, server=server, env=env, timeout=180)
+    return done, server
+
+
+def shell_reply(command: str) -> Reply:
+    """The model's reply that runs one shell command."""
+    return Reply(tool_calls=[("run_shell", json.dumps({"command": command}))])
 
 
 HOST_CODER = """

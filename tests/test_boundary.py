@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import SECRET
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
-from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import cli_env, trust_workspace
+from tests.fake_openai import Reply
+from tests.helpers import gaffer_replying, shell_reply, trust_workspace
 
 API_KEY = "sk-test"  # what `_env` gives every run: it must never reach the model
 
@@ -35,23 +35,8 @@ def ws(tmp_path: Path) -> Path:
     return workspace
 
 
-def shell(command: str) -> Reply:
-    return Reply(tool_calls=[("run_shell", json.dumps({"command": command}))])
-
-
-def gaffer(
-    workspace: Path, *args: str, replies: list[Reply], env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:
-    with FakeOpenAI(replies) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "supervisor", *args],
-            cwd=workspace,
-            env=cli_env(workspace, server, env),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-    return done, server
+shell = shell_reply
+gaffer = gaffer_replying
 
 
 def as_coder(workspace: Path, *commands: str) -> subprocess.CompletedProcess[str]:

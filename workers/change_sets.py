@@ -246,7 +246,19 @@ def undo(store: Store, changes: list[Change]) -> list[str]:
     """Put every file of `changes` back as it was before them, all or nothing: refused
     (CannotUndo, naming the files) when a file is no longer as they left it or a content
     to restore was not kept. Returns what was put back, as labels."""
+    for change in changes:  # a log is data, and data can be planted
+        for path in (change.path, change.old_path):
+            if path is not None:
+                _inside(store.workspace, path)
     now = store.scan()
+    if all(
+        _state(now, c.old_path or c.path) == _state_of(c.before)
+        and (c.old_path is None or c.path not in now)
+        for c in changes
+    ):
+        raise CannotUndo(
+            "every file is already as it was before: " + ", ".join(c.path for c in changes)
+        )
     conflicts, unkept = [], []
     for change in changes:
         if _state(now, change.path) != _state_of(change.after):
@@ -321,4 +333,7 @@ def _write(store: Store, rel: str, entry: Entry) -> None:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
         os.chmod(temp, stat.S_IMODE(0o755 if entry.mode == 0o100755 else 0o644))
+    if os.geteuid() == 0:  # root undoing in a user's checkout: the file stays the user's
+        folder = os.stat(os.path.dirname(full))
+        os.lchown(temp, folder.st_uid, folder.st_gid)
     os.replace(temp, full)

@@ -1,0 +1,30 @@
+"""How a `gaffer` command ends: its exit codes, and one line on stderr when it fails."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """The command ends with one line on stderr and its exit code."""
+    click.echo(f"gaffer: {message}", err=True)
+    sys.exit(code)
+
+
+def log_dir_here(log_dir: Path | None) -> Path:
+    """Where this workspace's run logs are: `log_dir`, else config, else .gaffer/logs."""
+    from supervisor import settings
+    from supervisor import trust as trust_view
+
+    workspace = Path.cwd().resolve()
+    try:
+        config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
+    except settings.ConfigError as error:
+        fail(str(error))
+    return config.logs_in(workspace)

@@ -1,0 +1,178 @@
+"""`gaffer diff` and `gaffer undo`: a run's change sets read back from its log, shown as a
+unified diff or put back, for the whole run or one agent.
+
+A run's change is its outermost editing agents' change sets, one after another (an
+editor's own workers are inside its change set). An agent the log shows starting from
+a snapshot but never ending (a run killed mid-edit) changed what differs between that
+snapshot and the workspace now.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from supervisor.exits import EXIT_ERROR, fail, log_dir_here
+
+if TYPE_CHECKING:
+    from workers.change_sets import Change
+    from workers.snapshots import Store
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentChanges:
+    agent_id: str
+    changes: list[Change]
+    finished: bool
+    """False: the agent never ended; its changes are measured against the workspace now."""
+
+
+class NoChanges(Exception):
+    """What was asked for has no change set: one line for the user."""
+
+
+def agent_changes(records: list[Record], store: Store, agent: str | None) -> list[AgentChanges]:
+    """The change sets of `agent` (each turn of a chat's top agent is one), or of the
+    run's outermost editing agents, in the order they started."""
+    from workers.change_sets import Change, compare
+
+    starts = [r for r in records if r.get("event") == "agent_start" and r.get("snapshot")]
+    ends = {
+        (r.get("agent_id"), r.get("before")): r for r in records if r.get("event") == "change_set"
+    }
+    parents = {
+        r.get("agent_id"): r.get("parent_id") for r in records if r.get("event") == "agent_start"
+    }
+    editors = {r.get("agent_id") for r in starts}
+    if agent is not None:
+        if agent not in parents:
+            raise NoChanges(f"no agent {agent!r} in this run; `gaffer logs RUN` shows its agents")
+        if agent not in editors:
+            raise NoChanges(f"{agent} could change no files: it has no change set")
+        chosen = [r for r in starts if r.get("agent_id") == agent]
+    else:
+        chosen = [r for r in starts if not _has_editor_above(r.get("agent_id"), parents, editors)]
+        if not chosen:
+            raise NoChanges("no agent of this run could change files")
+    found = []
+    for start in chosen:
+        agent_id, before = str(start.get("agent_id")), str(start.get("snapshot"))
+        end = ends.get((agent_id, before))
+        if end is not None:
+            changes = [Change.from_json(f) for f in end.get("files") or []]
+            found.append(AgentChanges(agent_id, changes, finished=True))
+            continue
+        try:
+            tree = store.tree(before)
+        except KeyError:
+            raise NoChanges(
+                f"{agent_id} never ended and its starting snapshot is not in {store.folder}"
+            ) from None
+        found.append(AgentChanges(agent_id, compare(tree, store.scan()), finished=False))
+    return found
+
+
+def _has_editor_above(agent: Any, parents: dict[Any, Any], editors: set[Any]) -> bool:
+    seen = set()
+    parent = parents.get(agent)
+    while parent is not None and parent not in seen:
+        if parent in editors:
+            return True
+        seen.add(parent)
+        parent = parents.get(parent)
+    return False
+
+
+def _load(
+    run_ref: str, log_dir: Path | None, agent: str | None
+) -> tuple[Store, list[AgentChanges]]:
+    from supervisor import runlog
+    from workers.snapshots import Store
+
+    try:
+        records = runlog.read_records(runlog.find_run(log_dir_here(log_dir), run_ref))
+    except (runlog.RunNotFound, runlog.RunUnreadable) as error:
+        fail(str(error))
+    workspace = next(
+        (r.get("workspace") for r in records if r.get("event") == "session_start"), None
+    )
+    store = Store(Path(str(workspace)) if workspace else Path.cwd())
+    try:
+        return store, agent_changes(records, store, agent)
+    except NoChanges as error:
+        fail(str(error))
+
+
+def _combined(found: list[AgentChanges]) -> list[Change]:
+    from workers.change_sets import combine
+
+    return combine([f.changes for f in found])
+
+
+_RUN = click.argument("run_ref", default="last")
+_AGENT = click.option("--agent", help="Only this agent's change set (`w2`; `supervisor`).")
+_LOG_DIR = click.option(
+    "--log-dir", type=click.Path(path_type=Path), help="Where run logs are [env GAFFER_LOG_DIR]."
+)
+
+
+@click.command()
+@_RUN
+@_AGENT
+@_LOG_DIR
+def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
+    """What RUN (default: the last) changed in the workspace, as a unified diff."""
+    from workers.change_sets import unified_diff
+
+    store, found = _load(run_ref, log_dir, agent)
+    for unfinished in (f for f in found if not f.finished):
+        click.echo(
+            f"gaffer: {unfinished.agent_id} never ended: shown is what changed since it started",
+            err=True,
+        )
+    text = unified_diff(store, _combined(found))
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    for line in text.splitlines():
+        click.echo(_coloured(line) if colour else line)
+
+
+def _coloured(line: str) -> str:
+    if line.startswith(("+++", "---", "diff --git")):
+        return click.style(line, bold=True)
+    if line.startswith("@@"):
+        return click.style(line, fg="cyan")
+    if line.startswith("+"):
+        return click.style(line, fg="green")
+    if line.startswith("-"):
+        return click.style(line, fg="red")
+    return line
+
+
+@click.command()
+@_RUN
+@_AGENT
+@_LOG_DIR
+def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
+    """Put back what RUN (default: the last) changed, or one agent's part of it: all of
+    it, or nothing when a file has changed since."""
+    from workers.change_sets import CannotUndo
+    from workers.change_sets import undo as put_back
+
+    store, found = _load(run_ref, log_dir, agent)
+    changes = _combined(found)
+    if not changes:
+        click.echo("nothing to undo: no file was changed")
+        return
+    try:
+        undone = put_back(store, changes)
+    except CannotUndo as error:
+        fail(f"nothing undone: {error}", EXIT_ERROR)
+    for label in undone:
+        click.echo(f"undone: {label}")

@@ -1,0 +1,280 @@
+"""Change sets from snapshots: what changed whatever changed it, shown and put back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workers import snapshots
+from workers.change_sets import CannotUndo, combine, compare, undo, unified_diff
+from workers.snapshots import Store
+from workers.test_runs import is_test_run, ran_no_tests
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "src" / "app.py").write_text("x = 1\n")
+    (workspace / "README.md").write_text("# app\n")
+    (workspace / "old.txt").write_text("moving\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    (workspace / "run.sh").write_text("echo hi\n")
+    return workspace
+
+
+def by_path(changes: list) -> dict[str, str]:  # type: ignore[type-arg]
+    return {c.path: c.kind for c in changes}
+
+
+def test_every_kind_of_change_is_seen_whatever_made_it(ws: Path) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    (ws / "new.py").write_text("new\n")
+    (ws / "old.txt").rename(ws / "moved.txt")
+    (ws / "gone.txt").unlink()
+    (ws / "run.sh").chmod(0o755)
+    os.symlink("src/app.py", ws / "link")
+    (ws / ".gaffer").mkdir(exist_ok=True)
+    (ws / ".gaffer" / "noise").write_text("never seen")
+    _, after = store.snapshot()
+    changes = compare(before, after)
+    assert by_path(changes) == {
+        "src/app.py": "modified",
+        "new.py": "added",
+        "moved.txt": "renamed",
+        "gone.txt": "deleted",
+        "run.sh": "mode",
+        "link": "added",
+    }
+    renamed = next(c for c in changes if c.kind == "renamed")
+    assert renamed.old_path == "old.txt" and renamed.label == "old.txt → moved.txt (renamed)"
+
+
+def test_an_unchanged_tree_is_the_same_snapshot_and_hashes_nothing(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_id, _ = Store(ws).snapshot()
+    hashed: list[str] = []
+    original = Store._hash_and_keep
+
+    def counting(self: Store, full: str, mode: int, size: int) -> tuple[str, bool] | None:
+        hashed.append(full)
+        return original(self, full, mode, size)
+
+    monkeypatch.setattr(Store, "_hash_and_keep", counting)
+    monkeypatch.setattr(snapshots, "RACY_NS", 0)  # the files were written just now
+    Store(ws).snapshot()  # the stat cache is on disk: a new run reads it
+    hashed.clear()
+    again_id, _ = Store(ws).snapshot()
+    assert again_id == first_id and hashed == []
+    (ws / "README.md").write_text("# app, changed\n")
+    Store(ws).snapshot()
+    assert [Path(p).name for p in hashed] == ["README.md"]
+
+
+def test_in_a_repository_what_git_ignores_is_not_snapshotted(ws: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / ".gitignore").write_text("build/\n*.log\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "out.bin").write_bytes(b"\0" * 10)
+    (ws / "debug.log").write_text("noise\n")
+    _, tree = Store(ws).snapshot()
+    assert "src/app.py" in tree and ".gitignore" in tree
+    assert not {"build/out.bin", "debug.log"} & tree.keys()
+    assert not any(p.startswith(".git/") for p in tree)
+
+
+def test_a_non_utf8_file_name_round_trips(ws: Path) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    name = os.fsdecode(b"caf\xe9.txt")
+    (ws / name).write_text("bytes\n")
+    _, after = store.snapshot()
+    changes = compare(before, after)
+    assert [c.path for c in changes] == [name]
+    undo(store, changes)
+    assert not (ws / name).exists()
+
+
+def test_undo_puts_back_every_kind_byte_for_byte(ws: Path) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    originals = {p: (ws / p).read_bytes() for p in ("src/app.py", "old.txt", "gone.txt")}
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    (ws / "old.txt").rename(ws / "moved.txt")
+    (ws / "gone.txt").unlink()
+    (ws / "new.py").write_text("new\n")
+    (ws / "run.sh").chmod(0o755)
+    _, after = store.snapshot()
+    undone = undo(store, compare(before, after))
+    assert len(undone) == 5
+    assert {p: (ws / p).read_bytes() for p in originals} == originals
+    assert not (ws / "moved.txt").exists() and not (ws / "new.py").exists()
+    assert not os.stat(ws / "run.sh").st_mode & 0o111
+    assert compare(before, store.scan()) == []
+
+
+def test_a_conflicting_undo_is_refused_and_changes_nothing(ws: Path) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    (ws / "new.py").write_text("new\n")
+    _, after = store.snapshot()
+    changes = compare(before, after)
+    (ws / "src" / "app.py").write_text("x = 3, someone else's\n")
+    with pytest.raises(CannotUndo, match=r"src/app\.py"):
+        undo(store, changes)
+    assert (ws / "new.py").exists(), "all or nothing"
+    assert (ws / "src" / "app.py").read_text() == "x = 3, someone else's\n"
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    undo(store, changes)
+    with pytest.raises(CannotUndo, match="already as it was before"):
+        undo(store, changes)
+
+
+def test_a_planted_path_in_a_change_set_cannot_leave_the_workspace(
+    ws: Path, tmp_path: Path
+) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    (ws / "evil").write_text("x\n")
+    _, after = store.snapshot()
+    [change] = compare(before, after)
+    data = change.as_json()
+    data["path"] = "../outside.txt"
+    from workers.change_sets import Change
+
+    with pytest.raises(CannotUndo, match="not a path inside"):
+        undo(store, [Change.from_json(data)])
+    os.symlink(tmp_path, ws / "out")
+    data["path"] = "out/evil"
+    with pytest.raises(CannotUndo, match="lies under a link"):
+        undo(store, [Change.from_json(json.loads(json.dumps(data)))])
+
+
+def test_change_sets_made_one_after_another_combine(ws: Path) -> None:
+    store = Store(ws)
+    _, first = store.snapshot()
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    _, middle = store.snapshot()
+    (ws / "src" / "app.py").write_text("x = 3\n")
+    (ws / "old.txt").rename(ws / "moved.txt")
+    _, last = store.snapshot()
+    combined = combine([compare(first, middle), compare(middle, last)])
+    assert by_path(combined) == {"src/app.py": "modified", "moved.txt": "renamed"}
+    assert combined == compare(first, last)
+
+
+def test_the_diff_is_a_patch_git_can_apply(ws: Path) -> None:
+    store = Store(ws)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    _, before = store.snapshot()
+    (ws / "src" / "app.py").write_text("x = 2\ny = 3\n")
+    (ws / "old.txt").rename(ws / "moved.txt")
+    (ws / "gone.txt").unlink()
+    (ws / "new.py").write_text("new\n")
+    (ws / "bin.dat").write_bytes(b"\0\1\2")
+    _, after = store.snapshot()
+    changes = compare(before, after)
+    text = unified_diff(store, changes)
+    assert "rename from old.txt\nrename to moved.txt" in text
+    assert "+y = 3" in text and "Binary files a/bin.dat and b/bin.dat differ" in text
+    undo(store, [c for c in changes if c.path != "bin.dat"])
+    (ws / "bin.dat").unlink()
+    text_only = unified_diff(store, [c for c in changes if c.path != "bin.dat"])
+    applied = subprocess.run(
+        ["git", "apply", "-"], cwd=ws, input=text_only, text=True, capture_output=True
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert (ws / "src" / "app.py").read_text() == "x = 2\ny = 3\n"
+    assert (ws / "moved.txt").exists() and not (ws / "gone.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "pytest",
+        "python -m pytest -q",
+        "python3 -m unittest discover",
+        "cd app && PYTHONPATH=. timeout 60 pytest -x",
+        ".venv/bin/pytest tests/",
+        "make test",
+        "npm run test",
+        "go test ./...",
+        "cargo test",
+        "uv run pytest",
+        "(cd sub; pytest) 2>&1",
+    ],
+)
+def test_a_test_run_is_a_command_whose_status_is_a_runner_s(command: str) -> None:
+    assert is_test_run(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo pytest",
+        "grep pytest x",
+        "true && echo pytest",
+        "pytest || true",
+        "pytest | tail -5",
+        "! pytest",
+        "pytest; echo done",
+        "x || pytest",
+        "$(echo pytest)",
+        "python -c 'import pytest'",
+        "cat pytest.ini",
+    ],
+)
+def test_a_command_that_only_mentions_a_runner_is_not_a_test_run(command: str) -> None:
+    assert not is_test_run(command)
+
+
+def test_configured_runners_count_and_a_run_of_no_tests_is_seen() -> None:
+    assert is_test_run("./run-tests.sh --fast", ["./run-tests.sh"])
+    assert is_test_run("bin/rails test", ["bin/rails test"])
+    assert not is_test_run("bin/rails server", ["bin/rails test"])
+    assert ran_no_tests("\n===== no tests ran in 0.01s =====\n")
+    assert ran_no_tests("----\nRan 0 tests in 0.000s\n\nOK\n")
+    assert not ran_no_tests("===== 3 passed in 0.02s =====")
+
+
+def test_a_worker_killed_mid_edit_is_shown_and_undone_from_its_starting_snapshot(
+    ws: Path, tmp_path: Path
+) -> None:
+    """The log of a run killed with -9 after w1 began: its start names a snapshot, and
+    there is no change set. What changed since is w1's."""
+    from tests.helpers import gaffer
+
+    snapshot_id, _ = Store(ws).snapshot()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [
+        {"event": "session_start", "log_format": 3, "workspace": str(ws), "agent_id": "supervisor"},
+        {"event": "agent_start", "agent_id": "supervisor", "tools": []},
+        {
+            "event": "agent_start",
+            "agent_id": "w1",
+            "parent_id": "supervisor",
+            "snapshot": snapshot_id,
+        },
+    ]
+    (logs / "20261130-killed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    original = (ws / "src" / "app.py").read_bytes()
+    (ws / "src" / "app.py").write_text("x = 'half-made'\n")
+    (ws / "gone.txt").unlink()
+
+    shown = gaffer(ws, "diff", "last", "--agent", "w1")
+    assert shown.returncode == 0, shown.stderr
+    assert "w1 never ended" in shown.stderr and "+x = 'half-made'" in shown.stdout
+    undone = gaffer(ws, "undo", "last")
+    assert undone.returncode == 0, undone.stderr
+    assert (ws / "src" / "app.py").read_bytes() == original and (ws / "gone.txt").exists()
+    missing = gaffer(ws, "undo", "last", "--agent", "w9")
+    assert missing.returncode == 1 and "no agent 'w9'" in missing.stderr

@@ -1,0 +1,132 @@
+"""Each worker's change set through the real CLI and a real container: whatever a coder
+does to the files (`sed -i`, `rm`, `mv`) shows in its report, is gated, and can be shown
+(`gaffer diff`) and put back (`gaffer undo`) per worker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.docker_support import chown_tree, require_docker, user_workspace
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import gaffer_replying, shell_reply
+
+
+@pytest.fixture(scope="module", autouse=True)
+def docker_daemon() -> Any:
+    return require_docker()
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = user_workspace(tmp_path / "ws")
+    (workspace / "app.py").write_text("def greet():\n    return 'hi'\n")
+    (workspace / "test_app.py").write_text(
+        "from app import greet\n\n\ndef test_greet():\n    assert greet() in ('hi', 'bye')\n"
+    )
+    (workspace / "old.txt").write_text("moving\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    chown_tree(workspace)
+    return workspace
+
+
+shell = shell_reply
+
+
+def delegate(task: str) -> Reply:
+    return Reply(tool_calls=[("delegate", json.dumps({"profile": "coder", "task": task}))])
+
+
+def gaffer(
+    workspace: Path, *args: str, replies: list[Reply] | None = None
+) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:
+    return gaffer_replying(workspace, *args, replies=replies or [])
+
+
+def records(workspace: Path) -> list[dict[str, Any]]:
+    [log] = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_a_sed_edit_shows_in_the_report_and_is_gated(ws: Path) -> None:
+    replies = [
+        delegate("say bye"),
+        shell("sed -i s/hi/bye/ app.py"),
+        shell("echo pytest"),
+        shell("grep -c pytest test_app.py"),
+        shell("python3 -m pytest -q -k nothing"),
+        shell("python3 -m unittest discover -p 'nothing_*.py'"),
+        Reply(text="Done, tests pass."),
+        Reply(text="Done, tests pass."),
+        Reply(text="Done, tests pass."),
+        Reply(text="w1 changed app.py."),
+    ]
+    done, server = gaffer(ws, "run", "make it say bye", replies=replies)
+    assert done.returncode == 0, done.stderr
+    assert (ws / "app.py").read_text() == "def greet():\n    return 'bye'\n"
+    lines = records(ws)
+    shells = [r for r in lines if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert shells[0]["facts"]["modified"] == ["app.py"], "the harness saw what sed changed"
+    assert shells[-1]["facts"].get("no_tests") is True, "Ran 0 tests is not a pass"
+    verdicts = [r for r in lines if r["event"] == "verification" and r["agent_id"] == "w1"]
+    assert all(v["verdict"] != "verified" for v in verdicts)
+    report = json.dumps(server.requests[-1])
+    assert "files changed: app.py (modified)" in report
+    assert "verification (by gaffer): unverified" in report
+    [change_set] = [r for r in lines if r["event"] == "change_set" and r["agent_id"] == "w1"]
+    assert [(f["path"], f["change"]) for f in change_set["files"]] == [("app.py", "modified")]
+
+
+def test_a_real_passing_test_run_after_the_last_change_is_verified(ws: Path) -> None:
+    replies = [
+        shell("sed -i s/hi/bye/ app.py"),
+        shell("python3 -m pytest -q"),
+        Reply(text="Changed greet; the tests pass."),
+    ]
+    done, _ = gaffer(ws, "run", "--profile", "coder", "make it say bye", replies=replies)
+    assert done.returncode == 0, done.stderr
+    assert "Verification: verified" in done.stdout
+
+
+def test_two_coders_are_shown_and_undone_one_at_a_time(ws: Path) -> None:
+    replies = [
+        Reply(
+            tool_calls=[
+                ("delegate", json.dumps({"profile": "coder", "task": "tidy the files"})),
+                ("delegate", json.dumps({"profile": "coder", "task": "say bye"})),
+            ]
+        ),
+        shell("rm gone.txt && mv old.txt moved.txt"),
+        Reply(text="Tidied."),
+        shell("sed -i s/hi/bye/ app.py"),
+        Reply(text="Says bye."),
+        Reply(text="Both done."),
+    ]
+    app_before = (ws / "app.py").read_bytes()
+    originals = {name: (ws / name).read_bytes() for name in ("old.txt", "gone.txt")}
+    done, _ = gaffer(ws, "run", "--no-verify", "tidy and say bye", replies=replies)
+    assert done.returncode == 0, done.stderr
+
+    w2, _ = gaffer(ws, "diff", "last", "--agent", "w2")
+    assert w2.returncode == 0, w2.stderr
+    assert "+    return 'bye'" in w2.stdout and "old.txt" not in w2.stdout
+    whole, _ = gaffer(ws, "diff")
+    assert "rename from old.txt" in whole.stdout and "app.py" in whole.stdout
+    shown, _ = gaffer(ws, "logs", "last")
+    assert "✎ w1 changed: gone.txt (deleted), old.txt → moved.txt (renamed)" in shown.stdout
+
+    (ws / "app.py").write_text("def greet():\n    return 'bye, by hand'\n")
+    refused, _ = gaffer(ws, "undo", "--agent", "w2")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "app.py" in refused.stderr
+    assert (ws / "app.py").read_text() == "def greet():\n    return 'bye, by hand'\n"
+
+    undone, _ = gaffer(ws, "undo", "--agent", "w1")
+    assert undone.returncode == 0, undone.stderr
+    assert {name: (ws / name).read_bytes() for name in originals} == originals
+    assert not (ws / "moved.txt").exists()
+    assert (ws / "app.py").read_bytes() != app_before, "w2's change is left alone"
