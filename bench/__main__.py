@@ -14,11 +14,20 @@ from bench import (
     parallel_readers,
     prompt_tokens,
     sandbox,
+    snapshots,
     startup,
 )
 from bench.common import Row
 
-BENCHMARKS = [startup, loop_overhead, parallel_readers, sandbox, log_throughput, prompt_tokens]
+BENCHMARKS = [
+    startup,
+    loop_overhead,
+    parallel_readers,
+    sandbox,
+    log_throughput,
+    prompt_tokens,
+    snapshots,
+]
 
 
 def main() -> int:

@@ -78,6 +78,19 @@ def test_an_unchanged_tree_is_the_same_snapshot_and_hashes_nothing(
     assert [Path(p).name for p in hashed] == ["README.md"]
 
 
+def test_a_snapshot_after_a_call_saw_a_change_is_a_new_one(ws: Path) -> None:
+    """A snapshot of an unchanged tree reuses the last one saved, never a stale one."""
+    store = Store(ws)
+    first_id, _ = store.snapshot()
+    (ws / "README.md").write_text("# changed\n")
+    store.scan()  # an agent's call saw the change; nothing was saved
+    second_id, tree = store.snapshot()
+    assert second_id != first_id and Store(ws).tree(second_id) == tree
+    assert Store(ws).snapshot()[0] == second_id
+    (ws / "README.md").write_text("# app\n")
+    assert Store(ws).snapshot()[0] == first_id, "the same tree is the same snapshot"
+
+
 def test_in_a_repository_what_git_ignores_is_not_snapshotted(ws: Path) -> None:
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     (ws / ".gitignore").write_text("build/\n*.log\n")

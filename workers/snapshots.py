@@ -67,6 +67,10 @@ class Store:
         self._lock = threading.Lock()
         self._cache: dict[str, list[int | str | bool]] | None = None
         self._cache_dirty = False
+        self._saved_id: str | None = None
+        self._matches_saved = False
+        """Nothing has changed since snapshot `_saved_id` was saved: a snapshot of an
+        unchanged tree reuses it instead of writing the whole tree out again."""
 
     # -- taking a snapshot ---------------------------------------------------------
 
@@ -75,7 +79,12 @@ class Store:
         are added; the tree is saved under its id."""
         with self._lock:
             tree = self._scan()
-            snapshot_id = self._save_tree(tree)
+            snapshot_id = self._saved_id if self._matches_saved else None
+            if snapshot_id is None or not (self.folder / "snapshots" / snapshot_id).exists():
+                snapshot_id = self._save_tree(tree)
+            if snapshot_id != self._saved_id or not self._matches_saved:
+                self._saved_id, self._matches_saved = snapshot_id, True
+                self._cache_dirty = True  # the cache now names this snapshot
             self._save_cache()
         return snapshot_id, tree
 
@@ -88,11 +97,13 @@ class Store:
 
     def _scan(self) -> Tree:
         cache = self._load_cache()
+        differs = False
         seen: dict[str, list[int | str | bool]] = {}
         tree: Tree = {}
         now_ns = time.time_ns()
+        root = str(self.workspace) + "/"
         for rel in self._paths():
-            full = os.path.join(self.workspace, rel)
+            full = root + rel
             try:
                 st = os.lstat(full)
             except OSError:
@@ -112,14 +123,14 @@ class Store:
                 if entry is None:
                     continue
                 digest, kept = entry
-                self._cache_dirty = True
+                differs = True
             if now_ns - st.st_mtime_ns > RACY_NS:
                 seen[rel] = [*key, mode, digest, kept]
             else:
-                self._cache_dirty = True
+                differs = True  # not cached: hashed again next time
             tree[rel] = Entry(digest, mode, st.st_size, kept)
-        if seen.keys() != cache.keys():
-            self._cache_dirty = True
+        if differs or seen.keys() != cache.keys():
+            self._cache_dirty, self._matches_saved = True, False
         self._cache = seen
         return tree
 
@@ -233,11 +244,16 @@ class Store:
 
     def _load_cache(self) -> dict[str, list[int | str | bool]]:
         if self._cache is None:
+            self._cache = {}
             try:
                 loaded = json.loads((self.folder / "stat-cache").read_bytes())
-                self._cache = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
-                self._cache = {}
+                loaded = None
+            if isinstance(loaded, dict) and isinstance(loaded.get("files"), dict):
+                self._cache = loaded["files"]
+                saved = loaded.get("snapshot")
+                self._saved_id = saved if isinstance(saved, str) else None
+                self._matches_saved = self._saved_id is not None
         return self._cache
 
     def _save_cache(self) -> None:
@@ -246,6 +262,8 @@ class Store:
         path = self.folder / "stat-cache"
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".stat-cache.{os.getpid()}.{threading.get_ident()}")
-        temp.write_text(json.dumps(self._cache, separators=(",", ":")))
+        exact = self._saved_id if self._matches_saved else None
+        data = {"snapshot": exact, "files": self._cache}
+        temp.write_text(json.dumps(data, separators=(",", ":")))
         os.replace(temp, path)
         self._cache_dirty = False

@@ -1,0 +1,79 @@
+"""Snapshots and change sets on a 50,000-file tree (workers/snapshots.py).
+
+The tree: 500 folders of 100 small source files, their times an hour back as in any
+checkout. Measured: the first snapshot (every file hashed and kept), a new run's
+snapshot of the unchanged tree (the stat cache read from disk), a snapshot after one
+call changed one file, and the change set of that call, each as a plain folder and as
+a git repository (the files listed by `git ls-files`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import Row
+from workers.change_sets import compare
+from workers.snapshots import Store
+
+FILES, PER_FOLDER = 50_000, 100
+UNCHANGED_TARGET_S = 1.0
+
+
+def make_tree(root: Path) -> None:
+    past = time.time() - 3600
+    for n in range(FILES):
+        folder = root / f"pkg{n // PER_FOLDER:03d}"
+        if n % PER_FOLDER == 0:
+            folder.mkdir(parents=True)
+        path = folder / f"mod{n % PER_FOLDER:03d}.py"
+        path.write_text(f"# module {n}\ndef f{n}(x):\n    return x + {n}\n")
+        os.utime(path, (past, past))
+
+
+def timed(job: object) -> tuple[float, object]:
+    started = time.perf_counter()
+    value = job()  # type: ignore[operator]
+    return time.perf_counter() - started, value
+
+
+def measure(root: Path, kind: str) -> list[Row]:
+    first, _ = timed(lambda: Store(root).snapshot())
+    unchanged, _ = timed(lambda: Store(root).snapshot())
+    store = Store(root)
+    _, before = store.snapshot()
+    target = root / "pkg123" / "mod045.py"
+    target.write_text("# changed by a call\n")
+    after_call, after = timed(store.scan)
+    diffing, changes = timed(lambda: compare(before, after))  # type: ignore[arg-type]
+    assert [c.path for c in changes] == ["pkg123/mod045.py"]  # type: ignore[attr-defined]
+    return [
+        Row(f"snapshot, {kind}: first (hash and keep all)", round(first, 2), "s"),
+        Row(
+            f"snapshot, {kind}: unchanged tree, new run",
+            round(unchanged, 2),
+            "s",
+            f"≤ {UNCHANGED_TARGET_S:g}",
+            unchanged <= UNCHANGED_TARGET_S,
+        ),
+        Row(f"snapshot, {kind}: after a call changed 1 file", round(after_call, 2), "s"),
+        Row(f"change set of that call ({FILES} files)", round(diffing, 3), "s"),
+    ]
+
+
+def run() -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "plain"
+        make_tree(plain)
+        rows += measure(plain, "folder")
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        make_tree(repo)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+        rows += measure(repo, "git repository")
+    return rows
