@@ -13,6 +13,7 @@ from supervisor.resume import rebuild
 from supervisor.session import Session
 from supervisor.view import profiles_table
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
+from workers.snapshots import Store
 from workers.tools.memory import project_instructions
 
 HELP = """\
@@ -130,7 +131,7 @@ class Repl:
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             self._say(str(error))
             return
-        rebuilt = rebuild(records)
+        rebuilt = rebuild(records, Store(self.session.workspace))
         self.session.messages[:] = rebuilt.messages
         self.session.keeper.goal = rebuilt.task
         self._say(

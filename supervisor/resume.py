@@ -3,7 +3,8 @@
 The log holds every user message, every assistant turn (text and tool calls) and every
 tool result in full, and each compaction's pinned state: enough to rebuild exactly what
 the model saw. Calls that never got a result (the run was killed mid-call) are answered
-as interrupted; a worker that was running is reported, never replayed.
+as interrupted; a worker that was running is reported, never replayed, with what it
+changed: the difference between the snapshot it started from and the workspace now.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.change_sets import compare
 from workers.model import Message
+from workers.snapshots import Store, Tree
 
 Record = dict[str, Any]
 TOP_AGENT_ID = "supervisor"
@@ -22,16 +25,19 @@ class Rebuilt:
     messages: list[Message]
     """Without the system prompt: the resuming session writes a fresh one."""
     interrupted_workers: list[str] = field(default_factory=list)
-    """`w3 (coder): task…` for each worker that started and never ended."""
+    """`w3 (coder): task…` for each worker that started and never ended, and what it
+    changed when that can be seen."""
     task: str = ""
 
 
-def rebuild(records: list[Record]) -> Rebuilt:
+def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
+    """The top agent's conversation; `store` shows what interrupted workers changed."""
     messages: list[Message] = [{"role": "system", "content": ""}]
     pending: dict[str, Message] = {}  # results of the current batch, put in call order
     order: list[str] = []
     starts: dict[str, Record] = {}
     ended: set[str] = set()
+    snapshots: dict[str, str] = {}
 
     def flush() -> None:
         for call_id in order:
@@ -45,6 +51,8 @@ def rebuild(records: list[Record]) -> Rebuilt:
             starts[str(record.get("child_id"))] = record
         elif event == "delegate_end":
             ended.add(str(record.get("child_id")))
+        elif event == "agent_start" and record.get("snapshot"):
+            snapshots[str(record.get("agent_id"))] = str(record["snapshot"])
         if record.get("agent_id") != TOP_AGENT_ID:
             continue
         if event == "user_message":
@@ -77,17 +85,28 @@ def rebuild(records: list[Record]) -> Rebuilt:
             folded = int(record.get("messages_folded", 0))
             messages[1 : 1 + folded] = [{"role": "user", "content": record.get("state", "")}]
     flush()
-    interrupted = [
-        f"{child} ({start.get('child_profile')}): {start.get('task')}"
-        for child, start in starts.items()
-        if child not in ended and start.get("agent_id") == TOP_AGENT_ID
-    ]
-    _answer_interrupted(messages)
+    interrupted, changed = [], []
+    now: Tree | None = None
+    for child, start in starts.items():
+        if child in ended or start.get("agent_id") != TOP_AGENT_ID:
+            continue
+        line = f"{child} ({start.get('child_profile')}): {start.get('task')}"
+        if store is not None and child in snapshots:
+            now = store.scan() if now is None else now
+            try:
+                labels = [c.label for c in compare(store.tree(snapshots[child]), now)]
+            except KeyError:  # its starting snapshot is gone
+                labels = []
+            if labels:
+                line += f"; changed since it started: {', '.join(labels)}"
+                changed.append(f"{child}: {', '.join(labels)}")
+        interrupted.append(line)
+    _answer_interrupted(messages, changed)
     task = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
     return Rebuilt(messages=messages[1:], interrupted_workers=interrupted, task=task)
 
 
-def _answer_interrupted(messages: list[Message]) -> None:
+def _answer_interrupted(messages: list[Message], changed: list[str]) -> None:
     """Give every call a result, in call order; the missing ones say they were interrupted."""
     index = 0
     while index < len(messages):
@@ -100,16 +119,20 @@ def _answer_interrupted(messages: list[Message]) -> None:
         while end < len(messages) and messages[end]["role"] == "tool":
             end += 1
         results = {m["tool_call_id"]: m for m in messages[index:end]}
-        messages[index:end] = [results.get(c["id"]) or _interrupted(c) for c in calls]
+        messages[index:end] = [results.get(c["id"]) or _interrupted(c, changed) for c in calls]
         index += len(calls)
 
 
-def _interrupted(call: dict[str, Any]) -> Message:
+def _interrupted(call: dict[str, Any], changed: list[str]) -> Message:
     if call["function"]["name"] == "delegate":
         text = (
             "interrupted: the run stopped while this worker was working; its work is not "
             "replayed. Files it changed may be half-done: check before relying on them."
         )
+        if changed:
+            text += " What the workers that never ended changed, as gaffer sees it: " + "; ".join(
+                changed
+            )
     else:
         text = "interrupted: the run stopped before this call finished; it was not run again."
     return {"role": "tool", "tool_call_id": call["id"], "content": text}

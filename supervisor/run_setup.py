@@ -36,6 +36,7 @@ from workers.model import Model
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
 from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver, ToolError
 from workers.tools.workspace import GAFFER_DIR, own_dir
@@ -139,7 +140,7 @@ def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None)
                 plan.extensions.close()
             session.discard()
             fail(str(error))
-        rebuilt = rebuild(records)
+        rebuilt = rebuild(records, Store(session.workspace))
         resumed, resumed_from = rebuilt.messages, path.stem
         for worker in rebuilt.interrupted_workers:
             click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)

@@ -291,3 +291,35 @@ def test_a_worker_killed_mid_edit_is_shown_and_undone_from_its_starting_snapshot
     assert (ws / "src" / "app.py").read_bytes() == original and (ws / "gone.txt").exists()
     missing = gaffer(ws, "undo", "last", "--agent", "w9")
     assert missing.returncode == 1 and "no agent 'w9'" in missing.stderr
+
+
+def test_a_resumed_run_is_told_what_an_interrupted_worker_changed(ws: Path) -> None:
+    from supervisor.resume import rebuild
+
+    store = Store(ws)
+    snapshot_id, _ = store.snapshot()
+    call = {"id": "c1", "name": "delegate", "arguments": '{"profile": "coder", "task": "fix"}'}
+    records = [
+        {"event": "user_message", "agent_id": "supervisor", "content": "fix it"},
+        {"event": "llm_call", "agent_id": "supervisor", "text": "", "calls": [call]},
+        {
+            "event": "delegate_start",
+            "agent_id": "supervisor",
+            "child_id": "w1",
+            "child_profile": "coder",
+            "task": "fix",
+        },
+        {
+            "event": "agent_start",
+            "agent_id": "w1",
+            "parent_id": "supervisor",
+            "snapshot": snapshot_id,
+        },
+    ]
+    (ws / "src" / "app.py").write_text("x = 'half'\n")
+    rebuilt = rebuild(records, store)
+    assert rebuilt.interrupted_workers == [
+        "w1 (coder): fix; changed since it started: src/app.py (modified)"
+    ]
+    told = rebuilt.messages[-1]
+    assert told["role"] == "tool" and "w1: src/app.py (modified)" in str(told["content"])
