@@ -103,6 +103,17 @@ def test_in_a_repository_what_git_ignores_is_not_snapshotted(ws: Path) -> None:
     assert not any(p.startswith(".git/") for p in tree)
 
 
+def test_snapshotting_a_hostile_repository_runs_nothing_of_its_config(ws: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    with (ws / ".git" / "config").open("a") as config:
+        config.write('[core]\n\tfsmonitor = "touch pwned-fsmonitor; false"\n')
+        config.write('[filter "evil"]\n\tclean = "touch pwned-filter; cat"\n')
+    (ws / ".gitattributes").write_text("* filter=evil\n")
+    _, tree = Store(ws).snapshot()
+    assert "src/app.py" in tree
+    assert not list(ws.glob("pwned-*"))
+
+
 def test_a_non_utf8_file_name_round_trips(ws: Path) -> None:
     store = Store(ws)
     _, before = store.snapshot()

@@ -130,3 +130,24 @@ def test_two_coders_are_shown_and_undone_one_at_a_time(ws: Path) -> None:
     assert {name: (ws / name).read_bytes() for name in originals} == originals
     assert not (ws / "moved.txt").exists()
     assert (ws / "app.py").read_bytes() != app_before, "w2's change is left alone"
+
+
+def test_a_coder_cannot_rewrite_the_store_that_says_what_it_changed(ws: Path) -> None:
+    """A forged stat cache could hide a change from the gate and from undo: the store is
+    read-only in the container, like all of .gaffer."""
+    replies = [
+        shell(
+            "mkdir -p .gaffer/changes; echo '{}' > .gaffer/changes/stat-cache; "
+            "touch .gaffer/changes/objects; sed -i s/hi/bye/ app.py"
+        ),
+        Reply(text="done"),
+    ]
+    done, _ = gaffer(ws, "run", "--profile", "coder", "--no-verify", "go", replies=replies)
+    assert done.returncode == 0, done.stderr
+    cache = json.loads((ws / ".gaffer" / "changes" / "stat-cache").read_text())
+    assert "files" in cache, "the stat cache is as gaffer wrote it, not '{}'"
+    assert (ws / ".gaffer" / "changes" / "objects").is_dir()
+    [call] = [r for r in records(ws) if r["event"] == "tool_call"]
+    assert "Read-only file system" in call["content"]
+    [change_set] = [r for r in records(ws) if r["event"] == "change_set"]
+    assert [f["path"] for f in change_set["files"]] == ["app.py"]
