@@ -44,6 +44,7 @@ BROKEN_PLUGINS = {
     "no_def.py": "def run(**args):\n    return 'x'\n",
     "no_run.py": 'TOOL_DEF = {"name": "norun", "description": "d"}\n',
     "explodes.py": "raise RuntimeError('boom at import')\n",
+    "exits.py": "import sys\nsys.exit(3)\n",
     "clash_builtin.py": GOOD_PLUGIN.replace("word_count", "read_file"),
     "z_clash_plugin.py": GOOD_PLUGIN,
 }
@@ -97,14 +98,25 @@ def test_broken_plugins_are_skipped_with_one_line_each(workspace: Path) -> None:
     extensions = load(workspace, recorder)
     assert set(extensions.tools) == {"word_count"}
     warnings = "\n".join(extensions.warnings)
-    assert len(extensions.warnings) == 6 and all("\n" not in w for w in extensions.warnings)
+    assert len(extensions.warnings) == 7 and all("\n" not in w for w in extensions.warnings)
     assert "syntax.py skipped: SyntaxError" in warnings
     assert "no_def.py skipped: ValueError: it defines no TOOL_DEF dict" in warnings
     assert "no_run.py skipped: ValueError: it defines no run(**args) function" in warnings
     assert "explodes.py skipped: RuntimeError: boom at import" in warnings
+    assert "exits.py skipped: it called sys.exit(3) at import" in warnings
     assert "clash_builtin.py skipped: the name 'read_file' is already taken" in warnings
     assert "z_clash_plugin.py skipped: the name 'word_count' is already taken" in warnings
-    assert len([r for r in recorder.records if r.get("status") == "skipped"]) == 6
+    assert len([r for r in recorder.records if r.get("status") == "skipped"]) == 7
+
+
+def test_a_plugin_that_exits_in_a_call_fails_that_call_only(workspace: Path) -> None:
+    write_plugins(
+        workspace,
+        {"quits.py": GOOD_PLUGIN.replace("return str(len(text.split()))", "raise SystemExit(4)")},
+    )
+    tool = load(workspace).tools["word_count"]
+    with pytest.raises(ToolError, match=r"the plugin called sys.exit\(4\)"):
+        tool.run(ToolContext(workspace), ExtensionArgs(text="a b"))
 
 
 SKILL = """---

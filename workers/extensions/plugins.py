@@ -1,7 +1,8 @@
 """Plugins: a Python file defining TOOL_DEF and run(**args) becomes a tool.
 
-A broken plugin (syntax error, missing names, an exception at import, a clashing name)
-is skipped with a one-line warning; gaffer goes on.
+A broken plugin (syntax error, missing names, an exception or `sys.exit` at import, a
+clashing name) is skipped with a one-line warning; gaffer goes on. A plugin's call that
+raises or exits is that call's error, never the run's end.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def load_plugins(
     for source in sources:
         try:
             tool = _load(source)
+        except SystemExit as error:  # someone else's file does not decide when gaffer ends
+            warn(f"plugin {source.origin} skipped: it called sys.exit({error.code!r}) at import")
+            continue
         except Exception as error:  # any failure in someone else's file is theirs, not ours
             warn(f"plugin {source.origin} skipped: {type(error).__name__}: {error}")
             continue
@@ -66,10 +70,22 @@ def _load(source: Source) -> Tool[Any]:
         name=name,
         description=description,
         parameters=parameters,
-        call=lambda arguments: str(run(**arguments)),
+        call=_isolated(run),
         read_only=bool(definition.get("read_only", False)),
         origin=f"plugin {source.origin}",
     )
+
+
+def _isolated(run: Callable[..., Any]) -> Callable[[dict[str, Any]], str]:
+    def call(arguments: dict[str, Any]) -> str:
+        try:
+            return str(run(**arguments))
+        except SystemExit as error:
+            raise ToolError(
+                f"the plugin called sys.exit({error.code!r}); nothing else ran"
+            ) from None
+
+    return call
 
 
 def schema_tool(
