@@ -279,3 +279,21 @@ def test_a_required_tool_call_is_asked_for_as_the_server_understands() -> None:
     # way its template opens a call is parsed as one.
     assert "tool_choice" not in server.requests[1]
     assert server.requests[1]["messages"][-1] == {"role": "assistant", "content": "```json\n"}
+
+
+@pytest.mark.parametrize(
+    ("asked", "timeout", "why"),
+    [("1000", None, "more than gaffer waits (60 s)"), ("30", 5.0, "more than the run has left")],
+)
+def test_a_long_retry_after_stops_at_once_with_the_reason(
+    asked: str, timeout: float | None, why: str
+) -> None:
+    with FakeOpenAI([error_reply(429, "wait", **{"Retry-After": asked})] * 3) as server:
+        started = time.monotonic()
+        with pytest.raises(ModelError) as raised:
+            model_for(server).complete([{"role": "user", "content": "x"}], [], timeout=timeout)
+    assert time.monotonic() - started < 2 and len(server.requests) == 1
+    assert raised.value.kind == "rate_limited"
+    assert (
+        f"asks to wait {asked} s before the next try (Retry-After), {why}" in raised.value.message
+    )

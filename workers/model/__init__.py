@@ -88,6 +88,7 @@ ModelErrorKind = Literal[
     "bad_request",
     "context_window",
     "unavailable",
+    "rate_limited",
     "config",
     "malformed_output",
     "cancelled",

@@ -31,9 +31,9 @@ from workers.model.cancel import install, interruptible
 from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-# A server asking for more than this is treated as down for now: waiting minutes inside
-# one step would look like a hang to the user.
-MAX_RETRY_AFTER_S = 120.0
+# A server asking to wait longer than this (Retry-After) is not waited for: the call
+# stops at once with the reason, as it does when the run has less time left than that.
+MAX_RETRY_AFTER_S = 60.0
 # The server could not read the model's reply as its tool-call format (llama.cpp says
 # so in a 500, or in an error event mid-stream). That is the model's mistake: retrying
 # the same prompt repeats it.
@@ -56,6 +56,30 @@ class stop_when(stop_base):
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         return self.condition()
+
+
+class stop_if_asked_to_wait_too_long(stop_base):
+    """Stop retrying when the server's Retry-After is longer than gaffer waits, or than
+    the call has left."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        error = retry_state.outcome.exception() if retry_state.outcome else None
+        return _too_long_to_wait(error, self.deadline) is not None
+
+
+def _too_long_to_wait(error: BaseException | None, deadline: float | None) -> str | None:
+    """Why the wait the server asks for is not waited, or None."""
+    asked = _retry_after(error)
+    if asked is None:
+        return None
+    if asked > MAX_RETRY_AFTER_S:
+        return f"more than gaffer waits ({MAX_RETRY_AFTER_S:.0f} s)"
+    if deadline is not None and asked > deadline - time.monotonic():
+        return f"more than the run has left ({max(0.0, deadline - time.monotonic()):.0f} s)"
+    return None
 
 
 class OpenAIModel:
@@ -114,7 +138,9 @@ class OpenAIModel:
     ) -> AssistantTurn:
         echo = Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
-        stop: stop_base = stop_after_attempt(self.max_attempts)
+        stop: stop_base = stop_after_attempt(self.max_attempts) | stop_if_asked_to_wait_too_long(
+            deadline
+        )
         if timeout is not None:
             stop = stop | stop_before_delay(timeout)
         if cancelled is not None:
@@ -150,6 +176,13 @@ class OpenAIModel:
             if cancelled is not None and cancelled():
                 raise ModelError(
                     "cancelled", "the call was cancelled and its connection closed"
+                ) from error
+            if (why := _too_long_to_wait(error, deadline)) is not None:
+                asked = _retry_after(error) or 0.0
+                raise ModelError(
+                    "rate_limited",
+                    f"{self.base_url or 'the endpoint'} asks to wait {asked:.0f} s before the "
+                    f"next try (Retry-After), {why}: {_describe(error)}",
                 ) from error
             attempts = int(retrying.statistics.get("attempt_number", 1))
             raise self._as_model_error(error, attempts) from error
@@ -193,7 +226,7 @@ class OpenAIModel:
         backoff = self._backoff(state)
         error = state.outcome.exception() if state.outcome else None
         asked = _retry_after(error)
-        return backoff if asked is None else min(max(asked, 0.0), MAX_RETRY_AFTER_S)
+        return backoff if asked is None else max(asked, 0.0)
 
     def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
         where = f"{self.base_url or 'the default endpoint'}"
