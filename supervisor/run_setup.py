@@ -32,7 +32,7 @@ from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.view import stderr_console
 from workers.events import Subscriber
 from workers.extensions import load_extensions
-from workers.model import Model
+from workers.model import Model, shown_url
 from workers.model.openai_client import OpenAIModel
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
 from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
@@ -58,6 +58,12 @@ def set_up(
     use_local = flags.pop("local", False)
     workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
     flags.pop("yes", None)
+    if flags.get("api_key"):
+        click.echo(
+            "gaffer: warning: --api-key shows the key to every user of this machine (`ps`); "
+            "set OPENAI_API_KEY, or api_key_file in ~/.config/gaffer/config.toml, instead",
+            err=True,
+        )
     try:
         config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
@@ -118,7 +124,7 @@ def set_up(
             max_workers=config.max_workers,
         ),
         approve=approve,
-        base_url=config.base_url,
+        base_url=shown_url(config.base_url),
         sandbox_uid=config.sandbox_uid,
         verify=config.verify,
         file_blocks=config.file_blocks,

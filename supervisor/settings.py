@@ -25,20 +25,23 @@ class Settings(BaseModel):
     base_url: str | None = None
     """OpenAI-compatible endpoint, such as http://127.0.0.1:8080/v1."""
     api_key: str | None = Field(None, exclude=True, repr=False)
-    """API key for the endpoint; only from the environment or this flag, never a file."""
+    """API key for the endpoint; only from the environment or this flag, never a config file."""
+    api_key_file: Path | None = None
+    """A file holding the API key (keep it private); for when the environment will not do.
+    Read only when no key is given otherwise; never from a workspace's config."""
     max_steps: int | None = Field(None, ge=1)
     """Model calls the top agent may make per task; default: its profile's."""
-    max_seconds: float | None = Field(None, gt=0)
+    max_seconds: float | None = Field(None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     """Wall-clock limit for the whole run."""
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=10**12)
     """Prompt + completion tokens over the whole run, as the endpoint reports them."""
     max_attempts: int = Field(6, ge=1, le=20)
     """Tries per model call before the endpoint counts as down."""
-    request_timeout: float = Field(600.0, gt=0)
+    request_timeout: float = Field(600.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds one model request may take."""
-    max_output_tokens: int | None = Field(4096, ge=16)
+    max_output_tokens: int | None = Field(4096, ge=16, le=1_000_000)
     """Tokens one model reply may have; a runaway reply is cut there (finish_reason length)."""
-    temperature: float | None = Field(None, ge=0, le=2)
+    temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
     """Sampling temperature; None leaves the endpoint's default."""
     stream: bool = True
     """Stream responses (text shows as it is written)."""
@@ -48,13 +51,13 @@ class Settings(BaseModel):
     """Read-only workers that may run at the same time."""
     max_depth: int = Field(2, ge=0, le=8)
     """How deep workers may delegate to workers."""
-    max_workers: int = Field(32, ge=0)
+    max_workers: int = Field(32, ge=0, le=10_000)
     """Workers one run may start, all depths together."""
     verify: bool = True
     """Check final answers against the evidence (edits need a passing test after them)."""
-    context_window: int | None = Field(None, ge=1024)
+    context_window: int | None = Field(None, ge=1024, le=100_000_000)
     """The model's context window in tokens; default: known per model, else 32768."""
-    sandbox_uid: int | None = Field(None, ge=1)
+    sandbox_uid: int | None = Field(None, ge=1, le=2**31 - 2)
     """Run sandbox containers as this uid (default: the workspace owner's; never root)."""
     tool_prefill: str | None = None
     """The opening of a tool call in the model's own format, sent as the start of its
@@ -82,6 +85,7 @@ FLAGS = (
     "model",
     "base_url",
     "api_key",
+    "api_key_file",
     "max_steps",
     "max_seconds",
     "max_tokens",
@@ -98,11 +102,13 @@ ENV_VARS = {
     "model": "GAFFER_MODEL",
     "base_url": "OPENAI_BASE_URL",
     "api_key": "OPENAI_API_KEY",
+    "api_key_file": "GAFFER_API_KEY_FILE",
     "log_dir": "GAFFER_LOG_DIR",
 }
-# A repository's own config must not redirect the endpoint: that would send the user's
-# API key to whoever wrote the repository.
-NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key"}
+# A repository's own config must not redirect the endpoint (that would send the user's
+# API key to whoever wrote the repository), pick a file to send as the key, or choose
+# the uid its containers run as. Its log_dir must stay inside the workspace.
+NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key", "api_key_file", "sandbox_uid"}
 
 
 def user_config_path() -> Path:
@@ -117,23 +123,60 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     None when the workspace has none or it is not trusted.
     """
     merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+
+    def layer(values: dict[str, Any], where: str) -> None:
+        merged.update(values)
+        origin.update(dict.fromkeys(values, where))
+
     user = user_config_path()
     if user.is_file():
-        merged.update(_read_toml(str(user), user.read_bytes(), refused={"api_key"}))
+        layer(_read_toml(str(user), user.read_bytes(), refused={"api_key"}), str(user))
     if workspace_config is not None:
-        merged.update(
-            _read_toml(
-                workspace_config.origin, workspace_config.data, refused=NOT_IN_WORKSPACE_CONFIG
-            )
+        data = _read_toml(
+            workspace_config.origin, workspace_config.data, refused=NOT_IN_WORKSPACE_CONFIG
         )
-    merged.update({key: os.environ[var] for key, var in ENV_VARS.items() if os.environ.get(var)})
-    merged.update({key: value for key, value in flags.items() if value is not None})
+        if "log_dir" in data:
+            data["log_dir"] = _inside_workspace(workspace_config, data["log_dir"])
+        layer(data, workspace_config.origin)
+    for key, var in ENV_VARS.items():
+        if os.environ.get(var):
+            layer({key: os.environ[var]}, f"environment variable {var}")
+    layer({k: v for k, v in flags.items() if v is not None}, "the command line")
     try:
-        return Settings.model_validate(merged)
+        config = Settings.model_validate(merged)
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise ConfigError(f"bad setting {where}: {first['msg']}") from error
+        key = str(first["loc"][0]) if first["loc"] else ""
+        raise ConfigError(f"{origin.get(key, 'settings')}: {key}: {first['msg']}") from error
+    if config.api_key is None and config.api_key_file is not None:
+        config = config.model_copy(update={"api_key": _key_from(config.api_key_file, origin)})
+    return config
+
+
+def _inside_workspace(config: Source, value: object) -> str:
+    """A workspace config's log_dir, made absolute: only inside the workspace."""
+    if config.path is None or not isinstance(value, str):
+        raise ConfigError(f"{config.origin}: log_dir: must be a folder inside the workspace")
+    workspace = config.path.parent.parent  # <workspace>/.gaffer/config.toml
+    folder = os.path.realpath(workspace / value)
+    if os.path.commonpath([folder, os.path.realpath(workspace)]) != os.path.realpath(workspace):
+        raise ConfigError(
+            f"{config.origin}: log_dir: {value!r} is outside the workspace; a workspace's "
+            "config may only keep logs inside it"
+        )
+    return folder
+
+
+def _key_from(path: Path, origin: dict[str, str]) -> str:
+    where = origin.get("api_key_file", "settings")
+    try:
+        key = path.expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{where}: api_key_file: cannot read {path}: {error}") from error
+    if not key or "\n" in key:
+        raise ConfigError(f"{where}: api_key_file: {path} must hold the key alone, on one line")
+    return key
 
 
 def _read_toml(path: str, content: bytes, *, refused: set[str]) -> dict[str, Any]:

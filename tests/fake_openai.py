@@ -49,6 +49,8 @@ class FakeOpenAI:
         self.replies = list(replies or [])
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
+        self.headers: list[dict[str, str]] = []
+        """Each request's HTTP headers, names in lower case."""
         self.disconnects: list[float] = []
         """When a client hung up while its reply was being computed (a `delay`)."""
         self._lock = threading.Lock()
@@ -65,6 +67,7 @@ class FakeOpenAI:
                 with fake._lock:
                     fake.requests.append(body)
                     fake.request_times.append(time.monotonic())
+                    fake.headers.append({k.lower(): v for k, v in self.headers.items()})
                     reply = (
                         fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
                     )

@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.fake_openai import Reply, error_reply
-from tests.helpers import gaffer_replying, trust_workspace
+import pytest
+
+from tests.fake_openai import FakeOpenAI, Reply, error_reply
+from tests.helpers import gaffer, gaffer_replying, trust_workspace
 
 
 def test_a_plugin_that_exits_at_import_is_skipped_and_the_run_goes_on(workspace: Path) -> None:
@@ -31,3 +33,71 @@ def test_a_long_retry_after_ends_the_run_at_once_with_the_reason(workspace: Path
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()[-1:]
     assert "asks to wait 1000 s before the next try (Retry-After)" in line
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("request_timeout = inf", "request_timeout: Input should be a finite number"),
+        ("request_timeout = 99999", "request_timeout: Input should be less than or equal to 3600"),
+        ("max_parallel = 0", "max_parallel: Input should be greater than or equal to 1"),
+        ("temperature = 5.0", "temperature: Input should be less than or equal to 2"),
+        ("context_window = 10", "context_window: Input should be greater than or equal to 1024"),
+        ('log_dir = "../elsewhere"', "log_dir: '../elsewhere' is outside the workspace"),
+        ("sandbox_uid = 0", "'sandbox_uid' cannot be set in this file"),
+        ('api_key_file = "/etc/passwd"', "'api_key_file' cannot be set in this file"),
+    ],
+)
+def test_a_workspace_config_value_that_cannot_work_is_refused_by_file_and_key(
+    workspace: Path, line: str, says: str
+) -> None:
+    (workspace / ".gaffer").mkdir()
+    (workspace / ".gaffer" / "config.toml").write_text(line + "\n")
+    trust_workspace(workspace)
+    done, server = gaffer_replying(workspace, "run", "hello", replies=[Reply(text="hi")])
+    assert done.returncode == 1 and not server.requests
+    [message] = done.stderr.strip().splitlines()
+    assert ".gaffer/config.toml" in message and says in message
+
+
+def test_an_api_key_file_is_read_and_a_missing_one_is_named(workspace: Path) -> None:
+    key_file = workspace.parent / "key"
+    key_file.write_text("sk-from-file\n")
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "hello",
+        replies=[Reply(text="hi")],
+        env={"OPENAI_API_KEY": "", "GAFFER_API_KEY_FILE": str(key_file)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert server.headers[0]["authorization"] == "Bearer sk-from-file"
+    missing, _ = gaffer_replying(
+        workspace,
+        "run",
+        "hello",
+        replies=[],
+        env={"OPENAI_API_KEY": "", "GAFFER_API_KEY_FILE": str(key_file) + ".gone"},
+    )
+    assert missing.returncode == 1
+    assert "environment variable GAFFER_API_KEY_FILE: api_key_file: cannot read" in missing.stderr
+
+
+def test_credentials_in_the_endpoint_url_never_reach_the_log_or_stderr(workspace: Path) -> None:
+    with FakeOpenAI([error_reply(401, "who are you")]) as server:
+        url = server.base_url.replace("http://", "http://alice:s3cretpass@") + "?api-key=k3y"
+        done = gaffer(workspace, "run", "hello", server=server, env={"OPENAI_BASE_URL": url})
+    assert done.returncode == 1 and "refused the API key (401)" in done.stderr
+    logged = "".join(p.read_text() for p in (workspace.parent / "logs").glob("*.jsonl"))
+    for secret in ("s3cretpass", "alice", "k3y"):
+        assert secret not in done.stderr and secret not in logged and secret not in done.stdout
+    assert "***@127.0.0.1" in logged
+
+
+def test_an_api_key_on_the_command_line_is_warned_about(workspace: Path) -> None:
+    done, _ = gaffer_replying(
+        workspace, "run", "--api-key", "sk-cli", "--no-verify", "hi", replies=[Reply(text="hi")]
+    )
+    assert done.returncode == 0
+    assert "--api-key shows the key to every user of this machine" in done.stderr

@@ -161,9 +161,8 @@ def scan(workspace: Path) -> tuple[list[Item], list[Refused]]:
 
     if (data := read(f"{GAFFER_DIR}/config.toml")) is not None:
         rel = f"{GAFFER_DIR}/config.toml"
-        items.append(
-            Item("config", rel, Source(rel, data), _digest("config", rel, data), "settings")
-        )
+        source = Source(rel, data, Path(os.path.realpath(workspace), rel))
+        items.append(Item("config", rel, source, _digest("config", rel, data), "settings"))
     for rel in _listed(workspace, f"{GAFFER_DIR}/profiles", "*.toml", refused):
         add("profile", rel, "an agent profile")
     for rel in _listed(workspace, f"{GAFFER_DIR}/tools", "*.py", refused):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -80,6 +81,22 @@ def written_call(text: str, tool_names: Iterable[str]) -> bool:
         isinstance(c, dict) and (c.get("name") in names or {"name", "arguments"} <= c.keys())
         for c in calls
     )
+
+
+def shown_url(url: str | None) -> str | None:
+    """An endpoint's address as logs and messages show it: without a user and password
+    in it, or the values of query parameters (keys travel there too)."""
+    if not url:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{name}=***" if value else name
+        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 ModelErrorKind = Literal[

@@ -6,6 +6,7 @@ import dataclasses
 import email.utils
 import re
 import time
+import urllib.parse
 from typing import Any
 
 import openai
@@ -26,6 +27,7 @@ from workers.model import (
     ModelError,
     RetryHook,
     TextSink,
+    shown_url,
 )
 from workers.model.cancel import install, interruptible
 from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
@@ -103,6 +105,8 @@ class OpenAIModel:
     ) -> None:
         self.name = model
         self.base_url = base_url
+        self.shown_url = shown_url(base_url) or "the default endpoint"
+        """The endpoint as messages show it: never a password or key inside the URL."""
         self.max_attempts = max_attempts
         self.request_timeout = request_timeout
         self.stream = stream
@@ -177,16 +181,31 @@ class OpenAIModel:
                 raise ModelError(
                     "cancelled", "the call was cancelled and its connection closed"
                 ) from error
-            if (why := _too_long_to_wait(error, deadline)) is not None:
-                asked = _retry_after(error) or 0.0
-                raise ModelError(
-                    "rate_limited",
-                    f"{self.base_url or 'the endpoint'} asks to wait {asked:.0f} s before the "
-                    f"next try (Retry-After), {why}: {_describe(error)}",
-                ) from error
-            attempts = int(retrying.statistics.get("attempt_number", 1))
-            raise self._as_model_error(error, attempts) from error
+            raise self._hidden(self._failure(error, retrying, deadline)) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+    def _failure(self, error: Exception, retrying: Retrying, deadline: float | None) -> ModelError:
+        if (why := _too_long_to_wait(error, deadline)) is not None:
+            asked = _retry_after(error) or 0.0
+            return ModelError(
+                "rate_limited",
+                f"{self.shown_url} asks to wait {asked:.0f} s before the "
+                f"next try (Retry-After), {why}: {_describe(error)}",
+            )
+        attempts = int(retrying.statistics.get("attempt_number", 1))
+        return self._as_model_error(error, attempts)
+
+    def _hidden(self, error: ModelError) -> ModelError:
+        """The error with anything secret in the endpoint's URL taken out of its text."""
+        message = error.message
+        if self.base_url:
+            message = message.replace(self.base_url, self.shown_url)
+            parts = urllib.parse.urlsplit(self.base_url)
+            secrets = [parts.netloc.rsplit("@", 1)[0]] if "@" in parts.netloc else []
+            secrets += [v for _, v in urllib.parse.parse_qsl(parts.query) if v]
+            for secret in secrets:
+                message = message.replace(secret, "***")
+        return error if message == error.message else ModelError(error.kind, message)
 
     def _once(
         self,
@@ -229,7 +248,7 @@ class OpenAIModel:
         return backoff if asked is None else max(asked, 0.0)
 
     def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
-        where = f"{self.base_url or 'the default endpoint'}"
+        where = self.shown_url
         if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
             return ModelError(
                 "malformed_output",
