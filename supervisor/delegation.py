@@ -9,6 +9,7 @@ never by the worker's model.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -30,6 +31,7 @@ from workers.limits import Budget
 from workers.log_schema import Boundary, DelegateEnd, DelegateStart
 from workers.loop import run_agent
 from workers.model import Message, Model
+from workers.outcome import Aborted
 from workers.profiles import Profile
 from workers.sandbox import Sandbox
 from workers.snapshots import Store
@@ -108,6 +110,8 @@ class Team:
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.ceiling.max_parallel)
         self._ids = itertools.count(1)
+        self._progress: dict[str, AgentResult] = {}
+        """Each running worker's result as it is filled in."""
         self._started = 0
         self._lock = threading.Lock()
         self.specs = resolve(
@@ -294,6 +298,15 @@ class Team:
         started: float,
     ) -> ToolResult:
         profile_name = spec.name
+        if run.status in ("timeout", "cancelled") and (so_far := self._progress.get(agent_id)):
+            # Abandoned mid-run: report how far it got, not an empty result.
+            run = dataclasses.replace(
+                run,
+                result=dataclasses.replace(
+                    so_far, outcome=run.result.outcome, facts=list(so_far.facts)
+                ),
+            )
+        self._progress.pop(agent_id, None)
         changes = run.result.changes
         # What the harness saw change; a worker abandoned mid-run has only its calls' facts.
         files = (
@@ -369,7 +382,9 @@ class Team:
                         spec, agent_id, sandbox, budget, caller.depth + 1, caller
                     )
                     system: Message = {"role": "system", "content": prompt}
-                    return run_agent(agent, [system, {"role": "user", "content": task}])
+                    messages: list[Message] = [system, {"role": "user", "content": task}]
+                    progress = self._progress[agent_id] = AgentResult(Aborted("running"), messages)
+                    return run_agent(agent, messages, progress)
             finally:
                 quarantined(sandbox.quarantined if sandbox is not None else [])
 

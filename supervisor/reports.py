@@ -26,7 +26,8 @@ def report_text(
     """`files`: each changed file as the change set labels it (`a.py (modified)`)."""
     result = report.result
     lines = [
-        f"worker {agent_id} ({profile}): {report.status} after {result.steps} steps, "
+        f"worker {agent_id} ({profile}): {report.status} after {result.steps} "
+        f"step{'' if result.steps == 1 else 's'}, "
         f"{elapsed:.1f}s, {tokens} tokens",
     ]
     if report.status != "completed":

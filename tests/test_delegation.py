@@ -387,7 +387,7 @@ def test_report_is_built_by_the_harness(workspace: Path, tmp_path: Path) -> None
     }
     _, records, model = run_session(workspace, tmp_path, scripts)
     report = tool_answers(model, "the job", 1)[0]
-    assert report.startswith("worker w1 (writer): completed after 1 steps")
+    assert report.startswith("worker w1 (writer): completed after 1 step,")
     assert "files changed: none" in report
     end = of(records, "delegate_end")[0]
     assert end["files_changed"] == [] and end["status"] == "completed"
@@ -518,6 +518,7 @@ def test_each_terminal_state_reaches_the_caller(
     assert "reason: the endpoint refused the API key (401)" in answers[1]
     assert "reason: steps limit" in answers[2]
     assert "timeout" in answers[3]
+    assert "timeout after 1 step," in answers[3], "how far it got, though abandoned"
     # A coder never runs on the host: here its container is refused for a root-owned workspace.
     assert "runs in Docker and never on the host" in answers[4] or "never run as root" in answers[4]
 

@@ -62,9 +62,14 @@ WRITTEN_CALL = (
 )
 
 
-def run_agent(agent: Agent, messages: list[Message]) -> AgentResult:
-    """Run until a final answer or a stop; every way out is an Outcome, never an exception."""
-    result = AgentResult(outcome=Aborted("not started"), messages=messages)
+def run_agent(
+    agent: Agent, messages: list[Message], result: AgentResult | None = None
+) -> AgentResult:
+    """Run until a final answer or a stop; every way out is an Outcome, never an exception.
+    `result`, when given, is filled in as the run goes: a caller that stops waiting still
+    sees how far it got."""
+    if result is None:
+        result = AgentResult(outcome=Aborted("not started"), messages=messages)
     agent.events.emit(
         AgentStart(
             model=agent.model.name,
