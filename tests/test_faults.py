@@ -3,6 +3,7 @@ fault, and expects a named reason, whole log lines and the right exit code."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -101,3 +102,30 @@ def test_an_api_key_on_the_command_line_is_warned_about(workspace: Path) -> None
     )
     assert done.returncode == 0
     assert "--api-key shows the key to every user of this machine" in done.stderr
+
+
+def test_a_catastrophic_regex_without_ripgrep_ends_within_the_run_s_time(workspace: Path) -> None:
+    (workspace / "evil.txt").write_text("a" * 40 + "!\n")
+    grep = Reply(tool_calls=[("grep", json.dumps({"pattern": "(a+)+$"}))])
+    started = time.monotonic()
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "explorer",
+        "--max-seconds",
+        "10",
+        "--no-verify",
+        "look",
+        replies=[grep, Reply(text="nothing found")],
+        env={"PATH": "/nonexistent"},  # no ripgrep: the Python fallback runs
+    )
+    assert time.monotonic() - started < 20
+    logged = [
+        json.loads(line)
+        for p in (workspace.parent / "logs").glob("*.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    [call] = [r for r in logged if r["event"] == "tool_call"]
+    assert "stopped at its time limit" in call["content"]
+    assert logged[-1]["event"] == "session_end"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,28 @@ def test_a_search_that_finds_nothing_points_at_files_named_like_it(
     sandboxed = run_tool("grep", pattern="how is a worker sandboxed")
     assert "workers/sandbox/" in sandboxed.output and "workers/" in sandboxed.output
     assert run_tool("grep", pattern="zzqx").output == "no matches for 'zzqx'"
+
+
+def test_a_pattern_that_backtracks_for_ever_is_stopped_at_the_deadline(
+    workspace: Path, engine: str
+) -> None:
+    (workspace / "evil.txt").write_text("a" * 40 + "!\n")
+    context = ToolContext(workspace, deadline=time.monotonic() + 2)
+    started = time.monotonic()
+    result = search.grep(context, search.GrepArgs(pattern="(a+)+$"))
+    assert time.monotonic() - started < 5
+    if engine == "python":  # ripgrep's engine does not backtrack: it just finds nothing
+        assert "stopped at its time limit" in result.output and "(a+)+" in result.output
+
+
+def test_a_file_too_big_to_search_is_named_not_dropped(workspace: Path) -> None:
+    (workspace / "huge.log").write_bytes(b"needle\n" * (search.MAX_SEARCHED_FILE_BYTES // 7 + 1))
+    (workspace / "small.txt").write_text("needle\n")
+    for engine in ("python", "ripgrep"):
+        with pytest.MonkeyPatch.context() as patch:
+            if engine == "python":
+                patch.setattr(search.shutil, "which", lambda _name: None)
+            result = search.grep(ToolContext(workspace), search.GrepArgs(pattern="needle"))
+        assert "small.txt:1:needle" in result.output
+        if engine == "python":
+            assert "not searched, over 10 MB: huge.log" in result.output

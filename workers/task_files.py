@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from workers.tools.base import ToolError
-from workers.tools.search import walk_files
+from workers.tools.python_grep import walk_files
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from fnmatch import fnmatch
 from pathlib import Path
 
 from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.files import looks_binary
+from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
 MAX_MATCHES = 200
@@ -28,7 +29,6 @@ MAX_FILES = 500
 MAX_LINE_CHARS = 300
 # Past this, a search stops counting what it cut and says "at least".
 SEARCH_SECONDS = 20.0
-MAX_SEARCHED_FILE_BYTES = 10 * 1024 * 1024
 
 
 class GrepArgs(Args):
@@ -46,31 +46,50 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     except re.error as error:
         raise ToolError(f"invalid regular expression {args.pattern!r}: {error}") from error
     rg = shutil.which("rg")
-    lines = (
+    command = (
         _ripgrep(rg, ctx.workspace, real, args) if rg else _python_grep(ctx.workspace, real, args)
     )
+    deadline = time.monotonic() + SEARCH_SECONDS
+    if ctx.deadline is not None:
+        deadline = min(deadline, ctx.deadline)
+    search = Search(command, ctx.workspace, deadline)
     matches: list[str] = []
     per_file: dict[str, int] = {}
-    total, complete = 0, True
-    started = time.monotonic()
-    for line in lines:
+    total = 0
+    for line in search.lines():
         total += 1
         path = line.split(":", 1)[0]
         per_file[path] = per_file.get(path, 0) + 1
         if len(matches) < MAX_COLLECTED:
             matches.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…")
-        elif time.monotonic() - started > SEARCH_SECONDS:
-            complete = False
-            break
+    if search.failed:
+        raise ToolError(f"grep failed: {search.error}")
+    notes = _notes(search)
     if not matches:
-        hints = name_hints(ctx.workspace, real, args.pattern)
-        return ToolResult(output=f"no matches for {args.pattern!r}{hints}", summary="0 matches")
-    count = f"{total}{'' if complete else '+'} match{'' if total == 1 else 'es'}"
+        hints = "" if search.stopped else name_hints(ctx.workspace, real, args.pattern)
+        return ToolResult(
+            output=f"no matches for {args.pattern!r}{hints}{notes}",
+            summary="0 matches" + (" (stopped)" if search.stopped else ""),
+        )
+    count = f"{total}{'+' if search.stopped else ''} match{'' if total == 1 else 'es'}"
     budget = ctx.output_cap(MAX_GREP_CHARS)
     listing = "\n".join(matches[:MAX_MATCHES])
     if total <= MAX_MATCHES and len(listing) <= budget:
-        return ToolResult(output=listing, summary=count)
-    return ToolResult(output=_overview(matches, per_file, count, budget), summary=count)
+        return ToolResult(output=listing + notes, summary=count)
+    return ToolResult(output=_overview(matches, per_file, count, budget) + notes, summary=count)
+
+
+def _notes(search: Search) -> str:
+    notes = ""
+    if search.stopped:
+        notes += (
+            "\n[the search was stopped at its time limit: the pattern may be too slow (nested "
+            "repeats like (a+)+ backtrack without end) or the folder too big; narrow it]"
+        )
+    if search.skipped:
+        shown = ", ".join(search.skipped[:5]) + (", …" if len(search.skipped) > 5 else "")
+        notes += f"\n[not searched, over {MAX_SEARCHED_FILE_BYTES // 2**20} MB: {shown}]"
+    return notes
 
 
 def _overview(matches: list[str], per_file: dict[str, int], count: str, budget: int) -> str:
@@ -184,61 +203,77 @@ def _stem(word: str) -> str:
     return word
 
 
-def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
+def _ripgrep(rg: str, workspace: Path, real: Path, args: GrepArgs) -> list[str]:
     command = [rg, "--line-number", "--no-heading", "--color=never", "--no-messages"]
     command += [f"--glob=!{name}" for name in sorted(SKIPPED_DIRS)]
     if args.glob:
         command.append(f"--glob={args.glob}")
-    command += ["-e", args.pattern, "--", relative(workspace, real)]
-    with subprocess.Popen(
-        command,
-        cwd=os.path.realpath(workspace),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-    ) as proc:
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                yield line.rstrip("\n").removeprefix("./")
-        finally:
-            proc.kill()
-        if proc.wait() == 2 and proc.stderr is not None and (error := proc.stderr.read().strip()):
-            raise ToolError(f"grep failed: {error}")
+    return [*command, "-e", args.pattern, "--", relative(workspace, real)]
 
 
-def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> Iterator[str]:
-    regex = re.compile(args.pattern)
-    for path in walk_files(real):
-        if args.glob and not fnmatch(path.name, args.glob):
-            continue
-        try:
-            if path.stat().st_size > MAX_SEARCHED_FILE_BYTES or looks_binary(path):
-                continue
-            with path.open(encoding="utf-8", errors="replace") as f:
-                for number, line in enumerate(f, start=1):
-                    if regex.search(line):
-                        yield f"{relative(workspace, path)}:{number}:{line.rstrip(chr(10))}"
-        except OSError:
-            continue
+class Search:
+    """A search command's lines as they come, until it ends or its deadline: a pattern
+    that takes for ever is killed there, and the result says the search stopped."""
 
-
-def walk_files(real: Path, *, hidden: bool = True) -> Iterator[Path]:
-    """Regular files under `real`, sorted, never following symlinks (they may point out);
-    `hidden=False` leaves out dot-files and does not go into dot-folders."""
-    if real.is_file():
-        yield real
-        return
-    for folder, dirs, files in os.walk(real):
-        dirs[:] = sorted(
-            d for d in dirs if d not in SKIPPED_DIRS and (hidden or not d.startswith("."))
+    def __init__(self, command: list[str], workspace: Path, deadline: float) -> None:
+        self.deadline = deadline
+        self.stopped = False
+        self.skipped: list[str] = []
+        self.error = ""
+        # The fallback runs gaffer's own module: from this checkout, wherever it is.
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        self._proc = subprocess.Popen(
+            command,
+            cwd=os.path.realpath(workspace),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
-        for name in sorted(files):
-            path = Path(folder, name)
-            if (hidden or not name.startswith(".")) and not path.is_symlink() and path.is_file():
-                yield path
+
+    def lines(self) -> Iterator[str]:
+        assert self._proc.stdout is not None
+        stream = self._proc.stdout
+        os.set_blocking(stream.fileno(), False)
+        pending = b""
+        try:
+            while True:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    self.stopped = True
+                    return
+                ready, _, _ = select.select([stream], [], [], min(left, 1.0))
+                if not ready:
+                    continue
+                chunk = stream.read(65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *whole, pending = pending.split(b"\n")
+                for raw in whole:
+                    line = raw.decode("utf-8", "replace")
+                    if line.startswith(SKIPPED):
+                        self.skipped.append(line.removeprefix(SKIPPED))
+                    else:
+                        yield line.removeprefix("./")
+            if pending:
+                yield pending.decode("utf-8", "replace").removeprefix("./")
+        finally:
+            self._proc.kill()
+            self._proc.wait()
+            if self._proc.stderr is not None:
+                self.error = self._proc.stderr.read().decode("utf-8", "replace").strip()
+                self._proc.stderr.close()
+            stream.close()
+
+    @property
+    def failed(self) -> bool:
+        return self._proc.returncode == 2 and bool(self.error) and not self.stopped
+
+
+def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> list[str]:
+    command = [sys.executable, "-m", "workers.tools.python_grep", str(workspace), str(real)]
+    return [*command, args.pattern, *([args.glob] if args.glob else [])]
 
 
 class FindFilesArgs(Args):
