@@ -121,6 +121,7 @@ def test_a_catastrophic_regex_without_ripgrep_ends_within_the_run_s_time(workspa
         env={"PATH": "/nonexistent"},  # no ripgrep: the Python fallback runs
     )
     assert time.monotonic() - started < 20
+    assert done.stdout.strip(), done.stderr
     logged = [
         json.loads(line)
         for p in (workspace.parent / "logs").glob("*.jsonl")
