@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,28 @@ def test_a_resumed_run_is_told_what_an_interrupted_worker_changed(ws: Path) -> N
     ]
     told = rebuilt.messages[-1]
     assert told["role"] == "tool" and "w1: src/app.py (modified)" in str(told["content"])
+
+
+def test_a_folder_swapped_for_a_link_never_brings_what_it_points_at_into_the_store(
+    ws: Path, tmp_path: Path
+) -> None:
+    """A container replaces a tracked folder with a link to /proc/self (here: to a folder
+    outside holding a secret): the next snapshot must not read through it, or the secret
+    lands in .gaffer/changes, which the container can read."""
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "p").mkdir()
+    (ws / "p" / "environ").write_text("nothing here\n")
+    subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True)
+    store = Store(ws)
+    store.snapshot()
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "environ").write_text("OPENAI_API_KEY=sk-secret\n")
+    (ws / "p" / "environ").unlink()
+    (ws / "p").rmdir()
+    os.symlink(outside, ws / "p")
+    _, tree = store.snapshot()
+    assert "p/environ" not in tree
+    for path in (ws / ".gaffer" / "changes" / "objects").rglob("*"):
+        if path.is_file():
+            assert b"sk-secret" not in zlib.decompress(path.read_bytes())

@@ -102,7 +102,10 @@ class Store:
         tree: Tree = {}
         now_ns = time.time_ns()
         root = str(self.workspace) + "/"
+        folders: dict[str, bool] = {"": True}
         for rel in self._paths():
+            if not self._real_folder(rel.rpartition("/")[0], folders):
+                continue  # under a link: what it points at is not the workspace's
             full = root + rel
             try:
                 st = os.lstat(full)
@@ -119,12 +122,12 @@ class Store:
             if cached is not None and cached[:4] == key and cached[4] == mode:
                 digest, kept = str(cached[5]), bool(cached[6])
             else:
-                entry = self._hash_and_keep(full, mode, st.st_size)
+                entry = self._hash_and_keep(rel, mode, st.st_size)
                 if entry is None:
                     continue
                 digest, kept = entry
                 differs = True
-            if now_ns - st.st_mtime_ns > RACY_NS:
+            if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS:
                 seen[rel] = [*key, mode, digest, kept]
             else:
                 differs = True  # not cached: hashed again next time
@@ -134,28 +137,68 @@ class Store:
         self._cache = seen
         return tree
 
-    def _hash_and_keep(self, full: str, mode: int, size: int) -> tuple[str, bool] | None:
+    def _real_folder(self, folder: str, known: dict[str, bool]) -> bool:
+        """Whether every folder on the way to `folder` is a real folder, not a link."""
+        if folder in known:
+            return known[folder]
+        parent, _, name = folder.rpartition("/")
+        real = self._real_folder(parent, known)
+        if real:
+            try:
+                real = stat.S_ISDIR(os.lstat(f"{self.workspace}/{folder}").st_mode)
+            except OSError:
+                real = False
+        known[folder] = real
+        return real
+
+    def _hash_and_keep(self, rel: str, mode: int, size: int) -> tuple[str, bool] | None:
+        """Hash a file (keeping its content when small enough), opened folder by folder
+        without following any link: a link planted mid-path never leads out."""
         try:
-            if mode == LINK_MODE:
-                data = os.fsencode(os.readlink(full))
-            elif size <= MAX_KEPT_BYTES:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as file:
-                    data = file.read()
-            else:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as file:
-                    return hashlib.file_digest(file, "sha256").hexdigest(), False
+            folder_fd = self._open_folder(rel.rpartition("/")[0])
         except OSError:
             return None
+        name = rel.rpartition("/")[2]
+        try:
+            if mode == LINK_MODE:
+                data = os.fsencode(os.readlink(name, dir_fd=folder_fd))
+            else:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                fd = os.open(name, flags, dir_fd=folder_fd)
+                with os.fdopen(fd, "rb") as file:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        return None  # swapped for a pipe or a device since it was listed
+                    if size > MAX_KEPT_BYTES:
+                        return hashlib.file_digest(file, "sha256").hexdigest(), False
+                    data = file.read(MAX_KEPT_BYTES + 1)
+                    if len(data) > MAX_KEPT_BYTES:
+                        return None  # grew since it was listed: seen next time
+        except OSError:
+            return None
+        finally:
+            os.close(folder_fd)
         digest = hashlib.sha256(data).hexdigest()
         self._keep(digest, data)
         return digest, True
 
+    def _open_folder(self, folder: str) -> int:
+        fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY)
+        for part in folder.split("/") if folder else []:
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            finally:
+                os.close(fd)
+            fd = inner
+        return fd
+
     def _keep(self, digest: str, data: bytes) -> None:
         path = self._object_path(digest)
         if path.exists():
-            return
+            try:
+                self.read(digest)
+                return
+            except KeyError:
+                pass  # damaged, or planted by the repository: written again
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         temp.write_bytes(zlib.compress(data, 1))
@@ -212,7 +255,9 @@ class Store:
         return data
 
     def tree(self, snapshot_id: str) -> Tree:
-        """A saved snapshot; KeyError when there is none by that id."""
+        """A saved snapshot; KeyError when there is none by that id (or it is damaged)."""
+        if not _is_digest(snapshot_id):
+            raise KeyError(snapshot_id)
         path = self.folder / "snapshots" / snapshot_id
         try:
             raw = zlib.decompress(path.read_bytes())
@@ -220,13 +265,15 @@ class Store:
             raise KeyError(snapshot_id) from error
         if hashlib.sha256(raw).hexdigest() != snapshot_id:
             raise KeyError(snapshot_id)
-        rows = json.loads(raw)
-        return {p: Entry(d, m, s, k) for p, d, m, s, k in rows}
+        try:
+            return {p: Entry(d, m, s, k) for p, d, m, s, k in json.loads(raw)}
+        except (ValueError, TypeError) as error:
+            raise KeyError(snapshot_id) from error
 
     # -- inside the store -----------------------------------------------------------
 
     def _object_path(self, digest: str) -> Path:
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+        if not _is_digest(digest):
             raise KeyError(digest)
         return self.folder / "objects" / digest[:2] / digest[2:]
 
@@ -235,11 +282,16 @@ class Store:
         raw = json.dumps(rows, separators=(",", ":")).encode()
         snapshot_id = hashlib.sha256(raw).hexdigest()
         path = self.folder / "snapshots" / snapshot_id
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temp = path.with_name(f".{snapshot_id}.{os.getpid()}")
-            temp.write_bytes(zlib.compress(raw, 1))
-            os.replace(temp, path)
+        if path.exists():
+            try:
+                self.tree(snapshot_id)
+                return snapshot_id
+            except (KeyError, ValueError):
+                pass  # damaged, or planted by the repository: written again
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{snapshot_id}.{os.getpid()}")
+        temp.write_bytes(zlib.compress(raw, 1))
+        os.replace(temp, path)
         return snapshot_id
 
     def _load_cache(self) -> dict[str, list[int | str | bool]]:
@@ -267,3 +319,7 @@ class Store:
         temp.write_text(json.dumps(data, separators=(",", ":")))
         os.replace(temp, path)
         self._cache_dirty = False
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
