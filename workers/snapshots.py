@@ -141,7 +141,7 @@ class Store:
         """Whether every folder on the way to `folder` is a real folder, not a link."""
         if folder in known:
             return known[folder]
-        parent, _, name = folder.rpartition("/")
+        parent = folder.rpartition("/")[0]
         real = self._real_folder(parent, known)
         if real:
             try:
