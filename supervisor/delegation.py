@@ -110,8 +110,7 @@ class Team:
     def __post_init__(self) -> None:
         self.scheduler = Scheduler(self.ceiling.max_parallel)
         self._ids = itertools.count(1)
-        self._progress: dict[str, AgentResult] = {}
-        """Each running worker's result as it is filled in."""
+        self._progress: dict[str, AgentResult] = {}  # each running worker's, as it fills in
         self._started = 0
         self._lock = threading.Lock()
         self.specs = resolve(

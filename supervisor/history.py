@@ -44,9 +44,7 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
     from workers.change_sets import Change, compare
 
     starts = [r for r in records if r.get("event") == "agent_start" and r.get("snapshot")]
-    ends = {
-        (r.get("agent_id"), r.get("before")): r for r in records if r.get("event") == "change_set"
-    }
+    ends = _pair_ends(records)
     parents = {
         r.get("agent_id"): r.get("parent_id") for r in records if r.get("event") == "agent_start"
     }
@@ -64,9 +62,14 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
     found = []
     for start in chosen:
         agent_id, before = str(start.get("agent_id")), str(start.get("snapshot"))
-        end = ends.get((agent_id, before))
+        end = ends.get(id(start))
         if end is not None:
-            changes = [Change.from_json(f) for f in end.get("files") or []]
+            try:
+                changes = [Change.from_json(f) for f in end.get("files") or []]
+            except (KeyError, TypeError, ValueError) as error:
+                raise NoChanges(
+                    f"{agent_id}'s change set in the log is damaged ({error})"
+                ) from None
             found.append(AgentChanges(agent_id, changes, finished=True))
             continue
         try:
@@ -77,6 +80,21 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
             ) from None
         found.append(AgentChanges(agent_id, compare(tree, store.scan()), finished=False))
     return found
+
+
+def _pair_ends(records: list[Record]) -> dict[int, Record]:
+    """Each agent start (by id()) with the change set that ended it: the next one of the
+    same agent in the log (a chat's top agent starts once per turn, maybe from the same
+    snapshot)."""
+    open_starts: dict[Any, list[Record]] = {}
+    pairs: dict[int, Record] = {}
+    for record in records:
+        event, agent_id = record.get("event"), record.get("agent_id")
+        if event == "agent_start" and record.get("snapshot"):
+            open_starts.setdefault(agent_id, []).append(record)
+        elif event == "change_set" and open_starts.get(agent_id):
+            pairs[id(open_starts[agent_id].pop(0))] = record
+    return pairs
 
 
 def _has_editor_above(agent: Any, parents: dict[Any, Any], editors: set[Any]) -> bool:
@@ -100,10 +118,14 @@ def _load(
         records = runlog.read_records(runlog.find_run(log_dir_here(log_dir), run_ref))
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
+    here = Path.cwd().resolve()
     workspace = next(
         (r.get("workspace") for r in records if r.get("event") == "session_start"), None
     )
-    store = Store(Path(str(workspace)) if workspace else Path.cwd())
+    if workspace is None or os.path.realpath(str(workspace)) != str(here):
+        # A log is data: one that names another folder is not this workspace's to act on.
+        fail(f"that run worked in {workspace or 'an unknown folder'}, not here ({here})")
+    store = Store(here)
     try:
         return store, agent_changes(records, store, agent)
     except NoChanges as error:
@@ -139,8 +161,12 @@ def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
         )
     text = unified_diff(store, _combined(found))
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    for line in text.splitlines():
-        click.echo(_coloured(line) if colour else line)
+    out = sys.stdout.buffer
+    for line in text.split("\n")[:-1] if text else []:
+        shown = _coloured(line) if colour else line
+        # Content and names are bytes as they were: never an encoding error on the way out.
+        out.write(shown.encode("utf-8", "surrogateescape") + b"\n")
+    out.flush()
 
 
 def _coloured(line: str) -> str:
@@ -162,8 +188,8 @@ def _coloured(line: str) -> str:
 def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     """Put back what RUN (default: the last) changed, or one agent's part of it: all of
     it, or nothing when a file has changed since."""
-    from workers.change_sets import CannotUndo
-    from workers.change_sets import undo as put_back
+    from workers.undo import CannotUndo
+    from workers.undo import undo as put_back
 
     store, found = _load(run_ref, log_dir, agent)
     changes = _combined(found)

@@ -92,10 +92,10 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
             continue
         line = f"{child} ({start.get('child_profile')}): {start.get('task')}"
         if store is not None and child in snapshots:
-            now = store.scan() if now is None else now
             try:
+                now = store.scan() if now is None else now
                 labels = [c.label for c in compare(store.tree(snapshots[child]), now)]
-            except KeyError:  # its starting snapshot is gone
+            except (KeyError, OSError):  # its starting snapshot is gone, or unreadable
                 labels = []
             if labels:
                 line += f"; changed since it started: {', '.join(labels)}"

@@ -85,14 +85,16 @@ class WorkspaceLock:
             if exclusive:
                 self._writers_waiting += 1
             try:
-                while not self._free_for(exclusive):
-                    if (why := why_stop_waiting(budget)) is not None:
-                        raise NotStarted(why)
+                # A cancelled or spent worker never takes the lock, even a free one.
+                while (why := why_stop_waiting(budget)) is None and not self._free_for(exclusive):
                     self._cond.wait(self._wait_for(budget))
+                if why is not None:
+                    raise NotStarted(why)
             finally:
                 unregister()
                 if exclusive:
                     self._writers_waiting -= 1
+                    self._cond.notify_all()  # readers held back only by this editor go on
             if exclusive:
                 self._writer = agent_id
             else:
@@ -167,7 +169,8 @@ class Scheduler:
         `budget` is the worker's own: cancelling its caller's cancels it too."""
         box: dict[str, Any] = {}
         finished = threading.Condition()
-        released = threading.Lock()  # taken by the one release of the worker's hold
+        hold = {"held": False, "given_up": False}  # under `guard`
+        guard = threading.Lock()
         lock = self._lock_for(lineage)
         budget_deadline = budget.deadline_at()
         deadline = None if budget_deadline is None else budget_deadline + TIMEOUT_GRACE_S
@@ -176,17 +179,30 @@ class Scheduler:
             box["quarantined"] = moved
 
         def release() -> None:
-            if released.acquire(blocking=False):
+            """Let go of the worker's hold, once, and only if it has one."""
+            with guard:
+                held, hold["held"] = hold["held"], False
+            if held:
                 with self._mutex:
                     self._holding.discard(agent_id)
                     self._locks.pop(agent_id, None)
                 lock.release(agent_id)
 
+        def give_up() -> None:
+            """The caller stops waiting: a hold taken later is let go at once."""
+            with guard:
+                hold["given_up"] = True
+            release()
+
         def thread_body() -> None:
-            took = False
             try:
                 lock.acquire(agent_id, exclusive=exclusive, budget=budget, expires=deadline)
-                took = True
+                with guard:
+                    hold["held"] = True
+                    late = hold["given_up"]
+                if late:
+                    release()
+                    raise NotStarted(Aborted("cancelled"))
                 with self._mutex:
                     self._holding.add(agent_id)
                 box["result"] = work(quarantined)
@@ -194,11 +210,10 @@ class Scheduler:
                 box["result"] = AgentResult(waited.outcome, [])
             except SandboxUnavailable as error:
                 box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
-            except Exception as error:  # a harness fault in one worker must reach its caller
+            except BaseException as error:  # a harness fault (or a SystemExit) in one worker
                 box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
             finally:
-                if took:
-                    release()
+                release()
                 with finished:
                     box["done"] = True
                     finished.notify_all()
@@ -218,7 +233,7 @@ class Scheduler:
                             # editors up; an editor left behind keeps the lock until it is
                             # really gone.
                             if not exclusive:
-                                release()
+                                give_up()
                             return gave_up
                         finished.wait(None if deadline is None else deadline - time.monotonic())
             finally:

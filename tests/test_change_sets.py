@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from workers import snapshots
-from workers.change_sets import CannotUndo, combine, compare, undo, unified_diff
+from workers.change_sets import combine, compare, unified_diff
 from workers.snapshots import Store
 from workers.test_runs import is_test_run, ran_no_tests
+from workers.undo import CannotUndo, undo
 
 
 @pytest.fixture
@@ -123,6 +124,7 @@ def test_a_non_utf8_file_name_round_trips(ws: Path) -> None:
     _, after = store.snapshot()
     changes = compare(before, after)
     assert [c.path for c in changes] == [name]
+    assert 'diff --git "a/caf\\351.txt" "b/caf\\351.txt"' in unified_diff(store, changes)
     undo(store, changes)
     assert not (ws / name).exists()
 
@@ -235,6 +237,9 @@ def test_the_diff_is_a_patch_git_can_apply(ws: Path) -> None:
         "cargo test",
         "uv run pytest",
         "(cd sub; pytest) 2>&1",
+        "pytest -n 4 -q",
+        "source .venv/bin/activate && pytest",
+        "tox -e py311",
     ],
 )
 def test_a_test_run_is_a_command_whose_status_is_a_runner_s(command: str) -> None:
@@ -255,6 +260,24 @@ def test_a_test_run_is_a_command_whose_status_is_a_runner_s(command: str) -> Non
         "$(echo pytest)",
         "python -c 'import pytest'",
         "cat pytest.ini",
+        # What a hostile model could try, to pass off a command as a passing test run:
+        "pytest &",
+        "command -v pytest",
+        "exec -a pytest true",
+        "env -S'true' pytest",
+        "pytest() { true; }; pytest",
+        "shopt -s expand_aliases; alias pytest=true\npytest",
+        "trap 'exit 0' EXIT; pytest",
+        "PATH=./bin:$PATH pytest",
+        "export PATH=/tmp/fake; pytest",
+        "PYTEST_ADDOPTS=--co pytest",
+        "./pytest",
+        "/tmp/x/pytest",
+        "pytest --version",
+        "pytest --collect-only",
+        "make -n test",
+        "cargo test --no-run",
+        "go test -list .",
     ],
 )
 def test_a_command_that_only_mentions_a_runner_is_not_a_test_run(command: str) -> None:
@@ -267,6 +290,7 @@ def test_configured_runners_count_and_a_run_of_no_tests_is_seen() -> None:
     assert not is_test_run("bin/rails server", ["bin/rails test"])
     assert ran_no_tests("\n===== no tests ran in 0.01s =====\n")
     assert ran_no_tests("----\nRan 0 tests in 0.000s\n\nOK\n")
+    assert ran_no_tests("ok  \texample.com/m\t0.002s [no tests to run]\n")
     assert not ran_no_tests("===== 3 passed in 0.02s =====")
 
 
@@ -360,3 +384,50 @@ def test_a_folder_swapped_for_a_link_never_brings_what_it_points_at_into_the_sto
     for path in (ws / ".gaffer" / "changes" / "objects").rglob("*"):
         if path.is_file():
             assert b"sk-secret" not in zlib.decompress(path.read_bytes())
+
+
+def test_a_file_replaced_by_a_folder_and_a_rename_over_a_new_file_undo(ws: Path) -> None:
+    store = Store(ws)
+    _, before = store.snapshot()
+    original = (ws / "old.txt").read_bytes()
+    (ws / "README.md").unlink()
+    (ws / "README.md").mkdir()
+    (ws / "README.md" / "index.md").write_text("# now a folder\n")
+    (ws / "old.txt").rename(ws / "moved.txt")
+    (ws / "old.txt").write_text("a new file where the old one was\n")
+    _, after = store.snapshot()
+    changes = compare(before, after)
+    undo(store, changes)
+    assert (ws / "README.md").read_text() == "# app\n"
+    assert (ws / "old.txt").read_bytes() == original and not (ws / "moved.txt").exists()
+    assert compare(before, store.scan()) == []
+
+
+def test_undo_never_writes_where_git_or_gaffer_would_run_it(ws: Path) -> None:
+    from workers.change_sets import Change
+
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    store = Store(ws)
+    _, before = store.snapshot()
+    (ws / "hook").write_text("#!/bin/sh\ntouch pwned\n")
+    _, after = store.snapshot()
+    [added] = compare(before, after)
+    for path in (".git/hooks/post-checkout", "sub/.GIT/config", ".gaffer/config.toml", ".mcp.json"):
+        with pytest.raises(CannotUndo, match="not gaffer's to write"):
+            undo(store, [Change(path, "deleted", added.after, None)])
+    assert not (ws / ".git" / "hooks" / "post-checkout").exists()
+
+
+def test_what_a_test_run_writes_is_not_an_edit_that_needs_another_run(ws: Path) -> None:
+    from workers.facts import Facts
+    from workers.verification import judge
+
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "src" / "__pycache__").mkdir()
+    (ws / "src" / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"\0")
+    _, tree = Store(ws).snapshot()
+    assert not any("__pycache__" in p for p in tree), "a cache is not the project's"
+    edited = Facts(modified=("src/app.py",))
+    tested = Facts(command="pytest -q", exit_code=0, modified=("tests/__snapshots__/a.ambr",))
+    verdict = judge([edited, tested])
+    assert verdict is not None and verdict.verified

@@ -650,3 +650,38 @@ def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
         assert enum == ["explorer"]
     finally:
         team.shutdown()
+
+
+def test_a_reader_cancelled_before_it_takes_the_lock_never_holds_it() -> None:
+    """With one reader slot taken, a second reader waits; its caller cancels and stops
+    waiting; when the slot frees, the cancelled reader must not take it for good."""
+    jobs = scheduler.Scheduler(max_parallel=1)
+    holding, done = threading.Event(), threading.Event()
+
+    def hold(_moved: Any) -> AgentResult:
+        holding.set()
+        done.wait(5)
+        return AgentResult(Finished("held"), [])
+
+    first = jobs.start("r1", ("supervisor",), exclusive=False, budget=Budget(), work=hold)
+    assert holding.wait(5)
+    run = Budget()
+    second = jobs.start(
+        "r2",
+        ("supervisor",),
+        exclusive=False,
+        budget=run.child(Limits()),
+        work=lambda _moved: AgentResult(Finished("never"), []),
+    )
+    run.cancel()
+    assert second().status == "cancelled"
+    done.set()
+    assert first().status == "completed"
+    editor = jobs.start(
+        "e1",
+        ("supervisor",),
+        exclusive=True,
+        budget=Budget(max_seconds=3),
+        work=lambda _moved: AgentResult(Finished("wrote"), []),
+    )
+    assert editor().status == "completed", "no slot was left held by the cancelled reader"

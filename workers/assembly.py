@@ -16,6 +16,7 @@ from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
 from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
+from workers.log_schema import Boundary
 from workers.model import Model
 from workers.sandbox import Sandbox
 from workers.snapshots import Store
@@ -102,7 +103,9 @@ def build_agent(
         attach_task_files=given_a_task and "read_file" in tools,
         container_root=container_root,
         file_blocks=file_blocks,
-        context=ContextKeeper(window, rules=setting.instructions),
+        context=ContextKeeper(
+            window, rules=setting.instructions, test_runners=setting.test_runners
+        ),
         max_output_chars=result_chars(window),
         edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
         changes=_tracker(spec, setting, events),
@@ -114,7 +117,20 @@ def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTra
     if setting.store is None or not spec.changes_files:
         return None
     name = f"{events.context.get('agent_id', 'agent')}.diff"
-    return ChangeTracker(setting.store, setting.diff_folder / name if setting.diff_folder else None)
+    try:
+        return ChangeTracker(
+            setting.store, setting.diff_folder / name if setting.diff_folder else None
+        )
+    except OSError as error:  # a full disk, a read-only .gaffer: the agent runs without
+        events.emit(
+            Boundary(
+                action="skipped",
+                what="change set",
+                message=f"cannot snapshot the workspace ({error}): this agent's changes are "
+                "seen only through its file tools, and cannot be undone",
+            )
+        )
+        return None
 
 
 def system_prompt(spec: AgentSpec, setting: RunSetting, *, file_blocks: bool, profiles: str) -> str:

@@ -92,16 +92,21 @@ def run_batch(
     or a repetition stop."""
     pending: list[Callable[[], ToolResult] | ToolResult] = []
     seen: set[tuple[str, str]] = set()
-    for call in turn.tool_calls:
-        if guard.stop or limit_if_spent(agent):
-            break
-        arguments = executor.parse_arguments(call.arguments)
-        key = same_call_key(call, arguments)
-        # A copy of a call in the same reply is not run, and not counted as a repetition.
-        refusal = DUPLICATE if key in seen else guard.check(call.name, key)
-        seen.add(key)
-        begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
-        pending.append(begun or run_tool(agent, call, arguments, step, refusal))
+    try:
+        for call in turn.tool_calls:
+            if guard.stop or limit_if_spent(agent):
+                break
+            arguments = executor.parse_arguments(call.arguments)
+            key = same_call_key(call, arguments)
+            # A copy of a call in the same reply is not run, and not counted as a repetition.
+            refusal = DUPLICATE if key in seen else guard.check(call.name, key)
+            seen.add(key)
+            begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
+            pending.append(begun or run_tool(agent, call, arguments, step, refusal))
+    except KeyboardInterrupt:
+        agent.budget.cancel()  # the calls already started end now, and log their ends
+        _wait_for_all(agent, pending)
+        raise
     return _wait_for_all(agent, pending)
 
 
@@ -197,11 +202,15 @@ def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
     facts = result.facts
     tool = agent.tools.get(name)
     if agent.changes is not None and tool is not None and not tool.read_only:
-        changed = agent.changes.changed_by_call()
-        if facts.worker is None:  # a worker's own calls say what it changed
+        try:
+            changed = agent.changes.changed_by_call()
+        except OSError:  # the workspace could not be read: the tool's own word stands
+            changed = None
+        if changed is not None and facts.worker is None:  # a worker's calls say their own
             paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
             facts = dataclasses.replace(facts, modified=tuple(paths))
-    command, runners = facts.command, agent.gate.test_runners if agent.gate else ()
+    command = facts.command
+    runners = agent.edits.test_runners if agent.edits else ()
     if (
         command is not None
         and facts.exit_code == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -177,7 +176,7 @@ def unified_diff(store: Store, changes: list[Change]) -> str:
     parts = []
     for change in changes:
         old_path = change.old_path or change.path
-        lines = [f"diff --git a/{old_path} b/{change.path}"]
+        lines = [f"diff --git {quoted('a/', old_path)} {quoted('b/', change.path)}"]
         before, after = change.before, change.after
         if change.kind == "added" and after is not None:
             lines.append(f"new file mode {after.mode:o}")
@@ -186,20 +185,39 @@ def unified_diff(store: Store, changes: list[Change]) -> str:
         elif before is not None and after is not None and before.mode != after.mode:
             lines += [f"old mode {before.mode:o}", f"new mode {after.mode:o}"]
         if change.kind == "renamed":
-            lines += [f"rename from {old_path}", f"rename to {change.path}"]
+            lines += [f"rename from {quoted('', old_path)}", f"rename to {quoted('', change.path)}"]
         if before is None or after is None or before.digest != after.digest:
             lines += _content_diff(store, change, old_path)
         parts.append("\n".join(lines) + "\n")
     return "".join(parts)
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
+
+
+def quoted(prefix: str, path: str) -> str:
+    """A path as git writes it in a patch: C-quoted when it holds a control character, a
+    quote, a backslash or bytes that are not UTF-8, so no name can add lines of its own."""
+    if all(c.isprintable() and c not in _ESCAPES for c in path):
+        return prefix + path
+    out = []
+    for char in prefix + path:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.extend(f"\\{b:03o}" for b in char.encode("utf-8", "surrogateescape"))
+    return '"' + "".join(out) + '"'
+
+
 def _content_diff(store: Store, change: Change, old_path: str) -> list[str]:
     old = _text(store, change.before)
     new = _text(store, change.after)
     if old is None or new is None:
-        return [f"Binary files a/{old_path} and b/{change.path} differ"]
-    a = f"a/{old_path}" if change.before is not None else "/dev/null"
-    b = f"b/{change.path}" if change.after is not None else "/dev/null"
+        return [f"Binary files {quoted('a/', old_path)} and {quoted('b/', change.path)} differ"]
+    a = quoted("a/", old_path) if change.before is not None else "/dev/null"
+    b = quoted("b/", change.path) if change.after is not None else "/dev/null"
     out = list(difflib.unified_diff(old, new, a, b, lineterm="", n=3))
     if len(out) > MAX_DIFF_LINES_PER_FILE:
         out = [
@@ -233,107 +251,3 @@ def _text(store: Store, entry: Entry | None) -> list[str] | None:
     elif lines:
         lines.append("\\ No newline at end of file")
     return lines
-
-
-# -- putting it back ----------------------------------------------------------------
-
-
-class CannotUndo(Exception):
-    """Why a change set cannot be put back; nothing was changed."""
-
-
-def undo(store: Store, changes: list[Change]) -> list[str]:
-    """Put every file of `changes` back as it was before them, all or nothing: refused
-    (CannotUndo, naming the files) when a file is no longer as they left it or a content
-    to restore was not kept. Returns what was put back, as labels."""
-    for change in changes:  # a log is data, and data can be planted
-        for path in (change.path, change.old_path):
-            if path is not None:
-                _inside(store.workspace, path)
-    now = store.scan()
-    if all(
-        _state(now, c.old_path or c.path) == _state_of(c.before)
-        and (c.old_path is None or c.path not in now)
-        for c in changes
-    ):
-        raise CannotUndo(
-            "every file is already as it was before: " + ", ".join(c.path for c in changes)
-        )
-    conflicts, unkept = [], []
-    for change in changes:
-        if _state(now, change.path) != _state_of(change.after):
-            conflicts.append(change.path)
-        if change.old_path is not None and change.old_path in now:
-            conflicts.append(change.old_path)
-        if change.before is not None and not _restorable(store, change.before):
-            unkept.append(change.old_path or change.path)
-    if conflicts:
-        raise CannotUndo(
-            "changed since, so undoing would lose that work: " + ", ".join(sorted(set(conflicts)))
-        )
-    if unkept:
-        raise CannotUndo("their earlier content was not kept (too large): " + ", ".join(unkept))
-    for change in changes:
-        if change.after is not None:
-            _remove(store.workspace, change.path)
-        if change.before is not None:
-            _write(store, change.old_path or change.path, change.before)
-    return [change.label for change in changes]
-
-
-def _state(tree: Tree, path: str) -> tuple[str, int] | None:
-    return _state_of(tree.get(path))
-
-
-def _state_of(entry: Entry | None) -> tuple[str, int] | None:
-    return None if entry is None else (entry.digest, entry.mode)
-
-
-def _restorable(store: Store, entry: Entry) -> bool:
-    if not entry.kept:
-        return False
-    try:
-        store.read(entry.digest)
-    except KeyError:
-        return False
-    return True
-
-
-def _inside(workspace: Path, rel: str) -> str:
-    """The full path of `rel`, refused when it leaves the workspace or passes through a
-    link (a log is data, and data can be planted)."""
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise CannotUndo(f"{rel!r} is not a path inside the workspace")
-    folder = str(workspace)
-    for part in parts[:-1]:
-        folder = os.path.join(folder, part)
-        if os.path.islink(folder):
-            raise CannotUndo(f"{rel} lies under a link ({os.path.relpath(folder, workspace)})")
-    return os.path.join(folder, parts[-1])
-
-
-def _remove(workspace: Path, rel: str) -> None:
-    full = _inside(workspace, rel)
-    if os.path.lexists(full):
-        os.unlink(full)
-
-
-def _write(store: Store, rel: str, entry: Entry) -> None:
-    full = _inside(store.workspace, rel)
-    data = store.read(entry.digest)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    temp = f"{full}.gaffer-undo"
-    if os.path.lexists(temp):
-        os.unlink(temp)
-    if entry.mode == LINK_MODE:
-        os.symlink(os.fsdecode(data), temp)
-    else:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.chmod(temp, stat.S_IMODE(0o755 if entry.mode == 0o100755 else 0o644))
-    if os.geteuid() == 0:  # root undoing in a user's checkout: the file stays the user's
-        folder = os.stat(os.path.dirname(full))
-        os.lchown(temp, folder.st_uid, folder.st_gid)
-    os.replace(temp, full)

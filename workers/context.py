@@ -76,6 +76,8 @@ def window_for(model: str, configured: int | None = None) -> int:
 class ContextKeeper:
     window: int
     rules: str = ""
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/test_runs.py), for the task state."""
     """The project's AGENT.md / AGENTS.md text: pinned through every compaction."""
     last_prompt_tokens: int = 0
     """As the endpoint reported for the last call: the only count trusted."""
@@ -174,7 +176,7 @@ class ContextKeeper:
         budget.spend(turn.usage.total)
         state = {
             "role": "user",
-            "content": task_state(self.goal, self.rules, facts)
+            "content": task_state(self.goal, self.rules, facts, self.test_runners)
             + "\n\n[Summary of the earlier work]\n"
             + turn.text.strip(),
         }
@@ -199,11 +201,13 @@ class ContextKeeper:
         return True
 
 
-def task_state(goal: str, rules: str, facts: list[Facts]) -> str:
+def task_state(
+    goal: str, rules: str, facts: list[Facts], test_runners: tuple[str, ...] = ()
+) -> str:
     """The pinned block: built from the harness's own records, never from the model."""
     files = files_changed(facts)
     commands = [e for e in evidence(facts) if e.command is not None]
-    tests = [e for e in commands if is_test_run(str(e.command))]
+    tests = [e for e in commands if is_test_run(str(e.command), test_runners)]
     lines = ["[Task state, kept by gaffer from what it observed]", f"Goal: {goal.strip()}"]
     if rules.strip():
         capped = (

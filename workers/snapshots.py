@@ -206,9 +206,11 @@ class Store:
 
     def _paths(self) -> list[str]:
         listed = self._git_paths()
-        paths = listed if listed is not None else self._walk()
-        prefix = GAFFER_DIR + "/"
-        return [p for p in paths if p != GAFFER_DIR and not p.startswith(prefix)]
+        if listed is None:
+            return self._walk()
+        # The folders no tool looks into (caches a test run writes, virtual environments)
+        # are left out of a repository's listing too, even where git does not ignore them.
+        return [p for p in listed if not SKIPPED_DIRS.intersection(p.split("/")[:-1])]
 
     def _git_paths(self) -> list[str] | None:
         """What git lists here (tracked, or untracked and not ignored), or None when
@@ -233,7 +235,7 @@ class Store:
     def _walk(self) -> list[str]:
         paths: list[str] = []
         for folder, dirs, files in os.walk(self.workspace):
-            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]  # .gaffer among them
             rel = os.path.relpath(folder, self.workspace)
             base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
             paths.extend(base + name for name in files)

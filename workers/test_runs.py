@@ -40,6 +40,29 @@ RUN_WRAPPERS = frozenset({"uv", "poetry", "pipenv", "hatch", "pdm", "rye"})
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 
 
+# Commands that change what a later name runs, or what the shell returns.
+REDEFINING = frozenset({"alias", "trap", "shopt", "enable", "hash", "eval", "unalias"})
+# Variables that change which program a name runs, or what a runner does.
+STEERING_VARIABLES = frozenset({"PATH", "PYTEST_ADDOPTS", "BASH_ENV", "ENV", "PYTHONSTARTUP"})
+# Options that make a runner report on itself, list, or plan instead of running tests.
+_ABOUT_ITSELF = frozenset({"-h", "--help", "--version"})
+NOT_RUNNING: dict[str, frozenset[str]] = {
+    "pytest": _ABOUT_ITSELF
+    | {"-V", "--co", "--collect-only", "--fixtures", "--fixtures-per-test", "--markers"}
+    | {"--setup-plan", "--setup-only"},
+    "unittest": _ABOUT_ITSELF,
+    "make": _ABOUT_ITSELF | {"-n", "--dry-run", "--just-print", "--recon", "-q", "--question"},
+    "cargo": _ABOUT_ITSELF | {"-V", "--no-run", "--list"},
+    "go": _ABOUT_ITSELF | {"-list", "-n", "-help"},
+    "npm": _ABOUT_ITSELF,
+    "yarn": _ABOUT_ITSELF,
+    "pnpm": _ABOUT_ITSELF,
+    "tox": _ABOUT_ITSELF | {"-l", "--listenvs", "--notest", "-a", "--listenvs-all"},
+    "nox": _ABOUT_ITSELF | {"-l", "--list", "--list-sessions"},
+}
+NOT_RUNNING["py.test"] = NOT_RUNNING["pytest"]
+
+
 def is_test_run(command: str, extra: Iterable[str] = ()) -> bool:
     """Whether `command`'s exit status is a test runner's. `extra`: more runners, as the
     program's name (`./run-tests.sh`, `rake`) or its name and first word (`bin/rails test`)."""
@@ -49,9 +72,10 @@ def is_test_run(command: str, extra: Iterable[str] = ()) -> bool:
 
 def status_command(command: str) -> list[str] | None:
     """The words of the simple command whose exit status the whole command returns, or
-    None when that is not one plain command (a negation, a loop, an expansion)."""
+    None when that is not one plain command (a negation, a loop, an expansion), or when
+    anything in the command could change what that command runs or returns."""
     tree = parse(command)
-    if tree.root_node.has_error:
+    if tree.root_node.has_error or _steers(tree.root_node):
         return None
     node = _last_statement(tree.root_node)
     while node is not None and node.type != "command":
@@ -73,10 +97,33 @@ def status_command(command: str) -> list[str] | None:
     return words or None
 
 
+def _steers(node: Node) -> bool:
+    """A function definition, a background job, a command that redefines names, or an
+    assignment to a variable that picks programs: each could make a runner's name or
+    status mean something else."""
+    if node.type == "function_definition" or (not node.is_named and node.type == "&"):
+        return True
+    if node.type == "variable_assignment":
+        name = node.child_by_field_name("name")
+        if name is not None and _text(name) in STEERING_VARIABLES:
+            return True
+    if node.type == "command":
+        name = node.child_by_field_name("name")
+        if name is not None and _text(name) in REDEFINING:
+            return True
+    return any(_steers(child) for child in node.children)
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
 def ran_no_tests(output: str) -> bool:
     """A runner that exited 0 but says it ran nothing."""
     tail = output[-4000:]
-    if re.search(r"\bno tests ran\b|\bRan 0 tests?\b|\bcollected 0 items\b", tail):
+    if re.search(
+        r"\bno tests ran\b|\bRan 0 tests?\b|\bcollected 0 items\b|\[no tests to run\]", tail
+    ):
         return True
     if "no test files" in tail and not re.search(r"^ok\s", tail, re.MULTILINE):
         return True  # go test
@@ -109,33 +156,52 @@ def _status_of(node: Node) -> Node | None:
 
 def _is_runner(words: list[str], extra: frozenset[str]) -> bool:
     program, args = words[0], words[1:]
-    name = os.path.basename(program)
-    if program in extra or name in extra or " ".join(words[:2]) in extra:
+    if program in extra or " ".join(words[:2]) in extra:
         return True
+    # A runner by its name on PATH, or in a virtual environment's bin: never one the
+    # workspace could have planted under that name anywhere else.
+    name = os.path.basename(program)
+    if "/" in program and not program.endswith(f"bin/{name}"):
+        return False
     if name in WRAPPERS:
         rest = _after_wrapper(name, args)
         return rest is not None and _is_runner(rest, extra)
     if name in RUN_WRAPPERS and args[:1] == ["run"] and len(args) > 1:
         return _is_runner(args[1:], extra)
+    runner = _runner(name, args)
+    return runner is not None and not NOT_RUNNING.get(runner, _ABOUT_ITSELF) & set(args)
+
+
+def _runner(name: str, args: list[str]) -> str | None:
+    """Which runner a command is (`pytest`, `unittest`, `make`, ...), or None."""
     if name in RUNNERS:
-        return True
+        return name
     if _PYTHON.match(name):
-        return _python_module(args) in PYTHON_MODULES
+        module = _python_module(args)
+        return module if module in PYTHON_MODULES else None
     first = next((a for a in args if not a.startswith("-")), None)
     if name in SUBCOMMANDS and first in SUBCOMMANDS[name]:
-        return True
+        return name
     if name in SCRIPT_RUNNERS and first == "run":
         script = next((a for a in args[args.index("run") + 1 :] if not a.startswith("-")), "")
-        return script in ("test", "tests")
-    return False
+        return name if script in ("test", "tests") else None
+    return None
 
 
 def _after_wrapper(name: str, args: list[str]) -> list[str] | None:
+    """The command a wrapper runs; None when its options could change what it runs
+    (`command -v`, `exec -a`, `env -S`)."""
     rest = list(args)
-    while rest and (rest[0].startswith("-") or (name == "env" and "=" in rest[0])):
-        rest.pop(0)
-    if name == "timeout" and rest:
-        rest.pop(0)  # the duration
+    if name == "env":
+        while rest and ("=" in rest[0] or rest[0] in ("-i", "-", "--")):
+            rest.pop(0)
+        return rest if rest and not rest[0].startswith("-") else None
+    if name == "timeout":
+        while rest and rest[0].startswith("-") and rest[0] not in ("-k", "-s"):
+            rest.pop(0)
+        return rest[1:] or None  # past the duration
+    if rest and rest[0].startswith("-"):
+        return None
     return rest or None
 
 

@@ -53,7 +53,13 @@ def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
 def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict | None:
     """None when nothing was changed; otherwise whether the change was shown to work."""
     events = list(evidence(facts))
-    edits = [i for i, e in enumerate(events) if e.modified]
+    # What a test run writes itself (snapshots of expected output, reports) is not a
+    # change that needs another test run after it.
+    edits = [
+        i
+        for i, e in enumerate(events)
+        if e.modified and not (e.command is not None and is_test_run(e.command, test_runners))
+    ]
     if not edits:
         return None
     after = events[edits[-1] + 1 :]
