@@ -262,10 +262,11 @@ def test_at_most_max_parallel_readers_hold_the_lock() -> None:
 
 
 def an_editor_holding_the_lock(
-    budget: Budget,
+    budget: Budget, *, exclusive: bool = True, max_parallel: int = 4
 ) -> tuple[scheduler.Scheduler, Callable[[], scheduler.WorkerRun], threading.Event]:
-    """A scheduler whose editor w1 holds the workspace until the returned event is set."""
-    jobs = scheduler.Scheduler()
+    """A scheduler whose worker w1 (an editor, or a reader) holds the workspace until the
+    returned event is set."""
+    jobs = scheduler.Scheduler(max_parallel)
     holding, done = threading.Event(), threading.Event()
 
     def hold(_moved: Any) -> AgentResult:
@@ -273,7 +274,7 @@ def an_editor_holding_the_lock(
         done.wait(5)
         return AgentResult(Finished("held"), [])
 
-    first = jobs.start("w1", ("supervisor",), exclusive=True, budget=budget, work=hold)
+    first = jobs.start("w1", ("supervisor",), exclusive=exclusive, budget=budget, work=hold)
     assert holding.wait(5)
     return jobs, first, done
 
@@ -655,16 +656,7 @@ def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
 def test_a_reader_cancelled_before_it_takes_the_lock_never_holds_it() -> None:
     """With one reader slot taken, a second reader waits; its caller cancels and stops
     waiting; when the slot frees, the cancelled reader must not take it for good."""
-    jobs = scheduler.Scheduler(max_parallel=1)
-    holding, done = threading.Event(), threading.Event()
-
-    def hold(_moved: Any) -> AgentResult:
-        holding.set()
-        done.wait(5)
-        return AgentResult(Finished("held"), [])
-
-    first = jobs.start("r1", ("supervisor",), exclusive=False, budget=Budget(), work=hold)
-    assert holding.wait(5)
+    jobs, first, done = an_editor_holding_the_lock(Budget(), exclusive=False, max_parallel=1)
     run = Budget()
     second = jobs.start(
         "r2",
