@@ -31,6 +31,11 @@ class Reply:
     no_finish: bool = False
     """End the stream cleanly but never send a finish_reason."""
     delay: float = 0.0
+    keep_alive_for: float = 0.0
+    """Before the first chunk, send SSE comments (`: keep-alive`) every half second for
+    this long: a server that is alive but says nothing."""
+    drip_s: float = 0.0
+    """Pause this long between chunks: a stream that trickles."""
     chunk_size: int = 4
     prompt_tokens: int = 12
     completion_tokens: int = 7
@@ -114,18 +119,35 @@ class FakeOpenAI:
                     if reply.error is None
                     else [json.dumps({"error": reply.error})]
                 )
-                for n, event in enumerate(events):
-                    if reply.cut_after_chunks is not None and n >= reply.cut_after_chunks:
-                        # Half a chunk, then a dead socket: what a dropped connection looks like.
-                        self.wfile.write(b'40\r\ndata: {"trunc')
-                        self.wfile.flush()
-                        self.close_connection = True
-                        self.connection.shutdown(2)
-                        return
-                    data = f"data: {event}\n\n".encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                started = time.monotonic()
+                try:
+                    while time.monotonic() - started < reply.keep_alive_for:
+                        self._write_chunk(b": keep-alive\n\n")
+                        time.sleep(0.5)
+                    for n, event in enumerate(events):
+                        if n and reply.drip_s:
+                            time.sleep(reply.drip_s)
+                        if not self._event(reply, n, event):
+                            return
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client left
+                    return
+
+            def _write_chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _event(self, reply: Reply, n: int, event: str) -> bool:
+                """Send one event; False when the reply cuts the connection here."""
+                if reply.cut_after_chunks is not None and n >= reply.cut_after_chunks:
+                    # Half a chunk, then a dead socket: what a dropped connection looks like.
+                    self.wfile.write(b'40\r\ndata: {"trunc')
                     self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return False
+                self._write_chunk(f"data: {event}\n\n".encode())
+                return True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

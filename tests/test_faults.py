@@ -130,3 +130,29 @@ def test_a_catastrophic_regex_without_ripgrep_ends_within_the_run_s_time(workspa
     [call] = [r for r in logged if r["event"] == "tool_call"]
     assert "stopped at its time limit" in call["content"]
     assert logged[-1]["event"] == "session_end"
+
+
+def test_a_stream_that_only_keeps_alive_ends_at_request_timeout(workspace: Path) -> None:
+    config = workspace.parent / "home" / ".config" / "gaffer"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("request_timeout = 2\nmax_attempts = 1\n")
+    started = time.monotonic()
+    done, _ = gaffer_replying(
+        workspace, "run", "hello", replies=[Reply(text="late", keep_alive_for=60)]
+    )
+    assert time.monotonic() - started < 10
+    assert done.returncode == 1 and "no whole reply within 2 s" in done.stderr
+
+
+def test_a_trickling_stream_ends_at_the_run_s_wall_clock(workspace: Path) -> None:
+    trickle = Reply(text="x" * 200, chunk_size=1, drip_s=0.5)
+    started = time.monotonic()
+    done, _ = gaffer_replying(workspace, "run", "--max-seconds", "3", "hello", replies=[trickle])
+    assert time.monotonic() - started < 8, "the deadline held within 2 s of the limit"
+    assert done.returncode == 2 and "time" in done.stderr
+    logged = [
+        json.loads(line)
+        for p in (workspace.parent / "logs").glob("*.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    assert logged[-1]["event"] == "session_end"

@@ -297,3 +297,22 @@ def test_a_long_retry_after_stops_at_once_with_the_reason(
     assert (
         f"asks to wait {asked} s before the next try (Retry-After), {why}" in raised.value.message
     )
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(text="never whole", keep_alive_for=30),
+        Reply(text="a trickle of a reply that never ends in time", chunk_size=1, drip_s=0.5),
+    ],
+    ids=["keep-alive comments", "a byte at a time"],
+)
+def test_the_whole_call_deadline_holds_whatever_the_server_sends(reply: Reply) -> None:
+    with FakeOpenAI([reply, reply]) as server:
+        model = model_for(server, max_attempts=2)
+        started = time.monotonic()
+        with pytest.raises(ModelError) as raised:
+            model.complete([{"role": "user", "content": "x"}], [], timeout=2.0)
+        took = time.monotonic() - started
+    assert took < 4, f"the 2 s deadline held within 2 s (took {took:.1f} s)"
+    assert "no whole reply within 2 s" in raised.value.message

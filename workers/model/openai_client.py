@@ -32,6 +32,11 @@ from workers.model import (
 from workers.model.cancel import install, interruptible
 from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
 
+
+class CallTooLong(Exception):
+    """One request outlived its time (request_timeout, or what the run had left)."""
+
+
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking to wait longer than this (Retry-After) is not waited for: the call
 # stops at once with the reason, as it does when the run has less time left than that.
@@ -169,10 +174,9 @@ class OpenAIModel:
                     call_timeout = self.request_timeout
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
-                    with interruptible(self._readers, cancelled):
-                        turn = self._once(
-                            messages, tools, echo, call_timeout, tools_off, require_tool
-                        )
+                    turn = self._within(
+                        call_timeout, cancelled, messages, tools, echo, tools_off, require_tool
+                    )
                     if tools_off and tools and self.answer_prefill:
                         turn = _begun_with(turn, self.answer_prefill)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
@@ -206,6 +210,33 @@ class OpenAIModel:
             for secret in secrets:
                 message = message.replace(secret, "***")
         return error if message == error.message else ModelError(error.kind, message)
+
+    def _within(
+        self,
+        seconds: float,
+        cancelled: Cancelled | None,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        echo: Echo,
+        tools_off: bool,
+        require_tool: bool,
+    ) -> AssistantTurn:
+        """One request, ended at `seconds` whatever the server sends: keep-alive comments
+        or a byte a second reset only a read timeout, not this one."""
+        ends = time.monotonic() + seconds
+
+        def stop_reading() -> bool:
+            return time.monotonic() > ends or (cancelled is not None and cancelled())
+
+        try:
+            with interruptible(self._readers, stop_reading):
+                return self._once(messages, tools, echo, seconds, tools_off, require_tool)
+        except Exception as error:
+            if time.monotonic() > ends and not (cancelled is not None and cancelled()):
+                raise CallTooLong(
+                    f"no whole reply within {seconds:.0f} s; the server kept the connection open"
+                ) from error
+            raise
 
     def _once(
         self,
@@ -300,7 +331,9 @@ def _is_retryable(error: BaseException) -> bool:
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
     # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
     # APIError is an `error` event inside a stream, which servers send for transient faults.
-    return isinstance(error, openai.APIConnectionError | openai.APIError | IncompleteStream)
+    return isinstance(
+        error, openai.APIConnectionError | openai.APIError | IncompleteStream | CallTooLong
+    )
 
 
 def _retry_after(error: BaseException | None) -> float | None:
