@@ -4,6 +4,7 @@ fault, and expects a named reason, whole log lines and the right exit code."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -156,3 +157,29 @@ def test_a_trickling_stream_ends_at_the_run_s_wall_clock(workspace: Path) -> Non
         for line in p.read_text().splitlines()
     ]
     assert logged[-1]["event"] == "session_end"
+
+
+def test_a_non_utf8_file_name_round_trips_through_tools_the_log_and_resume(
+    workspace: Path,
+) -> None:
+    name = os.fsdecode(b"caf\xe9.txt")
+    (workspace / name).write_text("coffee\n")
+    find = Reply(tool_calls=[("find_files", json.dumps({"pattern": "caf*"}))])
+    read = Reply(tool_calls=[("read_file", json.dumps({"path": "caf\\xe9.txt"}))])
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "explorer",
+        "--no-verify",
+        "look",
+        replies=[find, read, Reply(text="it holds coffee")],
+    )
+    assert done.returncode == 0, done.stderr
+    sent = json.dumps(server.requests)
+    assert "caf\\\\xe9.txt" in sent, "shown escaped"
+    assert "coffee" in json.dumps(server.requests[-1]), "and read back by that name"
+    again, _ = gaffer_replying(
+        workspace, "run", "--resume", "last", "--no-verify", "and now?", replies=[Reply(text="ok")]
+    )
+    assert again.returncode == 0, again.stderr

@@ -24,6 +24,7 @@ from workers.tools.base import (
     invalid_arguments,
     run_checked,
 )
+from workers.tools.workspace import shown_name
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | str:
@@ -53,6 +54,8 @@ def execute(
 def fit(result: ToolResult, output_chars: int | None) -> ToolResult:
     """A result no longer than `output_chars`: tools cut their own output usefully; this
     catches the rest (plugins, MCP servers, worker reports) by keeping head and tail."""
+    if (shown := shown_name(result.output)) != result.output:
+        result = dataclasses.replace(result, output=shown, summary=shown_name(result.summary))
     text = result.output
     if output_chars is None or len(text) <= output_chars:
         return result

@@ -31,6 +31,7 @@ from workers.model import (
 )
 from workers.model.cancel import install, interruptible
 from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
+from workers.tools.workspace import shown_name
 
 
 class CallTooLong(Exception):
@@ -247,6 +248,7 @@ class OpenAIModel:
         tools_off: bool = False,
         require_tool: bool = False,
     ) -> AssistantTurn:
+        messages = _sendable(messages)
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
@@ -304,6 +306,18 @@ class OpenAIModel:
             "unavailable",
             f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {_describe(error)}",
         )
+
+
+def _sendable(value: Any) -> Any:
+    """Messages with every file-name byte that is not UTF-8 written as `\\xNN`: whatever
+    showed a name (a tool, the workspace glance, a task), the request still encodes."""
+    if isinstance(value, str):
+        return shown_name(value)
+    if isinstance(value, list):
+        return [_sendable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _sendable(v) for k, v in value.items()}
+    return value
 
 
 def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,17 +105,36 @@ def resolve_for_write(workspace: Path, path: str) -> Path:
     return real
 
 
+_ESCAPED_BYTE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def shown_name(text: str) -> str:
+    """Text with the bytes of file names that are not UTF-8 written as `\\xNN`, as the
+    model, the log and the endpoint can carry them; `given_name` reads them back."""
+    if not any("\udc80" <= c <= "\udcff" for c in text):
+        return text
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in text)
+
+
+def given_name(path: str) -> str:
+    """A path as `shown_name` wrote it, back to the name on disk."""
+    return _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
+
+
 def resolve(workspace: Path, path: str) -> Path:
     """The real path of `path` inside the workspace, or a ToolError saying why not.
 
     Symlinks are resolved before the check, so a link pointing out is refused the same
     as `..` or an absolute path outside. Device files, FIFOs and sockets are refused:
-    reading one can block forever or leak host state.
+    reading one can block forever or leak host state. A name shown with `\\xNN` for bytes
+    that are not UTF-8 (`shown_name`) finds its file.
     """
     if "\x00" in path:
         raise ToolError("the path contains a NUL byte; give a plain relative path")
     root = os.path.realpath(workspace)
     given = path.strip() or "."
+    if "\\x" in given and not os.path.lexists(os.path.join(root, given)):
+        given = given_name(given)
     lexical = os.path.normpath(os.path.join(root, given))
     real = os.path.realpath(lexical)
     if not inside(real, root):
