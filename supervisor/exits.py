@@ -9,6 +9,9 @@ from typing import NoReturn
 import click
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_LOG_LOST = 74
+"""The run finished and its answer is on stdout, but its log could not be written in full
+(sysexits' EX_IOERR)."""
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

@@ -23,7 +23,14 @@ from rich.progress import Progress
 from supervisor import runlog, settings
 from supervisor import trust as trust_view
 from supervisor.delegation import Ceiling
-from supervisor.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK, fail
+from supervisor.exits import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_LOG_LOST,
+    EXIT_OK,
+    fail,
+)
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
@@ -88,7 +95,13 @@ def set_up(
             own_dir(workspace, GAFFER_DIR, "logs")
         except ToolError as error:
             fail(str(error))
-    session = Session(workspace, log_dir, subscribers)
+    try:
+        session = Session(workspace, log_dir, subscribers)
+    except OSError as error:
+        fail(
+            f"cannot write the run log in {log_dir}: {error.strerror or error}; set --log-dir "
+            "or GAFFER_LOG_DIR to a folder gaffer can write"
+        )
     trust_view.report(workspace_trust, session.events)
     extensions = load_extensions(
         workspace_trust,
@@ -155,6 +168,12 @@ def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None)
     match outcome:
         case Finished(answer=answer):
             click.echo(answer)
+            if session.log.failure is not None:
+                fail(
+                    f"the answer is above, but the run log stopped at {session.log.path}: "
+                    f"{session.log.failure}",
+                    EXIT_LOG_LOST,
+                )
             sys.exit(EXIT_OK)
         case LimitHit(answer=answer):
             if answer:

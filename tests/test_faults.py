@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
 from tests.helpers import gaffer, gaffer_replying, trust_workspace
 
@@ -183,3 +185,39 @@ def test_a_non_utf8_file_name_round_trips_through_tools_the_log_and_resume(
         workspace, "run", "--resume", "last", "--no-verify", "and now?", replies=[Reply(text="ok")]
     )
     assert again.returncode == 0, again.stderr
+
+
+def test_an_unusable_log_folder_is_one_line_before_the_run(workspace: Path) -> None:
+    blocker = workspace.parent / "not-a-folder"
+    blocker.write_text("a file where the logs would go\n")
+    done, server = gaffer_replying(
+        workspace, "run", "hello", replies=[Reply(text="hi")], env={"GAFFER_LOG_DIR": str(blocker)}
+    )
+    assert done.returncode == 1 and not server.requests
+    [line] = done.stderr.strip().splitlines()
+    assert f"cannot write the run log in {blocker}" in line
+
+
+def test_a_disk_that_fills_mid_run_keeps_the_answer_and_says_so(workspace: Path) -> None:
+    if os.geteuid() != 0:
+        must_run_here("mounting a small tmpfs needs root")
+    full = workspace.parent / "small"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(full)], check=True)
+    try:
+        big = "x" * 40_000  # a reply whose log line cannot fit in 16 KB
+        done, _ = gaffer_replying(
+            workspace,
+            "run",
+            "--no-verify",
+            "hello",
+            replies=[Reply(text=big)],
+            env={"GAFFER_LOG_DIR": str(full)},
+        )
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+    assert done.stdout == big + "\n", "the answer reaches stdout"
+    assert done.returncode == 74
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert "the answer is above, but the run log stopped at" in line and "No space left" in line
+    assert "Traceback" not in done.stderr

@@ -34,6 +34,8 @@ class JsonlLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.failure: str | None = None
+        """Why the log stopped being written (a full disk); the run goes on without it."""
         self._file: TextIO = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._first = self._file.tell() == 0  # the first line says which format this is
@@ -49,10 +51,18 @@ class JsonlLog:
         fields = dict(record)
         event = fields.pop("event")
         with self._lock:
+            if self.failure is not None:
+                return
             if self._first:
                 fields["log_format"] = LOG_FORMAT
                 self._first = False
-            self._logger.msg(event, **fields)
+            try:
+                self._logger.msg(event, **fields)
+            except OSError as error:  # the answer matters more than the log: go on
+                self.failure = f"{error.strerror or error}"
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as error:
+            self.failure = self.failure or f"{error.strerror or error}"
