@@ -255,7 +255,13 @@ class Team:
     # -- delegating ------------------------------------------------------------------
 
     def delegate(self, caller: Caller, profile_name: str, task: str) -> ToolResult:
-        return self.start_delegation(caller, profile_name, task)()
+        finish = self.start_delegation(caller, profile_name, task)
+        try:
+            return finish()
+        except KeyboardInterrupt:
+            caller.budget.cancel()
+            finish()  # the worker ends now, and its end is logged
+            raise
 
     def start_delegation(
         self, caller: Caller, profile_name: str, task: str

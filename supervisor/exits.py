@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 import click
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
 EXIT_LOG_LOST = 74
 """The run finished and its answer is on stdout, but its log could not be written in full
 (sysexits' EX_IOERR)."""
+
+
+TERMINATED = threading.Event()
+"""SIGTERM arrived: the run ends as on Ctrl-C, and exits EXIT_TERMINATED."""
+
+
+def end_on_sigterm() -> None:
+    """SIGTERM ends a run as Ctrl-C does (every worker and container ended, the log's
+    last lines written), instead of killing gaffer where it stands."""
+
+    def terminate(_signum: int, _frame: FrameType | None) -> None:
+        TERMINATED.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

@@ -29,6 +29,9 @@ from supervisor.exits import (
     EXIT_LIMIT,
     EXIT_LOG_LOST,
     EXIT_OK,
+    EXIT_TERMINATED,
+    TERMINATED,
+    end_on_sigterm,
     fail,
 )
 from supervisor.local import server as local_server
@@ -149,6 +152,7 @@ def set_up(
 
 
 def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None) -> None:
+    end_on_sigterm()
     resumed, resumed_from = None, None
     if resume_ref:
         try:
@@ -179,6 +183,8 @@ def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None)
             if answer:
                 click.echo(answer)
             fail(f"stopped: {reason_of(outcome)} (log: {session.log.path})", EXIT_LIMIT)
+        case Aborted() if TERMINATED.is_set():
+            fail(f"terminated (SIGTERM) (log: {session.log.path})", EXIT_TERMINATED)
         case Aborted():
             fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
         case Failed():

@@ -5,7 +5,10 @@ does to the files (`sed -i`, `rm`, `mv`) shows in its report, is gated, and can 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 
 from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import gaffer_replying, shell_reply
+from tests.helpers import cli_env, gaffer_replying, shell_reply
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -151,3 +154,40 @@ def test_a_coder_cannot_rewrite_the_store_that_says_what_it_changed(ws: Path) ->
     assert "Read-only file system" in call["content"]
     [change_set] = [r for r in records(ws) if r["event"] == "change_set"]
     assert [f["path"] for f in change_set["files"]] == ["app.py"]
+
+
+def containers_of(run_id: str) -> list[str]:
+    docker_client = require_docker()
+    found = docker_client.containers.list(all=True, filters={"label": f"gaffer.run={run_id}"})
+    return [c.short_id for c in found]
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_a_docker_worker_ends_everything_cleanly(
+    ws: Path, sig: signal.Signals, code: int
+) -> None:
+    replies = [delegate("wait a long time"), shell("sleep 300"), Reply(text="never")]
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "go"],
+            cwd=ws,
+            env=cli_env(ws, server, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.5)  # the worker's container is running `sleep 300`
+        started = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 5, "ended within 5 s"
+    assert proc.returncode == code, stderr
+    lines = records(ws)
+    run_id = lines[0]["session_id"]
+    assert containers_of(run_id) == [], "no container left"
+    assert [r["status"] for r in lines if r["event"] == "delegate_end"] == ["cancelled"]
+    assert {r["agent_id"] for r in lines if r["event"] == "agent_end"} == {"supervisor", "w1"}
+    assert lines[-1]["event"] == "session_end" and lines[-1]["status"] == "cancelled"
