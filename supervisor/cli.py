@@ -37,8 +37,30 @@ def main(ctx: click.Context) -> None:
 
     # The commands gaffer runs must not find its API key in /proc/<gaffer's pid>/environ.
     hide_environment_secrets(looks_secret)
+    _reap_leftovers_meanwhile()
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat)
+
+
+def _reap_leftovers_meanwhile() -> None:
+    """Remove containers a killed run left behind, beside whatever this command does
+    (waited for at exit, at most a few seconds)."""
+    import atexit
+    import threading
+
+    def reap() -> None:
+        from workers.sandbox.leftovers import remove_leftovers_if_reachable
+
+        if removed := remove_leftovers_if_reachable():
+            click.echo(
+                f"gaffer: removed {len(removed)} container(s) left by runs that were killed: "
+                + ", ".join(removed),
+                err=True,
+            )
+
+    reaper = threading.Thread(target=reap, name="gaffer-reaper", daemon=True)
+    reaper.start()
+    atexit.register(reaper.join, 5)
 
 
 def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -21,14 +21,13 @@ from typing import Any, cast
 
 from pydantic import Field, create_model
 
-from supervisor.reports import report_text
+from supervisor.reports import worker_report
 from supervisor.scheduler import Scheduler, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.assembly import RunSetting, build_agent
 from workers.events import Emitter
-from workers.facts import Facts
 from workers.limits import Budget
-from workers.log_schema import Boundary, DelegateEnd, DelegateStart
+from workers.log_schema import Boundary, DelegateStart
 from workers.loop import run_agent
 from workers.model import Message, Model
 from workers.outcome import Aborted
@@ -41,7 +40,6 @@ from workers.tools.describe import workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
-    files_changed,
 )
 
 MakeSandbox = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
@@ -312,44 +310,8 @@ class Team:
                 ),
             )
         self._progress.pop(agent_id, None)
-        changes = run.result.changes
-        # What the harness saw change; a worker abandoned mid-run has only its calls' facts.
-        files = (
-            [c.path for c in changes] if changes is not None else files_changed(run.result.facts)
-        )
-        labels = [c.label for c in changes] if changes is not None else files
-        caller.events.emit(
-            DelegateEnd(
-                child_id=agent_id,
-                child_profile=profile_name,
-                status=run.status,
-                reason=run.reason,
-                steps=run.result.steps,
-                tokens=budget.used,
-                tool_calls=run.result.tool_calls,
-                elapsed_s=round(time.monotonic() - started, 3),
-                files_changed=files,
-            )
-        )
-        text = report_text(
-            agent_id,
-            profile_name,
-            run,
-            labels,
-            budget.used,
-            time.monotonic() - started,
-            self.test_runners,
-        )
-        return ToolResult(
-            output=text,
-            summary=f"{agent_id} {run.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
-            is_error=run.status != "completed",
-            facts=Facts(
-                worker=agent_id,
-                status=run.status,
-                modified=tuple(files),
-                evidence=tuple(run.result.facts),
-            ),
+        return worker_report(
+            caller.events, agent_id, profile_name, run, budget.used, started, self.test_runners
         )
 
     def _why_not(self, caller: Caller, profile_name: str, task: str) -> str | None:

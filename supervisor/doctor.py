@@ -29,7 +29,13 @@ from workers.extensions import load_extensions
 from workers.limits import Budget
 from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable, docker, guard
-from workers.sandbox.docker import ContainerSpec, DockerSandbox, container_spec
+from workers.sandbox.docker import (
+    ContainerSpec,
+    DockerSandbox,
+    client,
+    container_spec,
+)
+from workers.sandbox.leftovers import remove_leftovers
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
@@ -366,6 +372,11 @@ def check_here(workspace: Path, profile_name: str, sandbox_uid: int | None) -> i
     if profile is None or profile.sandbox != "docker":
         return _refused(f"{profile_name!r} is not a docker profile; try --profile coder")
     try:
+        removed = remove_leftovers(client())
+        click.echo(
+            "leftover containers of killed runs: "
+            + (f"removed {', '.join(removed)}" if removed else "none")
+        )
         protected = guard.survey(workspace, unshare=False).mounts
         spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
         for line in describe(spec, workspace_trust):

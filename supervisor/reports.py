@@ -4,14 +4,62 @@ never by the worker's model; its final answer comes last, as the worker's own wo
 
 from __future__ import annotations
 
+import time
+
 from supervisor.scheduler import WorkerRun
+from workers.events import Emitter
 from workers.facts import Facts
-from workers.verification import evidence, judge, outcome
+from workers.log_schema import DelegateEnd
+from workers.tools.base import ToolResult
+from workers.verification import evidence, files_changed, judge, outcome
 
 
 def _commands(facts: list[Facts]) -> list[Facts]:
     """Every command the worker (and its own workers) ran, in order."""
     return [e for e in evidence(facts) if e.command is not None]
+
+
+def worker_report(
+    events: Emitter,
+    agent_id: str,
+    profile: str,
+    run: WorkerRun,
+    tokens: int,
+    started: float,
+    test_runners: tuple[str, ...] = (),
+) -> ToolResult:
+    """The delegate call's result: the report, and the worker's facts as its evidence;
+    its `delegate_end` line logged on the caller's side."""
+    changes = run.result.changes
+    # What the harness saw change; a worker abandoned mid-run has only its calls' facts.
+    files = [c.path for c in changes] if changes is not None else files_changed(run.result.facts)
+    labels = [c.label for c in changes] if changes is not None else files
+    elapsed = time.monotonic() - started
+    events.emit(
+        DelegateEnd(
+            child_id=agent_id,
+            child_profile=profile,
+            status=run.status,
+            reason=run.reason,
+            steps=run.result.steps,
+            tokens=tokens,
+            tool_calls=run.result.tool_calls,
+            elapsed_s=round(elapsed, 3),
+            files_changed=files,
+        )
+    )
+    text = report_text(agent_id, profile, run, labels, tokens, elapsed, test_runners)
+    return ToolResult(
+        output=text,
+        summary=f"{agent_id} {run.status}, {len(files)} file{'s' if len(files) != 1 else ''} changed",
+        is_error=run.status != "completed",
+        facts=Facts(
+            worker=agent_id,
+            status=run.status,
+            modified=tuple(files),
+            evidence=tuple(run.result.facts),
+        ),
+    )
 
 
 def report_text(

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import SECRET, must_run_here
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from workers.limits import Budget
-from workers.sandbox import SandboxUnavailable, docker
+from workers.sandbox import SandboxUnavailable, docker, leftovers
 from workers.sandbox.docker import DockerSandbox, docker_sandbox
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
@@ -199,7 +199,7 @@ def test_a_container_left_by_kill_9_is_removed_at_the_next_start(client: Any, ws
     assert client.containers.list(all=True, filters={"id": container_id}), (
         "kill -9 left nothing to clean"
     )
-    removed = docker.remove_leftovers(client)
+    removed = leftovers.remove_leftovers(client)
     assert container_id in removed
     assert not client.containers.list(all=True, filters={"id": container_id})
 

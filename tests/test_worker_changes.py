@@ -4,8 +4,10 @@ does to the files (`sed -i`, `rm`, `mv`) shows in its report, is gated, and can 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -191,3 +193,32 @@ def test_a_signal_during_a_docker_worker_ends_everything_cleanly(
     assert [r["status"] for r in lines if r["event"] == "delegate_end"] == ["cancelled"]
     assert {r["agent_id"] for r in lines if r["event"] == "agent_end"} == {"supervisor", "w1"}
     assert lines[-1]["event"] == "session_end" and lines[-1]["status"] == "cancelled"
+
+
+def test_any_gaffer_start_removes_containers_a_killed_run_left(ws: Path) -> None:
+    """A run killed with -9 leaves its container: the next gaffer command of any kind
+    removes it, with one line saying so."""
+    docker_client = require_docker()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid no process has any more
+    left = docker_client.containers.run(
+        "gaffer-sandbox:latest",
+        ["sleep", "infinity"],
+        detach=True,
+        labels={
+            "gaffer.sandbox": "1",
+            "gaffer.run": "killed-run",
+            "gaffer.pid": str(dead.pid),
+            "gaffer.host": socket.gethostname(),
+        },
+    )
+    try:
+        done, _ = gaffer(ws, "profiles")
+        assert done.returncode == 0, done.stderr
+        assert containers_of("killed-run") == []
+        assert f"removed 1 container(s) left by runs that were killed: {left.short_id}" in (
+            done.stderr
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            left.remove(force=True)

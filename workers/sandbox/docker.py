@@ -33,7 +33,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
-from workers.processes import process_alive
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard
 from workers.sandbox.frames import FrameReader
 from workers.sandbox.guard import Quarantined, Survey
@@ -185,21 +184,6 @@ def check_image(docker_client: Any, image: str) -> None:
         raise SandboxUnavailable(
             f"the sandbox image {image} was built from other code than this gaffer's; run `make sandbox-image`"
         )
-
-
-def remove_leftovers(docker_client: Any) -> list[str]:
-    """Remove containers of gaffer runs whose process is gone (a crash, a kill -9)."""
-    removed = []
-    for container in docker_client.containers.list(all=True, filters={"label": LABEL}):
-        labels = container.labels or {}
-        if labels.get("gaffer.host") != socket.gethostname():
-            continue
-        if process_alive(int(labels.get("gaffer.pid", "0") or 0)):
-            continue
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
-            removed.append(container.short_id)
-    return removed
 
 
 @contextlib.contextmanager

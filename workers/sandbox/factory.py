@@ -14,7 +14,7 @@ from typing import Any
 
 from workers.events import Emitter
 from workers.log_schema import Boundary
-from workers.sandbox import Sandbox, SandboxUnavailable, docker
+from workers.sandbox import Sandbox, SandboxUnavailable, docker, leftovers
 from workers.sandbox.host import HostSandbox
 from workers.specs import AgentSpec
 from workers.tools.base import Approver, ToolContext
@@ -54,7 +54,7 @@ class SandboxFactory:
                         f"profile {spec.name!r} runs in Docker and never on the host: {error}"
                     ) from error
                 # Containers of crashed runs (kill -9) go before this run adds its own.
-                docker.remove_leftovers(client)
+                leftovers.remove_leftovers(client)
                 self._client = client
         return self._container(spec, agent_id, self._client)
 
