@@ -90,8 +90,21 @@ def set_up(
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
     if allowed_set and (unknown := sorted(allowed_set - names)):
         fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
-    if use_local or config.base_url is None:
+    if uses_local_model(config, use_local):
+        if "model" in config.model_fields_set:  # honoured or refused, never ignored
+            fail(
+                f"--local runs the bundled model only; drop the model {config.model!r}"
+                if use_local
+                else f"the model {config.model!r} needs an endpoint: set OPENAI_BASE_URL (any "
+                "OpenAI-compatible server) or OPENAI_API_KEY (OpenAI); without either gaffer "
+                "runs its bundled local model"
+            )
         config = _with_local_model(config, stack)
+        click.echo(
+            f"gaffer: no endpoint set: using the bundled local model {config.model} at "
+            f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
+            err=True,
+        )
     log_dir = config.logs_in(workspace)
     if config.log_dir is None:
         try:  # a repository may ship a .gaffer that links elsewhere: logs never follow it
@@ -221,6 +234,12 @@ def ask_user(console: Console) -> Approver:
 def history_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gaffer" / "history"
+
+
+def uses_local_model(config: settings.Settings, use_local: bool) -> bool:
+    """The bundled model runs when asked for (--local), or when nothing names an endpoint:
+    no base URL and no key. A key alone means OpenAI's own endpoint, as in its SDK."""
+    return use_local or (config.base_url is None and config.api_key is None)
 
 
 def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:

@@ -111,8 +111,12 @@ class OpenAIModel:
     ) -> None:
         self.name = model
         self.base_url = base_url
-        self.shown_url = shown_url(base_url) or "the default endpoint"
+        self.shown_url = shown_url(base_url) or "https://api.openai.com/v1"
         """The endpoint as messages show it: never a password or key inside the URL."""
+        self._has_key = bool(api_key)
+        self._answered = False
+        """The endpoint has answered a call of this run: from then on, a refused connection
+        or a 404 is a fault to retry; before, it is a wrong address, said at once."""
         self.max_attempts = max_attempts
         self.request_timeout = request_timeout
         self.stream = stream
@@ -165,7 +169,7 @@ class OpenAIModel:
         retrying = Retrying(
             stop=stop,
             wait=self._wait,
-            retry=retry_if_exception(_is_retryable),
+            retry=retry_if_exception(self._retryable),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -178,6 +182,7 @@ class OpenAIModel:
                     turn = self._within(
                         call_timeout, cancelled, messages, tools, echo, tools_off, require_tool
                     )
+                    self._answered = True
                     if tools_off and tools and self.answer_prefill:
                         turn = _begun_with(turn, self.answer_prefill)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
@@ -199,6 +204,20 @@ class OpenAIModel:
             )
         attempts = int(retrying.statistics.get("attempt_number", 1))
         return self._as_model_error(error, attempts)
+
+    def _first_contact(self, error: BaseException) -> str:
+        """What a wrong address looks like, in one line with a hint."""
+        url = self.shown_url
+        hint = "" if url.rstrip("/").endswith("/v1") else f"; did you mean {url.rstrip('/')}/v1?"
+        if isinstance(error, openai.APIStatusError):
+            return (
+                f"{url} does not serve the Chat Completions API (HTTP {error.status_code} on "
+                f"POST /chat/completions){hint or '; is it an OpenAI-compatible server?'}"
+            )
+        cause = f"{error.__cause__ or error}"
+        if "resolve" in cause or "Name or service not known" in cause or "nodename" in cause:
+            return f"cannot resolve the host of {url}: is the address right?"
+        return f"cannot connect to {url}: is the server running? ({_short(cause, 120)})"
 
     def _hidden(self, error: ModelError) -> ModelError:
         """The error with anything secret in the endpoint's URL taken out of its text."""
@@ -280,8 +299,15 @@ class OpenAIModel:
         asked = _retry_after(error)
         return backoff if asked is None else max(asked, 0.0)
 
+    def _retryable(self, error: BaseException) -> bool:
+        if not self._answered and _wrong_address(error):
+            return False  # nothing ever answered here: retrying only delays the news
+        return _is_retryable(error)
+
     def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
         where = self.shown_url
+        if not self._answered and _wrong_address(error):
+            return ModelError("unavailable", self._first_contact(error))
         if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
             return ModelError(
                 "malformed_output",
@@ -289,11 +315,17 @@ class OpenAIModel:
             )
         if isinstance(error, openai.APIStatusError):
             status, text = error.status_code, _short(error.message)
+            if status == 401 and not self._has_key:
+                return ModelError(
+                    "auth", f"{where} asks for an API key and none is set: set OPENAI_API_KEY"
+                )
             if status in (401, 403):
                 return ModelError("auth", f"{where} refused the API key ({status}): {text}")
             if status == 404:
+                hint = "" if where.rstrip("/").endswith("/v1") else f" (did you mean {where}/v1?)"
                 return ModelError(
-                    "not_found", f"model {self.name!r} or its endpoint not found at {where}: {text}"
+                    "not_found",
+                    f"model {self.name!r} or its endpoint not found at {where}{hint}: {text}",
                 )
             if _CONTEXT_ERROR.search(text) or _error_code(error) == "context_length_exceeded":
                 return ModelError(
@@ -318,6 +350,18 @@ def _sendable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sendable(v) for k, v in value.items()}
     return value
+
+
+def _wrong_address(error: BaseException) -> bool:
+    """A fault that, on a first call, means the address is wrong: nothing listens there,
+    the host does not resolve, or what answers is not a Chat Completions server."""
+    if isinstance(error, openai.APITimeoutError):
+        return False  # a slow server is still a server
+    if isinstance(error, openai.APIConnectionError):
+        # Never connected (refused, no such host), as opposed to a connection that broke.
+        # (The SDK's HTTP stack is httpx or its successor: its ConnectError, by name.)
+        return type(error.__cause__).__name__ == "ConnectError"
+    return isinstance(error, openai.APIStatusError) and error.status_code in (405, 501)
 
 
 def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:

@@ -1,0 +1,92 @@
+"""Everyday use, as a first-time user meets it: which endpoint runs, how fast a wrong
+one is said, usage errors, and what a script reads from gaffer."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from supervisor import run_setup, settings
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import gaffer, gaffer_replying
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("env", "local"),
+    [
+        ({"OPENAI_API_KEY": "sk-x"}, False),  # a key alone: OpenAI's endpoint, as its SDK does
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, False),
+        ({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "OPENAI_API_KEY": "sk-x"}, False),
+        ({}, True),  # neither: the bundled local model
+    ],
+    ids=["key only", "base URL only", "both", "neither"],
+)
+def test_which_endpoint_runs(
+    env: dict[str, str], local: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GAFFER_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    config = settings.load({})
+    assert run_setup.uses_local_model(config, use_local=False) is local
+    assert run_setup.uses_local_model(config, use_local=True)
+
+
+def test_a_model_without_an_endpoint_is_refused_not_ignored(workspace: Path) -> None:
+    done = gaffer(workspace, "run", "--model", "gpt-4o", "hello", env={"OPENAI_API_KEY": ""})
+    assert done.returncode == 1
+    assert "the model 'gpt-4o' needs an endpoint: set OPENAI_BASE_URL" in done.stderr
+
+
+def test_a_closed_port_fails_within_seconds_with_a_hint(workspace: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    started = time.monotonic()
+    done = gaffer(workspace, "run", "hello", env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "k"})
+    assert time.monotonic() - started < 5
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert f"cannot connect to {url}: is the server running?" in line
+
+
+def test_a_server_that_is_not_openai_compatible_fails_at_once_with_a_hint(
+    workspace: Path,
+) -> None:
+    with FakeOpenAI([Reply(status=501, error={"message": "Unsupported method"})] * 6) as server:
+        started = time.monotonic()
+        done = gaffer(
+            workspace, "run", "hello", server=server, env={"OPENAI_BASE_URL": server.base_url[:-3]}
+        )
+        assert time.monotonic() - started < 5 and len(server.requests) == 1
+    assert done.returncode == 1
+    assert "does not serve the Chat Completions API (HTTP 501" in done.stderr
+    assert f"did you mean {server.base_url[:-3]}/v1?" in done.stderr
+
+
+def test_a_missing_key_is_said_to_be_missing(workspace: Path) -> None:
+    with FakeOpenAI([Reply(status=401, error={"message": "no key"})]) as server:
+        done = gaffer(workspace, "run", "hello", server=server, env={"OPENAI_API_KEY": ""})
+    assert done.returncode == 1
+    assert "asks for an API key and none is set: set OPENAI_API_KEY" in done.stderr
+
+
+def test_a_busy_server_on_the_first_call_is_still_retried(workspace: Path) -> None:
+    from tests.fake_openai import error_reply
+
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "hello",
+        replies=[error_reply(503, "busy"), Reply(text="fine")],
+    )
+    assert done.returncode == 0 and len(server.requests) == 2
