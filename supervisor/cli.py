@@ -18,13 +18,17 @@ from typing import Any
 import click
 
 from supervisor import history, settings
-from supervisor.exits import fail, log_dir_here
+from supervisor.exits import EXIT_USAGE, fail, log_dir_here
 
 # workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
 TRUST_ENV = "GAFFER_TRUST_WORKSPACE"
 
 
-@click.group(invoke_without_command=True)
+# A mistyped flag is a usage error (sysexits' EX_USAGE), never the 2 of "a limit stopped it".
+click.UsageError.exit_code = EXIT_USAGE
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gaffer")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -134,8 +138,12 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="Continue the conversation of an earlier run (an id, a prefix, `last`).",
 )
 def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
-    """Run TASK in the current directory; the final answer goes to stdout."""
+    """Run TASK in the current directory; the final answer goes to stdout. TASK `-` is
+    read from stdin; with a TASK, piped stdin is added to it as context."""
     from supervisor.run_setup import run_task, set_up
+    from supervisor.task_input import task_from
+
+    task = task_from(task)
     from supervisor.view import TerminalView
 
     workspace = Path.cwd().resolve()

@@ -12,6 +12,7 @@ from typing import NoReturn
 import click
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_USAGE = 64  # a flag or argument gaffer cannot take (sysexits' EX_USAGE)
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
 EXIT_LOG_LOST = 74
 """The run finished and its answer is on stdout, but its log could not be written in full

@@ -33,7 +33,9 @@ def gaffer(
     server: FakeOpenAI | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 60,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """`gaffer ARGS` as a user runs it; `stdin`, when given, is piped in (else nothing)."""
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *args],
         cwd=workspace,
@@ -41,6 +43,8 @@ def gaffer(
         capture_output=True,
         text=True,
         timeout=timeout,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
     )
 
 

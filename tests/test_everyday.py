@@ -3,6 +3,7 @@ one is said, usage errors, and what a script reads from gaffer."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -90,3 +91,36 @@ def test_a_busy_server_on_the_first_call_is_still_retried(workspace: Path) -> No
         replies=[error_reply(503, "busy"), Reply(text="fine")],
     )
     assert done.returncode == 0 and len(server.requests) == 2
+
+
+def test_usage_errors_exit_64_and_h_works_everywhere(workspace: Path) -> None:
+    mistyped = gaffer(workspace, "run", "--max-stpes", "3", "hello")
+    assert mistyped.returncode == 64 and "No such option" in mistyped.stderr
+    for args in (
+        ["-h"],
+        ["run", "-h"],
+        ["logs", "-h"],
+        ["diff", "-h"],
+        ["sandbox", "doctor", "-h"],
+    ):
+        shown = gaffer(workspace, *args)
+        assert shown.returncode == 0 and "Usage:" in shown.stdout, args
+
+
+def test_an_empty_task_or_an_empty_stdin_is_refused(workspace: Path) -> None:
+    empty = gaffer(workspace, "run", "  ")
+    assert empty.returncode == 64 and "the task is empty" in empty.stderr
+    nothing = gaffer(workspace, "run", "-", stdin="")
+    assert nothing.returncode == 64 and "stdin is empty" in nothing.stderr
+
+
+def test_the_task_from_stdin_and_stdin_as_context(workspace: Path) -> None:
+    with FakeOpenAI([Reply(text="ok"), Reply(text="ok")]) as server:
+        from_stdin = gaffer(workspace, "run", "--no-verify", "-", server=server, stdin="say ok\n")
+        with_context = gaffer(
+            workspace, "run", "--no-verify", "explain this", server=server, stdin="E  boom\n"
+        )
+    assert from_stdin.returncode == 0 and with_context.returncode == 0
+    first, second = (json.dumps(r["messages"]) for r in server.requests)
+    assert "say ok" in first
+    assert "explain this" in second and "<stdin>\\nE  boom\\n</stdin>" in second
