@@ -124,3 +124,31 @@ def test_the_task_from_stdin_and_stdin_as_context(workspace: Path) -> None:
     first, second = (json.dumps(r["messages"]) for r in server.requests)
     assert "say ok" in first
     assert "explain this" in second and "<stdin>\\nE  boom\\n</stdin>" in second
+
+
+def test_gaffer_s_own_files_stay_out_of_git(tmp_path: Path) -> None:
+    import subprocess
+
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / "app.py").write_text("x = 1\n")
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "hello",
+        replies=[Reply(text="hi")],
+        env={"GAFFER_LOG_DIR": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    assert (workspace / ".gaffer" / "logs").is_dir()
+    assert "logs/" in (workspace / ".gaffer" / ".gitignore").read_text()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert ".gaffer/logs" not in status and "app.py" in status

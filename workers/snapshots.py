@@ -27,8 +27,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.tools.base import ToolError
 from workers.tools.git_paths import git_env
-from workers.tools.workspace import GAFFER_DIR, SKIPPED_DIRS
+from workers.tools.workspace import GAFFER_DIR, SKIPPED_DIRS, own_dir
 
 STORE_DIR = f"{GAFFER_DIR}/changes"
 # Bigger files are hashed but their content is not kept: a change to one shows in a
@@ -191,6 +192,14 @@ class Store:
             fd = inner
         return fd
 
+    def own_folder(self, name: str = "") -> Path:
+        """The store's folder (or one inside it), made inside the workspace's real
+        `.gaffer` only: a repository may ship a `.gaffer` that links elsewhere (OSError)."""
+        try:
+            return own_dir(self.workspace, GAFFER_DIR, "changes", *([name] if name else []))
+        except ToolError as error:
+            raise OSError(str(error)) from error
+
     def _keep(self, digest: str, data: bytes) -> None:
         path = self._object_path(digest)
         if path.exists():
@@ -199,7 +208,8 @@ class Store:
                 return
             except KeyError:
                 pass  # damaged, or planted by the repository: written again
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.own_folder("objects")
+        path.parent.mkdir(exist_ok=True)
         temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         temp.write_bytes(zlib.compress(data, 1))
         os.replace(temp, path)
@@ -290,7 +300,7 @@ class Store:
                 return snapshot_id
             except (KeyError, ValueError):
                 pass  # damaged, or planted by the repository: written again
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.own_folder("snapshots")
         temp = path.with_name(f".{snapshot_id}.{os.getpid()}")
         temp.write_bytes(zlib.compress(raw, 1))
         os.replace(temp, path)
@@ -313,8 +323,7 @@ class Store:
     def _save_cache(self) -> None:
         if not self._cache_dirty or self._cache is None:
             return
-        path = self.folder / "stat-cache"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self.own_folder() / "stat-cache"
         temp = path.with_name(f".stat-cache.{os.getpid()}.{threading.get_ident()}")
         exact = self._saved_id if self._matches_saved else None
         data = {"snapshot": exact, "files": self._cache}

@@ -60,7 +60,7 @@ def _apply(store: Store, removals: list[str], writes: dict[str, Entry]) -> None:
     workspace = store.workspace
     staging = store.folder / f"undo-{os.getpid()}"
     try:
-        staging.mkdir(parents=True, exist_ok=True)
+        store.own_folder(staging.name)
         staged = {path: _stage(store, staging, n, e) for n, (path, e) in enumerate(writes.items())}
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)

@@ -237,7 +237,30 @@ def own_dir(workspace: Path, *parts: str) -> Path:
                 f"{folder} is a symlink or a file, not a folder; gaffer will not write through "
                 "it (remove it, and gaffer makes a real folder)"
             )
+        if part == GAFFER_DIR and folder.parent == Path(os.path.realpath(workspace)):
+            _keep_out_of_git(folder)
     return folder
+
+
+GAFFER_GITIGNORE = """\
+# Written by gaffer: its run logs (they hold file contents), snapshots and command
+# output stay out of git. Profiles, tools, skills and config.toml here can be committed.
+logs/
+changes/
+shell/
+quarantine/
+"""
+
+
+def _keep_out_of_git(folder: Path) -> None:
+    """`.gaffer/.gitignore`, written once: never committing a log by accident."""
+    ignore = folder / ".gitignore"
+    if os.path.lexists(ignore):
+        return  # the user's own, or ours from before
+    with contextlib.suppress(OSError):
+        fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as file:
+            file.write(GAFFER_GITIGNORE)
 
 
 def relative(workspace: Path, path: Path) -> str:
