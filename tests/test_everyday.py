@@ -152,3 +152,24 @@ def test_gaffer_s_own_files_stay_out_of_git(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert ".gaffer/logs" not in status and "app.py" in status
+
+
+def test_remember_alone_is_not_a_code_change_to_verify(workspace: Path) -> None:
+    from tests.helpers import add_host_coder
+
+    add_host_coder(workspace)
+    profile = workspace / ".gaffer" / "profiles" / "hostcoder.toml"
+    profile.write_text(profile.read_text().replace('"run_shell"]', '"run_shell", "remember"]'))
+    note = Reply(tool_calls=[("remember", json.dumps({"content": "tests run with pytest -q"}))])
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--trust-workspace",
+        "remember how the tests run",
+        replies=[note, Reply(text="Noted in AGENT.md.")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Noted in AGENT.md.\n" and len(server.requests) == 2
+    assert "tests run with pytest -q" in (workspace / "AGENT.md").read_text()

@@ -91,7 +91,7 @@ class EditGuard:
             if found is not None:
                 self.seen[found[0]] = _fingerprint(found[1])
         # What the call really changed (the harness's snapshots), whatever tool made it.
-        self.untested_edit |= bool(result.facts.modified)
+        self.untested_edit |= bool(result.facts.modified) and not result.facts.memory
         command = result.facts.command
         if (
             name == "run_shell"

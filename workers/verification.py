@@ -58,7 +58,10 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
     edits = [
         i
         for i, e in enumerate(events)
-        if e.modified and not (e.command is not None and is_test_run(e.command, test_runners))
+        # A note to the project memory (`remember`) is not a code change either.
+        if e.modified
+        and not e.memory
+        and not (e.command is not None and is_test_run(e.command, test_runners))
     ]
     if not edits:
         return None
