@@ -13,7 +13,7 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -137,9 +137,18 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     "resume_ref",
     help="Continue the conversation of an earlier run (an id, a prefix, `last`).",
 )
-def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
+@click.option(
+    "--output-format",
+    "output",
+    type=click.Choice(["text", "json", "stream-json"]),
+    default="text",
+    show_default=True,
+    help="stdout: the answer; one JSON object at the end; or every event as a JSON line.",
+)
+def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: Any) -> None:
     """Run TASK in the current directory; the final answer goes to stdout. TASK `-` is
     read from stdin; with a TASK, piped stdin is added to it as context."""
+    from supervisor.run_output import JsonLines, OutputFormat
     from supervisor.run_setup import run_task, set_up
     from supervisor.task_input import task_from
 
@@ -148,12 +157,13 @@ def run(task: str, quiet: bool, resume_ref: str | None, **flags: Any) -> None:
 
     workspace = Path.cwd().resolve()
     yes = flags["yes"]
+    subscribers: list[Any] = [] if quiet else [TerminalView()]
+    if output == "stream-json":
+        subscribers.append(JsonLines())
     with contextlib.ExitStack() as stack:
-        session, plan = set_up(
-            workspace, flags, lambda _c, _r: yes, [] if quiet else [TerminalView()], stack
-        )
+        session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
-        run_task(session, plan, task, resume_ref)
+        run_task(session, plan, task, resume_ref, cast(OutputFormat, output), quiet)
 
 
 @main.command()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,13 +23,6 @@ from supervisor import runlog, settings
 from supervisor import trust as trust_view
 from supervisor.delegation import Ceiling
 from supervisor.exits import (
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_LIMIT,
-    EXIT_LOG_LOST,
-    EXIT_OK,
-    EXIT_TERMINATED,
-    TERMINATED,
     end_on_sigterm,
     fail,
 )
@@ -38,13 +30,13 @@ from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
+from supervisor.run_output import OutputFormat, finish
 from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.view import stderr_console
 from workers.events import Subscriber
 from workers.extensions import load_extensions
 from workers.model import Model, shown_url
 from workers.model.openai_client import OpenAIModel
-from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
 from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
 from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
@@ -164,7 +156,14 @@ def set_up(
     return session, plan
 
 
-def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None) -> None:
+def run_task(
+    session: Session,
+    plan: RunPlan,
+    task: str,
+    resume_ref: str | None,
+    output: OutputFormat = "text",
+    quiet: bool = False,
+) -> None:
     end_on_sigterm()
     resumed, resumed_from = None, None
     if resume_ref:
@@ -181,27 +180,7 @@ def run_task(session: Session, plan: RunPlan, task: str, resume_ref: str | None)
         for worker in rebuilt.interrupted_workers:
             click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
     result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
-    outcome = result.outcome
-    match outcome:
-        case Finished(answer=answer):
-            click.echo(answer)
-            if session.log.failure is not None:
-                fail(
-                    f"the answer is above, but the run log stopped at {session.log.path}: "
-                    f"{session.log.failure}",
-                    EXIT_LOG_LOST,
-                )
-            sys.exit(EXIT_OK)
-        case LimitHit(answer=answer):
-            if answer:
-                click.echo(answer)
-            fail(f"stopped: {reason_of(outcome)} (log: {session.log.path})", EXIT_LIMIT)
-        case Aborted() if TERMINATED.is_set():
-            fail(f"terminated (SIGTERM) (log: {session.log.path})", EXIT_TERMINATED)
-        case Aborted():
-            fail(f"interrupted: {reason_of(outcome)} (log: {session.log.path})", EXIT_INTERRUPTED)
-        case Failed():
-            fail(f"error: {reason_of(outcome)} (log: {session.log.path})", EXIT_ERROR)
+    finish(session, result.outcome, output, quiet)
 
 
 def chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:

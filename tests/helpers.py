@@ -66,6 +66,12 @@ def cli_env(
     return env
 
 
+def outcome_line(stderr: str) -> str:
+    """The line that says how a run ended: the last on stderr but the summary line."""
+    lines = [line for line in stderr.strip().splitlines() if " · log: " not in line]
+    return lines[-1] if lines else ""
+
+
 def gaffer_replying(
     workspace: Path, *args: str, replies: list[Reply], env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:

@@ -17,6 +17,7 @@ from tests.helpers import (
     cli_env,
     gaffer,
     kill_9_mid_run,
+    outcome_line,
 )
 
 REQUIRED = {"ts", "event", "session_id", "agent_id"}
@@ -117,7 +118,7 @@ def test_auth_error_exits_1_in_one_line_without_traceback(workspace: Path) -> No
         done = gaffer(workspace, "run", "x", server=server)
     assert done.returncode == 1
     assert done.stdout == ""
-    last = done.stderr.strip().splitlines()[-1]
+    last = outcome_line(done.stderr)
     assert last.startswith("gaffer: error:") and "refused the API key (401)" in last
     assert "Traceback" not in done.stderr
     assert len(server.requests) == 1

@@ -12,7 +12,7 @@ import pytest
 
 from supervisor import run_setup, settings
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import gaffer, gaffer_replying
+from tests.helpers import gaffer, gaffer_replying, outcome_line
 
 
 def free_port() -> int:
@@ -55,7 +55,7 @@ def test_a_closed_port_fails_within_seconds_with_a_hint(workspace: Path) -> None
     done = gaffer(workspace, "run", "hello", env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "k"})
     assert time.monotonic() - started < 5
     assert done.returncode == 1
-    [line] = done.stderr.strip().splitlines()[-1:]
+    line = outcome_line(done.stderr)
     assert f"cannot connect to {url}: is the server running?" in line
 
 
@@ -173,3 +173,50 @@ def test_remember_alone_is_not_a_code_change_to_verify(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "Noted in AGENT.md.\n" and len(server.requests) == 2
     assert "tests run with pytest -q" in (workspace / "AGENT.md").read_text()
+
+
+def test_output_format_json_is_one_object_a_script_can_read(workspace: Path) -> None:
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "--output-format",
+        "json",
+        "hello",
+        replies=[Reply(tool_calls=[("list_dir", "{}")]), Reply(text="hi there")],
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["answer"] == "hi there" and result["status"] == "completed"
+    assert result["exit_code"] == 0 and result["tokens"] > 0 and result["steps"] == 2
+    assert Path(result["log"]).is_file() and result["files_changed"] == []
+
+
+def test_output_format_stream_json_is_the_run_s_events_in_order(workspace: Path) -> None:
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "--output-format",
+        "stream-json",
+        "hello",
+        replies=[Reply(tool_calls=[("list_dir", "{}")]), Reply(text="hi there")],
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    events = [line["event"] for line in lines]
+    assert events[0] == "session_start" and events[-2:] == ["session_end", "result"]
+    assert events.index("llm_call") < events.index("tool_call") < events.index("agent_end")
+    assert all("content" not in line for line in lines), "no whole file contents"
+    assert lines[-1]["answer"] == "hi there"
+
+
+def test_every_run_ends_with_one_summary_line(workspace: Path) -> None:
+    done, _ = gaffer_replying(workspace, "run", "--no-verify", "hello", replies=[Reply(text="hi")])
+    assert done.stdout == "hi\n"
+    summary = done.stderr.strip().splitlines()[-1]
+    assert summary.startswith("gaffer: completed · 1 step ·") and " · log: " in summary
+    quiet, _ = gaffer_replying(
+        workspace, "run", "--quiet", "--no-verify", "hello", replies=[Reply(text="hi")]
+    )
+    assert quiet.stderr == ""

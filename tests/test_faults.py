@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
-from tests.helpers import gaffer, gaffer_replying, trust_workspace
+from tests.helpers import gaffer, gaffer_replying, outcome_line, trust_workspace
 
 
 def test_a_plugin_that_exits_at_import_is_skipped_and_the_run_goes_on(workspace: Path) -> None:
@@ -35,7 +35,7 @@ def test_a_long_retry_after_ends_the_run_at_once_with_the_reason(workspace: Path
     )
     assert time.monotonic() - started < 15 and len(server.requests) == 1
     assert done.returncode == 1
-    [line] = done.stderr.strip().splitlines()[-1:]
+    line = outcome_line(done.stderr)
     assert "asks to wait 1000 s before the next try (Retry-After)" in line
 
 
@@ -60,7 +60,7 @@ def test_a_workspace_config_value_that_cannot_work_is_refused_by_file_and_key(
     trust_workspace(workspace)
     done, server = gaffer_replying(workspace, "run", "hello", replies=[Reply(text="hi")])
     assert done.returncode == 1 and not server.requests
-    [message] = done.stderr.strip().splitlines()
+    message = outcome_line(done.stderr)
     assert ".gaffer/config.toml" in message and says in message
 
 
@@ -218,6 +218,6 @@ def test_a_disk_that_fills_mid_run_keeps_the_answer_and_says_so(workspace: Path)
         subprocess.run(["umount", str(full)], check=False)
     assert done.stdout == big + "\n", "the answer reaches stdout"
     assert done.returncode == 74
-    [line] = done.stderr.strip().splitlines()[-1:]
+    line = outcome_line(done.stderr)
     assert "the answer is above, but the run log stopped at" in line and "No space left" in line
     assert "Traceback" not in done.stderr

@@ -1,0 +1,129 @@
+"""What `gaffer run` leaves on stdout and stderr when it ends, for a person or a script.
+
+`--output-format text` (the default): the answer alone on stdout. `json`: one object
+at the end (answer, status, reason, exit code, tokens, files changed, log path).
+`stream-json`: every logged event as one JSON line as it happens (without whole file
+contents), then that same object as a `result` line. These are the habits of
+`claude -p --output-format`, `codex exec --json` and pi's json mode. Every run ends with
+one summary line on stderr unless `--quiet`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, Literal, NoReturn
+
+import click
+
+from supervisor.exits import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_LOG_LOST,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    TERMINATED,
+)
+from supervisor.session import Session
+from workers.events import LOGGED_EVENTS, Record
+from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
+
+OutputFormat = Literal["text", "json", "stream-json"]
+FORMATS = ("text", "json", "stream-json")
+# Keys that hold whole files or conversations: the log has them, a stream does not.
+_HEAVY = frozenset({"content", "state"})
+
+
+class JsonLines:
+    """A subscriber printing each logged event on stdout as one JSON line."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] not in LOGGED_EVENTS:
+            return
+        shown = {k: v for k, v in record.items() if k not in _HEAVY}
+        line = json.dumps(shown, default=str, ensure_ascii=False)
+        with self._lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+
+def finish(session: Session, outcome: Outcome, output: OutputFormat, quiet: bool) -> NoReturn:
+    """Print what the run came to, in the asked format, and exit with its code."""
+    code, problem = _exit_of(session, outcome)
+    answer = getattr(outcome, "answer", None) or None
+    if output == "text":
+        if answer is not None and not isinstance(outcome, Aborted | Failed):
+            click.echo(answer)
+    else:
+        result = _result(session, outcome, answer, code, problem)
+        if output == "stream-json":
+            result = {"event": "result", **result}
+        click.echo(json.dumps(result, default=str, ensure_ascii=False))
+    if problem:
+        click.echo(f"gaffer: {problem}", err=True)
+    if not quiet:
+        click.echo(f"gaffer: {_summary(session, outcome)}", err=True)
+    sys.exit(code)
+
+
+def _exit_of(session: Session, outcome: Outcome) -> tuple[int, str]:
+    log = session.log.path
+    match outcome:
+        case Finished() if session.log.failure is not None:
+            return EXIT_LOG_LOST, (
+                f"the answer is above, but the run log stopped at {log}: {session.log.failure}"
+            )
+        case Finished():
+            return EXIT_OK, ""
+        case LimitHit():
+            return EXIT_LIMIT, f"stopped: {reason_of(outcome)} (log: {log})"
+        case Aborted() if TERMINATED.is_set():
+            return EXIT_TERMINATED, f"terminated (SIGTERM) (log: {log})"
+        case Aborted():
+            return EXIT_INTERRUPTED, f"interrupted: {reason_of(outcome)} (log: {log})"
+        case _:
+            return EXIT_ERROR, f"error: {reason_of(outcome)} (log: {log})"
+
+
+def _result(
+    session: Session, outcome: Outcome, answer: str | None, code: int, problem: str
+) -> dict[str, Any]:
+    end = _session_end(session)
+    files: dict[str, None] = {}
+    for change_set in session.recorder.of("change_set"):
+        files.update((f["path"], None) for f in change_set.get("files") or [])
+    return {
+        "answer": answer,
+        "status": status_of(outcome),
+        "reason": reason_of(outcome),
+        "exit_code": code,
+        "error": problem or None,
+        "tokens": end.get("tokens"),
+        "prompt_tokens": end.get("prompt_tokens"),
+        "completion_tokens": end.get("completion_tokens"),
+        "steps": end.get("steps"),
+        "elapsed_s": end.get("elapsed_s"),
+        "files_changed": list(files),
+        "log": str(session.log.path),
+        "session_id": session.session_id,
+    }
+
+
+def _summary(session: Session, outcome: Outcome) -> str:
+    end = _session_end(session)
+    steps = end.get("steps", 0)
+    return (
+        f"{status_of(outcome)} · {steps} step{'' if steps == 1 else 's'} · "
+        f"{end.get('tokens', 0):,} tokens · {end.get('elapsed_s', 0):.1f} s · "
+        f"log: {session.log.path}"
+    )
+
+
+def _session_end(session: Session) -> Record:
+    ends = session.recorder.of("session_end")
+    return ends[-1] if ends else {}
