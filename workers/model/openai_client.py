@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import email.utils
-import re
 import time
 import urllib.parse
 from typing import Any
@@ -30,64 +28,23 @@ from workers.model import (
     shown_url,
 )
 from workers.model.cancel import install, interruptible
-from workers.model.replies import Echo, IncompleteStream, from_response, from_stream
+from workers.model.faults import (
+    CONTEXT_ERROR,
+    RETRYABLE_STATUS,
+    UNREADABLE_OUTPUT,
+    CallTooLong,
+    describe,
+    error_code,
+    is_retryable,
+    retry_after,
+    short,
+    stop_if_asked_to_wait_too_long,
+    stop_when,
+    too_long_to_wait,
+    wrong_address,
+)
+from workers.model.replies import Echo, from_response, from_stream
 from workers.tools.workspace import shown_name
-
-
-class CallTooLong(Exception):
-    """One request outlived its time (request_timeout, or what the run had left)."""
-
-
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-# A server asking to wait longer than this (Retry-After) is not waited for: the call
-# stops at once with the reason, as it does when the run has less time left than that.
-MAX_RETRY_AFTER_S = 60.0
-# The server could not read the model's reply as its tool-call format (llama.cpp says
-# so in a 500, or in an error event mid-stream). That is the model's mistake: retrying
-# the same prompt repeats it.
-_UNREADABLE_OUTPUT = re.compile(
-    r"parse tool call|tool call arguments|failed to parse.*tool"
-    r"|model produced output that does not match",
-    re.IGNORECASE,
-)
-_CONTEXT_ERROR = re.compile(
-    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
-    re.IGNORECASE,
-)
-
-
-class stop_when(stop_base):
-    """Stop retrying once this is true (the call was cancelled)."""
-
-    def __init__(self, condition: Cancelled) -> None:
-        self.condition = condition
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.condition()
-
-
-class stop_if_asked_to_wait_too_long(stop_base):
-    """Stop retrying when the server's Retry-After is longer than gaffer waits, or than
-    the call has left."""
-
-    def __init__(self, deadline: float | None) -> None:
-        self.deadline = deadline
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        error = retry_state.outcome.exception() if retry_state.outcome else None
-        return _too_long_to_wait(error, self.deadline) is not None
-
-
-def _too_long_to_wait(error: BaseException | None, deadline: float | None) -> str | None:
-    """Why the wait the server asks for is not waited, or None."""
-    asked = _retry_after(error)
-    if asked is None:
-        return None
-    if asked > MAX_RETRY_AFTER_S:
-        return f"more than gaffer waits ({MAX_RETRY_AFTER_S:.0f} s)"
-    if deadline is not None and asked > deadline - time.monotonic():
-        return f"more than the run has left ({max(0.0, deadline - time.monotonic()):.0f} s)"
-    return None
 
 
 class OpenAIModel:
@@ -163,7 +120,7 @@ class OpenAIModel:
         def before_sleep(state: RetryCallState) -> None:
             echo.restart()
             if on_retry is not None and state.outcome is not None and state.next_action:
-                error = _describe(state.outcome.exception())
+                error = describe(state.outcome.exception())
                 on_retry(state.attempt_number, error, state.next_action.sleep)
 
         retrying = Retrying(
@@ -195,12 +152,12 @@ class OpenAIModel:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _failure(self, error: Exception, retrying: Retrying, deadline: float | None) -> ModelError:
-        if (why := _too_long_to_wait(error, deadline)) is not None:
-            asked = _retry_after(error) or 0.0
+        if (why := too_long_to_wait(error, deadline)) is not None:
+            asked = retry_after(error) or 0.0
             return ModelError(
                 "rate_limited",
                 f"{self.shown_url} asks to wait {asked:.0f} s before the "
-                f"next try (Retry-After), {why}: {_describe(error)}",
+                f"next try (Retry-After), {why}: {describe(error)}",
             )
         attempts = int(retrying.statistics.get("attempt_number", 1))
         return self._as_model_error(error, attempts)
@@ -217,7 +174,7 @@ class OpenAIModel:
         cause = f"{error.__cause__ or error}"
         if "resolve" in cause or "Name or service not known" in cause or "nodename" in cause:
             return f"cannot resolve the host of {url}: is the address right?"
-        return f"cannot connect to {url}: is the server running? ({_short(cause, 120)})"
+        return f"cannot connect to {url}: is the server running? ({short(cause, 120)})"
 
     def _hidden(self, error: ModelError) -> ModelError:
         """The error with anything secret in the endpoint's URL taken out of its text."""
@@ -296,25 +253,25 @@ class OpenAIModel:
     def _wait(self, state: RetryCallState) -> float:
         backoff = self._backoff(state)
         error = state.outcome.exception() if state.outcome else None
-        asked = _retry_after(error)
+        asked = retry_after(error)
         return backoff if asked is None else max(asked, 0.0)
 
     def _retryable(self, error: BaseException) -> bool:
-        if not self._answered and _wrong_address(error):
+        if not self._answered and wrong_address(error):
             return False  # nothing ever answered here: retrying only delays the news
-        return _is_retryable(error)
+        return is_retryable(error)
 
     def _as_model_error(self, error: BaseException, attempts: int) -> ModelError:
         where = self.shown_url
-        if not self._answered and _wrong_address(error):
+        if not self._answered and wrong_address(error):
             return ModelError("unavailable", self._first_contact(error))
-        if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
+        if isinstance(error, openai.APIError) and UNREADABLE_OUTPUT.search(error.message):
             return ModelError(
                 "malformed_output",
-                f"the endpoint could not read the model's reply: {_short(error.message)}",
+                f"the endpoint could not read the model's reply: {short(error.message)}",
             )
         if isinstance(error, openai.APIStatusError):
-            status, text = error.status_code, _short(error.message)
+            status, text = error.status_code, short(error.message)
             if status == 401 and not self._has_key:
                 return ModelError(
                     "auth", f"{where} asks for an API key and none is set: set OPENAI_API_KEY"
@@ -327,7 +284,7 @@ class OpenAIModel:
                     "not_found",
                     f"model {self.name!r} or its endpoint not found at {where}{hint}: {text}",
                 )
-            if _CONTEXT_ERROR.search(text) or _error_code(error) == "context_length_exceeded":
+            if CONTEXT_ERROR.search(text) or error_code(error) == "context_length_exceeded":
                 return ModelError(
                     "context_window",
                     f"the conversation no longer fits the model's context window: {text}",
@@ -336,7 +293,7 @@ class OpenAIModel:
                 return ModelError("bad_request", f"{where} rejected the request ({status}): {text}")
         return ModelError(
             "unavailable",
-            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {_describe(error)}",
+            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {describe(error)}",
         )
 
 
@@ -350,18 +307,6 @@ def _sendable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sendable(v) for k, v in value.items()}
     return value
-
-
-def _wrong_address(error: BaseException) -> bool:
-    """A fault that, on a first call, means the address is wrong: nothing listens there,
-    the host does not resolve, or what answers is not a Chat Completions server."""
-    if isinstance(error, openai.APITimeoutError):
-        return False  # a slow server is still a server
-    if isinstance(error, openai.APIConnectionError):
-        # Never connected (refused, no such host), as opposed to a connection that broke.
-        # (The SDK's HTTP stack is httpx or its successor: its ConnectError, by name.)
-        return type(error.__cause__).__name__ == "ConnectError"
-    return isinstance(error, openai.APIStatusError) and error.status_code in (405, 501)
 
 
 def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
@@ -380,61 +325,3 @@ def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
         attempt=attempt,
         model=turn.model,
     )
-
-
-def _is_retryable(error: BaseException) -> bool:
-    if isinstance(error, openai.APIError) and _UNREADABLE_OUTPUT.search(error.message):
-        return False
-    if isinstance(error, openai.APIStatusError):
-        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
-    # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
-    # APIError is an `error` event inside a stream, which servers send for transient faults.
-    return isinstance(
-        error, openai.APIConnectionError | openai.APIError | IncompleteStream | CallTooLong
-    )
-
-
-def _retry_after(error: BaseException | None) -> float | None:
-    if not isinstance(error, openai.APIStatusError):
-        return None
-    headers = error.response.headers
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_code(error: openai.APIStatusError) -> str | None:
-    body = error.body
-    if isinstance(body, dict):
-        code = body.get("code") or (body.get("error") or {}).get("code")
-        return code if isinstance(code, str) else None
-    return None
-
-
-def _describe(error: BaseException | None) -> str:
-    if error is None:
-        return "unknown error"
-    if isinstance(error, openai.APIStatusError):
-        return f"HTTP {error.status_code}: {_short(error.message)}"
-    cause = error.__cause__ or error.__context__
-    detail = f" ({type(cause).__name__}: {_short(str(cause))})" if cause else ""
-    return f"{type(error).__name__}: {_short(str(error))}{detail}"
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,141 @@
+"""What can go wrong talking to an endpoint, told apart: what is retried, how long a
+server may ask to wait, what a wrong address looks like, and how each fault is said."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+import openai
+from tenacity import RetryCallState
+from tenacity.stop import stop_base
+
+from workers.model import Cancelled
+from workers.model.replies import IncompleteStream
+
+
+class CallTooLong(Exception):
+    """One request outlived its time (request_timeout, or what the run had left)."""
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+# A server asking to wait longer than this (Retry-After) is not waited for: the call
+# stops at once with the reason, as it does when the run has less time left than that.
+MAX_RETRY_AFTER_S = 60.0
+# The server could not read the model's reply as its tool-call format (llama.cpp says
+# so in a 500, or in an error event mid-stream). That is the model's mistake: retrying
+# the same prompt repeats it.
+UNREADABLE_OUTPUT = re.compile(
+    r"parse tool call|tool call arguments|failed to parse.*tool"
+    r"|model produced output that does not match",
+    re.IGNORECASE,
+)
+CONTEXT_ERROR = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
+
+
+class stop_when(stop_base):
+    """Stop retrying once this is true (the call was cancelled)."""
+
+    def __init__(self, condition: Cancelled) -> None:
+        self.condition = condition
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.condition()
+
+
+class stop_if_asked_to_wait_too_long(stop_base):
+    """Stop retrying when the server's Retry-After is longer than gaffer waits, or than
+    the call has left."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        error = retry_state.outcome.exception() if retry_state.outcome else None
+        return too_long_to_wait(error, self.deadline) is not None
+
+
+def too_long_to_wait(error: BaseException | None, deadline: float | None) -> str | None:
+    """Why the wait the server asks for is not waited, or None."""
+    asked = retry_after(error)
+    if asked is None:
+        return None
+    if asked > MAX_RETRY_AFTER_S:
+        return f"more than gaffer waits ({MAX_RETRY_AFTER_S:.0f} s)"
+    if deadline is not None and asked > deadline - time.monotonic():
+        return f"more than the run has left ({max(0.0, deadline - time.monotonic()):.0f} s)"
+    return None
+
+
+def wrong_address(error: BaseException) -> bool:
+    """A fault that, on a first call, means the address is wrong: nothing listens there,
+    the host does not resolve, or what answers is not a Chat Completions server."""
+    if isinstance(error, openai.APITimeoutError):
+        return False  # a slow server is still a server
+    if isinstance(error, openai.APIConnectionError):
+        # Never connected (refused, no such host), as opposed to a connection that broke.
+        # (The SDK's HTTP stack is httpx or its successor: its ConnectError, by name.)
+        return type(error.__cause__).__name__ == "ConnectError"
+    return isinstance(error, openai.APIStatusError) and error.status_code in (405, 501)
+
+
+def is_retryable(error: BaseException) -> bool:
+    if isinstance(error, openai.APIError) and UNREADABLE_OUTPUT.search(error.message):
+        return False
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
+    # APIError is an `error` event inside a stream, which servers send for transient faults.
+    return isinstance(
+        error, openai.APIConnectionError | openai.APIError | IncompleteStream | CallTooLong
+    )
+
+
+def retry_after(error: BaseException | None) -> float | None:
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    headers = error.response.headers
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_code(error: openai.APIStatusError) -> str | None:
+    body = error.body
+    if isinstance(body, dict):
+        code = body.get("code") or (body.get("error") or {}).get("code")
+        return code if isinstance(code, str) else None
+    return None
+
+
+def describe(error: BaseException | None) -> str:
+    if error is None:
+        return "unknown error"
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}: {short(error.message)}"
+    cause = error.__cause__ or error.__context__
+    detail = f" ({type(cause).__name__}: {short(str(cause))})" if cause else ""
+    return f"{type(error).__name__}: {short(str(error))}{detail}"
+
+
+def short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
