@@ -334,7 +334,8 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
         records = runlog.read_records(path)
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
-    console = Console(highlight=False)
+    # Piped, a table is as wide as it needs: a script reads whole cells, never "superv…".
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     console.print(f"run {path.stem}", markup=False)
     for table in runlog.stats(records):
         console.print(table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -204,11 +205,31 @@ def _change_label(change: Record) -> str:
     return f"{change.get('path')} ({change.get('change')})"
 
 
+def _interval(record: Record) -> tuple[float, float]:
+    """When a call ran: it is logged as it ends, with how long it took."""
+    try:
+        end = datetime.fromisoformat(str(record["ts"])).timestamp()
+    except (KeyError, ValueError):
+        return (0.0, 0.0)
+    return (end - float(record.get("elapsed_s") or 0.0), end)
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """Seconds during which at least one of the intervals ran: calls that overlap (a
+    batch of workers) count once, so an agent is never busier than the run is long."""
+    total, reached = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reached:
+            total += end - max(start, reached)
+            reached = end
+    return total
+
+
 def stats(records: list[Record]) -> list[Table]:
     """Tokens, time and tool calls: per agent, and per tool."""
     agents: dict[str, Counter[str]] = defaultdict(Counter)
     profiles: dict[str, str] = {}
-    elapsed: dict[str, float] = defaultdict(float)
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
     tools: dict[str, Counter[str]] = defaultdict(Counter)
     tool_time: dict[str, float] = defaultdict(float)
     for r in records:
@@ -220,7 +241,7 @@ def stats(records: list[Record]) -> list[Table]:
             agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)
             agents[agent]["cached_tokens"] += r.get("cached_tokens") or 0
             agents[agent]["completion_tokens"] += r.get("completion_tokens", 0)
-            elapsed[agent] += r.get("elapsed_s", 0.0)
+            busy[agent].append(_interval(r))
         elif r.get("event") == "llm_retry":
             agents[agent]["retries"] += 1
         elif r.get("event") == "tool_call":
@@ -229,7 +250,7 @@ def stats(records: list[Record]) -> list[Table]:
             tools[name]["calls"] += 1
             tools[name]["errors"] += int(bool(r.get("is_error")))
             tool_time[name] += r.get("elapsed_s", 0.0)
-            elapsed[agent] += r.get("elapsed_s", 0.0)
+            busy[agent].append(_interval(r))
     per_agent = Table(title="per agent")
     for column in (
         "agent",
@@ -251,7 +272,7 @@ def stats(records: list[Record]) -> list[Table]:
             str(c["cached_tokens"]),
             str(c["completion_tokens"]),
             str(c["tool_calls"]),
-            f"{elapsed[agent]:.2f}",
+            f"{_covered(busy[agent]):.2f}",
         )
     per_tool = Table(title="per tool")
     for column in ("tool", "calls", "errors", "total s"):

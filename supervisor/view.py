@@ -202,7 +202,8 @@ def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) ->
 
 
 def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Table:
-    """Every tool with its origin, whether it is read-only, and which profiles get it."""
+    """Every tool with its origin, whether it is read-only, and which profiles get it;
+    the harness's own (`delegate`, `use_skill`) too, built per agent as they are."""
     table = Table(box=None, pad_edge=False)
     for column in ("tool", "origin", "read-only", "profiles"):
         table.add_column(column, overflow="fold")
@@ -213,4 +214,8 @@ def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Ta
             "yes" if tool.read_only else "no",
             ", ".join(grants.get(name, [])) or "-",
         )
+    if "delegate" not in tools:
+        table.add_row("delegate", "harness", "no", ", ".join(grants.get("delegate", [])) or "-")
+    if "use_skill" not in tools:
+        table.add_row("use_skill", "harness", "yes", "every agent, once there are skills")
     return table

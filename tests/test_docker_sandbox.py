@@ -306,7 +306,7 @@ def test_sandbox_doctor_passes_every_probe(client: Any, ws: Path) -> None:
     )
     # The canaries clean up after themselves: the workspace is as the doctor found it.
     assert sorted(os.listdir(ws)) == [".gaffer", "hello.txt"]
-    assert os.listdir(ws / ".gaffer") == ["shell"]
+    assert sorted(os.listdir(ws / ".gaffer")) == [".gitignore", "shell"]
 
 
 def test_sandbox_doctor_refuses_a_root_owned_workspace(client: Any, tmp_path: Path) -> None:

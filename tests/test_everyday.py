@@ -220,3 +220,31 @@ def test_every_run_ends_with_one_summary_line(workspace: Path) -> None:
         workspace, "run", "--quiet", "--no-verify", "hello", replies=[Reply(text="hi")]
     )
     assert quiet.stderr == ""
+
+
+def test_gaffer_tools_lists_the_harness_tools_too(workspace: Path) -> None:
+    done = gaffer(workspace, "tools")
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    assert "harness" in rows["delegate"] and "supervisor" in rows["delegate"]
+    assert "harness" in rows["use_skill"]
+
+
+def test_stats_piped_cuts_nothing_and_busy_time_fits_the_run(workspace: Path) -> None:
+    batch = Reply(
+        tool_calls=[
+            ("delegate", json.dumps({"profile": "explorer", "task": "look a"})),
+            ("delegate", json.dumps({"profile": "explorer", "task": "look b"})),
+        ]
+    )
+    slow = Reply(text="seen", delay=1.0)
+    done, _ = gaffer_replying(
+        workspace, "run", "--no-verify", "survey", replies=[batch, slow, slow, Reply(text="ok")]
+    )
+    assert done.returncode == 0, done.stderr
+    shown = gaffer(workspace, "stats", "last")
+    assert "…" not in shown.stdout and "supervisor" in shown.stdout
+    rows = [line.split("│") for line in shown.stdout.splitlines() if line.startswith("│")]
+    wall = float(next(r for r in rows if "completed" in r[1])[4])
+    busy = [float(r[-2]) for r in rows if r[1].strip() == "supervisor"]
+    assert busy and busy[0] <= wall + 0.05, "two workers at once are not twice the time"

@@ -177,9 +177,9 @@ def test_stdio_server_tools_are_exposed_read_only_by_hint_and_callable(workspace
         assert {"mcp__calc__add", "mcp__calc__write_note"} <= set(extensions.tools)
         assert extensions.tools["mcp__calc__add"].read_only
         assert not extensions.tools["mcp__calc__write_note"].read_only
-        assert any(
-            "MCP server 'broken' skipped: it did not start" in w for w in extensions.warnings
-        )
+        [broken] = [w for w in extensions.warnings if "MCP server 'broken'" in w]
+        assert "skipped: it did not start" in broken
+        assert "its stderr is in" in broken and broken.endswith("mcp-broken.stderr")
         add = extensions.tools["mcp__calc__add"]
         assert add.run(ToolContext(workspace), ExtensionArgs(a=2, b=40)).output == "42"
         with pytest.raises(ToolError):

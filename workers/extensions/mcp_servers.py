@@ -116,13 +116,20 @@ class McpHub:
                     self.loop,
                 ).result()
             except Exception as error:
-                warn(f"MCP server {config.name!r} skipped: it did not start ({_describe(error)})")
+                where = f"; its stderr is in {self._errlog(config)}" if config.command else ""
+                warn(
+                    f"MCP server {config.name!r} skipped: it did not start "
+                    f"({_describe(error)}){where}"
+                )
                 self._stop(config.name)
                 continue
             for remote in listed:
                 tool = self._tool(config, remote)
                 tools[tool.name] = tool
         return tools
+
+    def _errlog(self, config: ServerConfig) -> Path:
+        return self.log_dir / f"mcp-{_UNSAFE.sub('_', config.name)}.stderr"
 
     async def _ready_future(self) -> asyncio.Future[Any]:
         return self.loop.create_future()
@@ -137,9 +144,7 @@ class McpHub:
             async with contextlib.AsyncExitStack() as stack:
                 if config.command:
                     self.log_dir.mkdir(parents=True, exist_ok=True)
-                    errlog = (self.log_dir / f"mcp-{_UNSAFE.sub('_', config.name)}.stderr").open(
-                        "a"
-                    )
+                    errlog = self._errlog(config).open("a")
                     self._stderr.append(errlog)
                     params = StdioServerParameters(
                         command=config.command, args=config.args, env=config.env or None
