@@ -35,6 +35,7 @@ def test_every_command_the_readme_names_exists() -> None:
         for text in spans + lines
         if (m := re.match(r"gaffer ([a-z][a-z-]+(?: [a-z][a-z-]+)?)", text))
     }
+
     def exists(words: str) -> bool:
         first = words.split()[0]
         if first not in known:
