@@ -20,6 +20,7 @@ import click
 from supervisor import history, settings
 from supervisor.exits import EXIT_USAGE, fail, log_dir_here
 from supervisor.local import commands as local_commands
+from workers.tools.git_paths import workspace_for
 
 # workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
 TRUST_ENV = "GAFFER_TRUST_WORKSPACE"
@@ -156,7 +157,7 @@ def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: An
     task = task_from(task)
     from supervisor.view import TerminalView
 
-    workspace = Path.cwd().resolve()
+    workspace = workspace_for(Path.cwd())
     yes = flags["yes"]
     subscribers: list[Any] = [] if quiet else [TerminalView()]
     if output == "stream-json":
@@ -174,7 +175,7 @@ def chat(**flags: Any) -> None:
     from supervisor import run_setup
     from supervisor.view import TerminalView, stderr_console
 
-    workspace = Path.cwd().resolve()
+    workspace = workspace_for(Path.cwd())
     console = stderr_console()
     approve = (lambda _c, _r: True) if flags["yes"] else run_setup.ask_user(console)
     with contextlib.ExitStack() as stack:
@@ -192,7 +193,7 @@ def list_profiles() -> None:
     from workers.profiles import ProfileError, load_profiles, search_path
     from workers.tools import BUILTIN_TOOLS
 
-    workspace = Path.cwd().resolve()
+    workspace = workspace_for(Path.cwd())
     workspace_trust = trust_view.evaluate(workspace)
     try:
         profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
@@ -216,7 +217,7 @@ def list_tools() -> None:
     from workers.tools import BUILTIN_TOOLS
     from workers.tools.base import Tool
 
-    workspace = Path.cwd().resolve()
+    workspace = workspace_for(Path.cwd())
     workspace_trust = trust_view.evaluate(workspace)
     events = Emitter([TerminalView()]).bind(session_id="tools")
     extensions = load_extensions(
@@ -257,7 +258,7 @@ def trust_command(yes: bool, revoke: bool) -> None:
     """
     from supervisor import trust as trust_view
 
-    trust_view.review_and_approve(Path.cwd().resolve(), yes=yes, revoke=revoke)
+    trust_view.review_and_approve(workspace_for(Path.cwd()), yes=yes, revoke=revoke)
 
 
 @main.group()
@@ -280,7 +281,7 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
     """Show the container's mounts, user, network, limits and image, and run canary probes."""
     from supervisor import doctor as doctor_checks
 
-    sys.exit(doctor_checks.check_here(Path.cwd().resolve(), profile_name, sandbox_uid))
+    sys.exit(doctor_checks.check_here(workspace_for(Path.cwd()), profile_name, sandbox_uid))
 
 
 @main.command()

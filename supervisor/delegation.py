@@ -36,7 +36,7 @@ from workers.sandbox import Sandbox
 from workers.snapshots import Store
 from workers.specs import AgentSpec, resolve
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
-from workers.tools.describe import workspace_glance
+from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import (
     DEFAULT_MAX_SEND_BACKS,
@@ -126,7 +126,7 @@ class Team:
             file_blocks=self.file_blocks,
             context_window=self.context_window,
             instructions=project_instructions(self.workspace, self._not_loaded),
-            glance=workspace_glance(self.workspace),
+            glance=workspace_glance(self.workspace) + started_in(self.workspace),
             extra_prompt=self.extra_prompt,
             store=self.store,
             diff_folder=self.diff_folder,

@@ -11,6 +11,8 @@ from typing import NoReturn
 
 import click
 
+from workers.tools.git_paths import workspace_for
+
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_USAGE = 64  # a flag or argument gaffer cannot take (sysexits' EX_USAGE)
 EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
@@ -45,7 +47,7 @@ def log_dir_here(log_dir: Path | None) -> Path:
     from supervisor import settings
     from supervisor import trust as trust_view
 
-    workspace = Path.cwd().resolve()
+    workspace = workspace_for(Path.cwd())
     try:
         config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
     except settings.ConfigError as error:

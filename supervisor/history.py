@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from supervisor.exits import EXIT_ERROR, fail, log_dir_here
+from workers.tools.git_paths import workspace_for
 
 if TYPE_CHECKING:
     from workers.change_sets import Change
@@ -118,7 +119,7 @@ def _load(
         records = runlog.read_records(runlog.find_run(log_dir_here(log_dir), run_ref))
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
-    here = Path.cwd().resolve()
+    here = workspace_for(Path.cwd())
     workspace = next(
         (r.get("workspace") for r in records if r.get("event") == "session_start"), None
     )

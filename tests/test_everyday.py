@@ -248,3 +248,31 @@ def test_stats_piped_cuts_nothing_and_busy_time_fits_the_run(workspace: Path) ->
     wall = float(next(r for r in rows if "completed" in r[1])[4])
     busy = [float(r[-2]) for r in rows if r[1].strip() == "supervisor"]
     assert busy and busy[0] <= wall + 0.05, "two workers at once are not twice the time"
+
+
+def test_run_from_a_subfolder_of_a_repository_works_on_the_whole_project(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    root = tmp_path / "project"
+    sub = root / "pkg" / "core"
+    sub.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "AGENTS.md").write_text("Root rule: use tabs.\n")
+    (root / "pkg" / "AGENTS.md").write_text("Pkg rule: no globals.\n")
+    (sub / "AGENTS.md").write_text("Core rule: pure functions.\n")
+    home_config = sub.parent / "home" / ".config" / "gaffer"  # where gaffer() points XDG
+    home_config.mkdir(parents=True)
+    (home_config / "AGENTS.md").write_text("User rule: answer in English.\n")
+    done, server = gaffer_replying(
+        sub, "run", "--no-verify", "hello", replies=[Reply(text="hi")], env={"GAFFER_LOG_DIR": ""}
+    )
+    assert done.returncode == 0, done.stderr
+    assert list((root / ".gaffer" / "logs").glob("*.jsonl")), "the run's log is at the top"
+    system = server.requests[0]["messages"][0]["content"]
+    order = [system.index(rule) for rule in ("User rule", "Root rule", "Pkg rule", "Core rule")]
+    assert order == sorted(order), "the user's first, then from the top down, nearest last"
+    assert "The user started gaffer in pkg/core/" in system
+    listed = gaffer(sub, "logs", env={"GAFFER_LOG_DIR": ""})
+    assert "hello" in listed.stdout, "gaffer logs from the subfolder finds the run"

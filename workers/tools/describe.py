@@ -21,6 +21,16 @@ GLANCE_PER_FOLDER = 12
 GLANCE_CHARS = 1500
 
 
+def started_in(workspace: Path) -> str:
+    """Where in the workspace the user started gaffer, when not at its top: what they
+    call `tests/` may be relative to there."""
+    here, root = Path.cwd().resolve(), Path(os.path.realpath(workspace))
+    if here == root or root not in here.parents:
+        return ""
+    rel = here.relative_to(root).as_posix()
+    return f"\nThe user started gaffer in {rel}/ (paths they give may be relative to it)."
+
+
 def workspace_glance(workspace: Path) -> str:
     """The top level of the workspace and what each top-level folder holds, by name only:
     a model that sees the real layout does not invent one."""

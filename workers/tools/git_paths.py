@@ -40,6 +40,21 @@ def git_env(base: dict[str, str], extra: dict[str, str] | None = None) -> dict[s
     return env
 
 
+def workspace_for(folder: Path) -> Path:
+    """The workspace gaffer works in when started in `folder`: the top of the git
+    repository around it, as other coding agents take it (so a run from a subfolder
+    sees the whole project and `gaffer logs` finds its runs), or the folder itself.
+    Never the home folder or `/`: a dotfiles repository is not the project."""
+    here = Path(os.path.realpath(folder))
+    top = _git(str(here), "rev-parse", "--show-toplevel") if shutil.which("git") else None
+    if not top or not top.strip():
+        return here
+    root = Path(os.path.realpath(top.strip()))
+    if root in (Path.home().resolve(), Path("/")) or not _inside(str(here), str(root)):
+        return here
+    return root
+
+
 def is_git_dir_name(name: str) -> bool:
     return name.lower() == ".git"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,27 +52,53 @@ def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
     )
 
 
-def project_instructions(workspace: Path, warn: Callable[[str], None] | None = None) -> str:
-    """AGENT.md and AGENTS.md, each capped, as one block for a system prompt ('' if none).
+def project_instructions(
+    workspace: Path, warn: Callable[[str], None] | None = None, here: Path | None = None
+) -> str:
+    """The instructions for every agent, as one block for a system prompt ('' if none):
+    the user's own (`~/.config/gaffer/AGENTS.md`), then the workspace's AGENT.md and
+    AGENTS.md, then each AGENTS.md in the folders down to `here` (where gaffer was
+    started; default the current folder), nearest last, as Codex reads them.
 
-    Read through the same confinement as read_file: a file that is a link out of the
-    workspace (to a host file, to /proc/self/environ) or a hard link is not loaded.
-    """
+    The workspace's files are read through the same confinement as read_file: a file
+    that is a link out of the workspace (to a host file, to /proc/self/environ) or a
+    hard link is not loaded. Each file is capped."""
     parts = []
-    for name in INSTRUCTION_FILES:
+    user = _user_instructions()
+    if user is not None and (text := _capped(user, "your AGENTS.md")):
+        parts.append(f"## ~/.config/gaffer/AGENTS.md\n\n{text}")
+    root = Path(os.path.realpath(workspace))
+    here = Path(os.path.realpath(here if here is not None else Path.cwd()))
+    names = list(INSTRUCTION_FILES)
+    if here != root and str(here).startswith(str(root) + os.sep):
+        below = here.relative_to(root).parts
+        names += [f"{'/'.join(below[: n + 1])}/AGENTS.md" for n in range(len(below))]
+    for name in names:
         try:
             data = read_confined(workspace, name, MAX_INSTRUCTIONS_BYTES)
         except ToolError as error:
             if warn is not None:
                 warn(f"{name} not loaded: {error}")
             continue
-        if data is None:
-            continue
-        text = data[:MAX_INSTRUCTIONS_BYTES].decode("utf-8", errors="replace")
-        if len(data) > MAX_INSTRUCTIONS_BYTES:
-            text += f"\n…(the rest of {name}, past {MAX_INSTRUCTIONS_BYTES // 1024} KB, not loaded)"
-        parts.append(f"## {name}\n\n{text.strip()}")
+        if data is not None:
+            parts.append(f"## {name}\n\n{_capped(data, name)}")
     return "\n\n".join(parts)
+
+
+def _capped(data: bytes, name: str) -> str:
+    text = data[:MAX_INSTRUCTIONS_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_INSTRUCTIONS_BYTES:
+        text += f"\n…(the rest of {name}, past {MAX_INSTRUCTIONS_BYTES // 1024} KB, not loaded)"
+    return text.strip()
+
+
+def _user_instructions() -> bytes | None:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    try:
+        with open(Path(base) / "gaffer" / "AGENTS.md", "rb") as file:
+            return file.read(MAX_INSTRUCTIONS_BYTES + 1)
+    except OSError:
+        return None
 
 
 REMEMBER = Tool(
