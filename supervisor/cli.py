@@ -159,13 +159,22 @@ def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: An
 
     workspace = workspace_for(Path.cwd())
     yes = flags["yes"]
-    subscribers: list[Any] = [] if quiet else [TerminalView()]
+    view = None if quiet else TerminalView()
+    subscribers: list[Any] = [] if view is None else [view]
     if output == "stream-json":
         subscribers.append(JsonLines())
     with contextlib.ExitStack() as stack:
         session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
-        run_task(session, plan, task, resume_ref, cast(OutputFormat, output), quiet)
+        run_task(
+            session,
+            plan,
+            task,
+            resume_ref,
+            cast(OutputFormat, output),
+            quiet,
+            shown=lambda: view.shown_reply if view is not None else "",
+        )
 
 
 @main.command()

@@ -11,6 +11,7 @@ one summary line on stderr unless `--quiet`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from typing import Any, Literal, NoReturn
@@ -52,13 +53,17 @@ class JsonLines:
             sys.stdout.flush()
 
 
-def finish(session: Session, outcome: Outcome, output: OutputFormat, quiet: bool) -> NoReturn:
-    """Print what the run came to, in the asked format, and exit with its code."""
+def finish(
+    session: Session, outcome: Outcome, output: OutputFormat, quiet: bool, shown: str = ""
+) -> NoReturn:
+    """Print what the run came to, in the asked format, and exit with its code. `shown`:
+    the answer as the terminal view already streamed it to stderr."""
     code, problem = _exit_of(session, outcome)
     answer = getattr(outcome, "answer", None) or None
+    printable = answer is not None and not isinstance(outcome, Aborted | Failed)
     if output == "text":
-        if answer is not None and not isinstance(outcome, Aborted | Failed):
-            click.echo(answer)
+        if printable and (rest := _not_yet_shown(str(answer), shown)):
+            click.echo(rest)
     else:
         result = _result(session, outcome, answer, code, problem)
         if output == "stream-json":
@@ -69,6 +74,25 @@ def finish(session: Session, outcome: Outcome, output: OutputFormat, quiet: bool
     if not quiet:
         click.echo(f"gaffer: {_summary(session, outcome)}", err=True)
     sys.exit(code)
+
+
+def _not_yet_shown(answer: str, shown: str) -> str:
+    """The answer, less what the terminal already shows of it when stdout is that same
+    terminal: the streamed reply is not printed twice, only what the gate added."""
+    streamed = shown.strip()
+    if streamed and _one_terminal() and answer.strip().startswith(streamed):
+        return answer.strip()[len(streamed) :].strip()
+    return answer
+
+
+def _one_terminal() -> bool:
+    """stdout and stderr are the same terminal: what is on one is on screen already."""
+    try:
+        if not (sys.stdout.isatty() and sys.stderr.isatty()):
+            return False
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno()))
+    except (OSError, ValueError):
+        return False
 
 
 def _exit_of(session: Session, outcome: Outcome) -> tuple[int, str]:

@@ -163,7 +163,10 @@ def run_task(
     resume_ref: str | None,
     output: OutputFormat = "text",
     quiet: bool = False,
+    shown: Callable[[], str] = lambda: "",
 ) -> None:
+    """Run the task and end the process with its outcome; `shown`: what the terminal
+    already shows of the top agent's last reply."""
     end_on_sigterm()
     resumed, resumed_from = None, None
     if resume_ref:
@@ -180,7 +183,7 @@ def run_task(
         for worker in rebuilt.interrupted_workers:
             click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
     result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
-    finish(session, result.outcome, output, quiet)
+    finish(session, result.outcome, output, quiet, shown())
 
 
 def chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:

@@ -43,6 +43,9 @@ class TerminalView:
         self._mid_line = False
         self._workers: dict[str, _Worker] = {}
         self._live: Live | None = None
+        self.shown_reply = ""
+        """The top agent's latest reply as streamed here: a final answer already on the
+        terminal is not printed again (supervisor/run_output.py)."""
 
     def __call__(self, record: Record) -> None:
         with self._lock:
@@ -102,10 +105,15 @@ class TerminalView:
 
     # -- events ------------------------------------------------------------------
 
+    def _on_turn_start(self, record: Record) -> None:
+        if "parent_id" not in record:
+            self.shown_reply = ""
+
     def _on_text_delta(self, record: Record) -> None:
         if "parent_id" in record:
             return  # a worker's prose is in its report; only the top agent streams
         text: str = record["text"]
+        self.shown_reply += text
         self._write(text, newline=False)
         if text:
             self._mid_line = not text.endswith("\n")
@@ -119,7 +127,14 @@ class TerminalView:
             line.append(f" {record['label']}", style="dim" if worker else "")
         line.append(" → ", style="dim")
         line.append(record.get("summary") or "done", style="red" if record["is_error"] else "green")
+        facts = record.get("facts") or {}
+        if facts.get("denied"):  # why, in its own words: the policy's reason
+            why = str(record.get("result_preview") or "").split("\n", 1)[0]
+            line.append(f" · {why}", style="red")
         self._write(line)
+        if not record["is_error"]:
+            for diff_line in _edit_preview(record, "  " if worker else ""):
+                self._write(diff_line)
 
     def _on_delegate_start(self, record: Record) -> None:
         child = record["child_id"]
@@ -146,6 +161,13 @@ class TerminalView:
             line.append(f" · {record['reason']}", style="red")
         self._write(line)
         self._refresh_live()
+
+    def _on_verification(self, record: Record) -> None:
+        if record.get("action") == "sent_back":
+            who = f"{record['agent_id']} " if "parent_id" in record else ""
+            self._write(
+                Text(f"  gaffer sent {who}back to work: {record['reason']}", style="yellow")
+            )
 
     def _on_llm_retry(self, record: Record) -> None:
         self._write(
@@ -177,6 +199,28 @@ class TerminalView:
     def _on_session_end(self, _record: Record) -> None:
         self._workers.clear()
         self._refresh_live()
+
+
+EDIT_PREVIEW_LINES = 3
+
+
+def _edit_preview(record: Record, indent: str) -> list[Text]:
+    """A few lines of what an edit changed, under its tool line."""
+    args = record.get("args")
+    if not isinstance(args, dict):
+        return []
+    if record["name"] == "edit_file":
+        old = str(args.get("old_text", "")).splitlines()
+        new = str(args.get("new_text", "")).splitlines()
+        shown = [Text(f"{indent}    - {line}", style="red") for line in old[:EDIT_PREVIEW_LINES]]
+        shown += [Text(f"{indent}    + {line}", style="green") for line in new[:EDIT_PREVIEW_LINES]]
+        if len(old) > EDIT_PREVIEW_LINES or len(new) > EDIT_PREVIEW_LINES:
+            shown.append(Text(f"{indent}    …", style="dim"))
+        return shown
+    if record["name"] == "write_file":
+        lines = str(args.get("content", "")).splitlines()
+        return [Text(f"{indent}    + {len(lines)} lines written", style="green")]
+    return []
 
 
 def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:

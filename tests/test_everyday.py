@@ -276,3 +276,62 @@ def test_run_from_a_subfolder_of_a_repository_works_on_the_whole_project(
     assert "The user started gaffer in pkg/core/" in system
     listed = gaffer(sub, "logs", env={"GAFFER_LOG_DIR": ""})
     assert "hello" in listed.stdout, "gaffer logs from the subfolder finds the run"
+
+
+def test_on_a_terminal_the_answer_shows_once_and_the_view_says_what_happened(
+    workspace: Path,
+) -> None:
+    """stdout and stderr on one pseudo-terminal, as a person runs gaffer: the streamed
+    answer is not printed again; an edit shows its lines; a send-back is shown."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.helpers import add_host_coder, cli_env
+
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    replies = [
+        Reply(tool_calls=[("read_file", json.dumps({"path": "calc.py"}))]),
+        Reply(
+            tool_calls=[
+                (
+                    "edit_file",
+                    json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"}),
+                )
+            ]
+        ),
+        Reply(text="Changed x."),
+        Reply(text="Still changed x."),
+        Reply(text="The one and only answer."),
+    ]
+    with FakeOpenAI(replies) as server:
+        main, child = pty.openpty()
+        env = cli_env(workspace, server, {"TERM": "dumb", "COLUMNS": "200"})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "--profile", "hostcoder", "fix x"],
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=child,
+            stderr=child,
+        )
+        os.close(child)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        proc.wait(30)
+        os.close(main)
+    text = seen.decode("utf-8", "replace")
+    assert proc.returncode == 0, text
+    assert text.count("The one and only answer.") == 1, text
+    assert text.count("Verification: unverified") == 1, "what the gate added, once"
+    assert "- x = 1" in text and "+ x = 2" in text
+    assert "gaffer sent back to work" in text
