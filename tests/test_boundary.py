@@ -162,15 +162,17 @@ def test_a_new_git_with_fsmonitor_in_a_folder_without_one_is_moved_aside(tmp_pat
     git(monorepo, "init", "-q")
     chown_tree(monorepo)
     plant = "git init -q {d} && git -C {d} config core.fsmonitor 'touch fsmonitor-ran; false'"
-    done = as_coder(package, plant.format(d="."), "mkdir -p sub && " + plant.format(d="sub"))
+    # Started in the package, gaffer works on the whole repository: the coder is at its top.
+    done = as_coder(package, plant.format(d="ws"), "mkdir -p ws/sub && " + plant.format(d="ws/sub"))
     assert "moved it aside" in done.stderr
     assert not (package / ".git").exists() and not (package / "sub" / ".git").exists()
     for folder in (package, package / "sub"):
         git(folder, "status")
     assert not list(monorepo.rglob("fsmonitor-ran"))
     moved = [r for r in log_records(package) if r["event"] == "boundary"]
-    assert {r["path"] for r in moved if r["action"] == "quarantined"} == {".git", "sub/.git"}
-    aside = package / ".gaffer" / "quarantine"
+    quarantined = {r["path"] for r in moved if r["action"] == "quarantined"}
+    assert quarantined == {"ws/.git", "ws/sub/.git"}
+    aside = monorepo / ".gaffer" / "quarantine"
     assert len(list(aside.rglob("config"))) == 2, "kept aside, not deleted"
 
 
