@@ -179,7 +179,13 @@ def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: An
 
 @main.command()
 @run_options
-def chat(**flags: Any) -> None:
+@click.option("--quiet", is_flag=True, help="Show the answers only, not each step.")
+@click.option(
+    "--resume",
+    "resume_ref",
+    help="Start from the conversation of an earlier run (an id, a prefix, `last`).",
+)
+def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     """A conversation in the current directory: line editing, history, slash commands (/help)."""
     from supervisor import run_setup
     from supervisor.view import TerminalView, stderr_console
@@ -187,9 +193,10 @@ def chat(**flags: Any) -> None:
     workspace = workspace_for(Path.cwd())
     console = stderr_console()
     approve = (lambda _c, _r: True) if flags["yes"] else run_setup.ask_user(console)
+    view: list[Any] = [] if quiet else [TerminalView(console)]
     with contextlib.ExitStack() as stack:
-        session, plan = run_setup.set_up(workspace, flags, approve, [TerminalView(console)], stack)
-        run_setup.chat(session, plan, workspace, console)
+        session, plan = run_setup.set_up(workspace, flags, approve, view, stack)
+        run_setup.chat(session, plan, workspace, console, resume_ref, quiet)
 
 
 @main.command(name="profiles")

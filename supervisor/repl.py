@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,14 +26,18 @@ HELP = """\
 /clear           forget the conversation (the log keeps it)
 /compact         summarise older turns now to free context
 /memory          what AGENT.md and AGENTS.md tell every agent
-/resume [run]    continue the conversation of an earlier run (default: the last one)
-/exit            leave (Ctrl-D works too); Ctrl-C cancels the current turn only"""
+/resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
+/exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
+# Two Ctrl-C at the prompt this close together leave, as in Claude Code and a Python shell.
+DOUBLE_CTRL_C_S = 2.0
 
 
 class Repl:
-    def __init__(self, session: Session, console: Console) -> None:
+    def __init__(self, session: Session, console: Console, *, quiet: bool = False) -> None:
         self.session = session
         self.console = console
+        self.quiet = quiet
+        """No view streams the turns (`--quiet`): each answer is printed whole."""
         self.commands: dict[str, Callable[[str], None]] = {
             "help": lambda _arg: self._say(HELP),
             "stats": self._stats,
@@ -66,11 +71,16 @@ class Repl:
         return True
 
     def loop(self, read: Callable[[], str]) -> None:
+        last_ctrl_c = float("-inf")
         while True:
             try:
                 line = read()
-            except KeyboardInterrupt:
-                continue  # Ctrl-C at the prompt clears the line, as in a shell
+            except KeyboardInterrupt:  # clears the line, as in a shell; twice leaves
+                if time.monotonic() - last_ctrl_c < DOUBLE_CTRL_C_S:
+                    return
+                last_ctrl_c = time.monotonic()
+                self._say("(Ctrl-C again to leave)")
+                continue
             except EOFError:
                 return
             if not self.handle(line):
@@ -79,6 +89,8 @@ class Repl:
     def _turn(self, text: str) -> None:
         result = self.session.turn(text)
         match result.outcome:
+            case Finished(answer=answer) if self.quiet:
+                self._say(answer)
             case Finished(answer=answer):
                 # The text streamed already; what the gate added did not.
                 stamp = answer.rsplit("\n\n", 1)[-1] if "\nVerification: " in answer else ""
@@ -93,7 +105,10 @@ class Repl:
         self.console.print(text, markup=False, highlight=False)
 
     def _stats(self, _arg: str) -> None:
-        for table in runlog.stats(runlog.read_records(self.session.log.path)):
+        records = runlog.read_records(self.session.log.path)
+        turns = sum(1 for r in records if r.get("event") == "user_message")
+        self._say(f"this session: in progress · {turns} turn{'' if turns == 1 else 's'} so far")
+        for table in runlog.stats(records):
             self.console.print(table)
 
     def _log(self, arg: str) -> None:
@@ -103,6 +118,12 @@ class Repl:
 
     def _model(self, arg: str) -> None:
         if arg:
+            current = self.session.plan.make_model(self.session.model_name)
+            offered = getattr(current, "available_models", lambda: None)()
+            if offered is not None and arg not in offered:
+                shown = ", ".join(sorted(offered)[:12]) + (", …" if len(offered) > 12 else "")
+                self._say(f"the endpoint has no model {arg!r}; it offers: {shown}")
+                return
             self.session.model_name = arg
         self._say(f"model: {self.session.plan.make_model(self.session.model_name).name}")
 
@@ -125,8 +146,12 @@ class Repl:
         )
 
     def _resume(self, arg: str) -> None:
+        if not arg:
+            self._list_recent_runs()
+            return
         try:
-            path = runlog.find_run(self.session.log_dir, arg or _previous_run(self.session))
+            ref = _previous_run(self.session) if arg == "last" else arg
+            path = runlog.find_run(self.session.log_dir, ref, exclude=self.session.session_id)
             records = runlog.read_records(path)
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             self._say(str(error))
@@ -139,6 +164,26 @@ class Repl:
         )
         for worker in rebuilt.interrupted_workers:
             self._say(f"  interrupted worker (not replayed): {worker}")
+
+    def _list_recent_runs(self) -> None:
+        runs = _recent_runs(self.session)
+        if not runs:
+            self._say(f"no earlier runs in {self.session.log_dir}")
+            return
+        self._say("recent runs (/resume ID, or /resume last):")
+        for run in reversed(runs):
+            task = run.task if len(run.task) <= 60 else run.task[:59] + "…"
+            self._say(f"  {run.run_id}  {run.status:<11} {task}")
+
+
+RECENT_RUNS = 8
+
+
+def _recent_runs(session: Session) -> list[runlog.RunSummary]:
+    if not session.log_dir.is_dir():
+        return []
+    runs = [r for r in runlog.list_runs(session.log_dir) if r.run_id != session.session_id]
+    return runs[-RECENT_RUNS:]
 
 
 def _previous_run(session: Session) -> str:

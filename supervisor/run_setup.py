@@ -186,29 +186,49 @@ def run_task(
     finish(session, result.outcome, output, quiet, shown())
 
 
-def chat(session: Session, plan: RunPlan, workspace: Path, console: Console) -> None:
+def chat(
+    session: Session,
+    plan: RunPlan,
+    workspace: Path,
+    console: Console,
+    resume_ref: str | None = None,
+    quiet: bool = False,
+) -> None:
     session.start(plan)
     console.print(
         f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",
         markup=False,
         highlight=False,
     )
+    repl = Repl(session, console, quiet=quiet)
+    if resume_ref:
+        repl.handle(f"/resume {resume_ref}")
     try:
-        Repl(session, console).loop(line_reader(history_path()))
+        repl.loop(line_reader(history_path()))
     finally:
         session.close()
     click.echo(f"log: {session.log.path}", err=True)
 
 
-def ask_user(console: Console) -> Approver:
+def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:
+    """Ask before a host command the policy does not allow on its own: yes, no, or always
+    this exact command for the rest of the session."""
+    allowed: set[str] = set()
+
     def ask(command: str, reason: str) -> bool:
+        if command in allowed:
+            return True
         console.print(
             f"run on this machine? {command}\n  ({reason})", markup=False, highlight=False
         )
         try:
-            return input("  [y/N] ").strip().lower() in ("y", "yes")
+            answer = read("  [y]es / [N]o / [a]lways this command in this session: ")
         except EOFError:
             return False
+        answer = answer.strip().lower()
+        if answer in ("a", "always"):
+            allowed.add(command)
+        return answer in ("y", "yes", "a", "always")
 
     return ask
 

@@ -207,3 +207,75 @@ def test_rebuild_marks_interrupted_calls_and_workers() -> None:
     assert "not replayed" in rebuilt.messages[2]["content"]
     assert rebuilt.messages[3] == {"role": "tool", "tool_call_id": "c2", "content": "report b"}
     assert rebuilt.interrupted_workers == ["w1 (explorer): a"]
+
+
+def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
+    """/stats says the session is in progress; /resume alone lists recent runs; /model
+    refuses a name the endpoint does not list; two Ctrl-C at the prompt leave."""
+    scripts: dict[str, list[Step]] = {"hi": [say("hello")]}
+    repl, out, session = repl_for(workspace, tmp_path, scripts)
+    earlier = Session(workspace, tmp_path / "logs")
+    earlier.log.close()
+    assert repl.handle("hi")
+    repl.handle("/stats")
+    assert "this session: in progress · 1 turn so far" in out.getvalue()
+    repl.handle("/resume")
+    assert "recent runs (/resume ID, or /resume last):" in out.getvalue()
+    model = session.plan.make_model(None)
+    model.available_models = lambda: ["gpt-4.1", "gpt-4.1-mini"]  # type: ignore[attr-defined]
+    repl.handle("/model gpt-9")
+    assert "the endpoint has no model 'gpt-9'; it offers: gpt-4.1, gpt-4.1-mini" in out.getvalue()
+    presses = iter([KeyboardInterrupt(), KeyboardInterrupt()])
+
+    def read() -> str:
+        raise next(presses)
+
+    repl.loop(read)  # returns: the second Ctrl-C left
+    assert "(Ctrl-C again to leave)" in out.getvalue()
+    session.close()
+
+
+def test_always_allow_asks_once_for_the_same_command() -> None:
+    from supervisor.run_setup import ask_user
+
+    answers = iter(["a", "n"])
+    asked: list[str] = []
+
+    def read(prompt: str) -> str:
+        asked.append(prompt)
+        return next(answers)
+
+    approve = ask_user(Console(file=io.StringIO()), read)
+    assert approve("make build", "writes files")
+    assert approve("make build", "writes files"), "allowed for the session"
+    assert not approve("rm -rf build", "deletes files")
+    assert len(asked) == 2
+
+
+def test_chat_takes_resume_and_quiet_as_run_does(workspace: Path) -> None:
+    with FakeOpenAI([Reply(text="First answer."), Reply(text="Second answer.")]) as server:
+        env = cli_env(workspace, server, None)
+        first = subprocess.run(
+            [sys.executable, "-m", "supervisor", "run", "--no-verify", "remember the number 7"],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert first.returncode == 0, first.stderr
+        done = subprocess.run(
+            [sys.executable, "-m", "supervisor", "chat", "--quiet", "--resume", "last"],
+            input="what number?\n/exit\n",
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "resumed " in done.stderr and "[step" not in done.stderr
+    assert "Second answer." in done.stderr, "quiet shows the answers, not the steps"
+    sent = json.dumps(server.requests[-1]["messages"])
+    assert "remember the number 7" in sent and "what number?" in sent

@@ -95,6 +95,13 @@ class OpenAIModel:
         )
         self._readers = install(self._client)
 
+    def available_models(self) -> list[str] | None:
+        """The model ids the endpoint lists (GET /models), or None when it lists none."""
+        try:
+            return [m.id for m in self._client.models.list(timeout=10)]
+        except Exception:
+            return None
+
     def complete(
         self,
         messages: list[Message],
