@@ -253,26 +253,19 @@ def test_always_allow_asks_once_for_the_same_command() -> None:
 
 
 def test_chat_takes_resume_and_quiet_as_run_does(workspace: Path) -> None:
+    from tests.helpers import gaffer
+
     with FakeOpenAI([Reply(text="First answer."), Reply(text="Second answer.")]) as server:
-        env = cli_env(workspace, server, None)
-        first = subprocess.run(
-            [sys.executable, "-m", "supervisor", "run", "--no-verify", "remember the number 7"],
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        first = gaffer(workspace, "run", "--no-verify", "remember the number 7", server=server)
         assert first.returncode == 0, first.stderr
-        done = subprocess.run(
-            [sys.executable, "-m", "supervisor", "chat", "--quiet", "--resume", "last"],
-            input="what number?\n/exit\n",
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = gaffer(
+            workspace,
+            "chat",
+            "--quiet",
+            "--resume",
+            "last",
+            server=server,
+            stdin="what number?\n/exit\n",
         )
     assert done.returncode == 0, done.stderr
     assert "resumed " in done.stderr and "[step" not in done.stderr
