@@ -46,6 +46,8 @@ class TerminalView:
         self.shown_reply = ""
         """The top agent's latest reply as streamed here: a final answer already on the
         terminal is not printed again (supervisor/run_output.py)."""
+        self._thinking = False
+        """A "thinking…" line is on screen until the first word of the reply replaces it."""
 
     def __call__(self, record: Record) -> None:
         with self._lock:
@@ -58,6 +60,9 @@ class TerminalView:
     # -- output ------------------------------------------------------------------
 
     def _write(self, text: Text | str, *, newline: bool = True) -> None:
+        if self._thinking:
+            self.console.file.write("\r\x1b[2K")  # the line goes; what came replaces it
+            self._thinking = False
         if newline and self._mid_line:
             self.console.print()
             self._mid_line = False
@@ -106,8 +111,13 @@ class TerminalView:
     # -- events ------------------------------------------------------------------
 
     def _on_turn_start(self, record: Record) -> None:
-        if "parent_id" not in record:
-            self.shown_reply = ""
+        if "parent_id" in record:
+            return  # a worker's thinking shows in the footer
+        self.shown_reply = ""
+        if record.get("step") == 1 and self.console.is_terminal and not self._mid_line:
+            self.console.file.write("thinking…")
+            self.console.file.flush()
+            self._thinking = True
 
     def _on_text_delta(self, record: Record) -> None:
         if "parent_id" in record:

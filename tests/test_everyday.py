@@ -335,3 +335,4 @@ def test_on_a_terminal_the_answer_shows_once_and_the_view_says_what_happened(
     assert text.count("Verification: unverified") == 1, "what the gate added, once"
     assert "- x = 1" in text and "+ x = 2" in text
     assert "gaffer sent back to work" in text
+    assert "thinking…" in text, "shown while the first call is in flight, then erased"
