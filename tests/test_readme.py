@@ -69,3 +69,11 @@ def test_every_setting_the_readme_names_as_a_config_key_exists() -> None:
     keys = set(re.findall(r"`([a-z_]+)`", section))
     unknown = sorted(k for k in keys if "_" in k and k not in settings.Settings.model_fields)
     assert unknown == []
+
+
+def test_every_command_runs_its_help(tmp_path: Path) -> None:
+    from tests.helpers import gaffer
+
+    for path in sorted(commands(main)):
+        done = gaffer(tmp_path, *path.split(), "-h")
+        assert done.returncode == 0 and "Usage:" in done.stdout, path

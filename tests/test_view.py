@@ -68,3 +68,22 @@ def test_terminal_view_runs_a_live_footer_and_leaves_clean_lines(
     out = run_with_view(workspace, tmp_path, terminal=terminal)
     assert "⋯ w" in out  # the live footer was drawn while workers ran
     assert "Tests are in tests/, docs in README." in out
+
+
+def test_a_denied_command_shows_why() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, width=200))
+    view(
+        {
+            "event": "tool_call",
+            "agent_id": "supervisor",
+            "step": 2,
+            "name": "run_shell",
+            "label": "rm -rf build",
+            "summary": "denied",
+            "is_error": True,
+            "result_preview": "denied: it deletes files outside the read-only allowlist\nmore",
+            "facts": {"command": "rm -rf build", "denied": True},
+        }
+    )
+    assert "run_shell rm -rf build → denied · denied: it deletes files" in out.getvalue()
