@@ -272,3 +272,49 @@ def test_chat_takes_resume_and_quiet_as_run_does(workspace: Path) -> None:
     assert "Second answer." in done.stderr, "quiet shows the answers, not the steps"
     sent = json.dumps(server.requests[-1]["messages"])
     assert "remember the number 7" in sent and "what number?" in sent
+
+
+def test_ctrl_c_during_a_turn_gives_the_prompt_back_at_once(workspace: Path) -> None:
+    import os
+    import pty
+    import select
+    import signal
+    import time
+
+    def read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+        seen, deadline = b"", time.monotonic() + seconds
+        while needle not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    break
+        return seen
+
+    replies = [Reply(text="slow", delay=30), Reply(text="Quick answer.")]
+    with FakeOpenAI(replies) as server:
+        main, child = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "chat", "--no-verify"],
+            cwd=workspace,
+            env=cli_env(workspace, server, {"TERM": "dumb"}),
+            stdin=child,
+            stdout=child,
+            stderr=child,
+            start_new_session=True,
+        )
+        os.close(child)
+        assert b"/help for commands" in read_until(main, b"/help for commands", 30)
+        os.write(main, b"take your time\r")
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        started = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C on the terminal sends
+        seen = read_until(main, b"turn cancelled", 10)
+        assert b"turn cancelled" in seen and time.monotonic() - started < 3
+        os.write(main, b"/exit\r")
+        proc.wait(15)
+        os.close(main)
+    assert proc.returncode == 0
