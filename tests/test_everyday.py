@@ -336,3 +336,31 @@ def test_on_a_terminal_the_answer_shows_once_and_the_view_says_what_happened(
     assert "- x = 1" in text and "+ x = 2" in text
     assert "gaffer sent back to work" in text
     assert "thinking…" in text, "shown while the first call is in flight, then erased"
+
+
+def test_a_wrong_path_and_an_unknown_host_are_said_with_hints(workspace: Path) -> None:
+    from tests.fake_openai import error_reply
+
+    with FakeOpenAI([error_reply(404, "Not Found")]) as server:
+        done = gaffer(
+            workspace, "run", "hello", server=server, env={"OPENAI_BASE_URL": server.base_url[:-3]}
+        )
+    assert done.returncode == 1 and f"did you mean {server.base_url[:-3]}/v1?" in done.stderr
+
+    # An unknown host, without asking a resolver beyond this machine: the fault as the
+    # HTTP stack raises it.
+    import openai
+
+    from workers.model.openai_client import OpenAIModel
+
+    class ConnectError(Exception):
+        pass
+
+    model = OpenAIModel(model="m", base_url="http://no-such-host.invalid/v1", api_key="k")
+    error = openai.APIConnectionError(request=None)  # type: ignore[arg-type]
+    error.__cause__ = ConnectError("[Errno -2] Name or service not known")
+    message = model._as_model_error(error, 1).message
+    assert (
+        message
+        == "cannot resolve the host of http://no-such-host.invalid/v1: is the address right?"
+    )
