@@ -364,3 +364,27 @@ def test_a_wrong_path_and_an_unknown_host_are_said_with_hints(workspace: Path) -
         message
         == "cannot resolve the host of http://no-such-host.invalid/v1: is the address right?"
     )
+
+
+def test_a_repository_someone_else_owns_around_the_folder_is_not_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """Another user's /tmp/.git must not make /tmp the project (nor its AGENTS.md ours)."""
+    import os
+    import subprocess
+
+    from workers.tools.git_paths import workspace_for
+
+    from tests.conftest import must_run_here
+
+    if os.geteuid() != 0:
+        must_run_here("making a folder another user owns needs root")
+    theirs = tmp_path / "shared"
+    mine = theirs / "mine"
+    mine.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(theirs)], check=True)
+    for root, dirs, files in os.walk(theirs):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            os.lchown(name, 1000, 1000)
+    os.lchown(mine, 0, 0)
+    assert workspace_for(mine) == mine.resolve()

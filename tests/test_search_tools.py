@@ -142,3 +142,19 @@ def test_a_file_too_big_to_search_is_named_not_dropped(workspace: Path) -> None:
         assert "small.txt:1:needle" in result.output
         if engine == "python":
             assert "not searched, over 10 MB: huge.log" in result.output
+
+
+def test_the_fallback_never_runs_the_repository_s_own_modules(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m workers.tools.python_grep` in a workspace that ships a `workers`
+    package of its own must still run gaffer's, and a name that is not UTF-8 is found."""
+    import os
+
+    monkeypatch.setattr(search.shutil, "which", lambda _name: None)
+    (workspace / "workers" / "tools").mkdir(parents=True)
+    (workspace / "workers" / "__init__.py").write_text("print('PWNED')\nraise SystemExit(0)\n")
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("needle\n")
+    result = search.grep(ToolContext(workspace), search.GrepArgs(pattern="needle"))
+    assert "PWNED" not in result.output, "the repository's package printed nothing: it never ran"
+    assert os.fsdecode(b"caf\xe9.txt") + ":1:needle" in result.output

@@ -46,11 +46,18 @@ def workspace_for(folder: Path) -> Path:
     sees the whole project and `gaffer logs` finds its runs), or the folder itself.
     Never the home folder or `/`: a dotfiles repository is not the project."""
     here = Path(os.path.realpath(folder))
-    top = _git(str(here), "rev-parse", "--show-toplevel") if shutil.which("git") else None
+    # git's own guard stays on here: a repository someone else owns around this folder
+    # (a /tmp/.git planted by another user) is not taken as the project.
+    top = _git(str(here), "rev-parse", "--show-toplevel", trust_owner=False)
     if not top or not top.strip():
         return here
     root = Path(os.path.realpath(top.strip()))
     if root in (Path.home().resolve(), Path("/")) or not _inside(str(here), str(root)):
+        return here
+    try:
+        if os.stat(root).st_uid != os.geteuid():
+            return here
+    except OSError:
         return here
     return root
 
@@ -94,12 +101,14 @@ def _from_git(root: str) -> tuple[list[str], list[str]] | None:
     return hooks, configs
 
 
-def _git(root: str, *args: str) -> str | None:
+def _git(root: str, *args: str, trust_owner: bool = True) -> str | None:
+    if not shutil.which("git"):
+        return None
     env = git_env(
         {k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
         # Reading a repository owned by another user (root serving a user's checkout):
         # its config must still be seen, to protect what it names.
-        {"safe.directory": "*"},
+        {"safe.directory": "*"} if trust_owner else None,
     )
     env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     try:

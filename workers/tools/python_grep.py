@@ -39,20 +39,22 @@ def walk_files(real: Path, *, hidden: bool = True) -> Iterator[Path]:
 
 def search(workspace: Path, real: Path, pattern: str, glob: str | None) -> None:
     regex = re.compile(pattern)
-    out = sys.stdout
+    out = sys.stdout.buffer  # bytes: a file name that is not UTF-8 goes out as it is
     for path in walk_files(real):
         if glob and not fnmatch(path.name, glob):
             continue
+        name = os.fsencode(relative(workspace, path))
         try:
             if path.stat().st_size > MAX_SEARCHED_FILE_BYTES:
-                out.write(f"{SKIPPED}{relative(workspace, path)}\n")
+                out.write(SKIPPED.encode() + name + b"\n")
                 continue
             if looks_binary(path):
                 continue
             with path.open(encoding="utf-8", errors="replace") as f:
                 for number, line in enumerate(f, start=1):
                     if regex.search(line):
-                        out.write(f"{relative(workspace, path)}:{number}:{line.rstrip(chr(10))}\n")
+                        text = line.rstrip("\n").encode("utf-8", "replace")
+                        out.write(name + f":{number}:".encode() + text + b"\n")
                         out.flush()
         except OSError:
             continue

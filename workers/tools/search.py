@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -16,6 +17,7 @@ from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
+from workers.tools.shell import looks_secret
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
 MAX_MATCHES = 200
@@ -63,7 +65,7 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         if len(matches) < MAX_COLLECTED:
             matches.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…")
     if search.failed:
-        raise ToolError(f"grep failed: {search.error}")
+        raise ToolError(f"grep failed: {search.error or 'it ended without saying why'}")
     notes = _notes(search)
     if not matches:
         hints = "" if search.stopped else name_hints(ctx.workspace, real, args.pattern)
@@ -220,8 +222,9 @@ class Search:
         self.stopped = False
         self.skipped: list[str] = []
         self.error = ""
-        # The fallback runs gaffer's own module: from this checkout, wherever it is.
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        # No secrets for a child; the fallback runs gaffer's own module, from this checkout.
+        env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         self._proc = subprocess.Popen(
             command,
             cwd=os.path.realpath(workspace),
@@ -251,14 +254,17 @@ class Search:
                 pending += chunk
                 *whole, pending = pending.split(b"\n")
                 for raw in whole:
-                    line = raw.decode("utf-8", "replace")
+                    line = raw.decode("utf-8", "surrogateescape")  # names as they are
                     if line.startswith(SKIPPED):
                         self.skipped.append(line.removeprefix(SKIPPED))
                     else:
                         yield line.removeprefix("./")
             if pending:
-                yield pending.decode("utf-8", "replace").removeprefix("./")
+                yield pending.decode("utf-8", "surrogateescape").removeprefix("./")
         finally:
+            if not self.stopped:  # the output ended: let it say how it exited
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(max(0.1, self.deadline - time.monotonic()))
             self._proc.kill()
             self._proc.wait()
             if self._proc.stderr is not None:
@@ -268,11 +274,14 @@ class Search:
 
     @property
     def failed(self) -> bool:
-        return self._proc.returncode == 2 and bool(self.error) and not self.stopped
+        """It broke, as opposed to finding nothing (exit 1 from ripgrep) or being stopped."""
+        return not self.stopped and self._proc.returncode not in (0, 1)
 
 
 def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> list[str]:
-    command = [sys.executable, "-m", "workers.tools.python_grep", str(workspace), str(real)]
+    # -P: the workspace is never on the module path, so a repository's own `workers`
+    # package (or anything it ships) is not what runs.
+    command = [sys.executable, "-P", "-m", "workers.tools.python_grep", str(workspace), str(real)]
     return [*command, args.pattern, *([args.glob] if args.glob else [])]
 
 
