@@ -373,9 +373,8 @@ def test_a_repository_someone_else_owns_around_the_folder_is_not_the_workspace(
     import os
     import subprocess
 
-    from workers.tools.git_paths import workspace_for
-
     from tests.conftest import must_run_here
+    from workers.tools.git_paths import workspace_for
 
     if os.geteuid() != 0:
         must_run_here("making a folder another user owns needs root")
