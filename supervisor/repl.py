@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from supervisor import runlog
+from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
 from supervisor.session import Session
 from supervisor.view import profiles_table
@@ -76,14 +77,14 @@ class Repl:
             try:
                 line = read()
             except KeyboardInterrupt:  # clears the line, as in a shell; twice leaves
-                if time.monotonic() - last_ctrl_c < DOUBLE_CTRL_C_S:
+                if TERMINATED.is_set() or time.monotonic() - last_ctrl_c < DOUBLE_CTRL_C_S:
                     return
                 last_ctrl_c = time.monotonic()
                 self._say("(Ctrl-C again to leave)")
                 continue
             except EOFError:
                 return
-            if not self.handle(line):
+            if not self.handle(line) or TERMINATED.is_set():  # SIGTERM ends the chat
                 return
 
     def _turn(self, text: str) -> None:
@@ -121,9 +122,9 @@ class Repl:
             current = self.session.plan.make_model(self.session.model_name)
             offered = getattr(current, "available_models", lambda: None)()
             if offered is not None and arg not in offered:
+                # Some endpoints take names they do not list (aliases, deployments): a warning.
                 shown = ", ".join(sorted(offered)[:12]) + (", …" if len(offered) > 12 else "")
-                self._say(f"the endpoint has no model {arg!r}; it offers: {shown}")
-                return
+                self._say(f"warning: the endpoint does not list {arg!r}; it lists: {shown}")
             self.session.model_name = arg
         self._say(f"model: {self.session.plan.make_model(self.session.model_name).name}")
 

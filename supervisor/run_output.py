@@ -33,24 +33,33 @@ from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason
 
 OutputFormat = Literal["text", "json", "stream-json"]
 FORMATS = ("text", "json", "stream-json")
-# Keys that hold whole files or conversations: the log has them, a stream does not.
-_HEAVY = frozenset({"content", "state"})
+# What holds whole files or a conversation's state: the log has it, a stream does not.
+_HEAVY = {"tool_call": ("content",), "compaction": ("state",)}
+_HEAVY_ARGS = ("content", "old_text", "new_text")
 
 
 class JsonLines:
-    """A subscriber printing each logged event on stdout as one JSON line."""
+    """A subscriber printing each logged event on stdout as one JSON line; a reader that
+    goes away (`| head -1`) ends the stream, never the run."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._gone = False
 
     def __call__(self, record: Record) -> None:
-        if record["event"] not in LOGGED_EVENTS:
+        if record["event"] not in LOGGED_EVENTS or self._gone:
             return
-        shown = {k: v for k, v in record.items() if k not in _HEAVY}
-        line = json.dumps(shown, default=str, ensure_ascii=False)
+        shown = {k: v for k, v in record.items() if k not in _HEAVY.get(record["event"], ())}
+        if isinstance(args := shown.get("args"), dict):
+            shown["args"] = {k: v for k, v in args.items() if k not in _HEAVY_ARGS}
+        # ASCII escapes: a file name that is not UTF-8 cannot break the stream.
+        line = json.dumps(shown, default=str)
         with self._lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+            except OSError:
+                self._gone = True
 
 
 def finish(
@@ -68,7 +77,7 @@ def finish(
         result = _result(session, outcome, answer, code, problem)
         if output == "stream-json":
             result = {"event": "result", **result}
-        click.echo(json.dumps(result, default=str, ensure_ascii=False))
+        click.echo(json.dumps(result, default=str))
     if problem:
         click.echo(f"gaffer: {problem}", err=True)
     if not quiet:

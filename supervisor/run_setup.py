@@ -194,6 +194,7 @@ def chat(
     resume_ref: str | None = None,
     quiet: bool = False,
 ) -> None:
+    end_on_sigterm()
     session.start(plan)
     console.print(
         f"gaffer {gaffer_version()} · {plan.make_model(None).name} · {workspace}\n/help for commands, Ctrl-D to leave",

@@ -207,7 +207,9 @@ def test_output_format_stream_json_is_the_run_s_events_in_order(workspace: Path)
     events = [line["event"] for line in lines]
     assert events[0] == "session_start" and events[-2:] == ["session_end", "result"]
     assert events.index("llm_call") < events.index("tool_call") < events.index("agent_end")
-    assert all("content" not in line for line in lines), "no whole file contents"
+    calls = [line for line in lines if line["event"] == "tool_call"]
+    assert calls and all("content" not in call for call in calls), "no whole file contents"
+    assert [line["content"] for line in lines if line["event"] == "user_message"] == ["hello"]
     assert lines[-1]["answer"] == "hi there"
 
 

@@ -90,11 +90,11 @@ def test_an_api_key_file_is_read_and_a_missing_one_is_named(workspace: Path) -> 
 
 def test_credentials_in_the_endpoint_url_never_reach_the_log_or_stderr(workspace: Path) -> None:
     with FakeOpenAI([error_reply(401, "who are you")]) as server:
-        url = server.base_url.replace("http://", "http://alice:s3cretpass@") + "?api-key=k3y"
+        url = server.base_url.replace("http://", "http://alice:s3cretpass@") + "?key=k3y-in-query"
         done = gaffer(workspace, "run", "hello", server=server, env={"OPENAI_BASE_URL": url})
     assert done.returncode == 1 and "refused the API key (401)" in done.stderr
     logged = "".join(p.read_text() for p in (workspace.parent / "logs").glob("*.jsonl"))
-    for secret in ("s3cretpass", "alice", "k3y"):
+    for secret in ("s3cretpass", "alice", "k3y-in-query"):
         assert secret not in done.stderr and secret not in logged and secret not in done.stdout
     assert "***@127.0.0.1" in logged
 

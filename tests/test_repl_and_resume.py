@@ -211,7 +211,7 @@ def test_rebuild_marks_interrupted_calls_and_workers() -> None:
 
 def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
     """/stats says the session is in progress; /resume alone lists recent runs; /model
-    refuses a name the endpoint does not list; two Ctrl-C at the prompt leave."""
+    warns of a name the endpoint does not list; two Ctrl-C at the prompt leave."""
     scripts: dict[str, list[Step]] = {"hi": [say("hello")]}
     repl, out, session = repl_for(workspace, tmp_path, scripts)
     earlier = Session(workspace, tmp_path / "logs")
@@ -224,7 +224,9 @@ def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
     model = session.plan.make_model(None)
     model.available_models = lambda: ["gpt-4.1", "gpt-4.1-mini"]  # type: ignore[attr-defined]
     repl.handle("/model gpt-9")
-    assert "the endpoint has no model 'gpt-9'; it offers: gpt-4.1, gpt-4.1-mini" in out.getvalue()
+    assert "warning: the endpoint does not list 'gpt-9'; it lists: gpt-4.1, gpt-4.1-mini" in (
+        out.getvalue()
+    )
     presses = iter([KeyboardInterrupt(), KeyboardInterrupt()])
 
     def read() -> str:

@@ -190,7 +190,8 @@ class OpenAIModel:
             message = message.replace(self.base_url, self.shown_url)
             parts = urllib.parse.urlsplit(self.base_url)
             secrets = [parts.netloc.rsplit("@", 1)[0]] if "@" in parts.netloc else []
-            secrets += [v for _, v in urllib.parse.parse_qsl(parts.query) if v]
+            # Query values long enough to be keys; `?x=1` must not blank every 1.
+            secrets += [v for _, v in urllib.parse.parse_qsl(parts.query) if len(v) >= 8]
             for secret in secrets:
                 message = message.replace(secret, "***")
         return error if message == error.message else ModelError(error.kind, message)
