@@ -50,7 +50,7 @@ def main(ctx: click.Context) -> None:
 
 def _reap_leftovers_meanwhile() -> None:
     """Remove containers a killed run left behind, beside whatever this command does
-    (waited for at exit, at most a few seconds)."""
+    (waited for at exit, at most 2 s)."""
     import atexit
     import threading
 
@@ -66,7 +66,7 @@ def _reap_leftovers_meanwhile() -> None:
 
     reaper = threading.Thread(target=reap, name="gaffer-reaper", daemon=True)
     reaper.start()
-    atexit.register(reaper.join, 5)
+    atexit.register(reaper.join, 2)  # a daemon that does not answer never holds gaffer long
 
 
 def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
