@@ -14,7 +14,7 @@ from supervisor.exits import EXIT_USAGE, fail
 
 # How long a pipe may stay silent before gaffer takes it to carry nothing.
 STDIN_WAIT_S = 0.5
-MAX_STDIN_CHARS = 200_000
+MAX_STDIN_BYTES = 200_000
 
 
 def task_from(argument: str) -> str:
@@ -49,7 +49,7 @@ def _read_stdin(wait: float | None) -> str | None:
             f"gaffer: stdin said nothing for {wait:g} s; it is not part of the task", err=True
         )
         return None
-    data = sys.stdin.buffer.read(MAX_STDIN_CHARS + 1)
-    if len(data) > MAX_STDIN_CHARS:
-        fail(f"stdin holds more than {MAX_STDIN_CHARS:,} bytes; pass a file's path instead")
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        fail(f"stdin holds more than {MAX_STDIN_BYTES:,} bytes; pass a file's path instead")
     return data.decode("utf-8", "replace")
