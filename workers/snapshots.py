@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 import threading
 import time
 import zlib
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.tools.base import ToolError
-from workers.tools.git_paths import git_env
+from workers.tools.git_paths import run_git
 from workers.tools.workspace import GAFFER_DIR, SKIPPED_DIRS, own_dir
 
 STORE_DIR = f"{GAFFER_DIR}/changes"
@@ -225,20 +224,13 @@ class Store:
     def _git_paths(self) -> list[str] | None:
         """What git lists here (tracked, or untracked and not ignored), or None when
         this is not a repository or git is missing."""
-        env = git_env({k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
-        env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
-        try:
-            done = subprocess.run(
-                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                cwd=self.workspace,
-                env=env,
-                capture_output=True,
-                timeout=GIT_LIST_TIMEOUT_S,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if done.returncode != 0:
+        done = run_git(
+            self.workspace,
+            *("ls-files", "-z", "--cached", "--others", "--exclude-standard"),
+            trust_owner=False,
+            timeout=GIT_LIST_TIMEOUT_S,
+        )
+        if done is None or done.returncode != 0:
             return None
         return list(dict.fromkeys(os.fsdecode(p) for p in done.stdout.split(b"\0") if p))
 

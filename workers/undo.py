@@ -3,8 +3,8 @@ changed at all when that cannot be done safely.
 
 A change set comes from a log, and a log is data a repository could have planted: every
 path is checked to lie inside the workspace, under no link, and outside what git or
-gaffer would run or read on their own (`.git`, git's hooks and config files, `.gaffer`,
-`.mcp.json`).
+gaffer would run or read on their own: the same rule as the file tools' writes
+(`workers/tools/workspace.protection`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 
 from workers.change_sets import Change
 from workers.snapshots import LINK_MODE, Entry, Store, Tree
-from workers.tools import git_paths
-from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG
+from workers.tools.workspace import host_controlled, protection
 
 
 class CannotUndo(Exception):
@@ -28,11 +27,11 @@ def undo(store: Store, changes: list[Change]) -> list[str]:
     """Put every file of `changes` back as it was before them. Refused (CannotUndo,
     nothing changed) when a file is no longer as they left it, a content to restore was
     not kept, or a path is not one undo may touch. Returns what was put back, as labels."""
-    protected = _protected(store.workspace)
+    controlled = host_controlled(store.workspace)
     for change in changes:
         for path in (change.path, change.old_path):
             if path is not None:
-                _check(store.workspace, path, protected)
+                _check(store.workspace, path, controlled)
     now = store.scan()
     expected: dict[str, Entry | None] = {}
     for change in changes:  # what each path holds right after the change set
@@ -75,7 +74,7 @@ def _apply(store: Store, removals: list[str], writes: dict[str, Entry]) -> None:
         for path, temp in staged.items():
             full = os.path.join(workspace, path)
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            _check(workspace, path, frozenset())  # no link planted on the way since
+            _check(workspace, path, None)  # no link planted on the way since
             os.replace(temp, full)
             done.append(path)
     except OSError as error:
@@ -113,19 +112,14 @@ def _prune_empty_folders(workspace: Path, folder: str) -> None:
         folder = os.path.dirname(folder)
 
 
-def _protected(workspace: Path) -> frozenset[str]:
-    return frozenset([GAFFER_DIR, MCP_CONFIG, *git_paths.controlled(workspace)])
-
-
-def _check(workspace: Path, rel: str, protected: frozenset[str]) -> None:
-    """Refuse a path outside the workspace, under a link, or one git or gaffer runs."""
+def _check(workspace: Path, rel: str, controlled: list[str] | None) -> None:
+    """Refuse a path outside the workspace, under a link, or (with `controlled`, from
+    `host_controlled`) one that git or gaffer runs or reads (workspace.protection)."""
     parts = rel.split("/")
     if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise CannotUndo(f"{rel!r} is not a path inside the workspace")
-    if any(git_paths.is_git_dir_name(p) for p in parts) or any(
-        rel == p or rel.startswith(p + "/") for p in protected
-    ):
-        raise CannotUndo(f"{rel} is not gaffer's to write: git or gaffer would run or read it")
+    if controlled is not None and (why := protection(workspace, rel, controlled)):
+        raise CannotUndo(f"{rel} is not gaffer's to write: it is {why}")
     folder = str(workspace)
     for part in parts[:-1]:
         folder = os.path.join(folder, part)

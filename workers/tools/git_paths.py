@@ -101,29 +101,39 @@ def _from_git(root: str) -> tuple[list[str], list[str]] | None:
     return hooks, configs
 
 
-def _git(root: str, *args: str, trust_owner: bool = True) -> str | None:
+def run_git(
+    root: str | Path, *args: str, trust_owner: bool = True, timeout: float = GIT_TIMEOUT_S
+) -> subprocess.CompletedProcess[bytes] | None:
+    """git as gaffer runs it on the host: FORCED_GIT_CONFIG, no prompts, no locks; None
+    when git is missing or does not end in time. `trust_owner`: read a repository owned by
+    another user too (root serving a user's checkout), whose config must still be seen to
+    protect what it names; off, git's own ownership guard stands."""
     if not shutil.which("git"):
         return None
     env = git_env(
         {k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        # Reading a repository owned by another user (root serving a user's checkout):
-        # its config must still be seen, to protect what it names.
         {"safe.directory": "*"} if trust_owner else None,
     )
     env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     try:
-        done = subprocess.run(
+        return subprocess.run(
             ["git", *args],
             cwd=root,
             env=env,
             capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
+            timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout if done.returncode == 0 else ""
+
+
+def _git(root: str, *args: str, trust_owner: bool = True) -> str | None:
+    """git's output as text; '' when it failed, None when it could not run."""
+    done = run_git(root, *args, trust_owner=trust_owner)
+    if done is None:
+        return None
+    return os.fsdecode(done.stdout) if done.returncode == 0 else ""
 
 
 def _hooks_folder(base: str, value: str) -> str:

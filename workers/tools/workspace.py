@@ -39,10 +39,11 @@ GAFFER_DIR = ".gaffer"
 MCP_CONFIG = ".mcp.json"
 
 
-def protection(workspace: Path, rel: str) -> str | None:
+def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -> str | None:
     """Why a write at this workspace-relative real path would change what the host later
     runs or obeys on its own (git repositories, hooks and config, gaffer's folder, MCP
-    servers, the user's own config), or None."""
+    servers, the user's own config), or None. `controlled`: `host_controlled(workspace)`,
+    when the caller checks many paths at once (it asks git)."""
     parts = _parts(rel)
     # Case-folded: git on case-insensitive file systems reads .GIT as .git.
     if any(git_paths.is_git_dir_name(part) for part in parts):
@@ -53,10 +54,10 @@ def protection(workspace: Path, rel: str) -> str | None:
         return "gaffer's own folder (profiles, plugins, config and logs of later runs)"
     if parts == [MCP_CONFIG]:
         return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
-    for controlled in host_controlled(workspace):
-        if parts[: len(_parts(controlled))] == _parts(controlled):
+    for path in host_controlled(workspace) if controlled is None else controlled:
+        if parts[: len(_parts(path))] == _parts(path):
             return (
-                f"{controlled}, which git or gaffer reads as configuration or runs as hooks "
+                f"{path}, which git or gaffer reads as configuration or runs as hooks "
                 "on your machine"
             )
     return None
