@@ -10,6 +10,7 @@ that collected nothing, or `Ran 0 tests`, is not a pass.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -66,8 +67,15 @@ NOT_RUNNING["py.test"] = NOT_RUNNING["pytest"]
 def is_test_run(command: str, extra: Iterable[str] = ()) -> bool:
     """Whether `command`'s exit status is a test runner's. `extra`: more runners, as the
     program's name (`./run-tests.sh`, `rake`) or its name and first word (`bin/rails test`)."""
+    return _judged(command, frozenset(extra))
+
+
+@functools.lru_cache(maxsize=4096)
+def _judged(command: str, extra: frozenset[str]) -> bool:
+    # The gate, the edit guard, reports and the task state all ask about the same
+    # commands again and again: each is parsed once.
     words = status_command(command)
-    return words is not None and _is_runner(words, frozenset(extra))
+    return words is not None and _is_runner(words, extra)
 
 
 def status_command(command: str) -> list[str] | None:
