@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.change_sets import compare
+from supervisor.history import NoChanges, agent_changes
 from workers.model import Message
-from workers.snapshots import Store, Tree
+from workers.snapshots import Store
 
 Record = dict[str, Any]
 TOP_AGENT_ID = "supervisor"
@@ -37,7 +37,6 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
     order: list[str] = []
     starts: dict[str, Record] = {}
     ended: set[str] = set()
-    snapshots: dict[str, str] = {}
 
     def flush() -> None:
         for call_id in order:
@@ -51,8 +50,6 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
             starts[str(record.get("child_id"))] = record
         elif event == "delegate_end":
             ended.add(str(record.get("child_id")))
-        elif event == "agent_start" and record.get("snapshot"):
-            snapshots[str(record.get("agent_id"))] = str(record["snapshot"])
         if record.get("agent_id") != TOP_AGENT_ID:
             continue
         if event == "user_message":
@@ -86,24 +83,28 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
             messages[1 : 1 + folded] = [{"role": "user", "content": record.get("state", "")}]
     flush()
     interrupted, changed = [], []
-    now: Tree | None = None
     for child, start in starts.items():
         if child in ended or start.get("agent_id") != TOP_AGENT_ID:
             continue
         line = f"{child} ({start.get('child_profile')}): {start.get('task')}"
-        if store is not None and child in snapshots:
-            try:
-                now = store.scan() if now is None else now
-                labels = [c.label for c in compare(store.tree(snapshots[child]), now)]
-            except (KeyError, OSError):  # its starting snapshot is gone, or unreadable
-                labels = []
-            if labels:
-                line += f"; changed since it started: {', '.join(labels)}"
-                changed.append(f"{child}: {', '.join(labels)}")
+        labels = _changed_by(child, records, store) if store is not None else []
+        if labels:
+            line += f"; changed since it started: {', '.join(labels)}"
+            changed.append(f"{child}: {', '.join(labels)}")
         interrupted.append(line)
     _answer_interrupted(messages, changed)
     task = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
     return Rebuilt(messages=messages[1:], interrupted_workers=interrupted, task=task)
+
+
+def _changed_by(agent: str, records: list[Record], store: Store) -> list[str]:
+    """What an agent changed, as `gaffer diff --agent` reads it; [] when it could change
+    nothing or its starting snapshot is gone."""
+    try:
+        found = agent_changes(records, store, agent)
+    except (NoChanges, OSError):
+        return []
+    return [change.label for part in found for change in part.changes]
 
 
 def _answer_interrupted(messages: list[Message], changed: list[str]) -> None:
