@@ -67,6 +67,8 @@ class Store:
         self._lock = threading.Lock()
         self._cache: dict[str, list[int | str | bool]] | None = None
         self._cache_dirty = False
+        self._checked: dict[str, Path] = {}
+        """The store's folders already made and checked (own_folder)."""
         self._saved_id: str | None = None
         self._matches_saved = False
         """Nothing has changed since snapshot `_saved_id` was saved: a snapshot of an
@@ -194,10 +196,14 @@ class Store:
     def own_folder(self, name: str = "") -> Path:
         """The store's folder (or one inside it), made inside the workspace's real
         `.gaffer` only: a repository may ship a `.gaffer` that links elsewhere (OSError)."""
+        if name in self._checked:  # checked once per store: every kept object asks
+            return self._checked[name]
         try:
-            return own_dir(self.workspace, GAFFER_DIR, "changes", *([name] if name else []))
+            folder = own_dir(self.workspace, GAFFER_DIR, "changes", *([name] if name else []))
         except ToolError as error:
             raise OSError(str(error)) from error
+        self._checked[name] = folder
+        return folder
 
     def _keep(self, digest: str, data: bytes) -> None:
         path = self._object_path(digest)
