@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from bench.common import Row
-from workers.change_sets import compare
 from workers import snapshots
+from workers.change_sets import compare
 from workers.snapshots import Store
 
 FILES, PER_FOLDER = 50_000, 100
