@@ -72,14 +72,15 @@ def _reap_leftovers_meanwhile() -> None:
 def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The flag of one setting, from its field: `--max-steps` for max_steps, its help the
     field's first sentence, its environment variable named; a setting on by default is
-    turned off with `--no-…`. Unset, a flag leaves the setting to config and environment."""
+    turned off with `--no-…`, one off by default turned on by its flag alone. Unset, a flag leaves the setting to config and environment."""
     field = settings.Settings.model_fields[name]
     flag = "--" + name.replace("_", "-")
     help_text = " ".join((field.description or "").split())
     if var := settings.ENV_VARS.get(name):
         help_text += f" [env {var}]"
+    if field.annotation is bool and field.default is False:
+        return click.option(flag, name, flag_value=True, default=None, help=help_text)
     if field.annotation is bool:
-        assert field.default is True, f"{name}: a flag turns a setting off, so it is on by default"
         off = f"--no-{name.replace('_', '-')}"
         lowered = help_text[:1].lower() + help_text[1:]
         return click.option(

@@ -10,6 +10,7 @@ never by the worker's model.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import threading
 import time
@@ -21,8 +22,9 @@ from typing import Any, cast
 
 from pydantic import Field, create_model
 
+from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
-from supervisor.scheduler import Scheduler, WorkerRun
+from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.assembly import RunSetting, build_agent
 from workers.events import Emitter
@@ -38,13 +40,12 @@ from workers.specs import AgentSpec, resolve
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
-from workers.verification import (
-    DEFAULT_MAX_SEND_BACKS,
-)
+from workers.verification import DEFAULT_MAX_SEND_BACKS
+from workers.worktrees import Worktree
 
-MakeSandbox = Callable[[AgentSpec, str], AbstractContextManager[Sandbox]]
-"""(spec, agent_id) -> a context that yields the sandbox and tears it down after
-(workers/sandbox/factory.py)."""
+MakeSandbox = Callable[[AgentSpec, str, Path | None], AbstractContextManager[Sandbox]]
+"""(spec, agent_id, an isolated editor's copy or None) -> a context that yields the
+sandbox and tears it down after (workers/sandbox/factory.py)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Ceiling:
     profiles: frozenset[str] | None = None
     """Only these profiles may be delegated to; None allows all."""
     max_parallel: int = 4
+    isolate: bool = False
+    """Every editor that does not delegate works on a copy of its own (--isolate)."""
     max_depth: int = 2
     max_workers: int = 32
 
@@ -116,6 +119,7 @@ class Team:
             self.tools,
             read_only=self.ceiling.read_only,
             allowed=self.ceiling.profiles,
+            isolate=self.ceiling.isolate,
         )
         # Read once per run: every agent starts from the same project instructions and
         # the same view of the workspace's layout.
@@ -166,9 +170,11 @@ class Team:
         lines = []
         for name in self.delegable():
             spec = self.specs[name]
-            kind = (
-                "parallel, read-only" if spec.parallel_safe else "one at a time, can change files"
-            )
+            kind = "one at a time, can change files"
+            if spec.parallel_safe:
+                kind = "parallel, read-only"
+            elif spec.isolated:
+                kind = "parallel, each on a copy of its own; can change files"
             where = ", in a Docker container" if spec.in_container else ""
             lines.append(f"- {name} ({kind}{where}): {spec.profile.description}")
         return "\n".join(lines) or "- (none: this run allows no workers)"
@@ -183,8 +189,10 @@ class Team:
         budget: Budget,
         depth: int,
         parent: Caller | None,
+        setting: RunSetting | None = None,
     ) -> tuple[Agent, str]:
-        """The agent for a spec, with its identity in the log and the harness's tools."""
+        """The agent for a spec, with its identity in the log and the harness's tools;
+        `setting`: the run's, unless the agent works on a copy of the workspace."""
         identity: dict[str, Any] = {"agent_id": agent_id, "profile": spec.name}
         if parent is not None:
             identity["parent_id"] = parent.agent_id
@@ -202,7 +210,7 @@ class Team:
             sandbox=sandbox,
             budget=budget,
             events=events,
-            setting=self.setting,
+            setting=setting or self.setting,
             given_a_task=parent is not None or self.task_mode,
             profiles_text=self.describe_profiles(),
         )
@@ -231,7 +239,9 @@ class Team:
 
         def begin(args: Any) -> Callable[[], ToolResult] | None:
             spec = self.specs.get(args.profile)
-            if spec is None or spec.refusal is not None or not spec.parallel_safe:
+            if spec is None or spec.refusal is not None:
+                return None
+            if not (spec.parallel_safe or spec.isolated):
                 return None
             return self.start_delegation(caller, args.profile, args.task)
 
@@ -239,8 +249,9 @@ class Team:
             name="delegate",
             description=(
                 "Hand a task to a worker agent with the given profile and get its report. Several "
-                "delegate calls in one turn to read-only profiles run in parallel; profiles that "
-                "change files run one at a time, in the order called."
+                "delegate calls in one turn run in parallel for read-only profiles and those "
+                "working on a copy of their own (their changes come in as each ends; a conflict "
+                "is reported); other profiles that change files run one at a time, in order."
             ),
             args=args_model,
             run=run,
@@ -341,27 +352,47 @@ class Team:
     def _start_worker(
         self, caller: Caller, spec: AgentSpec, agent_id: str, task: str, budget: Budget
     ) -> Callable[[], WorkerRun]:
-        def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
-            sandbox = None
-            try:
-                with self.make_sandbox(spec, agent_id) as sandbox:
-                    agent, prompt = self.build(
-                        spec, agent_id, sandbox, budget, caller.depth + 1, caller
-                    )
-                    system: Message = {"role": "system", "content": prompt}
-                    messages: list[Message] = [system, {"role": "user", "content": task}]
-                    progress = self._progress[agent_id] = AgentResult(Aborted("running"), messages)
-                    return run_agent(agent, messages, progress)
-            finally:
-                quarantined(sandbox.quarantined if sandbox is not None else [])
-
+        run = functools.partial(self.run_worker, caller, spec, agent_id, task, budget)
+        lineage = (*caller.lineage, caller.agent_id)
+        work: Work = run
+        if spec.isolated:
+            events = self.events.bind(agent_id=agent_id, profile=spec.name, parent_id=lineage[-1])
+            work = isolated_work(self.scheduler, self.store, events, agent_id, lineage, budget, run)
         return self.scheduler.start(
             agent_id,
-            (*caller.lineage, caller.agent_id),
+            lineage,
             exclusive=not spec.parallel_safe,
             budget=budget,
             work=work,
+            isolated=spec.isolated,
         )
+
+    def run_worker(
+        self,
+        caller: Caller,
+        spec: AgentSpec,
+        agent_id: str,
+        task: str,
+        budget: Budget,
+        quarantined: Callable[[list[Any]], None],
+        copy: Worktree | None = None,
+    ) -> AgentResult:
+        """A worker's whole run in its own sandbox; on its `copy` when it is isolated."""
+        setting = self.setting
+        if copy is not None:
+            setting = dataclasses.replace(setting, workspace=copy.path, store=copy.store)
+        sandbox = None
+        try:
+            with self.make_sandbox(spec, agent_id, copy.path if copy else None) as sandbox:
+                agent, prompt = self.build(
+                    spec, agent_id, sandbox, budget, caller.depth + 1, caller, setting
+                )
+                system: Message = {"role": "system", "content": prompt}
+                messages: list[Message] = [system, {"role": "user", "content": task}]
+                progress = self._progress[agent_id] = AgentResult(Aborted("running"), messages)
+                return run_agent(agent, messages, progress)
+        finally:
+            quarantined(sandbox.quarantined if sandbox is not None else [])
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""

@@ -60,10 +60,14 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
         chosen = [r for r in starts if not _has_editor_above(r.get("agent_id"), parents, editors)]
         if not chosen:
             raise NoChanges("no agent of this run could change files")
+    # An isolated editor changed the workspace only through its merge.
+    merges = {r.get("agent_id"): r for r in records if r.get("event") == "merge"}
     found = []
     for start in chosen:
         agent_id, before = str(start.get("agent_id")), str(start.get("snapshot"))
         end = ends.get(id(start))
+        if start.get("worktree"):
+            end = merges.get(agent_id) or {"files": []}
         if end is not None:
             try:
                 changes = [Change.from_json(f) for f in end.get("files") or []]

@@ -4,12 +4,14 @@ never by the worker's model; its final answer comes last, as the worker's own wo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from supervisor.scheduler import WorkerRun
 from workers.events import Emitter
 from workers.facts import Facts
 from workers.log_schema import DelegateEnd
+from workers.merging import Merged
 from workers.tools.base import ToolResult
 from workers.verification import evidence, files_changed, judge, outcome
 
@@ -30,6 +32,15 @@ def worker_report(
 ) -> ToolResult:
     """The delegate call's result: the report, and the worker's facts as its evidence;
     its `delegate_end` line logged on the caller's side."""
+    merge = run.result.merge
+    if merge is not None and merge.conflicts:
+        paths = ", ".join(c.path for c in merge.conflicts)
+        run = dataclasses.replace(
+            run,
+            status="conflict",
+            reason=f"its changes conflict with what is in the workspace now ({paths}); "
+            "none of them were applied",
+        )
     changes = run.result.changes
     # What the harness saw change; a worker abandoned mid-run has only its calls' facts.
     files = [c.path for c in changes] if changes is not None else files_changed(run.result.facts)
@@ -81,6 +92,8 @@ def report_text(
     if report.status != "completed":
         lines.append(f"reason: {report.reason}")
     lines.append("files changed: " + (", ".join(files) if files else "none"))
+    if (merge := result.merge) is not None:
+        lines.extend(_merge_lines(agent_id, merge))
     for moved in report.quarantined:
         lines.append(
             f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
@@ -99,6 +112,25 @@ def report_text(
         "delegate only what is still missing]"
     )
     return "\n".join(lines)
+
+
+def _merge_lines(agent_id: str, merge: Merged) -> list[str]:
+    """How an isolated editor's change set came into the workspace, or why not."""
+    if merge.skipped is not None:
+        return [f"its changes were not brought into the workspace: {merge.skipped}"]
+    if not merge.conflicts:
+        return ["it worked on a copy of its own; its changes are now in the workspace"]
+    lines = [
+        "it worked on a copy of its own, and its changes were NOT applied: they conflict "
+        f"with changes already in the workspace. Its whole change set is in the run's "
+        f"{agent_id}.diff; to resolve, delegate the same edit again against the workspace "
+        "as it is now. The conflicts:"
+    ]
+    for conflict in merge.conflicts:
+        lines.append(f"- {conflict.path}: {conflict.why}")
+        if conflict.hunks:
+            lines.append(conflict.hunks)
+    return lines
 
 
 def _describe_command(command: Facts) -> str:

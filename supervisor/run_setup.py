@@ -141,6 +141,7 @@ def set_up(
             read_only=read_only,
             profiles=allowed_set,
             max_parallel=config.max_parallel,
+            isolate=config.isolate,
             max_depth=config.max_depth,
             max_workers=config.max_workers,
         ),

@@ -18,9 +18,10 @@ scope of its own lock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +148,9 @@ class Scheduler:
         """One lock per scope: the run's own, and one for the workers of each agent that
         holds a lock (their ancestor's hold covers them, and they share it by the rules)."""
         self._holding: set[str] = set()
+        self._isolated = WorkspaceLock(max_parallel)
+        """Slots for isolated editors (workers/worktrees.py): each works on a copy of its
+        own, so they share no lock while they work, only `max_parallel` at once."""
         self._threads: list[threading.Thread] = []
         self._mutex = threading.Lock()
 
@@ -163,15 +167,18 @@ class Scheduler:
         exclusive: bool,
         budget: Budget,
         work: Work,
+        isolated: bool = False,
     ) -> Callable[[], WorkerRun]:
         """Start `work` in a thread of its own once the workspace lock allows; returns
         what waits for it within `budget`'s wall clock (waiting for the lock included).
-        `budget` is the worker's own: cancelling its caller's cancels it too."""
+        `budget` is the worker's own: cancelling its caller's cancels it too. An
+        `isolated` editor takes a slot of its own instead, and the workspace lock only
+        for a moment at a time (`hold`)."""
         box: dict[str, Any] = {}
         finished = threading.Condition()
         hold = {"held": False, "given_up": False}  # under `guard`
         guard = threading.Lock()
-        lock = self._lock_for(lineage)
+        lock = self._isolated if isolated else self._lock_for(lineage)
         budget_deadline = budget.deadline_at()
         deadline = None if budget_deadline is None else budget_deadline + TIMEOUT_GRACE_S
 
@@ -196,15 +203,18 @@ class Scheduler:
 
         def thread_body() -> None:
             try:
-                lock.acquire(agent_id, exclusive=exclusive, budget=budget, expires=deadline)
+                lock.acquire(
+                    agent_id, exclusive=exclusive and not isolated, budget=budget, expires=deadline
+                )
                 with guard:
                     hold["held"] = True
                     late = hold["given_up"]
                 if late:
                     release()
                     raise NotStarted(Aborted("cancelled"))
-                with self._mutex:
-                    self._holding.add(agent_id)
+                if not isolated:
+                    with self._mutex:
+                        self._holding.add(agent_id)
                 box["result"] = work(quarantined)
             except NotStarted as waited:
                 box["result"] = AgentResult(waited.outcome, [])
@@ -230,9 +240,10 @@ class Scheduler:
                         gave_up = self._give_up(budget, deadline)
                         if gave_up is not None:
                             # A reader left behind can change nothing, so it stops holding
-                            # editors up; an editor left behind keeps the lock until it is
-                            # really gone.
-                            if not exclusive:
+                            # editors up, and an isolated editor only its own copy (its
+                            # cancelled budget keeps it from the workspace); an editor left
+                            # behind keeps the lock until it is really gone.
+                            if not exclusive or isolated:
                                 give_up()
                             return gave_up
                         finished.wait(None if deadline is None else deadline - time.monotonic())
@@ -251,6 +262,19 @@ class Scheduler:
             self._threads.append(thread)
         thread.start()
         return wait
+
+    @contextlib.contextmanager
+    def hold(
+        self, agent_id: str, lineage: tuple[str, ...], *, exclusive: bool, budget: Budget
+    ) -> Iterator[None]:
+        """The workspace lock for a moment (an isolated editor's copy made, or its change
+        set brought in); NotStarted when `budget` is cancelled or spent first."""
+        lock = self._lock_for(lineage)
+        lock.acquire(f"{agent_id}:hold", exclusive=exclusive, budget=budget)
+        try:
+            yield
+        finally:
+            lock.release(f"{agent_id}:hold")
 
     @staticmethod
     def _give_up(budget: Budget, deadline: float | None) -> WorkerRun | None:

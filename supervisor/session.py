@@ -28,6 +28,7 @@ from workers.sandbox import SandboxUnavailable
 from workers.sandbox.factory import SandboxFactory
 from workers.snapshots import Store
 from workers.tools.base import Approver, Tool, deny_all
+from workers.worktrees import reap_worktrees
 
 TOP_AGENT_ID = "supervisor"
 
@@ -153,6 +154,7 @@ class Session:
             )
         )
         self.root = Budget(plan.max_tokens, plan.max_seconds)
+        reap_worktrees(self.workspace)  # isolated editors' copies a killed run left
         self.team = Team(
             workspace=self.workspace,
             profiles=plan.profiles,
@@ -193,7 +195,7 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID) as sandbox:
+            with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None) as sandbox:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
                 )

@@ -48,7 +48,11 @@ class Settings(BaseModel):
     log_dir: Path | None = None
     """Where run logs go; default <workspace>/.gaffer/logs."""
     max_parallel: int = Field(4, ge=1, le=64)
-    """Read-only workers that may run at the same time."""
+    """Read-only workers that may run at the same time, and isolated editors."""
+    isolate: bool = False
+    """Each editing worker works on a copy of its own (a git worktree under
+    .gaffer/worktrees) and runs beside the others; its changes come into the workspace
+    when it ends, all or nothing, and a conflict is reported to the supervisor."""
     max_depth: int = Field(2, ge=0, le=8)
     """How deep workers may delegate to workers."""
     max_workers: int = Field(32, ge=0, le=10_000)
@@ -90,6 +94,7 @@ FLAGS = (
     "max_seconds",
     "max_tokens",
     "max_parallel",
+    "isolate",
     "log_dir",
     "stream",
     "verify",

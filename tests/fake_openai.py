@@ -43,6 +43,13 @@ class Reply:
     """Prompt tokens the server says it had cached, as llama.cpp and OpenAI report them."""
 
 
+def _first_user_text(body: dict[str, Any]) -> str:
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            return str(message.get("content"))
+    return ""
+
+
 def error_reply(status: int, message: str, code: str | None = None, **headers: str) -> Reply:
     return Reply(
         status=status, error={"message": message, "type": "error", "code": code}, headers=headers
@@ -50,8 +57,13 @@ def error_reply(status: int, message: str, code: str | None = None, **headers: s
 
 
 class FakeOpenAI:
-    def __init__(self, replies: list[Reply] | None = None) -> None:
+    def __init__(
+        self, replies: list[Reply] | None = None, routes: dict[str, list[Reply]] | None = None
+    ) -> None:
         self.replies = list(replies or [])
+        self.routes = {key: list(script) for key, script in (routes or {}).items()}
+        """Replies for the agents whose first user message (a worker's task) contains
+        the key, in order, whatever order parallel workers ask in; `replies` for the rest."""
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.headers: list[dict[str, str]] = []
@@ -73,9 +85,7 @@ class FakeOpenAI:
                     fake.requests.append(body)
                     fake.request_times.append(time.monotonic())
                     fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    reply = (
-                        fake.replies.pop(0) if fake.replies else Reply(text="(no reply scripted)")
-                    )
+                    reply = fake._next(body)
                 if reply.delay and not self._wait_for_client(reply.delay):
                     with fake._lock:
                         fake.disconnects.append(time.monotonic())
@@ -157,6 +167,13 @@ class FakeOpenAI:
     def base_url(self) -> str:
         host, port = self.server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        task = _first_user_text(body)
+        for key, script in self.routes.items():
+            if key in task and script:
+                return script.pop(0)
+        return self.replies.pop(0) if self.replies else Reply(text="(no reply scripted)")
 
     def __enter__(self) -> FakeOpenAI:
         self.thread.start()

@@ -73,11 +73,16 @@ def outcome_line(stderr: str) -> str:
 
 
 def gaffer_replying(
-    workspace: Path, *args: str, replies: list[Reply], env: dict[str, str] | None = None
+    workspace: Path,
+    *args: str,
+    replies: list[Reply],
+    env: dict[str, str] | None = None,
+    routes: dict[str, list[Reply]] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:
-    """`gaffer` against a scripted endpoint that gives `replies` in order; the endpoint
-    is returned too, with every request it received."""
-    with FakeOpenAI(replies) as server:
+    """`gaffer` against a scripted endpoint that gives `replies` in order (and `routes`
+    to the workers whose task holds the key); the endpoint is returned too, with every
+    request it received."""
+    with FakeOpenAI(replies, routes) as server:
         done = gaffer(workspace, *args, server=server, env=env, timeout=180)
     return done, server
 

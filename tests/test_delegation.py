@@ -632,7 +632,7 @@ def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
         profiles,
         dict(BUILTIN_TOOLS),
         make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
-        make_sandbox=lambda _p, _a: None,  # type: ignore[arg-type,return-value]
+        make_sandbox=lambda *_: None,  # type: ignore[arg-type,return-value]
         events=Emitter(),
         ceiling=Ceiling(read_only=True),
     )

@@ -309,7 +309,7 @@ def test_who_gets_what(workspace: Path, tmp_path: Path) -> None:
             profiles,
             tools,
             make_model=lambda _n: None,
-            make_sandbox=lambda _p, _a: None,
+            make_sandbox=lambda *_: None,
             events=Emitter(),
         )  # type: ignore[arg-type,return-value]
         explorer = team.specs["explorer"].tools

@@ -222,3 +222,55 @@ def test_any_gaffer_start_removes_containers_a_killed_run_left(ws: Path) -> None
     finally:
         with contextlib.suppress(Exception):
             left.remove(force=True)
+
+
+def test_isolated_coders_work_in_parallel_containers_and_both_land(ws: Path) -> None:
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run(
+            ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "safe.directory=*", *args],
+            cwd=ws,
+            check=True,
+        )
+    chown_tree(ws)
+    supervisor = [
+        Reply(
+            tool_calls=[
+                ("delegate", json.dumps({"profile": "coder", "task": "tidy the files"})),
+                ("delegate", json.dumps({"profile": "coder", "task": "say bye"})),
+            ]
+        ),
+        Reply(text="Both done."),
+    ]
+    routes = {  # each waits a second at its first step, so the two overlap
+        "tidy the files": [
+            Reply(delay=1.0, tool_calls=shell("rm gone.txt && mv old.txt moved.txt").tool_calls),
+            Reply(text="Tidied."),
+        ],
+        "say bye": [
+            Reply(delay=1.0, tool_calls=shell("sed -i s/hi/bye/ app.py && git status").tool_calls),
+            Reply(text="Says bye."),
+        ],
+    }
+    done, _ = gaffer_replying(
+        ws, "run", "--isolate", "--no-verify", "two chores", replies=supervisor, routes=routes
+    )
+    assert done.returncode == 0, done.stderr
+    assert "return 'bye'" in (ws / "app.py").read_text()
+    assert (ws / "moved.txt").exists() and not (ws / "gone.txt").exists()
+    lines = records(ws)
+    merges = [r for r in lines if r["event"] == "merge"]
+    assert sorted(m["status"] for m in merges) == ["applied", "applied"]
+    git_status = next(r for r in lines if "git status" in str(r.get("args")))
+    assert not git_status["is_error"], "git works in an isolated copy"
+    starts = {r["agent_id"]: r for r in lines if r["event"] == "agent_start"}
+    ends = {r["agent_id"]: r for r in lines if r["event"] == "agent_end"}
+    assert starts["w1"]["sandbox"] == starts["w2"]["sandbox"] == "docker"
+    assert starts["w2"]["ts"] < ends["w1"]["ts"] and starts["w1"]["ts"] < ends["w2"]["ts"]
+    assert not list((ws / ".gaffer" / "worktrees").iterdir())
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=gaffer.sandbox"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""
+    undone, _ = gaffer(ws, "undo", "--agent", "w2")
+    assert undone.returncode == 0, undone.stderr
+    assert "return 'hi'" in (ws / "app.py").read_text()

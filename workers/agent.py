@@ -13,6 +13,7 @@ from workers.events import Emitter
 from workers.facts import Facts
 from workers.limits import Budget, Limits
 from workers.log_schema import UserMessage
+from workers.merging import Merged
 from workers.model import Message, Model
 from workers.outcome import Outcome
 from workers.sandbox import Sandbox
@@ -70,7 +71,9 @@ class AgentResult:
     """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
     changes: list[Change] | None = None
     """What it changed in the workspace, its workers included; None when it could
-    change nothing."""
+    change nothing. An isolated editor's: what came into the workspace."""
+    merge: Merged | None = None
+    """An isolated editor's: how its change set came into the workspace, or why not."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

@@ -119,6 +119,12 @@ class ChangeTracker:
         """Where the change set's unified diff is written at the end (beside the log)."""
         self.before_id, self._start = store.snapshot()
         self._last = self._start
+        self.worktree = (
+            store.workspace.relative_to(store.home).as_posix()
+            if store.home != store.workspace
+            else None
+        )
+        """An isolated editor's copy (workers/worktrees.py), relative to the workspace."""
 
     def changed_by_call(self) -> list[Change]:
         """What changed since the last look (the call just made, or workers it ran)."""

@@ -105,6 +105,8 @@ class AgentStart(Event):
     max_tokens: int | None
     snapshot: str | None = absent_when_none()
     """An agent that can change files: the workspace's snapshot as it starts."""
+    worktree: str | None = absent_when_none()
+    """An isolated editor: its copy of the workspace (workers/worktrees.py)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,24 @@ class ChangeSet(Event):
     """Each change (workers/change_sets.py Change.as_json): path, kind, hashes, sizes."""
     diff_file: str | None
     """The unified diff, relative to the log's folder; None when it could not be written."""
+
+
+@dataclass(frozen=True)
+class Merge(Event):
+    """An isolated editor's change set brought into the workspace (workers/merging.py)."""
+
+    event = "merge"
+    status: str
+    """`applied`, `conflict` (nothing written), `nothing` (no change to bring in) or
+    `skipped` (cancelled before it could)."""
+    files: list[Record]
+    """What changed in the workspace, as change_set's `files`."""
+    conflicts: list[Record]
+    """Each conflict: `path`, `why`, `hunks`."""
+    before: str | None = absent_when_none()
+    after: str | None = absent_when_none()
+    """The workspace's snapshots around the write."""
+    reason: str | None = absent_when_none()
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ def run_agent(
             max_seconds=agent.limits.max_seconds,
             max_tokens=agent.limits.max_tokens,
             snapshot=agent.changes.before_id if agent.changes else None,
+            worktree=agent.changes.worktree if agent.changes else None,
         )
     )
     crash: str | None = None

@@ -49,6 +49,10 @@ class Profile(BaseModel):
     """The tools the profile grants, by name."""
     sandbox: Literal["none", "docker"] = "none"
     """`docker` runs every tool in a container holding only the workspace."""
+    isolate: bool = False
+    """An editing worker works on a copy of its own (a git worktree of the workspace as
+    it starts), beside other isolated editors; what it changed is brought into the
+    workspace when it ends, all or nothing (`--isolate` does this for every editor)."""
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
     model: str | None = None
     """Another model for this profile; default: the run's model."""

@@ -61,9 +61,16 @@ Tree = dict[str, Entry]
 class Store:
     """Objects, snapshots and the stat cache of one workspace; safe across threads."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, home: Path | None = None) -> None:
         self.workspace = Path(os.path.realpath(workspace))
-        self.folder = self.workspace / STORE_DIR
+        self.home = self.workspace if home is None else Path(os.path.realpath(home))
+        """The workspace whose store this is: an isolated editor's copy (workers/
+        worktrees.py) keeps its snapshots in the real workspace's store, so its change
+        set can be read, shown and applied there."""
+        self.folder = self.home / STORE_DIR
+        self._cache_name = (
+            "stat-cache" if self.home == self.workspace else f"stat-cache-{self.workspace.name}"
+        )
         self._lock = threading.Lock()
         self._cache: dict[str, list[int | str | bool]] | None = None
         self._cache_dirty = False
@@ -183,6 +190,13 @@ class Store:
         self._keep(digest, data)
         return digest, True
 
+    def keep(self, data: bytes) -> str:
+        """Keep a content the harness made itself (a merged file); its digest."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self._lock:
+            self._keep(digest, data)
+        return digest
+
     def _open_folder(self, folder: str) -> int:
         fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY)
         for part in folder.split("/") if folder else []:
@@ -199,7 +213,7 @@ class Store:
         if name in self._checked:  # checked once per store: every kept object asks
             return self._checked[name]
         try:
-            folder = own_dir(self.workspace, GAFFER_DIR, "changes", *([name] if name else []))
+            folder = own_dir(self.home, GAFFER_DIR, "changes", *([name] if name else []))
         except ToolError as error:
             raise OSError(str(error)) from error
         self._checked[name] = folder
@@ -299,7 +313,7 @@ class Store:
             except (KeyError, ValueError):
                 pass  # damaged, or planted by the repository: written again
         self.own_folder("snapshots")
-        temp = path.with_name(f".{snapshot_id}.{os.getpid()}")
+        temp = path.with_name(f".{snapshot_id}.{os.getpid()}.{threading.get_ident()}")
         temp.write_bytes(zlib.compress(raw, 1))
         os.replace(temp, path)
         return snapshot_id
@@ -308,7 +322,7 @@ class Store:
         if self._cache is None:
             self._cache = {}
             try:
-                loaded = json.loads((self.folder / "stat-cache").read_bytes())
+                loaded = json.loads((self.folder / self._cache_name).read_bytes())
             except (OSError, ValueError):
                 loaded = None
             if isinstance(loaded, dict) and isinstance(loaded.get("files"), dict):
@@ -321,8 +335,8 @@ class Store:
     def _save_cache(self) -> None:
         if not self._cache_dirty or self._cache is None:
             return
-        path = self.own_folder() / "stat-cache"
-        temp = path.with_name(f".stat-cache.{os.getpid()}.{threading.get_ident()}")
+        path = self.own_folder() / self._cache_name
+        temp = path.with_name(f".{self._cache_name}.{os.getpid()}.{threading.get_ident()}")
         exact = self._saved_id if self._matches_saved else None
         data = {"snapshot": exact, "files": self._cache}
         temp.write_text(json.dumps(data, separators=(",", ":")))

@@ -29,6 +29,10 @@ class AgentSpec:
     workspace around it and after each of its calls (workers/change_sets.py)."""
     refusal: str | None
     """Why this run does not let it be delegated to, or None."""
+    isolated: bool = False
+    """An editor that works on a copy of its own (workers/worktrees.py) and runs beside
+    other isolated editors; never one that delegates (its workers would edit the
+    workspace itself)."""
 
     @property
     def name(self) -> str:
@@ -45,12 +49,15 @@ def resolve(
     *,
     read_only: bool = False,
     allowed: Collection[str] | None = None,
+    isolate: bool = False,
 ) -> dict[str, AgentSpec]:
     """Every profile as a spec for this run. `read_only` keeps only read-only tools and
-    parallel-safe workers; `allowed` names the only profiles workers may have.
+    parallel-safe workers; `allowed` names the only profiles workers may have; `isolate`
+    gives every editor that does not delegate a copy of its own (`--isolate`).
 
     Plugin and MCP tools run in gaffer's own process, so a profile in a container never
-    gets them: its tools all run in its container.
+    gets them: its tools all run in its container. An isolated editor keeps only the
+    read-only ones: the others would change the workspace, not its copy.
     """
     reads_only = {name: tool.read_only for name, tool in tools.items()}
     extensions = {name for name, tool in tools.items() if tool.is_extension}
@@ -62,6 +69,10 @@ def resolve(
         if read_only:
             granted = [n for n in granted if tools[n].read_only]
         parallel_safe = is_parallel_safe(profile, reads_only, extensions)
+        may_delegate = "delegate" in profile.tools
+        isolated = (isolate or profile.isolate) and not parallel_safe and not may_delegate
+        if isolated:
+            granted = [n for n in granted if n not in extensions or tools[n].read_only]
         refusal = None
         if allowed is not None and name not in allowed:
             refusal = f"this run allows only the profiles {', '.join(sorted(allowed))}"
@@ -70,9 +81,10 @@ def resolve(
         specs[name] = AgentSpec(
             profile=profile,
             tools=tuple(granted),
-            may_delegate="delegate" in profile.tools,
+            may_delegate=may_delegate,
             parallel_safe=parallel_safe,
             changes_files=not all(tools[n].read_only for n in granted),
             refusal=refusal,
+            isolated=isolated and not read_only,
         )
     return specs

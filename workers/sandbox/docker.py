@@ -117,9 +117,15 @@ class ContainerSpec:
 
 
 def container_spec(
-    workspace: Path, options: DockerOptions, uid: int | None = None, protected: tuple[str, ...] = ()
+    workspace: Path,
+    options: DockerOptions,
+    uid: int | None = None,
+    protected: tuple[str, ...] = (),
+    git_dir: Path | None = None,
 ) -> ContainerSpec:
-    """The container for this workspace; `protected` paths (guard.survey) are read-only."""
+    """The container for this workspace; `protected` paths (guard.survey) are read-only.
+    `git_dir`: for an isolated editor's worktree, the repository it belongs to, read-only
+    at its own path, where the worktree's `.git` file points (so git works inside)."""
     real = Path(os.path.realpath(workspace))
     owner = real.stat()
     user_id = owner.st_uid if uid is None else uid
@@ -141,6 +147,8 @@ def container_spec(
     for rel in dict.fromkeys((GAFFER_DIR, *protected)):
         mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
     mounts.append((str(folders[1]), f"{WORKSPACE}/{GAFFER_DIR}/shell", False))
+    if git_dir is not None:
+        mounts.append((str(git_dir), str(git_dir), True))
     return ContainerSpec(
         image=options.image,
         user=f"{user_id}:{group}",
@@ -195,13 +203,14 @@ def docker_sandbox(
     agent_id: str,
     uid: int | None = None,
     docker_client: Any = None,
+    git_dir: Path | None = None,
 ) -> Iterator[DockerSandbox]:
     """Start a container for one worker run, and remove it however the run ends; then
     move aside anything it planted that the host would run (`sandbox.quarantined`)."""
     docker_client = docker_client or client()
     check_image(docker_client, options.image)
     before = guard.survey(workspace)
-    spec = container_spec(workspace, options, uid, before.mounts)
+    spec = container_spec(workspace, options, uid, before.mounts, git_dir)
     from docker.types import LogConfig, Mount
 
     container = docker_client.containers.create(

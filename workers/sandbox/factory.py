@@ -6,6 +6,7 @@ workspace, its shell guarded."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -41,9 +42,14 @@ class SandboxFactory:
         self._client: Any = None  # made on first use: runs without Docker never touch it
         self._lock = threading.Lock()
 
-    def __call__(self, spec: AgentSpec, agent_id: str) -> AbstractContextManager[Sandbox]:
+    def __call__(
+        self, spec: AgentSpec, agent_id: str, workspace: Path | None = None
+    ) -> AbstractContextManager[Sandbox]:
+        """`workspace`: an isolated editor's copy (workers/worktrees.py), which its tools
+        see instead of the workspace."""
+        workspace = workspace or self.workspace
         if not spec.in_container:
-            context = ToolContext(self.workspace, approve=self.approve, guard_shell=True)
+            context = ToolContext(workspace, approve=self.approve, guard_shell=True)
             return contextlib.nullcontext(HostSandbox(context))
         with self._lock:
             if self._client is None:
@@ -56,21 +62,29 @@ class SandboxFactory:
                 # Containers of crashed runs (kill -9) go before this run adds its own.
                 leftovers.remove_leftovers(client)
                 self._client = client
-        return self._container(spec, agent_id, self._client)
+        return self._container(spec, agent_id, self._client, workspace)
+
+    def _git_dir(self) -> Path | None:
+        """The workspace's repository, which an isolated editor's worktree points to."""
+        git_dir = Path(os.path.realpath(self.workspace / ".git"))
+        return git_dir if git_dir.is_dir() and git_dir.parent == self.workspace else None
 
     @contextlib.contextmanager
-    def _container(self, spec: AgentSpec, agent_id: str, client: Any) -> Iterator[Sandbox]:
+    def _container(
+        self, spec: AgentSpec, agent_id: str, client: Any, workspace: Path
+    ) -> Iterator[Sandbox]:
         """A worker's container, with the boundary's doings at its start and end in the log."""
         log = self.events.bind(agent_id=agent_id, profile=spec.name)
         box: docker.DockerSandbox | None = None
         try:
             with docker.docker_sandbox(
-                self.workspace,
+                workspace,
                 spec.profile.docker,
                 run_id=self.run_id,
                 agent_id=agent_id,
                 uid=self.uid,
                 docker_client=client,
+                git_dir=self._git_dir() if workspace != self.workspace else None,
             ) as box:
                 if unshared := box.survey.unshared:
                     log.emit(

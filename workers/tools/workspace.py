@@ -250,6 +250,7 @@ logs/
 changes/
 shell/
 quarantine/
+worktrees/
 """
 
 

@@ -1,0 +1,100 @@
+"""An isolated editor's run (`--isolate`, or `isolate = true` in its profile): a copy of
+the workspace made while no editor writes, the worker's whole run on that copy beside
+other isolated editors, then its change set brought into the workspace under the editor
+lock, all or nothing (workers/merging.py), and the copy removed however it ended.
+
+A conflict writes nothing; the worker's report names the files and their hunks, and its
+whole change set stays in the run's diff folder, so the supervisor can hand a resolution
+to another worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from supervisor.scheduler import NotStarted, Scheduler, Work
+from workers.agent import AgentResult
+from workers.events import Emitter
+from workers.limits import Budget
+from workers.log_schema import Merge
+from workers.merging import Merged, merge_change_set
+from workers.outcome import Failed
+from workers.snapshots import Store, Tree
+from workers.worktrees import CannotIsolate, Worktree, make_worktree, remove_worktree
+
+# How long a finished editor may wait for the editor lock to bring its changes in.
+MERGE_WAIT_S = 600.0
+
+
+RunOnCopy = Callable[[Callable[[list[Any]], None], Worktree], AgentResult]
+"""(the callback for what its sandbox moved aside, its copy) -> the worker's run."""
+
+
+def isolated_work(
+    scheduler: Scheduler,
+    store: Store | None,
+    events: Emitter,
+    agent_id: str,
+    lineage: tuple[str, ...],
+    budget: Budget,
+    run: RunOnCopy,
+) -> Work:
+    """The scheduler's work for an isolated editor; `events` bound to it."""
+
+    def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
+        if store is None:
+            return AgentResult(Failed("this run keeps no snapshots, so it cannot isolate"), [])
+        try:
+            with scheduler.hold(agent_id, lineage, exclusive=False, budget=budget):
+                copy = make_worktree(store, agent_id)
+        except CannotIsolate as error:
+            return AgentResult(Failed(str(error), kind="sandbox"), [])
+        try:
+            result = run(quarantined, copy)
+            if not result.changes:
+                return result
+            merged = _bring_in(scheduler, store, agent_id, lineage, budget, result, copy.base)
+            events.emit(
+                Merge(
+                    status=merged.status,
+                    files=[c.as_json() for c in merged.applied],
+                    conflicts=[c.as_json() for c in merged.conflicts],
+                    before=merged.before,
+                    after=merged.after,
+                    reason=merged.skipped,
+                )
+            )
+            result.changes, result.merge = merged.applied, merged
+            return result
+        finally:
+            remove_worktree(store.workspace, copy.path)
+
+    return work
+
+
+def _bring_in(
+    scheduler: Scheduler,
+    store: Store,
+    agent_id: str,
+    lineage: tuple[str, ...],
+    budget: Budget,
+    result: AgentResult,
+    base: Tree,
+) -> Merged:
+    """The worker's change set in the workspace, or why not. A worker that stopped at a
+    limit still brings in what it did, as an editor on the workspace would have left it;
+    a cancelled one brings in nothing."""
+    assert result.changes is not None
+    skipped = Merged(skipped="it was cancelled before its changes came in")
+    if budget.cancelled():
+        return skipped
+    wait = Budget(None, MERGE_WAIT_S)
+    unregister = budget.on_cancel(wait.cancel)
+    try:
+        with scheduler.hold(agent_id, lineage, exclusive=True, budget=wait):
+            return merge_change_set(store, base, result.changes)
+    except NotStarted:
+        return skipped
+    finally:
+        unregister()

@@ -1,0 +1,205 @@
+"""Isolated editors (`--isolate`): each on a git worktree of its own, in parallel; their
+change sets come into the workspace all or nothing, and a conflict is reported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from supervisor.delegation import Ceiling
+from supervisor.history import agent_changes
+from tests.test_delegation import delegate, interval, of, run_session, tool_answers
+from workers.change_sets import compare
+from workers.merging import merge_change_set
+from workers.model.scripted import Step, call, calls, say
+from workers.snapshots import Store
+from workers.worktrees import WORKTREES_DIR, make_worktree, reap_worktrees
+
+ISOLATED = Ceiling(isolate=True)
+
+
+def git(folder: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def repository(workspace: Path) -> Path:
+    """A repository with a commit, an uncommitted edit and an untracked file."""
+    git(workspace, "init", "-q")
+    (workspace / "shared.py").write_text("".join(f"line {n}\n" for n in range(1, 21)))
+    (workspace / "committed.txt").write_text("as committed\n")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "start")
+    (workspace / "committed.txt").write_text("edited, not committed\n")
+    (workspace / "untracked.txt").write_text("never added\n")
+    return workspace
+
+
+def copies_left(workspace: Path) -> list[str]:
+    folder = workspace / WORKTREES_DIR
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+def test_three_isolated_editors_run_together_and_all_land(workspace: Path, tmp_path: Path) -> None:
+    repository(workspace)
+    tasks = ["write one", "write two", "write three"]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(*(delegate("writer", t) for t in tasks)), say("done")],
+        **{
+            t: [
+                call("read_file", path="untracked.txt"),
+                call("write_file", path=f"{t[6:]}.txt", content=t),
+                say("wrote"),
+            ]
+            for t in tasks
+        },
+    }
+    _, records, model = run_session(workspace, tmp_path, scripts, latency=0.3, ceiling=ISOLATED)
+    for n in (1, 2, 3):
+        assert (workspace / f"{tasks[n - 1][6:]}.txt").read_text() == tasks[n - 1]
+    spans = [interval(records, f"w{n}") for n in (1, 2, 3)]
+    assert max(start for start, _ in spans) < min(end for _, end in spans), "they took turns"
+    # Each copy held the uncommitted and untracked files, and was a worktree of its own.
+    for task in tasks:
+        assert "never added" in str(model.seen(task)[1][-1]["content"])
+    starts = of(records, "agent_start", profile="writer")
+    assert len({s["worktree"] for s in starts}) == 3
+    assert [m["status"] for m in of(records, "merge")] == ["applied"] * 3
+    assert copies_left(workspace) == []
+    assert "worktrees" not in git(workspace, "worktree", "list")
+    # The uncommitted edit is untouched, and each report says where the change went.
+    assert (workspace / "committed.txt").read_text() == "edited, not committed\n"
+    answers = tool_answers(model, "the job", 1)
+    assert all("its changes are now in the workspace" in a for a in answers)
+    # `gaffer undo w2` would put back just what w2 brought in.
+    store = Store(workspace)
+    (w2,) = agent_changes(records, store, "w2")
+    assert [c.label for c in w2.changes] == ["two.txt (added)"]
+
+
+def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repository(workspace)
+    original = (workspace / "shared.py").read_text()
+    first = original.replace("line 5\n", "line five, by the first\n")
+    second = original.replace("line 5\n", "line 5, by the second\n")
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            calls(delegate("writer", "edit first"), delegate("writer", "edit second")),
+            say("done"),
+        ],
+        "edit first": [
+            call("read_file", path="shared.py"),
+            call("write_file", path="shared.py", content=first),
+            say("ok"),
+        ],
+        # The second is slower: the first's change is in the workspace when it ends.
+        "edit second": [
+            call("read_file", path="shared.py"),
+            call("read_file", path="committed.txt"),
+            call("write_file", path="shared.py", content=second),
+            say("ok"),
+        ],
+    }
+    _, records, model = run_session(workspace, tmp_path, scripts, latency=0.2, ceiling=ISOLATED)
+    assert (workspace / "shared.py").read_text() == first  # exactly as after the first
+    merges = {m["agent_id"]: m for m in of(records, "merge")}
+    assert merges["w1"]["status"] == "applied" and merges["w2"]["status"] == "conflict"
+    (conflict,) = merges["w2"]["conflicts"]
+    assert conflict["path"] == "shared.py" and "same lines" in conflict["why"]
+    assert "line five, by the first" in conflict["hunks"]
+    assert "line 5, by the second" in conflict["hunks"]
+    ends = {e["child_id"]: e for e in of(records, "delegate_end")}
+    assert ends["w2"]["status"] == "conflict" and ends["w2"]["files_changed"] == []
+    report = tool_answers(model, "the job", 1)[1]
+    assert "NOT applied" in report and "shared.py" in report and "by the second" in report
+    assert records and copies_left(workspace) == []
+    diff = tmp_path / "logs"
+    assert any(p.name == "w2.diff" for p in diff.rglob("*.diff")), "its change set is kept"
+
+
+def test_changes_to_different_lines_of_one_file_are_joined(workspace: Path, tmp_path: Path) -> None:
+    repository(workspace)
+    original = (workspace / "shared.py").read_text()
+    top = original.replace("line 2\n", "line 2 (top)\n")
+    bottom = original.replace("line 19\n", "line 19 (bottom)\n")
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            calls(delegate("writer", "edit top"), delegate("writer", "edit bottom")),
+            say("done"),
+        ],
+        "edit top": [
+            call("read_file", path="shared.py"),
+            call("write_file", path="shared.py", content=top),
+            say("ok"),
+        ],
+        "edit bottom": [
+            call("read_file", path="shared.py"),
+            call("read_file", path="committed.txt"),
+            call("write_file", path="shared.py", content=bottom),
+            say("ok"),
+        ],
+    }
+    _, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2, ceiling=ISOLATED)
+    text = (workspace / "shared.py").read_text()
+    assert "line 2 (top)\n" in text and "line 19 (bottom)\n" in text
+    assert [m["status"] for m in of(records, "merge")] == ["applied", "applied"]
+
+
+def test_without_isolate_editors_still_take_turns_on_the_workspace(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repository(workspace)
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(delegate("writer", "a"), delegate("writer", "b")), say("done")],
+        "a": [call("write_file", path="a.txt", content="a"), say("ok")],
+        "b": [call("write_file", path="b.txt", content="b"), say("ok")],
+    }
+    _, records, _ = run_session(workspace, tmp_path, scripts, latency=0.1)
+    (_, first_end), (second_start, _) = interval(records, "w1"), interval(records, "w2")
+    assert first_end <= second_start
+    assert of(records, "merge") == [] and "worktree" not in of(records, "agent_start")[1]
+
+
+def test_a_change_set_naming_what_the_host_runs_is_refused_whole(workspace: Path) -> None:
+    repository(workspace)
+    store = Store(workspace)
+    _, base = store.snapshot()
+    copy = make_worktree(store, "w9")
+    (copy.path / "ok.txt").write_text("fine\n")
+    (copy.path / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    _, after = copy.store.snapshot()
+    merged = merge_change_set(store, base, compare(base, after))
+    assert merged.status == "conflict"
+    assert [c.path for c in merged.conflicts] == [".mcp.json"]
+    assert not (workspace / "ok.txt").exists() and not (workspace / ".mcp.json").exists()
+
+
+def test_copies_of_a_killed_run_are_reaped(workspace: Path) -> None:
+    repository(workspace)
+    store = Store(workspace)
+    copy = make_worktree(store, "w1")
+    dead = copy.path.with_name("999999999-w1")  # no such pid
+    copy.path.rename(dead)
+    git(workspace, "worktree", "repair", str(dead))
+    assert "999999999-w1" in git(workspace, "worktree", "list")
+    mine = make_worktree(store, "w2")
+    assert reap_worktrees(workspace) == ["999999999-w1"]
+    assert copies_left(workspace) == [mine.path.name]  # a live run's copy stays
+    assert "999999999" not in git(workspace, "worktree", "list")
+
+
+def test_a_workspace_outside_git_gets_a_plain_copy(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("plain\n")
+    store = Store(workspace)
+    copy = make_worktree(store, "w1")
+    assert (copy.path / "notes.txt").read_text() == "plain\n"
+    assert not (copy.path / ".git").exists()
