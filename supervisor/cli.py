@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import click
 
-from supervisor import history, settings
+from supervisor import cluster_commands, history, settings
 from supervisor.exits import EXIT_USAGE, fail, log_dir_here
 from supervisor.local import commands as local_commands
 from workers.tools.git_paths import workspace_for
@@ -359,6 +359,7 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
         console.print(table)
 
 
+main.add_command(cluster_commands.cluster)
 main.add_command(history.diff)
 main.add_command(local_commands.local)
 main.add_command(history.undo)

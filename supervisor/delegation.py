@@ -18,15 +18,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from pydantic import Field, create_model
-
+from supervisor.delegate_tool import delegate_tool
 from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.assembly import RunSetting, build_agent
+from workers.cluster.driver import Cluster, RemoteCopy
 from workers.events import Emitter
 from workers.limits import Budget
 from workers.log_schema import Boundary, DelegateStart
@@ -37,15 +37,18 @@ from workers.profiles import Profile
 from workers.sandbox import Sandbox
 from workers.snapshots import Store
 from workers.specs import AgentSpec, resolve
-from workers.tools.base import Args, Tool, ToolContext, ToolResult
+from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
 from workers.verification import DEFAULT_MAX_SEND_BACKS
-from workers.worktrees import Worktree
+from workers.worktrees import Worktree, make_worktree
 
-MakeSandbox = Callable[[AgentSpec, str, Path | None], AbstractContextManager[Sandbox]]
-"""(spec, agent_id, an isolated editor's copy or None) -> a context that yields the
-sandbox and tears it down after (workers/sandbox/factory.py)."""
+Copy = Worktree | RemoteCopy
+"""The workspace as an isolated editor, or a worker on the cluster, sees it."""
+
+MakeSandbox = Callable[[AgentSpec, str, "Copy | None"], AbstractContextManager[Sandbox]]
+"""(spec, agent_id, the worker's copy of the workspace or None) -> a context that yields
+the sandbox and tears it down after (workers/sandbox/factory.py)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ class Team:
     diff_folder: Path | None = None
     """Where each change set's unified diff is written (beside the log)."""
     test_runners: tuple[str, ...] = ()
+    cluster: Cluster | None = None
+    """Workers' tools run on its nodes (--cluster), each on the bundle of its batch."""
     scheduler: Scheduler = field(init=False)
 
     def __post_init__(self) -> None:
@@ -196,6 +201,8 @@ class Team:
         identity: dict[str, Any] = {"agent_id": agent_id, "profile": spec.name}
         if parent is not None:
             identity["parent_id"] = parent.agent_id
+        if node := getattr(sandbox, "node", None):  # placed on a cluster node
+            identity["node"] = node
         events = self.events.bind(**identity)
         tools = {name: self.tools[name] for name in spec.tools}
         if self.use_skill is not None:
@@ -216,49 +223,16 @@ class Team:
         )
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
-        names = self.delegable() or ["none"]
-        # The profile argument is an enum of what this run allows: models follow enums.
-        args_model = create_model(
-            "DelegateArgs",
-            __base__=Args,
-            profile=(
-                str,
-                Field(
-                    description="Which worker profile: " + ", ".join(names),
-                    json_schema_extra={"enum": cast(Any, names)},
-                ),
-            ),
-            task=(
-                str,
-                Field(description="A self-contained task: what to do, where, and what to report."),
-            ),
-        )
-
-        def run(_ctx: ToolContext, args: Any) -> ToolResult:
-            return self.delegate(caller, args.profile, args.task)
-
-        def begin(args: Any) -> Callable[[], ToolResult] | None:
-            spec = self.specs.get(args.profile)
+        def begin(profile: str, task: str) -> Callable[[], ToolResult] | None:
+            spec = self.specs.get(profile)
             if spec is None or spec.refusal is not None:
                 return None
             if not (spec.parallel_safe or spec.isolated):
                 return None
-            return self.start_delegation(caller, args.profile, args.task)
+            return self.start_delegation(caller, profile, task)
 
-        return Tool(
-            name="delegate",
-            description=(
-                "Hand a task to a worker agent with the given profile and get its report. Several "
-                "delegate calls in one turn run in parallel for read-only profiles and those "
-                "working on a copy of their own (their changes come in as each ends; a conflict "
-                "is reported); other profiles that change files run one at a time, in order."
-            ),
-            args=args_model,
-            run=run,
-            read_only=False,
-            begin=begin,
-            harness=True,
-            origin="harness",
+        return delegate_tool(
+            self.delegable(), lambda profile, task: self.delegate(caller, profile, task), begin
         )
 
     # -- delegating ------------------------------------------------------------------
@@ -357,7 +331,9 @@ class Team:
         work: Work = run
         if spec.isolated:
             events = self.events.bind(agent_id=agent_id, profile=spec.name, parent_id=lineage[-1])
-            work = isolated_work(self.scheduler, self.store, events, agent_id, lineage, budget, run)
+            work = isolated_work(
+                self.scheduler, self.store, events, agent_id, lineage, budget, run, self.copy_for
+            )
         return self.scheduler.start(
             agent_id,
             lineage,
@@ -375,24 +351,40 @@ class Team:
         task: str,
         budget: Budget,
         quarantined: Callable[[list[Any]], None],
-        copy: Worktree | None = None,
+        copy: Copy | None = None,
     ) -> AgentResult:
-        """A worker's whole run in its own sandbox; on its `copy` when it is isolated."""
+        """A worker's whole run in its own sandbox; on its `copy` when it is isolated, or
+        on the cluster (a reader there takes the bundle of its batch)."""
+        if copy is None and self.cluster is not None and self.store is not None:
+            copy = self.cluster.copy_of(self.store)
         setting = self.setting
-        if copy is not None:
-            setting = dataclasses.replace(setting, workspace=copy.path, store=copy.store)
+        if copy is not None:  # snapshots of a copy on a node are the node's to take
+            setting = dataclasses.replace(setting, workspace=copy.path or setting.workspace)
+            setting = dataclasses.replace(setting, store=copy.store)
         sandbox = None
         try:
-            with self.make_sandbox(spec, agent_id, copy.path if copy else None) as sandbox:
+            with self.make_sandbox(spec, agent_id, copy) as sandbox:
                 agent, prompt = self.build(
                     spec, agent_id, sandbox, budget, caller.depth + 1, caller, setting
                 )
                 system: Message = {"role": "system", "content": prompt}
                 messages: list[Message] = [system, {"role": "user", "content": task}]
                 progress = self._progress[agent_id] = AgentResult(Aborted("running"), messages)
-                return run_agent(agent, messages, progress)
+                result = run_agent(agent, messages, progress)
         finally:
             quarantined(sandbox.quarantined if sandbox is not None else [])
+        if (sent := getattr(sandbox, "sent_back", None)) is not None and self.store is not None:
+            for data in sent.contents.values():  # named by the store, never by the node
+                self.store.keep(data)
+            result.changes = sent.changes
+        return result
+
+    def copy_for(self, agent_id: str) -> Copy:
+        """An isolated editor's copy: a worktree here, or the batch's bundle on the cluster."""
+        assert self.store is not None
+        if self.cluster is not None:
+            return self.cluster.copy_of(self.store)
+        return make_worktree(self.store, agent_id)
 
     def shutdown(self) -> None:
         """Wait briefly for workers to write their last lines, then let the rest go."""

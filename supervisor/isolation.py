@@ -20,14 +20,15 @@ from workers.limits import Budget
 from workers.log_schema import Merge
 from workers.merging import Merged, merge_change_set
 from workers.outcome import Failed
+from workers.sandbox import SandboxUnavailable
 from workers.snapshots import Store, Tree
-from workers.worktrees import CannotIsolate, Worktree, make_worktree, remove_worktree
+from workers.worktrees import CannotIsolate
 
 # How long a finished editor may wait for the editor lock to bring its changes in.
 MERGE_WAIT_S = 600.0
 
 
-RunOnCopy = Callable[[Callable[[list[Any]], None], Worktree], AgentResult]
+RunOnCopy = Callable[[Callable[[list[Any]], None], Any], AgentResult]
 """(the callback for what its sandbox moved aside, its copy) -> the worker's run."""
 
 
@@ -39,16 +40,19 @@ def isolated_work(
     lineage: tuple[str, ...],
     budget: Budget,
     run: RunOnCopy,
+    make_copy: Callable[[str], Any],
 ) -> Work:
-    """The scheduler's work for an isolated editor; `events` bound to it."""
+    """The scheduler's work for an isolated editor; `events` bound to it; `make_copy`
+    gives its copy (a worktree, or a bundle for a cluster node), with `base` and
+    `remove()`."""
 
     def work(quarantined: Callable[[list[Any]], None]) -> AgentResult:
         if store is None:
             return AgentResult(Failed("this run keeps no snapshots, so it cannot isolate"), [])
         try:
             with scheduler.hold(agent_id, lineage, exclusive=False, budget=budget):
-                copy = make_worktree(store, agent_id)
-        except CannotIsolate as error:
+                copy = make_copy(agent_id)
+        except (CannotIsolate, SandboxUnavailable) as error:
             return AgentResult(Failed(str(error), kind="sandbox"), [])
         try:
             result = run(quarantined, copy)
@@ -68,7 +72,7 @@ def isolated_work(
             result.changes, result.merge = merged.applied, merged
             return result
         finally:
-            remove_worktree(store.workspace, copy.path)
+            copy.remove()
 
     return work
 

@@ -33,11 +33,13 @@ from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
 from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.view import stderr_console
+from workers.cluster.driver import Cluster
 from workers.events import Subscriber
 from workers.extensions import load_extensions
 from workers.model import Model, shown_url
 from workers.model.openai_client import OpenAIModel
 from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+from workers.sandbox import SandboxUnavailable
 from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver, ToolError
@@ -129,6 +131,13 @@ def set_up(
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
+    cluster = None
+    if config.cluster:
+        try:
+            cluster = Cluster(config.cluster)
+            cluster.connect()
+        except SandboxUnavailable as error:
+            abandon(str(error))
     plan = RunPlan(
         profiles=profiles,
         tools=tools,
@@ -141,7 +150,7 @@ def set_up(
             read_only=read_only,
             profiles=allowed_set,
             max_parallel=config.max_parallel,
-            isolate=config.isolate,
+            isolate=config.isolate or cluster is not None,
             max_depth=config.max_depth,
             max_workers=config.max_workers,
         ),
@@ -153,6 +162,7 @@ def set_up(
         context_window=config.context_window,
         extensions=extensions,
         test_runners=tuple(config.test_runners),
+        cluster=cluster,
     )
     return session, plan
 

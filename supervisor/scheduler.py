@@ -27,8 +27,8 @@ from typing import Any
 
 from workers.agent import AgentResult
 from workers.limits import Budget
-from workers.outcome import Aborted, Failed, LimitHit, reason_of, status_of
-from workers.sandbox import SandboxUnavailable
+from workers.outcome import Aborted, Failed, Interrupted, LimitHit, reason_of, status_of
+from workers.sandbox import NodeLost, SandboxUnavailable
 
 # A worker past its wall clock gets this long to notice its cancellation before its
 # caller stops waiting and reports `timeout`.
@@ -220,6 +220,8 @@ class Scheduler:
                 box["result"] = AgentResult(waited.outcome, [])
             except SandboxUnavailable as error:
                 box["result"] = AgentResult(Failed(str(error), kind="sandbox"), [])
+            except NodeLost as error:  # its cluster node died before or after its loop
+                box["result"] = AgentResult(Interrupted(str(error)), [])
             except BaseException as error:  # a harness fault (or a SystemExit) in one worker
                 box["result"] = AgentResult(Failed(f"{type(error).__name__}: {error}"), [])
             finally:

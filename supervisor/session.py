@@ -14,6 +14,7 @@ from typing import Any
 
 from supervisor.delegation import Ceiling, Team
 from workers.agent import AgentResult, tell
+from workers.cluster.driver import Cluster
 from workers.context import ContextKeeper, window_for
 from workers.eventlog import JsonlLog
 from workers.events import Emitter, Recorder, Subscriber
@@ -75,6 +76,8 @@ class RunPlan:
     """`gaffer run`: the top agent works on a task and looks at the code before answering."""
     test_runners: tuple[str, ...] = ()
     """Commands the gate counts as test runs besides the known ones (Settings.test_runners)."""
+    cluster: Cluster | None = None
+    """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
 
 
 @dataclass
@@ -166,6 +169,7 @@ class Session:
                 events=self.events,
                 approve=plan.approve,
                 uid=plan.sandbox_uid,
+                cluster=plan.cluster,
             ),
             events=self.events,
             ceiling=plan.ceiling,
@@ -178,6 +182,7 @@ class Session:
             store=Store(self.workspace),
             diff_folder=self.log.path.with_suffix(".changes"),
             test_runners=plan.test_runners,
+            cluster=plan.cluster,
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
@@ -230,6 +235,8 @@ class Session:
         finally:
             if self.plan.extensions is not None:
                 self.plan.extensions.close()
+            if self.plan.cluster is not None:
+                self.plan.cluster.shutdown()
             self.log.close()
 
     def _end(self) -> None:

@@ -53,6 +53,9 @@ class Settings(BaseModel):
     """Each editing worker works on a copy of its own (a git worktree under
     .gaffer/worktrees) and runs beside the others; its changes come into the workspace
     when it ends, all or nothing, and a conflict is reported to the supervisor."""
+    cluster: str | None = Field(None, pattern=r"^(ray://)?[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5}$")
+    """Place workers on a Ray cluster: ray://HOST:PORT (its client server), or HOST:PORT
+    of a cluster this machine is a node of. Editors there are isolated (--isolate)."""
     max_depth: int = Field(2, ge=0, le=8)
     """How deep workers may delegate to workers."""
     max_workers: int = Field(32, ge=0, le=10_000)
@@ -95,6 +98,7 @@ FLAGS = (
     "max_tokens",
     "max_parallel",
     "isolate",
+    "cluster",
     "log_dir",
     "stream",
     "verify",
@@ -109,11 +113,13 @@ ENV_VARS = {
     "api_key": "OPENAI_API_KEY",
     "api_key_file": "GAFFER_API_KEY_FILE",
     "log_dir": "GAFFER_LOG_DIR",
+    "cluster": "GAFFER_RAY_ADDRESS",
 }
 # A repository's own config must not redirect the endpoint (that would send the user's
 # API key to whoever wrote the repository), pick a file to send as the key, or choose
-# the uid its containers run as. Its log_dir must stay inside the workspace.
-NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key", "api_key_file", "sandbox_uid"}
+# the uid its containers run as, or send the workspace to a cluster of its choosing.
+# Its log_dir must stay inside the workspace.
+NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key", "api_key_file", "sandbox_uid", "cluster"}
 
 
 def user_config_path() -> Path:

@@ -15,9 +15,18 @@ from workers.file_blocks import WRITE_NOW, write_blocks
 from workers.focused_write import ask_for_the_change
 from workers.log_schema import AgentEnd, AgentStart, Limit
 from workers.model import Message, ModelError, ToolCall, written_call
-from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
+from workers.outcome import (
+    Aborted,
+    Failed,
+    Finished,
+    Interrupted,
+    LimitHit,
+    Outcome,
+    reason_of,
+    status_of,
+)
 from workers.repetition import RepetitionGuard
-from workers.sandbox import SandboxFault
+from workers.sandbox import NodeLost, SandboxFault
 from workers.task_files import task_files
 from workers.verification import named_paths
 
@@ -92,6 +101,8 @@ def run_agent(
         result.outcome = Aborted("interrupted by the user")
     except ModelError as error:
         result.outcome = calls.limit_if_spent(agent) or Failed(error.message, kind=error.kind)
+    except NodeLost as error:
+        result.outcome = Interrupted(str(error))
     except SandboxFault as error:  # the container broke or misbehaved: this agent ends
         result.outcome = Failed(str(error), kind="sandbox")
     except Exception as error:  # a harness fault: the run ends, the log keeps the traceback

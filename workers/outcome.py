@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 LimitName = Literal["steps", "time", "tokens", "repetition", "context"]
-Status = Literal["completed", "limit", "timeout", "cancelled", "failed"]
+Status = Literal["completed", "limit", "timeout", "cancelled", "interrupted", "failed"]
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,19 @@ class Aborted:
 
 
 @dataclass(frozen=True)
+class Interrupted:
+    """Ended from outside, not by the agent or the user: the cluster node it ran on was lost."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Failed:
     error: str
     kind: str = "internal"
 
 
-Outcome = Finished | LimitHit | Aborted | Failed
+Outcome = Finished | LimitHit | Aborted | Interrupted | Failed
 
 
 def status_of(outcome: Outcome) -> Status:
@@ -46,6 +53,8 @@ def status_of(outcome: Outcome) -> Status:
             return "limit"
         case Aborted():
             return "cancelled"
+        case Interrupted():
+            return "interrupted"
         case Failed():
             return "failed"
 
@@ -56,7 +65,7 @@ def reason_of(outcome: Outcome) -> str:
             return "finished"
         case LimitHit(limit=limit, detail=detail):
             return f"{limit} limit: {detail}"
-        case Aborted(reason=reason):
+        case Aborted(reason=reason) | Interrupted(reason=reason):
             return reason
         case Failed(error=error):
             return error

@@ -39,6 +39,9 @@ class Worktree:
     store: Store
     """The copy's snapshots, kept in the workspace's own store."""
 
+    def remove(self) -> None:
+        remove_worktree(self.store.home, self.path)
+
 
 class CannotIsolate(Exception):
     """The copy could not be made; one line."""

@@ -12,6 +12,11 @@ class SandboxFault(Exception):
     """The sandbox itself broke (container gone, daemon down): a harness fault, never the model's."""
 
 
+class NodeLost(SandboxFault):
+    """The cluster node the tools ran on is gone: its worker ends `interrupted`, never
+    retried silently (workers/cluster)."""
+
+
 class SandboxUnavailable(Exception):
     """The sandbox cannot start; the message says how to fix it, in one line."""
 

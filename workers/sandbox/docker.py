@@ -178,7 +178,9 @@ def client() -> Any:
     return docker_client
 
 
-def check_image(docker_client: Any, image: str) -> None:
+def check_image(docker_client: Any, image: str, expected: str | None = None) -> None:
+    """SandboxUnavailable unless `image` is built from this gaffer's tool code (`expected`:
+    its image_hash, when computed elsewhere: a cluster node has no Dockerfile to hash)."""
     import docker.errors
 
     try:
@@ -188,7 +190,7 @@ def check_image(docker_client: Any, image: str) -> None:
             f"the sandbox image {image} is not built; run `make sandbox-image`"
         ) from error
     built_for = (found.labels or {}).get("gaffer.tools")
-    if built_for is not None and built_for != image_hash():
+    if built_for is not None and built_for != (expected or image_hash()):
         raise SandboxUnavailable(
             f"the sandbox image {image} was built from other code than this gaffer's; run `make sandbox-image`"
         )
@@ -204,11 +206,12 @@ def docker_sandbox(
     uid: int | None = None,
     docker_client: Any = None,
     git_dir: Path | None = None,
+    tools_hash: str | None = None,
 ) -> Iterator[DockerSandbox]:
     """Start a container for one worker run, and remove it however the run ends; then
     move aside anything it planted that the host would run (`sandbox.quarantined`)."""
     docker_client = docker_client or client()
-    check_image(docker_client, options.image)
+    check_image(docker_client, options.image, tools_hash)
     before = guard.survey(workspace)
     spec = container_spec(workspace, options, uid, before.mounts, git_dir)
     from docker.types import LogConfig, Mount

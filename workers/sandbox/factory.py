@@ -13,12 +13,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from workers.cluster.driver import Cluster, RemoteCopy
 from workers.events import Emitter
 from workers.log_schema import Boundary
 from workers.sandbox import Sandbox, SandboxUnavailable, docker, leftovers
 from workers.sandbox.host import HostSandbox
 from workers.specs import AgentSpec
 from workers.tools.base import Approver, ToolContext
+from workers.worktrees import Worktree
 
 
 class SandboxFactory:
@@ -30,8 +32,10 @@ class SandboxFactory:
         events: Emitter,
         approve: Approver,
         uid: int | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.workspace = workspace
+        self.cluster = cluster
         self.run_id = run_id
         self.events = events
         """Bound to the run; each sandbox logs as the agent it serves."""
@@ -43,11 +47,22 @@ class SandboxFactory:
         self._lock = threading.Lock()
 
     def __call__(
-        self, spec: AgentSpec, agent_id: str, workspace: Path | None = None
+        self, spec: AgentSpec, agent_id: str, copy: Worktree | RemoteCopy | None = None
     ) -> AbstractContextManager[Sandbox]:
-        """`workspace`: an isolated editor's copy (workers/worktrees.py), which its tools
-        see instead of the workspace."""
-        workspace = workspace or self.workspace
+        """`copy`: the workspace as this worker sees it instead, when it is not the
+        workspace itself: an isolated editor's worktree, or a bundle on its way to a
+        cluster node (whose tools then run there)."""
+        if isinstance(copy, RemoteCopy):
+            assert self.cluster is not None
+            return self.cluster.hands(
+                copy=copy,
+                run_id=self.run_id,
+                agent_id=agent_id,
+                in_container=spec.in_container,
+                docker_options=spec.profile.docker.model_dump(),
+                uid=self.uid,
+            )
+        workspace = copy.path if copy is not None else self.workspace
         if not spec.in_container:
             context = ToolContext(workspace, approve=self.approve, guard_shell=True)
             return contextlib.nullcontext(HostSandbox(context))

@@ -1,0 +1,50 @@
+"""`gaffer cluster status`: the Ray cluster `--cluster` would place workers on, node by
+node: alive or not, free and total reader and sandbox slots, and whether the node's
+Docker engine has this gaffer's sandbox image."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from supervisor.exits import fail
+from workers.cluster.driver import Cluster
+from workers.sandbox import SandboxFault, SandboxUnavailable
+from workers.sandbox.options import DockerOptions
+
+
+@click.group()
+def cluster() -> None:
+    """The Ray cluster workers can be placed on (--cluster)."""
+
+
+@cluster.command()
+@click.option(
+    "--cluster",
+    "address",
+    envvar="GAFFER_RAY_ADDRESS",
+    help="ray://HOST:PORT of the cluster [env GAFFER_RAY_ADDRESS].",
+)
+def status(address: str | None) -> None:
+    """Each node: alive, free/total reader and sandbox slots, sandbox image present."""
+    if not address:
+        fail("say which cluster: --cluster ray://HOST:PORT, or set GAFFER_RAY_ADDRESS")
+    try:
+        joined = Cluster(address)
+        joined.connect()
+        rows = joined.status(DockerOptions().image)
+    except (SandboxUnavailable, SandboxFault) as error:
+        fail(str(error))
+    click.echo(f"{'node':<22} {'state':<6} {'readers':>9} {'sandboxes':>10}  image")
+    for row in rows:
+        click.echo(
+            f"{row.node:<22} {'alive' if row.alive else 'dead':<6} "
+            f"{row.readers[0]:>4}/{row.readers[1]:<4} {row.sandboxes[0]:>5}/{row.sandboxes[1]:<4}  "
+            f"{row.image}"
+        )
+    joined.shutdown()
+    sys.stdout.flush()
+    # Ray's client leaves threads behind that can hold the exit for seconds.
+    os._exit(0)

@@ -1,0 +1,222 @@
+"""Workers on a Ray cluster (`--cluster`), through the real CLI: a two-node cluster of
+the tests' own (tests/ray_cluster.py), the driver beside the head with a scripted model,
+the workers' tools on node B with its own Docker engine and its own disk."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.docker_support import chown_tree, require_docker, user_workspace
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import cli_env
+from tests.ray_cluster import NODE_IP, TwoNodes, in_namespace, two_nodes
+
+
+def delegate(profile: str, task: str) -> tuple[str, str]:
+    return ("delegate", json.dumps({"profile": profile, "task": task}))
+
+
+def call(name: str, **args: Any) -> Reply:
+    return Reply(tool_calls=[(name, json.dumps(args))])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    require_docker()
+    with two_nodes(hidden=tmp_path_factory.getbasetemp().parent) as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    workspace = user_workspace(tmp_path / "ws")
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "start"]):
+        subprocess.run(
+            ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-c", "safe.directory=*", *args],
+            cwd=workspace,
+            check=True,
+        )
+    (workspace / "app.py").write_text("def greet():\n    return 'hi'\n")
+    (workspace / "notes.md").write_text("uncommitted notes, only on the driver's disk\n")
+    chown_tree(workspace)
+    return workspace
+
+
+def run_on_cluster(
+    cluster: TwoNodes,
+    workspace: Path,
+    *args: str,
+    replies: list[Reply],
+    routes: dict[str, list[Reply]],
+    while_running: Any = None,
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """`gaffer ARGS --cluster …` run beside the head, against a scripted model there."""
+    server = in_namespace(cluster.head, lambda: FakeOpenAI(replies, routes))
+    with server:
+        env = cli_env(workspace, server, cluster.env())
+        command = cluster.in_head(
+            [sys.executable, "-m", "supervisor", *args, "--cluster", cluster.address]
+        )
+        process = subprocess.Popen(
+            command,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if while_running is not None:
+            threading.Thread(target=while_running, args=(server,), daemon=True).start()
+        stdout, stderr = process.communicate(timeout=300)
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    [log] = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    return done, [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_without_ray_the_flag_says_what_to_install(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    blocker = tmp_path / "no_ray"
+    (blocker / "ray").mkdir(parents=True)
+    (blocker / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = cli_env(workspace, None, {"PYTHONPATH": str(blocker), "OPENAI_API_KEY": "sk-x"})
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--cluster", "ray://127.0.0.1:1", "hi"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("the Ray backend needs Ray: pip install 'gaffer[ray]' (or ray[client]>=2.52)")
+    )
+
+
+def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, ws: Path) -> None:
+    env = cli_env(ws, None, cluster.env())
+    done = subprocess.run(
+        cluster.in_head([sys.executable, "-m", "supervisor", "cluster", "status"]),
+        cwd=ws,
+        env={**env, "GAFFER_RAY_ADDRESS": cluster.address},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert rows[NODE_IP].split()[1:4] == ["alive", "4/4", "2/2"] and rows[NODE_IP].endswith("ready")
+    assert rows["10.213.0.1"].split()[2:5] == ["0/0", "0/0", "-"]
+
+
+def test_a_survey_runs_its_explorers_on_node_b(cluster: TwoNodes, ws: Path) -> None:
+    replies = [
+        Reply(tool_calls=[delegate("explorer", "read the notes"), delegate("explorer", "list")]),
+        Reply(text="The notes are uncommitted; app.py greets."),
+    ]
+    routes = {
+        "read the notes": [
+            call("read_file", path="notes.md"),
+            Reply(text="They say: uncommitted."),
+        ],
+        "list": [call("list_dir", path="."), Reply(text="app.py and notes.md.")],
+    }
+    done, lines = run_on_cluster(
+        cluster, ws, "run", "--read-only", "survey it", replies=replies, routes=routes
+    )
+    assert done.returncode == 0, done.stderr
+    for worker in ("w1", "w2"):
+        own = [r for r in lines if r.get("agent_id") == worker]
+        assert own and all(r["node"].startswith(f"{NODE_IP} ") for r in own), "ran on node B"
+    read = next(r for r in lines if r["event"] == "tool_call" and r["name"] == "read_file")
+    assert not read["is_error"] and read["sandbox"] == "host"
+    # The node's checkout held the uncommitted file, from the bundle, not from this disk.
+    supervisor_view = [r for r in lines if r["event"] == "tool_call" and r["name"] == "delegate"]
+    assert all(not r["is_error"] for r in supervisor_view)
+    assert not list(cluster.node_root.glob("*/workspace")), "node B's checkouts are removed"
+
+
+def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
+    cluster: TwoNodes, ws: Path
+) -> None:
+    replies = [
+        Reply(tool_calls=[delegate("coder", "make greet say bye")]),
+        Reply(text="It says bye now."),
+    ]
+    routes = {
+        "make greet say bye": [
+            call("run_shell", command="sed -i s/hi/bye/ app.py && git status --short"),
+            Reply(text="Done: greet returns bye."),
+        ]
+    }
+    done, lines = run_on_cluster(
+        cluster, ws, "run", "--no-verify", "the chore", replies=replies, routes=routes
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ws / "app.py").read_text() == "def greet():\n    return 'bye'\n"
+    shell = next(r for r in lines if r["event"] == "tool_call" and r["name"] == "run_shell")
+    assert shell["sandbox"] == "docker" and shell["node"].startswith(NODE_IP)
+    (merge,) = [r for r in lines if r["event"] == "merge"]
+    assert merge["status"] == "applied" and [f["path"] for f in merge["files"]] == ["app.py"]
+    assert cluster.containers_on_b() == [], "its container is gone"
+    assert not (ws / ".gaffer" / "worktrees").exists() or not any(
+        (ws / ".gaffer" / "worktrees").iterdir()
+    )
+
+
+def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
+    cluster: TwoNodes, ws: Path
+) -> None:
+    replies = [
+        Reply(tool_calls=[delegate("explorer", "look twice")]),
+        Reply(text="The worker's node was lost."),
+    ]
+    routes = {
+        "look twice": [
+            call("list_dir", path="."),
+            # Node B is killed while the model thinks; the next call finds it gone.
+            Reply(delay=3.0, tool_calls=[("read_file", json.dumps({"path": "app.py"}))]),
+            Reply(text="never reached"),
+        ]
+    }
+
+    def kill_b_at_the_second_step(server: FakeOpenAI) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if sum("look twice" in json.dumps(r["messages"][1:2]) for r in server.requests) >= 2:
+                cluster.kill_node_b()
+                return
+            time.sleep(0.05)
+
+    started = time.monotonic()
+    done, lines = run_on_cluster(
+        cluster,
+        ws,
+        "run",
+        "--read-only",
+        "look",
+        replies=replies,
+        routes=routes,
+        while_running=kill_b_at_the_second_step,
+    )
+    assert time.monotonic() - started < 150
+    assert done.returncode == 0, done.stderr
+    (end,) = [r for r in lines if r["event"] == "delegate_end"]
+    assert end["status"] == "interrupted"
+    assert f"node {NODE_IP}" in end["reason"] and "was lost" in end["reason"]
+    assert not (ws / ".gaffer" / "worktrees").exists() or not any(
+        (ws / ".gaffer" / "worktrees").iterdir()
+    )

@@ -1,0 +1,175 @@
+"""A worker's hands on a cluster node (a Ray actor, made in driver.py): the workspace
+checked out from its bundle into a folder of the node's own, the worker's tools run
+there (inside a Docker sandbox of the node's engine for a `docker` profile, confined
+to the checkout otherwise), what each call changed seen by snapshots, and at the end
+the change set with the contents it needs sent back. Nothing here sees the driver's
+disk, its environment or its API key: only a bundle comes in, and only results go out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from workers.change_sets import Change, ChangeTracker
+from workers.cluster.bundle import check_out
+from workers.limits import Budget
+from workers.sandbox import Sandbox
+from workers.sandbox.host import HostSandbox
+from workers.sandbox.options import DockerOptions
+from workers.snapshots import Store
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext, ToolError, ToolResult, error_result
+
+# Where checkouts go on a node, unless the node's environment names a folder.
+NODE_ROOT_VAR = "GAFFER_NODE_ROOT"
+# Containers run as this uid when the node's Ray runs as root (never root itself).
+DEFAULT_SANDBOX_UID = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a worker's tools run: written on its log lines as `node`."""
+
+    node_ip: str
+    hostname: str
+    node_id: str
+    sandbox: str
+    container_id: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class SentBack:
+    """An editing worker's change set, with each kept content it needs."""
+
+    changes: list[Change]
+    contents: dict[str, bytes]
+    quarantined: list[Any]
+
+
+class NodeHands:
+    def __init__(
+        self,
+        bundle: bytes,
+        *,
+        run_id: str,
+        agent_id: str,
+        sandbox: str,
+        docker_options: dict[str, Any],
+        uid: int | None,
+        tools_hash: str | None = None,
+    ) -> None:
+        """`tools_hash`: the driver's sandbox image hash, which the node's image must match."""
+        self.tools_hash = tools_hash
+        root = Path(os.environ.get(NODE_ROOT_VAR) or tempfile.gettempdir()) / "gaffer-node"
+        root.mkdir(parents=True, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{run_id[:12]}-{agent_id}-", dir=root))
+        self.workspace = self.folder / "workspace"
+        self._stack = contextlib.ExitStack()
+        self._current: Budget | None = None
+        self._lock = threading.Lock()
+        try:
+            check_out(bundle, self.workspace)
+            self.store = Store(self.workspace)
+            self.tracker = ChangeTracker(self.store)
+            self.sandbox = self._sandbox(sandbox, docker_options, run_id, agent_id, uid)
+        except BaseException:
+            self.close()
+            raise
+
+    def _sandbox(
+        self, kind: str, options: dict[str, Any], run_id: str, agent_id: str, uid: int | None
+    ) -> Sandbox:
+        if kind != "docker":
+            return HostSandbox(ToolContext(self.workspace, guard_shell=True))
+        from workers.sandbox import docker, leftovers
+
+        client = docker.client()
+        leftovers.remove_leftovers(client)  # of actors killed with their node's last run
+        if os.geteuid() == 0:
+            uid = uid or DEFAULT_SANDBOX_UID
+            for folder, dirs, files in os.walk(self.folder):
+                for name in [*dirs, *files]:
+                    os.lchown(os.path.join(folder, name), uid, uid)
+            os.lchown(self.folder, uid, uid)
+        box = docker.docker_sandbox(
+            self.workspace,
+            DockerOptions.model_validate(options),
+            run_id=run_id,
+            agent_id=agent_id,
+            uid=uid,
+            docker_client=client,
+            tools_hash=self.tools_hash,
+        )
+        return self._stack.enter_context(box)
+
+    def where(self) -> Placement:
+        import ray
+
+        return Placement(
+            node_ip=ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            hostname=socket.gethostname(),
+            node_id=ray.get_runtime_context().get_node_id(),
+            sandbox=self.sandbox.name,
+            container_id=self.sandbox.container_id,
+        )
+
+    def run(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        seconds_left: float | None,
+        output_chars: int | None,
+    ) -> ToolResult:
+        """One tool call, already validated on the driver, validated again here."""
+        tool = BUILTIN_TOOLS.get(name)
+        if tool is None:
+            return error_result(f"{name} does not run on a cluster node")
+        budget = Budget(None, seconds_left)
+        with self._lock:
+            self._current = budget
+        try:
+            result = self.sandbox.run(
+                tool, tool.args.model_validate(arguments), budget, output_chars
+            )
+        except ToolError as error:
+            return error_result(str(error))
+        finally:
+            with self._lock:
+                self._current = None
+        if not tool.read_only:
+            changed = self.tracker.changed_by_call()
+            paths = tuple(p for c in changed for p in (c.old_path, c.path) if p is not None)
+            result = dataclasses.replace(
+                result, facts=dataclasses.replace(result.facts, modified=paths)
+            )
+        return result
+
+    def cancel(self) -> None:
+        """Stop the call in progress (a command is killed), from the driver's Ctrl-C."""
+        with self._lock:
+            if self._current is not None:
+                self._current.cancel()
+
+    def finish(self) -> SentBack:
+        """Close the sandbox, and the change set since the checkout with its contents."""
+        self._stack.close()
+        quarantined = list(self.sandbox.quarantined)
+        _, changes = self.tracker.finish()
+        contents = {}
+        for change in changes:
+            if change.after is not None and change.after.kept:
+                contents[change.after.digest] = self.store.read(change.after.digest)
+        return SentBack(changes, contents, quarantined)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
