@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import (
+    cluster,
     log_throughput,
     loop_overhead,
     parallel_readers,
@@ -27,6 +28,7 @@ BENCHMARKS = [
     log_throughput,
     prompt_tokens,
     snapshots,
+    cluster,
 ]
 
 

@@ -44,7 +44,14 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
     run's outermost editing agents, in the order they started."""
     from workers.change_sets import Change, compare
 
-    starts = [r for r in records if r.get("event") == "agent_start" and r.get("snapshot")]
+    # An isolated editor (or one on a cluster node) changed the workspace only through
+    # its merge.
+    merges = {r.get("agent_id"): r for r in records if r.get("event") == "merge"}
+    starts = [
+        r
+        for r in records
+        if r.get("event") == "agent_start" and (r.get("snapshot") or r.get("agent_id") in merges)
+    ]
     ends = _pair_ends(records)
     parents = {
         r.get("agent_id"): r.get("parent_id") for r in records if r.get("event") == "agent_start"
@@ -60,13 +67,11 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
         chosen = [r for r in starts if not _has_editor_above(r.get("agent_id"), parents, editors)]
         if not chosen:
             raise NoChanges("no agent of this run could change files")
-    # An isolated editor changed the workspace only through its merge.
-    merges = {r.get("agent_id"): r for r in records if r.get("event") == "merge"}
     found = []
     for start in chosen:
         agent_id, before = str(start.get("agent_id")), str(start.get("snapshot"))
         end = ends.get(id(start))
-        if start.get("worktree"):
+        if start.get("worktree") or agent_id in merges:
             end = merges.get(agent_id) or {"files": []}
         if end is not None:
             try:

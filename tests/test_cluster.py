@@ -172,6 +172,16 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     (merge,) = [r for r in lines if r["event"] == "merge"]
     assert merge["status"] == "applied" and [f["path"] for f in merge["files"]] == ["app.py"]
     assert cluster.containers_on_b() == [], "its container is gone"
+    undone = subprocess.run(
+        [sys.executable, "-m", "supervisor", "undo", "--agent", "w1"],
+        cwd=ws,
+        env=cli_env(ws, None, None),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert undone.returncode == 0, undone.stderr
+    assert (ws / "app.py").read_text() == "def greet():\n    return 'hi'\n"
     assert not (ws / ".gaffer" / "worktrees").exists() or not any(
         (ws / ".gaffer" / "worktrees").iterdir()
     )

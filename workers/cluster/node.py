@@ -15,6 +15,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,10 @@ class Placement:
     node_id: str
     sandbox: str
     container_id: str | None
+    checkout_s: float
+    """How long the checkout from the bundle took there."""
+    ready_s: float
+    """How long the hands took to be ready there: checkout, snapshot and sandbox."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,16 +75,21 @@ class NodeHands:
         self.tools_hash = tools_hash
         root = Path(os.environ.get(NODE_ROOT_VAR) or tempfile.gettempdir()) / "gaffer-node"
         root.mkdir(parents=True, exist_ok=True)
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{run_id[:12]}-{agent_id}-", dir=root))
+        _reap_checkouts(root)
+        prefix = f"{os.getpid()}-{run_id[:12]}-{agent_id}-"
+        self.folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
         self.workspace = self.folder / "workspace"
         self._stack = contextlib.ExitStack()
         self._current: Budget | None = None
         self._lock = threading.Lock()
+        started = time.monotonic()
         try:
             check_out(bundle, self.workspace)
+            self.checkout_s = time.monotonic() - started
             self.store = Store(self.workspace)
             self.tracker = ChangeTracker(self.store)
             self.sandbox = self._sandbox(sandbox, docker_options, run_id, agent_id, uid)
+            self.ready_s = time.monotonic() - started
         except BaseException:
             self.close()
             raise
@@ -119,6 +129,8 @@ class NodeHands:
             node_id=ray.get_runtime_context().get_node_id(),
             sandbox=self.sandbox.name,
             container_id=self.sandbox.container_id,
+            checkout_s=round(self.checkout_s, 4),
+            ready_s=round(self.ready_s, 4),
         )
 
     def run(
@@ -173,3 +185,14 @@ class NodeHands:
         with contextlib.suppress(Exception):
             self._stack.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _reap_checkouts(root: Path) -> None:
+    """Checkouts of hands whose process is gone (their driver was killed, or the node's
+    Ray restarted): the pid opens each folder's name."""
+    from workers.processes import process_alive
+
+    for folder in root.iterdir():
+        pid = folder.name.partition("-")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
