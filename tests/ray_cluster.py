@@ -242,10 +242,11 @@ def _docker_b(cluster: TwoNodes) -> subprocess.Popen[bytes]:
     """Node B's own Docker engine, loaded with the sandbox image from the machine's."""
     folder = cluster.folder
     log = (folder / "dockerd-b.log").open("wb")
-    # In the machine's own namespaces: `ip netns exec` hides the cgroup folders dockerd
-    # needs, and the containers have no network anyway.
+    # In node B's network namespace (so it never touches the machine's own docker0), but
+    # not its mount namespace: `ip netns exec` would hide the cgroup folders dockerd needs.
     dockerd = subprocess.Popen(
         [
+            "nsenter", f"--net=/var/run/netns/{cluster.node}",
             "dockerd",
             f"--host={cluster.docker_b}",
             f"--data-root={folder}/b-data",
