@@ -70,6 +70,7 @@ def run() -> list[Row]:
         Row("cluster: reader placed + checked out", round(m["reader_ready_s"], 3), "s"),
         Row("cluster: of which checkout on the node", round(m["reader_checkout_s"], 3), "s"),
         Row("cluster: reader closed", round(m["reader_close_s"], 3), "s"),
+        Row("cluster: 4 readers placed at once, wall", round(m["together_ready_s"], 3), "s"),
         Row("cluster: editor placed + checkout + container", round(m["editor_ready_s"], 3), "s"),
         Row("local: editor's container", round(m["local_docker_ready_s"], 3), "s"),
         Row("cluster: editor's change set back + close", round(m["editor_finish_s"], 3), "s"),

@@ -45,6 +45,30 @@ def edit(sandbox: Any) -> None:
     sandbox.run(tool, args, Budget(None, 60))
 
 
+def together(cluster: Cluster, copy: Any) -> float:
+    """Wall time for WORKERS readers placed at once (a batch), each making one call."""
+    import threading
+
+    def one(n: int) -> None:
+        with cluster.hands(
+            copy=copy, run_id="bench", agent_id=f"t{n}", in_container=False,
+            docker_options={}, uid=None,
+        ) as box:  # fmt: skip
+            box.run(
+                BUILTIN_TOOLS["list_dir"],
+                BUILTIN_TOOLS["list_dir"].args.model_validate({}),
+                Budget(None, 60),
+            )
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
 def main(address: str, workspace: Path) -> None:
     store = Store(workspace)
     out: dict[str, Any] = {}
@@ -80,6 +104,7 @@ def main(address: str, workspace: Path) -> None:
             closing = time.perf_counter()
         sent_back.append(time.perf_counter() - closing)
         assert box.sent_back is not None and box.sent_back.changes, "the edit came back"
+    out["together_ready_s"] = together(cluster, copy)
     out["reader_ready_s"] = statistics.median(readers)
     out["reader_checkout_s"] = statistics.median(checkouts)
     out["reader_close_s"] = statistics.median(closes)
