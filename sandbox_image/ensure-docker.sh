@@ -3,6 +3,10 @@
 # this machine has none (as root; these machines ship only the docker client).
 set -euo pipefail
 
+# The cluster tests put their nodes in network namespaces of their own (iproute2).
+if ! command -v ip >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
 if docker info >/dev/null 2>&1; then
     exit 0
 fi

@@ -4,9 +4,6 @@ Docker engine has this gaffer's sandbox image."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import click
 
 from supervisor.exits import fail
@@ -45,6 +42,3 @@ def status(address: str | None) -> None:
             f"{row.image}"
         )
     joined.shutdown()
-    sys.stdout.flush()
-    # Ray's client leaves threads behind that can hold the exit for seconds.
-    os._exit(0)

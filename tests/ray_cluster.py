@@ -139,7 +139,7 @@ def two_nodes(hidden: Path) -> Iterator[TwoNodes]:
     _remove_stale()
     tag = f"{os.getpid() % 100000}"
     head, node = f"gfr-a{tag}", f"gfr-b{tag}"
-    folder = Path(tempfile.mkdtemp(prefix="gaffer-cluster-", dir="/var/tmp"))
+    folder = Path(tempfile.mkdtemp(prefix=f"gaffer-cluster-{tag}-", dir="/var/tmp"))
     cluster = TwoNodes(
         head, node, secrets.token_hex(16), folder, folder / "node-b", f"unix://{folder}/b.sock"
     )
@@ -204,6 +204,11 @@ def _remove_stale() -> None:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    for folder in Path("/var/tmp").glob("gaffer-cluster-*-*"):
+        tag = folder.name.split("-")[2]
+        if tag.isdigit() and not Path(f"/proc/{tag}").exists():
+            subprocess.run(["umount", "-l", f"{folder}/b-data"], capture_output=True)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _warm_up(cluster: TwoNodes, env: dict[str, str]) -> None:

@@ -122,6 +122,21 @@ def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, w
     assert rows["10.213.0.1"].split()[2:5] == ["0/0", "0/0", "-"]
 
 
+def test_a_wrong_token_is_refused_in_one_line(cluster: TwoNodes, ws: Path) -> None:
+    env = cli_env(ws, None, {**cluster.env(), "RAY_AUTH_TOKEN": "not-the-clusters-token"})
+    done = subprocess.run(
+        cluster.in_head([sys.executable, "-m", "supervisor", "cluster", "status"]),
+        cwd=ws,
+        env={**env, "GAFFER_RAY_ADDRESS": cluster.address},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "cannot join the Ray cluster" in done.stderr and "token" in done.stderr
+
+
 def test_a_survey_runs_its_explorers_on_node_b(cluster: TwoNodes, ws: Path) -> None:
     replies = [
         Reply(tool_calls=[delegate("explorer", "read the notes"), delegate("explorer", "list")]),

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,8 @@ class Cluster:
         failure: list[BaseException] = []
 
         def join() -> None:
+            # Ray warns on stderr as it gives up; the one line gaffer prints says it all.
+            warnings.filterwarnings("ignore", module="ray")
             try:
                 self._ray.init(
                     self.address,
