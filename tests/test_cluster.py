@@ -106,16 +106,21 @@ def test_without_ray_the_flag_says_what_to_install(tmp_path: Path) -> None:
     )
 
 
-def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, ws: Path) -> None:
-    env = cli_env(ws, None, cluster.env())
-    done = subprocess.run(
+def cluster_status(cluster: TwoNodes, ws: Path, token: str) -> subprocess.CompletedProcess[str]:
+    """`gaffer cluster status` beside the head, the cluster named by GAFFER_RAY_ADDRESS."""
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "GAFFER_RAY_ADDRESS": cluster.address}
+    return subprocess.run(
         cluster.in_head([sys.executable, "-m", "supervisor", "cluster", "status"]),
         cwd=ws,
-        env={**env, "GAFFER_RAY_ADDRESS": cluster.address},
+        env=cli_env(ws, None, env),
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, ws: Path) -> None:
+    done = cluster_status(cluster, ws, cluster.token)
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert rows[NODE_IP].split()[1:4] == ["alive", "4/4", "2/2"] and rows[NODE_IP].endswith("ready")
@@ -123,15 +128,7 @@ def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, w
 
 
 def test_a_wrong_token_is_refused_in_one_line(cluster: TwoNodes, ws: Path) -> None:
-    env = cli_env(ws, None, {**cluster.env(), "RAY_AUTH_TOKEN": "not-the-clusters-token"})
-    done = subprocess.run(
-        cluster.in_head([sys.executable, "-m", "supervisor", "cluster", "status"]),
-        cwd=ws,
-        env={**env, "GAFFER_RAY_ADDRESS": cluster.address},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cluster_status(cluster, ws, "not-the-clusters-token")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
     assert "cannot join the Ray cluster" in done.stderr and "token" in done.stderr
