@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install lint test test-slow demo bench bench-agent clean sandbox-image sandbox-ready
+.PHONY: install lint test test-slow demo bench bench-agent clean sandbox-image sandbox-ready browser-ready
 
 install: $(INSTALLED)
 
@@ -26,7 +26,13 @@ sandbox-ready: install
 	@if bash sandbox_image/ensure-docker.sh; then PYTHON=$(BIN)/python bash sandbox_image/build-image.sh; \
 	else echo "no Docker here: sandbox tests and benchmarks will be skipped"; fi
 
-test: lint sandbox-ready
+# The timeline page is checked in a real headless Chromium: Debian's, installed here as
+# root when missing (without it, those tests are skipped, or fail under CI).
+browser-ready:
+	@if ! command -v chromium >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; fi
+
+test: lint sandbox-ready browser-ready
 	$(BIN)/pytest -q
 
 # The worker sandbox image, built from Debian's packages with no registry (idempotent).

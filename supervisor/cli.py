@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import click
 
-from supervisor import cluster_commands, history, settings
+from supervisor import cluster_commands, history, settings, timeline_commands
 from supervisor.exits import EXIT_USAGE, fail, log_dir_here
 from supervisor.local import commands as local_commands
 from workers.tools.git_paths import workspace_for
@@ -360,6 +360,7 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
 
 
 main.add_command(cluster_commands.cluster)
+main.add_command(timeline_commands.view)
 main.add_command(history.diff)
 main.add_command(local_commands.local)
 main.add_command(history.undo)

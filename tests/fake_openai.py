@@ -62,7 +62,7 @@ class FakeOpenAI:
     ) -> None:
         self.replies = list(replies or [])
         self.routes = {key: list(script) for key, script in (routes or {}).items()}
-        """Replies for the agents whose first user message (a worker's task) contains
+        """Replies for the agents whose first user message (a worker's task) starts with
         the key, in order, whatever order parallel workers ask in; `replies` for the rest."""
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
@@ -171,7 +171,7 @@ class FakeOpenAI:
     def _next(self, body: dict[str, Any]) -> Reply:
         task = _first_user_text(body)
         for key, script in self.routes.items():
-            if key in task and script:
+            if task.startswith(key) and script:
                 return script.pop(0)
         return self.replies.pop(0) if self.replies else Reply(text="(no reply scripted)")
 

@@ -80,7 +80,7 @@ def gaffer_replying(
     routes: dict[str, list[Reply]] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], FakeOpenAI]:
     """`gaffer` against a scripted endpoint that gives `replies` in order (and `routes`
-    to the workers whose task holds the key); the endpoint is returned too, with every
+    to the workers whose task starts with the key); the endpoint is returned too, with every
     request it received."""
     with FakeOpenAI(replies, routes) as server:
         done = gaffer(workspace, *args, server=server, env=env, timeout=180)

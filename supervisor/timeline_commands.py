@@ -1,0 +1,74 @@
+"""`gaffer view [RUN]`: the run's timeline page (supervisor/timeline_page.py), written
+beside its log; `--open` opens it in a browser, `--serve` serves it on 127.0.0.1 for a
+remote shell. Re-run it to refresh the page of a run that is still going."""
+
+from __future__ import annotations
+
+import http.server
+import webbrowser
+from pathlib import Path
+
+import click
+
+from supervisor import runlog
+from supervisor.exits import fail, log_dir_here
+from supervisor.timeline import build
+from supervisor.timeline_page import render
+
+
+def write_page(log: Path) -> Path:
+    """The page of the run logged in `log`, as `<run>.html` beside it."""
+    records = runlog.read_records(log)
+    if not records:
+        raise runlog.RunUnreadable(f"{log.name} has no lines yet")
+    page = log.with_suffix(".html")
+    page.write_text(render(build(records, log)), encoding="utf-8")
+    return page
+
+
+@click.command()
+@click.argument("run_ref", required=False, default="last")
+@click.option("--log-dir", type=click.Path(path_type=Path), help="Where the run logs are.")
+@click.option("--open", "open_page", is_flag=True, help="Open the page in a browser.")
+@click.option("--serve", is_flag=True, help="Serve the page on 127.0.0.1 until Ctrl-C.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="The port for --serve.")
+def view(run_ref: str, log_dir: Path | None, open_page: bool, serve: bool, port: int) -> None:
+    """Write RUN's timeline page (default: the last run) beside its log: one lane per
+    agent, model and tool calls as bars, totals and the critical path."""
+    try:
+        log = runlog.find_run(log_dir_here(log_dir), run_ref)
+        page = write_page(log)
+    except (runlog.RunNotFound, runlog.RunUnreadable, ValueError) as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the page beside {run_ref}'s log: {error}")
+    click.echo(str(page))
+    if open_page:
+        webbrowser.open(page.resolve().as_uri())
+    if serve:
+        _serve(page, port)
+
+
+def _serve(page: Path, port: int) -> None:
+    """Just this one page, on loopback only."""
+    body = page.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    click.echo(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
