@@ -1,3 +1,3 @@
-from supervisor.cli import main
+from supervisor.cli import entry
 
-main()
+entry()

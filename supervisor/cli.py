@@ -30,6 +30,12 @@ TRUST_ENV = "GAFFER_TRUST_WORKSPACE"
 click.UsageError.exit_code = EXIT_USAGE
 
 
+def entry() -> None:
+    """The `gaffer` command: `--step=all` is read as the hidden `--step-all`, since click
+    takes no value after a flag that also stands alone (`--step TASK`)."""
+    main(args=["--step-all" if arg == "--step=all" else arg for arg in sys.argv[1:]])
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gaffer")
 @click.pass_context
@@ -141,6 +147,13 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="Continue the conversation of an earlier run (an id, a prefix, `last`).",
 )
 @click.option(
+    "--step",
+    is_flag=True,
+    help="Ask before each tool call of the top agent (--step=all: of workers too): run it, "
+    "skip it, edit its arguments, or stop the run.",
+)
+@click.option("--step-all", is_flag=True, hidden=True)
+@click.option(
     "--output-format",
     "output",
     type=click.Choice(["text", "json", "stream-json"]),
@@ -148,13 +161,24 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="stdout: the answer; one JSON object at the end; or every event as a JSON line.",
 )
-def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: Any) -> None:
+def run(
+    task: str,
+    quiet: bool,
+    resume_ref: str | None,
+    output: str,
+    step: bool,
+    step_all: bool,
+    **flags: Any,
+) -> None:
     """Run TASK in the current directory; the final answer goes to stdout. TASK `-` is
     read from stdin; with a TASK, piped stdin is added to it as context."""
     from supervisor.run_output import JsonLines, OutputFormat
     from supervisor.run_setup import run_task, set_up
     from supervisor.task_input import task_from
 
+    step = step or step_all
+    if step and not sys.stdin.isatty():
+        fail("--step asks at the terminal, and stdin is not one: run it in a terminal", EXIT_USAGE)
     task = task_from(task)
     from supervisor.view import TerminalView
 
@@ -167,6 +191,16 @@ def run(task: str, quiet: bool, resume_ref: str | None, output: str, **flags: An
     with contextlib.ExitStack() as stack:
         session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
+        if step:
+            from supervisor.stepping import TerminalStepper
+            from supervisor.view import stderr_console
+
+            plan.stepper = TerminalStepper(
+                view.console if view is not None else stderr_console(),
+                stop=session.cancel,
+                pause=view.paused if view is not None else None,
+            )
+            plan.step_workers = step_all
         run_task(
             session,
             plan,

@@ -37,6 +37,7 @@ from workers.profiles import Profile
 from workers.sandbox import Sandbox
 from workers.snapshots import Store
 from workers.specs import AgentSpec, resolve
+from workers.stepping import Stepper
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
@@ -111,6 +112,9 @@ class Team:
     test_runners: tuple[str, ...] = ()
     cluster: Cluster | None = None
     """Workers' tools run on its nodes (--cluster), each on the bundle of its batch."""
+    stepper: Stepper | None = None
+    """Step mode: asked before the top agent's tool calls (and workers' with step_workers)."""
+    step_workers: bool = False
     scheduler: Scheduler = field(init=False)
 
     def __post_init__(self) -> None:
@@ -220,6 +224,7 @@ class Team:
             setting=setting or self.setting,
             given_a_task=parent is not None or self.task_mode,
             profiles_text=self.describe_profiles(),
+            stepper=self.stepper if parent is None or self.step_workers else None,
         )
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:

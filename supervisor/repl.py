@@ -28,6 +28,7 @@ HELP = """\
 /compact         summarise older turns now to free context
 /memory          what AGENT.md and AGENTS.md tell every agent
 /resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
+/step [all|off]  ask before each tool call of the top agent (all: of workers too); off stops asking
 /exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
 # Two Ctrl-C at the prompt this close together leave, as in Claude Code and a Python shell.
 DOUBLE_CTRL_C_S = 2.0
@@ -51,6 +52,7 @@ class Repl:
             "compact": self._compact,
             "memory": self._memory,
             "resume": self._resume,
+            "step": self._step,
         }
 
     def handle(self, line: str) -> bool:
@@ -70,6 +72,27 @@ class Repl:
         else:
             command(arg.strip())
         return True
+
+    def _step(self, arg: str) -> None:
+        team = getattr(self.session, "team", None)
+        if team is None:
+            self._say("step mode starts with the first turn; say /step again then")
+            return
+        if arg not in ("", "all", "off"):
+            self._say("/step, /step all or /step off")
+            return
+        if arg == "off":
+            team.stepper, team.step_workers = None, False
+            self._say("step mode off: tool calls run without asking")
+            return
+        from supervisor.stepping import TerminalStepper
+
+        team.stepper = TerminalStepper(
+            self.console, stop=self.session.cancel, pause=self.session.paused
+        )
+        team.step_workers = arg == "all"
+        whose = "every agent's" if arg == "all" else "the top agent's"
+        self._say(f"step mode on: you decide each of {whose} tool calls before it runs")
 
     def loop(self, read: Callable[[], str]) -> None:
         last_ctrl_c = float("-inf")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from supervisor.delegation import Ceiling, Team
 from workers.agent import AgentResult, tell
@@ -28,6 +30,7 @@ from workers.profiles import Profile
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.factory import SandboxFactory
 from workers.snapshots import Store
+from workers.stepping import Stepper
 from workers.tools.base import Approver, Tool, deny_all
 from workers.worktrees import reap_worktrees
 
@@ -78,6 +81,10 @@ class RunPlan:
     """Commands the gate counts as test runs besides the known ones (Settings.test_runners)."""
     cluster: Cluster | None = None
     """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
+    stepper: Stepper | None = None
+    """Step mode (--step): asked before the top agent's tool calls."""
+    step_workers: bool = False
+    """--step=all: workers' tool calls are asked about too."""
 
 
 @dataclass
@@ -101,6 +108,13 @@ class Session:
         self.log.close()
         if self.log.path.stat().st_size == 0 or not self.recorder.of("session_start"):
             self.log.path.unlink(missing_ok=True)
+
+    def paused(self) -> AbstractContextManager[object]:
+        """The terminal view held still (the user answers a prompt), when there is one."""
+        for subscriber in self.subscribers:
+            if callable(pause := getattr(subscriber, "paused", None)):
+                return cast(AbstractContextManager[object], pause())
+        return contextlib.nullcontext()
 
     def cancel(self) -> None:
         """Stop what runs now: every agent ends at its next step, running commands are killed."""
@@ -183,6 +197,8 @@ class Session:
             diff_folder=self.log.path.with_suffix(".changes"),
             test_runners=plan.test_runners,
             cluster=plan.cluster,
+            stepper=plan.stepper,
+            step_workers=plan.step_workers,
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)

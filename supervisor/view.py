@@ -8,7 +8,9 @@ All output goes through one lock, so lines from parallel workers never interleav
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +69,20 @@ class TerminalView:
             self.console.print()
             self._mid_line = False
         self.console.print(text, end="\n" if newline else "", markup=False)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Nothing is printed meanwhile (the user answers a prompt): the footer goes, and
+        other threads' events wait."""
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+            if self._mid_line:
+                self.console.print()
+                self._mid_line = False
+            yield
+            self._refresh_live()
 
     def _footer(self) -> Group:
         lines = []

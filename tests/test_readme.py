@@ -71,7 +71,9 @@ def _without_other_commands(text: str) -> str:
 
 def test_every_flag_of_gaffer_run_is_in_the_readme() -> None:
     run = main.commands["run"]
-    options = [o for p in run.params if isinstance(p, click.Option) for o in p.opts]
+    options = [
+        o for p in run.params if isinstance(p, click.Option) and not p.hidden for o in p.opts
+    ]
     undocumented = [o for o in options if not re.search(re.escape(o) + r"(?![\w-])", README)]
     assert undocumented == []
 

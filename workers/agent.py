@@ -17,6 +17,7 @@ from workers.merging import Merged
 from workers.model import Message, Model
 from workers.outcome import Outcome
 from workers.sandbox import Sandbox
+from workers.stepping import Stepper
 from workers.tools.base import Tool
 from workers.verification import Gate
 
@@ -52,6 +53,8 @@ class Agent:
     file_blocks: bool = False
     """It writes files as fenced blocks in its replies (workers/file_blocks.py): it is not
     offered write_file and edit_file, and each block becomes a write_file call."""
+    stepper: Stepper | None = None
+    """Step mode: asked before its tool calls run (workers/stepping.py)."""
 
     def room_for_files(self) -> int:
         """Characters the files shown to it at once may take (attached, or asked about)."""

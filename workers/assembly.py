@@ -21,6 +21,7 @@ from workers.model import Model
 from workers.sandbox import Sandbox
 from workers.snapshots import Store
 from workers.specs import AgentSpec
+from workers.stepping import Stepper
 from workers.tools.base import Tool, result_chars
 from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate
 
@@ -66,6 +67,7 @@ def build_agent(
     setting: RunSetting,
     given_a_task: bool,
     profiles_text: str = "",
+    stepper: Stepper | None = None,
 ) -> tuple[Agent, str]:
     """The agent for `spec` with exactly `tools` (its own, plus any the harness adds),
     and its system prompt. An agent `given_a_task` (a worker, or the top agent of `gaffer
@@ -109,6 +111,7 @@ def build_agent(
         max_output_chars=result_chars(window),
         edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
         changes=_tracker(spec, setting, events),
+        stepper=stepper,
     )
     return agent, system_prompt(spec, setting, file_blocks=file_blocks, profiles=profiles_text)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workers import executor
@@ -15,6 +15,7 @@ from workers.log_schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolSta
 from workers.model import AssistantTurn, Message, ToolCall
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.repetition import RepetitionGuard
+from workers.stepping import SKIPPED, Decision, edited_note
 from workers.test_runs import is_test_run, ran_no_tests
 from workers.tools.base import ToolResult
 
@@ -92,22 +93,39 @@ def run_batch(
     or a repetition stop."""
     pending: list[Callable[[], ToolResult] | ToolResult] = []
     seen: set[tuple[str, str]] = set()
+    decisions = _decide(agent, turn.tool_calls)
     try:
-        for call in turn.tool_calls:
+        for call, decision in zip(turn.tool_calls, decisions, strict=True):
             if guard.stop or limit_if_spent(agent):
                 break
+            if decision.arguments is not None:
+                call = dataclasses.replace(call, arguments=decision.arguments)
             arguments = executor.parse_arguments(call.arguments)
             key = same_call_key(call, arguments)
             # A copy of a call in the same reply is not run, and not counted as a repetition.
             refusal = DUPLICATE if key in seen else guard.check(call.name, key)
+            if decision.action == "skip":
+                refusal = SKIPPED
             seen.add(key)
             begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
-            pending.append(begun or run_tool(agent, call, arguments, step, refusal))
+            done = begun or run_tool(agent, call, arguments, step, refusal)
+            if decision.arguments is not None and isinstance(done, ToolResult):
+                done = dataclasses.replace(done, output=edited_note(call.arguments) + done.output)
+            pending.append(done)
     except KeyboardInterrupt:
         agent.budget.cancel()  # the calls already started end now, and log their ends
         _wait_for_all(agent, pending)
         raise
     return _wait_for_all(agent, pending)
+
+
+def _decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
+    """Step mode's decisions (StoppedByUser to stop); every call runs as asked without it."""
+    if agent.stepper is None or not calls:
+        return [Decision("run")] * len(calls)
+    agent_id = str(agent.events.context.get("agent_id", "agent"))
+    decisions = agent.stepper.decide(agent_id, list(calls))
+    return decisions if len(decisions) == len(calls) else [Decision("run")] * len(calls)
 
 
 def _wait_for_all(

@@ -27,6 +27,7 @@ from workers.outcome import (
 )
 from workers.repetition import RepetitionGuard
 from workers.sandbox import NodeLost, SandboxFault
+from workers.stepping import StoppedByUser
 from workers.task_files import task_files
 from workers.verification import named_paths
 
@@ -99,6 +100,9 @@ def run_agent(
     except KeyboardInterrupt:
         agent.budget.cancel()  # workers below this agent stop at their next step
         result.outcome = Aborted("interrupted by the user")
+    except StoppedByUser:
+        agent.budget.cancel()
+        result.outcome = Aborted("stopped by the user at a step")
     except ModelError as error:
         result.outcome = calls.limit_if_spent(agent) or Failed(error.message, kind=error.kind)
     except NodeLost as error:

@@ -1,0 +1,143 @@
+"""Step mode (`gaffer run --step`), driven through a pseudo-terminal as a user at the
+keyboard would: run a call, skip one, edit one's arguments, stop the run; parallel
+workers' calls asked about as one batch; and no terminal, no step mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import add_host_coder, cli_env, gaffer
+
+PROMPT = "run? [r]/s/s N…/e N/q:"
+
+
+class Terminal:
+    """`gaffer ARGS` with a pseudo-terminal for stdin and stderr; stdout piped apart."""
+
+    def __init__(self, workspace: Path, server: FakeOpenAI, *args: str) -> None:
+        master, slave = os.openpty()
+        self.master = master
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", *args],
+            cwd=workspace,
+            env={**cli_env(workspace, server, None), "COLUMNS": "200"},
+            stdin=slave,
+            stderr=slave,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        os.close(slave)
+        self.seen = ""
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """Everything shown up to `text`'s next appearance."""
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {text!r}; saw:\n{self.seen}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096).decode(errors="replace")
+                except OSError:
+                    chunk = ""
+                assert chunk or text in self.seen, f"the terminal closed; saw:\n{self.seen}"
+                self.seen += chunk
+        shown, _, self.seen = self.seen.partition(text)
+        return shown
+
+    def answer(self, line: str) -> None:
+        os.write(self.master, (line + "\n").encode())
+
+    def finish(self) -> tuple[int, str]:
+        """The exit code and stdout; what the terminal showed last is in `seen`."""
+        stdout, _ = self.process.communicate(timeout=60)
+        while select.select([self.master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:  # the other end closed: all is read
+                break
+            if not chunk:
+                break
+            self.seen += chunk.decode(errors="replace")
+        os.close(self.master)
+        return self.process.returncode, stdout
+
+
+def write(path: str, content: str) -> Reply:
+    return Reply(tool_calls=[("write_file", json.dumps({"path": path, "content": content}))])
+
+
+def test_run_skip_and_edit_each_call_at_the_terminal(workspace: Path) -> None:
+    add_host_coder(workspace)
+    replies = [write("a.txt", "one"), write("b.txt", "two"), write("c.txt", "three")]
+    replies.append(Reply(text="All three handled."))
+    with FakeOpenAI(replies) as server:
+        term = Terminal(
+            workspace, server, "run", "--step", "--no-verify", "--profile", "hostcoder", "three"
+        )
+        shown = term.wait_for(PROMPT)
+        assert 'supervisor write_file {"path": "a.txt", "content": "one"}' in shown
+        term.answer("r")
+        assert "b.txt" in term.wait_for(PROMPT)
+        term.answer("s")
+        assert "c.txt" in term.wait_for(PROMPT)
+        term.answer("e 1")
+        term.wait_for("(JSON):")
+        term.answer('{"path": "c.txt", "content": "edited"}')
+        assert "(edited)" in term.wait_for(PROMPT)
+        term.answer("")
+        code, stdout = term.finish()
+    assert code == 0 and "All three handled." in stdout
+    assert (workspace / "a.txt").read_text() == "one"
+    assert not (workspace / "b.txt").exists()
+    assert (workspace / "c.txt").read_text() == "edited"
+    told = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "the user skipped this call" in told[1]
+    assert told[2].startswith("[the user changed this call's arguments")
+
+
+def test_stop_at_a_step_ends_the_run_and_runs_nothing(workspace: Path) -> None:
+    add_host_coder(workspace)
+    with FakeOpenAI([write("a.txt", "one"), Reply(text="never")]) as server:
+        term = Terminal(workspace, server, "run", "--step", "--profile", "hostcoder", "one")
+        term.wait_for(PROMPT)
+        term.answer("q")
+        code, stdout = term.finish()
+    assert code == 130 and stdout == ""
+    assert "stopped by the user at a step" in term.seen
+    assert not (workspace / "a.txt").exists() and len(server.requests) == 1
+
+
+def test_parallel_workers_pause_together_as_one_batch(workspace: Path) -> None:
+    (workspace / "notes.md").write_text("notes\n")
+    delegate = [
+        ("delegate", json.dumps({"profile": "explorer", "task": f"look {n}"})) for n in (1, 2)
+    ]
+    look = [("list_dir", json.dumps({"path": "."}))]
+    routes = {f"look {n}": [Reply(tool_calls=look), Reply(text=f"saw {n}")] for n in (1, 2)}
+    with FakeOpenAI([Reply(tool_calls=delegate), Reply(text="Both looked.")], routes) as server:
+        term = Terminal(workspace, server, "run", "--step=all", "--read-only", "look twice")
+        assert "supervisor delegate" in term.wait_for(PROMPT)
+        term.answer("r")
+        batch = term.wait_for(PROMPT)
+        assert "w1 list_dir" in batch and "w2 list_dir" in batch, "one batch for both"
+        assert "want to run" in batch
+        term.answer("r")
+        code, stdout = term.finish()
+    assert code == 0 and "Both looked." in stdout
+
+
+def test_step_mode_needs_a_terminal(workspace: Path) -> None:
+    done = gaffer(workspace, "run", "--step", "anything", stdin="")
+    assert done.returncode == 64
+    assert done.stderr.strip() == (
+        "gaffer: --step asks at the terminal, and stdin is not one: run it in a terminal"
+    )
