@@ -141,3 +141,32 @@ def test_step_mode_needs_a_terminal(workspace: Path) -> None:
     assert done.stderr.strip() == (
         "gaffer: --step asks at the terminal, and stdin is not one: run it in a terminal"
     )
+
+
+def test_step_in_the_chat_asks_then_off_stops_asking(workspace: Path, tmp_path: Path) -> None:
+    from tests.test_repl_and_resume import repl_for
+    from workers.model.scripted import call, say
+
+    (workspace / "a.txt").write_text("alpha\n")
+    # One conversation: the scripted model follows it by its first message.
+    scripts = {
+        "read it": [
+            call("read_file", path="a.txt"),
+            say("read"),
+            call("list_dir", path="."),
+            say("ok"),
+        ]
+    }
+    repl, out, session = repl_for(workspace, tmp_path, scripts)
+    answers = iter(["s"])
+    repl.handle("/step")
+    session.team.stepper.read = lambda _prompt: next(answers)  # type: ignore[union-attr]
+    repl.handle("read it")
+    tool = [m for m in session.messages if m["role"] == "tool"]
+    assert "the user skipped this call" in str(tool[-1]["content"])
+    assert "supervisor read_file" in out.getvalue()
+    repl.handle("/step off")
+    repl.handle("read again")  # no prompt: `answers` is used up, and nothing asks
+    tool = [m for m in session.messages if m["role"] == "tool"]
+    assert "a.txt" in str(tool[-1]["content"])
+    session.close()
