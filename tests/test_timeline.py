@@ -247,3 +247,34 @@ def test_the_page_in_chromium(
         )
         assert abs(first.rect["x"] - second.rect["x"]) < first.rect["width"]
     screenshot(browser, tmp_path, f"timeline-{which}")
+
+
+def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.helpers import cli_env
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(SURVEY, logs / SURVEY.name)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "view", "last", "--serve"],
+        cwd=workspace,
+        env=cli_env(workspace, None, None),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        process.stdout.readline()  # the page's path
+        url = process.stdout.readline().split()[2]
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert b"timeline-data" in response.read()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
