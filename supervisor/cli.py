@@ -92,6 +92,9 @@ def _setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., A
         return click.option(
             off, name, flag_value=False, default=None, help=f"Turn off (on by default): {lowered}"
         )
+    if typing.get_origin(field.annotation) is typing.Literal:  # one of a few words
+        choices = [str(value) for value in typing.get_args(field.annotation)]
+        return click.option(flag, name, type=click.Choice(choices), default=None, help=help_text)
     kind = next(
         t for t in typing.get_args(field.annotation) or (field.annotation,) if t is not type(None)
     )

@@ -31,7 +31,7 @@ from workers.events import Emitter
 from workers.limits import Budget
 from workers.log_schema import Boundary, DelegateStart
 from workers.loop import run_agent
-from workers.model import Message, Model
+from workers.model import MakeModel, Message
 from workers.outcome import Aborted
 from workers.profiles import Profile
 from workers.sandbox import Sandbox
@@ -87,7 +87,7 @@ class Team:
     workspace: Path
     profiles: dict[str, Profile]
     tools: dict[str, Tool[Any]]
-    make_model: Callable[[str | None], Model]
+    make_model: MakeModel
     make_sandbox: MakeSandbox
     events: Emitter
     """Bound to the session only; each agent binds its own identity."""
@@ -217,7 +217,9 @@ class Team:
         return build_agent(
             spec,
             tools,
-            model=self.make_model(spec.profile.model),
+            model=self.make_model(spec.profile.model, spec.profile.api)
+            if spec.profile.api
+            else self.make_model(spec.profile.model),
             sandbox=sandbox,
             budget=budget,
             events=events,

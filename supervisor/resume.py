@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.history import NoChanges, agent_changes
-from workers.model import Message
+from workers.model import REASONING_KEY, Message
 from workers.snapshots import Store
 
 Record = dict[str, Any]
@@ -59,6 +59,8 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
             flush()
             calls = record.get("calls") or []
             message: Message = {"role": "assistant", "content": record.get("text") or None}
+            if reasoning := record.get("reasoning"):
+                message[REASONING_KEY] = list(reasoning)
             if calls:
                 message["tool_calls"] = [
                     {

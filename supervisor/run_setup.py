@@ -36,8 +36,9 @@ from supervisor.view import stderr_console
 from workers.cluster.driver import Cluster
 from workers.events import Subscriber
 from workers.extensions import load_extensions
-from workers.model import Model, shown_url
+from workers.model import Api, MakeModel, Model, shown_url
 from workers.model.openai_client import OpenAIModel
+from workers.model.responses_client import ResponsesModel
 from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable
 from workers.snapshots import Store
@@ -302,15 +303,16 @@ def pull_with_progress() -> Path:
         return local_store.pull(model, report)
 
 
-def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
-    models: dict[str, Model] = {}
+def _model_factory(config: settings.Settings) -> MakeModel:
+    models: dict[tuple[str, str], Model] = {}
     lock = threading.Lock()
 
-    def make(name: str | None) -> Model:
-        name = name or config.model
+    def make(name: str | None, api: Api | None = None) -> Model:
+        name, api = name or config.model, api or config.api
+        kind = ResponsesModel if api == "responses" else OpenAIModel
         with lock:
-            if name not in models:
-                models[name] = OpenAIModel(
+            if (name, api) not in models:
+                models[name, api] = kind(
                     model=name,
                     base_url=config.base_url,
                     api_key=config.api_key,
@@ -322,6 +324,6 @@ def _model_factory(config: settings.Settings) -> Callable[[str | None], Model]:
                     tool_prefill=config.tool_prefill,
                     answer_prefill=config.answer_prefill,
                 )
-            return models[name]
+            return models[name, api]
 
     return make

@@ -241,6 +241,7 @@ def stats(records: list[Record]) -> list[Table]:
             agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)
             agents[agent]["cached_tokens"] += r.get("cached_tokens") or 0
             agents[agent]["completion_tokens"] += r.get("completion_tokens", 0)
+            agents[agent]["reasoning_tokens"] += r.get("reasoning_tokens") or 0
             busy[agent].append(_interval(r))
         elif r.get("event") == "llm_retry":
             agents[agent]["retries"] += 1
@@ -251,6 +252,8 @@ def stats(records: list[Record]) -> list[Table]:
             tools[name]["errors"] += int(bool(r.get("is_error")))
             tool_time[name] += r.get("elapsed_s", 0.0)
             busy[agent].append(_interval(r))
+    # Reasoning tokens (part of the completion tokens) only when a model reported some.
+    reasoned = any(c["reasoning_tokens"] for c in agents.values())
     per_agent = Table(title="per agent")
     for column in (
         "agent",
@@ -259,6 +262,7 @@ def stats(records: list[Record]) -> list[Table]:
         "prompt tok",
         "cached tok",
         "completion tok",
+        *(["of which reasoning"] if reasoned else []),
         "tool calls",
         "busy s",
     ):
@@ -271,6 +275,7 @@ def stats(records: list[Record]) -> list[Table]:
             str(c["prompt_tokens"]),
             str(c["cached_tokens"]),
             str(c["completion_tokens"]),
+            *([str(c["reasoning_tokens"])] if reasoned else []),
             str(c["tool_calls"]),
             f"{_covered(busy[agent]):.2f}",
         )

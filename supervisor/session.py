@@ -7,7 +7,6 @@ import dataclasses
 import os
 import secrets
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -24,7 +23,7 @@ from workers.extensions import Extensions
 from workers.limits import Budget
 from workers.log_schema import SessionEnd, SessionStart
 from workers.loop import run_agent
-from workers.model import Message, Model
+from workers.model import MakeModel, Message
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
 from workers.sandbox import SandboxUnavailable
@@ -54,7 +53,7 @@ class RunPlan:
 
     profiles: dict[str, Profile]
     tools: dict[str, Tool[Any]]
-    make_model: Callable[[str | None], Model]
+    make_model: MakeModel
     """A model by name; None means the run's model."""
     top: str = "supervisor"
     """The profile of the agent the user talks to."""
@@ -176,7 +175,7 @@ class Session:
             workspace=self.workspace,
             profiles=plan.profiles,
             tools=plan.tools,
-            make_model=lambda name: plan.make_model(name or self.model_name),
+            make_model=lambda name, api=None: plan.make_model(name or self.model_name, api),
             make_sandbox=SandboxFactory(
                 self.workspace,
                 run_id=self.session_id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +35,9 @@ class Settings(BaseModel):
     """Wall-clock limit for the whole run."""
     max_tokens: int | None = Field(None, ge=1, le=10**12)
     """Prompt + completion tokens over the whole run, as the endpoint reports them."""
+    api: Literal["chat", "responses"] = "chat"
+    """The endpoint's wire protocol: Chat Completions (`chat`), or the Responses API
+    (`responses`), which keeps a reasoning model's reasoning across tool calls."""
     max_attempts: int = Field(6, ge=1, le=20)
     """Tries per model call before the endpoint counts as down."""
     request_timeout: float = Field(600.0, gt=0, le=3600, allow_inf_nan=False)
@@ -90,6 +93,7 @@ class Settings(BaseModel):
 
 FLAGS = (
     "model",
+    "api",
     "base_url",
     "api_key",
     "api_key_file",

@@ -41,11 +41,15 @@ class Reply:
     completion_tokens: int = 7
     cached_tokens: int | None = None
     """Prompt tokens the server says it had cached, as llama.cpp and OpenAI report them."""
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    """On the Responses API: reasoning items output before the reply."""
+    reasoning_tokens: int | None = None
 
 
 def _first_user_text(body: dict[str, Any]) -> str:
-    for message in body.get("messages", []):
-        if message.get("role") == "user":
+    """The first user message of a Chat Completions or a Responses request."""
+    for message in body.get("messages") or body.get("input") or []:
+        if isinstance(message, dict) and message.get("role") == "user":
             return str(message.get("content"))
     return ""
 
@@ -66,6 +70,8 @@ class FakeOpenAI:
         the key, in order, whatever order parallel workers ask in; `replies` for the rest."""
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
+        self.paths: list[str] = []
+        """Each request's path: which API it spoke."""
         self.headers: list[dict[str, str]] = []
         """Each request's HTTP headers, names in lower case."""
         self.disconnects: list[float] = []
@@ -85,6 +91,7 @@ class FakeOpenAI:
                     fake.requests.append(body)
                     fake.request_times.append(time.monotonic())
                     fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    fake.paths.append(self.path)
                     reply = fake._next(body)
                 if reply.delay and not self._wait_for_client(reply.delay):
                     with fake._lock:
@@ -94,6 +101,11 @@ class FakeOpenAI:
                     self._json(
                         reply.status, {"error": reply.error or {"message": "error"}}, reply.headers
                     )
+                elif self.path.endswith("/responses"):
+                    if body.get("stream"):
+                        self._stream(reply, body, _response_events(reply, body))
+                    else:
+                        self._json(200, _response(reply, body), reply.headers)
                 elif body.get("stream"):
                     self._stream(reply, body)
                 else:
@@ -119,16 +131,19 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+            def _stream(
+                self, reply: Reply, body: dict[str, Any], events: list[str] | None = None
+            ) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                events = (
-                    _chunks(reply, body)
-                    if reply.error is None
-                    else [json.dumps({"error": reply.error})]
-                )
+                if events is None:
+                    events = (
+                        _chunks(reply, body)
+                        if reply.error is None
+                        else [json.dumps({"error": reply.error})]
+                    )
                 started = time.monotonic()
                 try:
                     while time.monotonic() - started < reply.keep_alive_for:
@@ -260,4 +275,76 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
                 )
             )
     events.append("[DONE]")
+    return events
+
+
+# -- the Responses API ----------------------------------------------------------------
+
+
+def _response(reply: Reply, body: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+    output: list[dict[str, Any]] = [*reply.reasoning]
+    if reply.text:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_0",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
+    for index, (name, args) in enumerate(reply.tool_calls):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{index}",
+                "call_id": f"call_{index}",
+                "name": name,
+                "arguments": args,
+                "status": "completed",
+            }
+        )
+    usage = {
+        "input_tokens": reply.prompt_tokens,
+        "output_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        "input_tokens_details": {"cached_tokens": reply.cached_tokens or 0},
+        "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens or 0},
+    }
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 0,
+        "model": body.get("model", "fake"),
+        "status": status,
+        "output": output,
+        "usage": usage,
+    }
+
+
+def _response_events(reply: Reply, body: dict[str, Any]) -> list[str]:
+    """A streamed response: created, the text in deltas, then completed (unless the
+    reply never finishes, or fails)."""
+    events = [
+        json.dumps(
+            {"type": "response.created", "response": _response(Reply(), body, "in_progress")}
+        )
+    ]
+    text, size = reply.text, reply.chunk_size
+    for i in range(0, len(text), size):
+        delta = {
+            "type": "response.output_text.delta",
+            "item_id": "msg_0",
+            "delta": text[i : i + size],
+        }
+        events.append(
+            json.dumps({**delta, "output_index": len(reply.reasoning), "content_index": 0})
+        )
+    if reply.error is not None:
+        failed = {**_response(reply, body, "failed"), "error": reply.error}
+        events.append(json.dumps({"type": "response.failed", "response": failed}))
+    elif not reply.no_finish:
+        events.append(
+            json.dumps({"type": "response.completed", "response": _response(reply, body)})
+        )
     return events

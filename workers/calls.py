@@ -80,6 +80,8 @@ def call_model(
             text=turn.text,
             calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
             aside=True if aside else None,
+            reasoning_tokens=turn.usage.reasoning_tokens,
+            reasoning=list(turn.reasoning) or None,
         )
     )
     return turn

@@ -176,6 +176,10 @@ class LlmCall(Event):
     """The whole turn, so a run can be read back and resumed from its log alone."""
     aside: bool | None = absent_when_none()
     """A call outside the conversation (the focused ask): a resume skips it."""
+    reasoning_tokens: int | None = absent_when_none()
+    """Completion tokens spent reasoning, when the server says (the Responses API)."""
+    reasoning: list[Record] | None = absent_when_none()
+    """The reasoning items the server returned, verbatim: a resume sends them back."""
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class Profile(BaseModel):
     limits: ProfileLimits = Field(default_factory=ProfileLimits)
     model: str | None = None
     """Another model for this profile; default: the run's model."""
+    api: Literal["chat", "responses"] | None = None
+    """Another wire protocol for this profile's model; default: the run's (--api)."""
     docker: DockerOptions = Field(default_factory=DockerOptions)
     """For `docker` profiles: image, network and resource limits."""
     system_prompt: str = Field(min_length=1)

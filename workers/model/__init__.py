@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol
 
 Message = dict[str, Any]
 TextSink = Callable[[str], None]
+REASONING_KEY = "reasoning_items"
+"""Where an assistant message keeps its reasoning items (never sent as Chat Completions)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class Usage:
     cached_tokens: int | None = None
     """Prompt tokens the server had in its cache from an earlier call (not read again);
     None when it does not say."""
+    reasoning_tokens: int | None = None
+    """Completion tokens the model spent reasoning (the Responses API says); None when
+    the server does not say."""
 
     @property
     def total(self) -> int:
@@ -46,10 +51,16 @@ class AssistantTurn:
     attempt: int = 1
     """Which try produced this turn (1 when the first call succeeded)."""
     model: str = ""
+    reasoning: tuple[dict[str, Any], ...] = ()
+    """The reasoning items a Responses server returned, as it sent them: they go back
+    verbatim on the agent's next request (workers/model/responses_client.py)."""
 
     def as_message(self) -> Message:
-        """The turn as it goes back into the conversation, tool calls verbatim."""
+        """The turn as it goes back into the conversation, tool calls verbatim (and its
+        reasoning items, which stay with the calls they preceded)."""
         message: Message = {"role": "assistant", "content": self.text or None}
+        if self.reasoning:
+            message[REASONING_KEY] = list(self.reasoning)
         if self.tool_calls:
             message["tool_calls"] = [
                 {
@@ -125,6 +136,16 @@ RetryHook = Callable[[int, str, float], None]
 """Called before each retry with (attempt that failed, error text, seconds to wait)."""
 Cancelled = Callable[[], bool]
 """True once the call's agent is cancelled: the call ends and its connection closes."""
+
+
+Api = Literal["chat", "responses"]
+"""The wire protocol: Chat Completions, or the Responses API."""
+
+
+class MakeModel(Protocol):
+    def __call__(self, name: str | None, api: Api | None = None) -> Model:
+        """The model by name (None: the run's), over `api` (None: the run's)."""
+        ...
 
 
 class Model(Protocol):

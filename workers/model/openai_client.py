@@ -19,6 +19,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from workers.model import (
+    REASONING_KEY,
     AssistantTurn,
     Cancelled,
     Message,
@@ -49,6 +50,9 @@ from workers.tools.workspace import shown_name
 
 class OpenAIModel:
     """Chat Completions over the `openai` SDK; the SDK's own retries are off, tenacity's on."""
+
+    api_name = "Chat Completions"
+    wire = "POST /chat/completions"
 
     def __init__(
         self,
@@ -159,6 +163,8 @@ class OpenAIModel:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     def _failure(self, error: Exception, retrying: Retrying, deadline: float | None) -> ModelError:
+        if isinstance(error, ModelError):  # said by the reply itself (a failed response)
+            return error
         if (why := too_long_to_wait(error, deadline)) is not None:
             asked = retry_after(error) or 0.0
             return ModelError(
@@ -175,8 +181,8 @@ class OpenAIModel:
         hint = "" if url.rstrip("/").endswith("/v1") else f"; did you mean {url.rstrip('/')}/v1?"
         if isinstance(error, openai.APIStatusError):
             return (
-                f"{url} does not serve the Chat Completions API (HTTP {error.status_code} on "
-                f"POST /chat/completions){hint or '; is it an OpenAI-compatible server?'}"
+                f"{url} does not serve the {self.api_name} API (HTTP {error.status_code} on "
+                f"{self.wire}){hint or '; is it an OpenAI-compatible server?'}"
             )
         cause = f"{error.__cause__ or error}"
         if "resolve" in cause or "Name or service not known" in cause or "nodename" in cause:
@@ -232,7 +238,7 @@ class OpenAIModel:
         tools_off: bool = False,
         require_tool: bool = False,
     ) -> AssistantTurn:
-        messages = _sendable(messages)
+        messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in _sendable(messages)]
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
@@ -325,11 +331,4 @@ def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
 
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
-    return AssistantTurn(
-        text=turn.text,
-        tool_calls=turn.tool_calls,
-        usage=turn.usage,
-        finish_reason=turn.finish_reason,
-        attempt=attempt,
-        model=turn.model,
-    )
+    return dataclasses.replace(turn, attempt=attempt)
