@@ -195,15 +195,9 @@ def run(
         session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
         if step:
-            from supervisor.stepping import TerminalStepper
-            from supervisor.view import stderr_console
+            from supervisor.stepping import for_run
 
-            plan.stepper = TerminalStepper(
-                view.console if view is not None else stderr_console(),
-                stop=session.cancel,
-                pause=view.paused if view is not None else None,
-            )
-            plan.step_workers = step_all
+            plan.stepper, plan.step_workers = for_run(view, session), step_all
         run_task(
             session,
             plan,

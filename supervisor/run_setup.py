@@ -309,10 +309,12 @@ def _model_factory(config: settings.Settings) -> MakeModel:
 
     def make(name: str | None, api: Api | None = None) -> Model:
         name, api = name or config.model, api or config.api
+        extra: dict[str, Any] = {"store": config.responses_store} if api == "responses" else {}
         kind = ResponsesModel if api == "responses" else OpenAIModel
         with lock:
             if (name, api) not in models:
                 models[name, api] = kind(
+                    **extra,
                     model=name,
                     base_url=config.base_url,
                     api_key=config.api_key,

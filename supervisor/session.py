@@ -23,7 +23,7 @@ from workers.extensions import Extensions
 from workers.limits import Budget
 from workers.log_schema import SessionEnd, SessionStart
 from workers.loop import run_agent
-from workers.model import MakeModel, Message
+from workers.model import Api, MakeModel, Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.profiles import Profile
 from workers.sandbox import SandboxUnavailable
@@ -108,6 +108,11 @@ class Session:
         if self.log.path.stat().st_size == 0 or not self.recorder.of("session_start"):
             self.log.path.unlink(missing_ok=True)
 
+    def _make_model(self, name: str | None, api: Api | None = None) -> Model:
+        """The run's model unless named; asked for an api only by a profile that sets one."""
+        name = name or self.model_name
+        return self.plan.make_model(name, api) if api else self.plan.make_model(name)
+
     def paused(self) -> AbstractContextManager[object]:
         """The terminal view held still (the user answers a prompt), when there is one."""
         for subscriber in self.subscribers:
@@ -175,7 +180,7 @@ class Session:
             workspace=self.workspace,
             profiles=plan.profiles,
             tools=plan.tools,
-            make_model=lambda name, api=None: plan.make_model(name or self.model_name, api),
+            make_model=self._make_model,
             make_sandbox=SandboxFactory(
                 self.workspace,
                 run_id=self.session_id,

@@ -38,6 +38,9 @@ class Settings(BaseModel):
     api: Literal["chat", "responses"] = "chat"
     """The endpoint's wire protocol: Chat Completions (`chat`), or the Responses API
     (`responses`), which keeps a reasoning model's reasoning across tool calls."""
+    responses_store: bool = False
+    """On the Responses API, let the server keep each response (`store`); off, it keeps
+    nothing and the reasoning comes back encrypted."""
     max_attempts: int = Field(6, ge=1, le=20)
     """Tries per model call before the endpoint counts as down."""
     request_timeout: float = Field(600.0, gt=0, le=3600, allow_inf_nan=False)

@@ -17,11 +17,16 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from workers.model import ToolCall
 from workers.stepping import Decision, StoppedByUser
+
+if TYPE_CHECKING:
+    from supervisor.session import Session
+    from supervisor.view import TerminalView
 
 # How long the first of several parallel workers waits for the others' calls, so one
 # batch is shown instead of one prompt per worker.
@@ -163,3 +168,14 @@ class TerminalStepper:
                 continue
             edited[number] = json.dumps(value)
             return
+
+
+def for_run(view: TerminalView | None, session: Session) -> TerminalStepper:
+    """`gaffer run --step`'s stepper: at the view's console, holding the view still."""
+    from supervisor.view import stderr_console
+
+    return TerminalStepper(
+        view.console if view is not None else stderr_console(),
+        stop=session.cancel,
+        pause=view.paused if view is not None else None,
+    )

@@ -144,3 +144,12 @@ def test_stats_show_reasoning_tokens(workspace: Path) -> None:
     assert done.returncode == 0, done.stderr
     shown = gaffer(workspace, "stats", "last")
     assert "of which reasoning" in shown.stdout and "33" in shown.stdout
+
+
+def test_the_server_keeps_responses_only_when_asked(workspace: Path) -> None:
+    config = workspace.parent / "home" / ".config" / "gaffer" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("responses_store = true\n")
+    done, server = run(workspace, "hi", replies=[Reply(text="Hello.")])
+    assert done.returncode == 0, done.stderr
+    assert server.requests[0]["store"] is True and "include" not in server.requests[0]
