@@ -362,7 +362,9 @@ class Team:
     ) -> AgentResult:
         """A worker's whole run in its own sandbox; on its `copy` when it is isolated, or
         on the cluster (a reader there takes the bundle of its batch)."""
-        if copy is None and self.cluster is not None and self.store is not None:
+        # A reader goes to the cluster; an editor there is isolated (its copy is given),
+        # and one that delegates, never isolated, stays here with the workspace.
+        if copy is None and self.cluster and self.store and spec.parallel_safe:
             copy = self.cluster.copy_of(self.store)
         setting = self.setting
         if copy is not None:  # snapshots of a copy on a node are the node's to take

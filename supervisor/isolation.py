@@ -15,6 +15,7 @@ from typing import Any
 
 from supervisor.scheduler import NotStarted, Scheduler, Work
 from workers.agent import AgentResult
+from workers.change_sets import compare
 from workers.events import Emitter
 from workers.limits import Budget
 from workers.log_schema import Merge
@@ -55,7 +56,12 @@ def isolated_work(
         except (CannotIsolate, SandboxUnavailable) as error:
             return AgentResult(Failed(str(error), kind="sandbox"), [])
         try:
-            result = run(quarantined, copy)
+            with scheduler.slot(agent_id, budget):
+                result = run(quarantined, copy)
+            if result.changes is not None and copy.store is not None:
+                # Seen again now that its sandbox is gone and swept: what the sweep moved
+                # aside (a planted hook or repository) never comes in.
+                result.changes = compare(copy.base, copy.store.snapshot()[1])
             if not result.changes:
                 return result
             merged = _bring_in(scheduler, store, agent_id, lineage, budget, result, copy.base)

@@ -127,6 +127,16 @@ class WorkspaceLock:
         return max(0.0, min(ends) - time.monotonic()) if ends else None
 
 
+class _NoLock:
+    """What an isolated editor's thread holds for its whole run: nothing."""
+
+    def acquire(self, agent_id: str, **_: object) -> None:
+        pass
+
+    def release(self, agent_id: str) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class WorkerRun:
     """How a worker's run ended, as its caller saw it."""
@@ -172,13 +182,14 @@ class Scheduler:
         """Start `work` in a thread of its own once the workspace lock allows; returns
         what waits for it within `budget`'s wall clock (waiting for the lock included).
         `budget` is the worker's own: cancelling its caller's cancels it too. An
-        `isolated` editor takes a slot of its own instead, and the workspace lock only
-        for a moment at a time (`hold`)."""
+        `isolated` editor takes no lock here: its work takes the workspace lock for a
+        moment at a time (`hold`) and a slot while it works on its copy (`slot`), never
+        both at once, so slots held never wait on the workspace."""
         box: dict[str, Any] = {}
         finished = threading.Condition()
         hold = {"held": False, "given_up": False}  # under `guard`
         guard = threading.Lock()
-        lock = self._isolated if isolated else self._lock_for(lineage)
+        lock: WorkspaceLock | _NoLock = _NoLock() if isolated else self._lock_for(lineage)
         budget_deadline = budget.deadline_at()
         deadline = None if budget_deadline is None else budget_deadline + TIMEOUT_GRACE_S
 
@@ -203,9 +214,7 @@ class Scheduler:
 
         def thread_body() -> None:
             try:
-                lock.acquire(
-                    agent_id, exclusive=exclusive and not isolated, budget=budget, expires=deadline
-                )
+                lock.acquire(agent_id, exclusive=exclusive, budget=budget, expires=deadline)
                 with guard:
                     hold["held"] = True
                     late = hold["given_up"]
@@ -264,6 +273,16 @@ class Scheduler:
             self._threads.append(thread)
         thread.start()
         return wait
+
+    @contextlib.contextmanager
+    def slot(self, agent_id: str, budget: Budget) -> Iterator[None]:
+        """One of `max_parallel` places for isolated editors at work on their copies;
+        NotStarted when `budget` is cancelled or spent first."""
+        self._isolated.acquire(agent_id, exclusive=False, budget=budget)
+        try:
+            yield
+        finally:
+            self._isolated.release(agent_id)
 
     @contextlib.contextmanager
     def hold(

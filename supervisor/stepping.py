@@ -85,7 +85,13 @@ class TerminalStepper:
                     time.sleep(GATHER_S)  # the other parallel workers' calls join this batch
                 with self._mutex:
                     batch, self._waiting = self._waiting, []
-                self._ask(batch)
+                try:
+                    self._ask(batch)
+                except BaseException:  # Ctrl-C at the prompt: nobody's calls run unasked
+                    self.stop()
+                    for ask in batch:
+                        ask.stopped = ask.done = True
+                    raise
         if mine.stopped:
             raise StoppedByUser("stopped by the user at a step")
         return mine.decisions

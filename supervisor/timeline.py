@@ -8,6 +8,7 @@ bars run to the log's last line and are marked open (interrupted).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -203,7 +204,7 @@ def build(records: list[Record], log_path: Path | None = None) -> Timeline:
             add(agent, "limit", now, now, f"limit: {r.get('limit')}", error=True,
                 detail={"detail": r.get("detail")})  # fmt: skip
         elif event == "change_set" and log_path is not None and r.get("diff_file"):
-            diffs[agent] = _read_diff(log_path.parent / str(r["diff_file"]))
+            diffs[agent] = _read_diff(log_path, str(r["diff_file"]))
     end = last - zero
     for agent, turn in open_turns.items():
         add(agent, "model", at(turn), end, f"model · step {turn.get('step')} (no answer)",
@@ -318,8 +319,19 @@ def _cut(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters in the log ...]"
 
 
-def _read_diff(path: Path) -> str:
+def _read_diff(log_path: Path, named: str) -> str:
+    """A change set's diff beside the log: `<run>.changes/<agent>.diff` as the log names
+    it, and nothing else. A log can be planted by a repository, so a name that leads
+    anywhere else, or through a link, is not read."""
+    folder, _, name = named.partition("/")
+    if folder != log_path.with_suffix(".changes").name or not name or "/" in name:
+        return ""
+    if not name.endswith(".diff") or name.startswith("."):
+        return ""
     try:
-        return _cut(path.read_text(encoding="utf-8", errors="replace"), MAX_DIFF_CHARS)
+        fd = os.open(log_path.parent / folder / name, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return ""
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(MAX_DIFF_CHARS + 1)
+    return _cut(data.decode("utf-8", errors="replace"), MAX_DIFF_CHARS)

@@ -197,9 +197,48 @@ def test_copies_of_a_killed_run_are_reaped(workspace: Path) -> None:
     assert "999999999" not in git(workspace, "worktree", "list")
 
 
-def test_a_workspace_outside_git_gets_a_plain_copy(workspace: Path) -> None:
+def test_a_plain_copy_sees_its_changes_outside_git_and_before_a_commit(workspace: Path) -> None:
     (workspace / "notes.txt").write_text("plain\n")
+    for before_a_commit in (False, True):
+        if before_a_commit:
+            git(workspace, "init", "-q")  # a repository with no commit: a plain copy too
+        store = Store(workspace)
+        copy = make_worktree(store, f"w{int(before_a_commit)}")
+        assert (copy.path / "notes.txt").read_text() == "plain\n"
+        assert not (copy.path / ".git").exists()
+        (copy.path / "notes.txt").write_text("changed\n")
+        _, after = copy.store.snapshot()
+        assert [c.label for c in compare(copy.base, after)] == ["notes.txt (modified)"]
+        copy.remove()
+
+
+def test_a_change_set_that_would_make_a_git_repository_is_refused(workspace: Path) -> None:
+    repository(workspace)
     store = Store(workspace)
-    copy = make_worktree(store, "w1")
-    assert (copy.path / "notes.txt").read_text() == "plain\n"
-    assert not (copy.path / ".git").exists()
+    _, base = store.snapshot()
+    copy = make_worktree(store, "w8")
+    for name, text in [("HEAD", "ref: refs/heads/m\n"), ("objects/x", "x"), ("refs/heads/m", "0")]:
+        (copy.path / "evil" / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy.path / "evil" / name).write_text(text)
+    (copy.path / "evil" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    _, after = copy.store.snapshot()
+    merged = merge_change_set(store, base, compare(base, after))
+    assert merged.status == "conflict" and [c.path for c in merged.conflicts] == ["evil"]
+    assert not (workspace / "evil").exists()
+
+
+def test_a_clash_found_before_writing_loses_nothing(workspace: Path) -> None:
+    repository(workspace)
+    store = Store(workspace)
+    _, base = store.snapshot()
+    copy = make_worktree(store, "w7")
+    (copy.path / "shared.py").write_text("rewritten\n")
+    (copy.path / "docs").mkdir()
+    (copy.path / "docs" / "index.md").write_text("# docs\n")
+    _, after = copy.store.snapshot()
+    (workspace / "docs").write_text("a file another editor brought in\n")  # since the copy
+    merged = merge_change_set(store, base, compare(base, after))
+    assert merged.status == "conflict"
+    assert "is a file where a folder is needed" in merged.conflicts[0].why
+    assert (workspace / "shared.py").read_text().startswith("line 1")
+    assert (workspace / "docs").read_text() == "a file another editor brought in\n"

@@ -60,13 +60,15 @@ def test_a_tool_using_run_sends_reasoning_back_verbatim(workspace: Path) -> None
         ][0]
         sent = items(second, "reasoning")
         assert json.dumps(sent) == json.dumps([REASONING]), "byte-identical"
+        assert items(second, "function_call")[0]["id"] == "fc_0", "the server's own item"
         (fc,) = items(second, "function_call")
         (out,) = items(second, "function_call_output")
         assert fc["call_id"] == out["call_id"] == "call_0" and "alpha" in out["output"]
         assert second["input"].index(sent[0]) < second["input"].index(fc), "reasoning first"
         calls = log_lines(workspace, "llm_call")
         assert [c.get("reasoning_tokens") for c in calls] == [64, 8]
-        assert calls[0]["reasoning"] == [REASONING]
+        assert calls[0]["reasoning"][0] == REASONING
+        assert [i["type"] for i in calls[0]["reasoning"]] == ["reasoning", "function_call"]
 
 
 def test_parallel_calls_are_answered_by_call_id(workspace: Path) -> None:

@@ -278,3 +278,29 @@ def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_planted_log_cannot_make_the_page_read_other_files(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's secret\n")
+    log = tmp_path / "logs" / "20260101-000000-aaaaaa.jsonl"
+    log.parent.mkdir()
+    records = read_records(SURVEY)
+    for diff_file in (
+        "../secret.txt",
+        "/etc/passwd",
+        "20260101-000000-aaaaaa.changes/../../secret.txt",
+    ):
+        planted = {**records[-1], "event": "change_set", "agent_id": "w1", "diff_file": diff_file}
+        timeline = build([*records, planted], log)
+        assert "the user's secret" not in json.dumps(timeline.as_json())
+    changes = log.with_suffix(".changes")
+    changes.mkdir()
+    (changes / "w1.diff").symlink_to(secret)  # a link beside the log is not followed either
+    planted = {
+        **records[-1],
+        "event": "change_set",
+        "agent_id": "w1",
+        "diff_file": f"{changes.name}/w1.diff",
+    }
+    assert "the user's secret" not in json.dumps(build([*records, planted], log).as_json())

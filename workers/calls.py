@@ -107,8 +107,9 @@ def run_batch(
             # A copy of a call in the same reply is not run, and not counted as a repetition.
             refusal = DUPLICATE if key in seen else guard.check(call.name, key)
             if decision.action == "skip":
-                refusal = SKIPPED
-            seen.add(key)
+                refusal = SKIPPED  # and not `seen`: the same call, run, is no duplicate
+            else:
+                seen.add(key)
             begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
             done = begun or run_tool(agent, call, arguments, step, refusal)
             if decision.arguments is not None and isinstance(done, ToolResult):
@@ -127,7 +128,8 @@ def _decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
         return [Decision("run")] * len(calls)
     agent_id = str(agent.events.context.get("agent_id", "agent"))
     decisions = agent.stepper.decide(agent_id, list(calls))
-    return decisions if len(decisions) == len(calls) else [Decision("run")] * len(calls)
+    # Whoever answers must answer for every call; otherwise nothing runs unasked.
+    return decisions if len(decisions) == len(calls) else [Decision("skip")] * len(calls)
 
 
 def _wait_for_all(

@@ -10,14 +10,16 @@ then nothing at all is written. The caller holds the editor lock throughout.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from workers.change_sets import Change, compare
 from workers.snapshots import LINK_MODE, Entry, Store, Tree
-from workers.tools.git_paths import git_env
+from workers.tools.git_paths import git_env, looks_like_git_dir
 from workers.tools.workspace import host_controlled
 from workers.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 
@@ -100,16 +102,58 @@ def merge_change_set(store: Store, base: Tree, changes: list[Change]) -> Merged:
         touched.append(path)
         if result is not None:
             writes[path] = result
+    removals = [p for p in touched if p not in writes and state(now, p) is not None]
+    conflicts += _repositories_made(workspace, writes) + _clashes(workspace, now, writes, removals)
     if conflicts:
         return Merged(conflicts=conflicts)
     if not touched:
         return Merged()
-    try:
-        write_entries(store, [p for p in touched if state(now, p) is not None], writes)
-    except CannotWrite as error:
-        return Merged(conflicts=[Conflict(path, f"not written: {error}") for path in touched])
+    try:  # a file in place is replaced (os.replace), never removed first
+        write_entries(store, removals, writes)
+    except CannotWrite as error:  # what did land stays recorded, so it can be undone
+        after_id, after = store.snapshot()
+        return Merged(
+            applied=compare(now, after),
+            conflicts=[Conflict(path, f"not written: {error}") for path in touched],
+            before=before_id,
+            after=after_id,
+        )
     after_id, after = store.snapshot()
     return Merged(applied=compare(now, after), before=before_id, after=after_id)
+
+
+def _clashes(
+    workspace: Path, now: Tree, writes: dict[str, Entry], removals: list[str]
+) -> list[Conflict]:
+    """Writes that would fail half way: a folder where a file goes, or a file (not being
+    removed) where a folder is needed; found before anything is written."""
+    found = []
+    for path in writes:
+        if os.path.isdir(workspace / path) and not os.path.islink(workspace / path):
+            found.append(Conflict(path, "a folder stands where its file goes"))
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder in now and folder not in removals:
+                found.append(Conflict(path, f"{folder} is a file where a folder is needed"))
+    return found
+
+
+def _repositories_made(workspace: Path, writes: dict[str, Entry]) -> list[Conflict]:
+    """A folder the writes would make one git takes for a repository (HEAD, objects and
+    refs in it): the user's own git would run its config. Refused whole."""
+    children: dict[str, set[str]] = {}
+    for path in writes:
+        parts = path.split("/")
+        for depth in range(len(parts)):
+            children.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
+    found = []
+    for folder, names in sorted(children.items()):
+        with contextlib.suppress(OSError):
+            names = names | set(os.listdir(workspace / folder))
+        if looks_like_git_dir(names):
+            found.append(Conflict(folder or ".", "refused: it would become a git repository"))
+    return found
 
 
 def _three_way(

@@ -249,6 +249,9 @@ class Store:
             *("ls-files", "-z", "--cached", "--others", "--exclude-standard"),
             trust_owner=False,
             timeout=GIT_LIST_TIMEOUT_S,
+            # An isolated editor's copy lies inside the workspace's repository, where it
+            # is ignored: a copy that is no repository of its own is walked instead.
+            only_here=self.home != self.workspace,
         )
         if done is None or done.returncode != 0:
             return None

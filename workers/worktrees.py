@@ -131,6 +131,10 @@ def _write_tree(store: Store, root: Path, tree: Tree) -> None:
     copied from the workspace, never through a link."""
     for rel, entry in sorted(tree.items()):
         full = root / rel
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):  # never through a link this copy already holds
+            if os.path.islink(root.joinpath(*parts[:depth])):
+                raise CannotIsolate(f"{rel} lies under a link in the copy")
         full.parent.mkdir(parents=True, exist_ok=True)
         if entry.mode == LINK_MODE:
             os.symlink(os.fsdecode(store.read(entry.digest)), full)

@@ -52,8 +52,9 @@ class AssistantTurn:
     """Which try produced this turn (1 when the first call succeeded)."""
     model: str = ""
     reasoning: tuple[dict[str, Any], ...] = ()
-    """The reasoning items a Responses server returned, as it sent them: they go back
-    verbatim on the agent's next request (workers/model/responses_client.py)."""
+    """A Responses turn that reasoned: its whole output (reasoning items and the items
+    they led to), in order, as the server sent it; it goes back verbatim on the agent's
+    next request (workers/model/responses_client.py)."""
 
     def as_message(self) -> Message:
         """The turn as it goes back into the conversation, tool calls verbatim (and its

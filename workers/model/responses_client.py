@@ -3,8 +3,8 @@ the same retries, deadlines, cancellation and error kinds (it is that client wit
 request and reply), over `POST /responses`.
 
 The conversation stays in the loop's chat-shaped messages and is written as Responses
-input items for each request. A reasoning model's reasoning items are kept in the
-assistant message they came with and sent back verbatim next time, so its chain of
+input items for each request. A turn with reasoning keeps its whole output, in order, in
+the assistant message it came with, and it goes back verbatim next time, so its chain of
 thought (and the server's prompt cache) carries across tool calls; compaction folds whole
 messages, so an item never parts from the calls it preceded. `store` is off by default:
 the server keeps nothing, and sends reasoning back encrypted for the next request.
@@ -75,8 +75,11 @@ def input_items(messages: list[Message]) -> list[dict[str, Any]]:
         role = message.get("role")
         if role in ("system", "user"):
             items.append({"role": role, "content": _text(message.get("content"))})
+        elif role == "assistant" and message.get(REASONING_KEY):
+            # A turn that reasoned goes back as the server sent it: every output item, in
+            # its order (reasoning, then the item it led to), ids included.
+            items.extend(message[REASONING_KEY])
         elif role == "assistant":
-            items.extend(message.get(REASONING_KEY) or [])
             if message.get("content"):
                 items.append({"role": "assistant", "content": _text(message["content"])})
             for call in message.get("tool_calls") or []:
@@ -179,7 +182,7 @@ def _turn(
         usage=_usage(response.get("usage")),
         finish_reason=finish,
         model=str(response.get("model") or model),
-        reasoning=tuple(reasoning),
+        reasoning=tuple(response.get("output") or []) if reasoning else (),
     )
 
 

@@ -102,12 +102,17 @@ def _from_git(root: str) -> tuple[list[str], list[str]] | None:
 
 
 def run_git(
-    root: str | Path, *args: str, trust_owner: bool = True, timeout: float = GIT_TIMEOUT_S
+    root: str | Path,
+    *args: str,
+    trust_owner: bool = True,
+    timeout: float = GIT_TIMEOUT_S,
+    only_here: bool = False,
 ) -> subprocess.CompletedProcess[bytes] | None:
     """git as gaffer runs it on the host: FORCED_GIT_CONFIG, no prompts, no locks; None
     when git is missing or does not end in time. `trust_owner`: read a repository owned by
     another user too (root serving a user's checkout), whose config must still be seen to
-    protect what it names; off, git's own ownership guard stands."""
+    protect what it names; off, git's own ownership guard stands. `only_here`: a
+    repository in `root` itself or none, never one in a folder above it."""
     if not shutil.which("git"):
         return None
     env = git_env(
@@ -115,6 +120,8 @@ def run_git(
         {"safe.directory": "*"} if trust_owner else None,
     )
     env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+    if only_here:
+        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.realpath(root))
     try:
         return subprocess.run(
             ["git", *args],
