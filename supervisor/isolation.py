@@ -61,7 +61,7 @@ def isolated_work(
             if result.changes is not None and copy.store is not None:
                 # Seen again now that its sandbox is gone and swept: what the sweep moved
                 # aside (a planted hook or repository) never comes in.
-                result.changes = compare(copy.base, copy.store.snapshot()[1])
+                result.changes = compare(copy.start, copy.store.snapshot()[1])
             if not result.changes:
                 return result
             merged = _bring_in(scheduler, store, agent_id, lineage, budget, result, copy.base)

@@ -247,10 +247,11 @@ class Store:
         done = run_git(
             self.workspace,
             *("ls-files", "-z", "--cached", "--others", "--exclude-standard"),
-            trust_owner=False,
+            # An isolated editor's copy (made by gaffer, its `.git` read-only to the
+            # container) is listed whoever owns it; one that is no repository of its own
+            # lies inside the workspace's, where it is ignored: it is walked instead.
+            trust_owner=self.home != self.workspace,
             timeout=GIT_LIST_TIMEOUT_S,
-            # An isolated editor's copy lies inside the workspace's repository, where it
-            # is ignored: a copy that is no repository of its own is walked instead.
             only_here=self.home != self.workspace,
         )
         if done is None or done.returncode != 0:

@@ -38,6 +38,8 @@ class Worktree:
     base: Tree
     store: Store
     """The copy's snapshots, kept in the workspace's own store."""
+    start: Tree
+    """The copy as made, listed as the copy is listed: what its change set starts from."""
 
     def remove(self) -> None:
         remove_worktree(self.store.home, self.path)
@@ -73,7 +75,13 @@ def make_worktree(store: Store, agent_id: str) -> Worktree:
     except (OSError, KeyError, CannotIsolate) as error:
         remove_worktree(workspace, path)
         raise CannotIsolate(f"cannot make the copy {path.name}: {error}") from error
-    return Worktree(path, base_id, base, Store(path, home=workspace))
+    store_of_copy = Store(path, home=workspace)
+    try:
+        start = store_of_copy.snapshot()[1]
+    except OSError as error:
+        remove_worktree(workspace, path)
+        raise CannotIsolate(f"cannot snapshot the copy {path.name}: {error}") from error
+    return Worktree(path, base_id, base, store_of_copy, start)
 
 
 def remove_worktree(workspace: Path, path: Path) -> None:
