@@ -158,6 +158,8 @@ class Scheduler:
         """One lock per scope: the run's own, and one for the workers of each agent that
         holds a lock (their ancestor's hold covers them, and they share it by the rules)."""
         self._holding: set[str] = set()
+        self._merging: set[str] = set()
+        """Isolated editors bringing their change set in (an exclusive `hold`)."""
         self._isolated = WorkspaceLock(max_parallel)
         """Slots for isolated editors (workers/worktrees.py): each works on a copy of its
         own, so they share no lock while they work, only `max_parallel` at once."""
@@ -249,6 +251,11 @@ class Scheduler:
                 with finished:
                     while "done" not in box:
                         gave_up = self._give_up(budget, deadline)
+                        if gave_up is not None and agent_id in self._merging:
+                            # Bringing its changes in under the editor lock: short, and
+                            # never left half done behind a caller that moved on.
+                            finished.wait(0.05)
+                            continue
                         if gave_up is not None:
                             # A reader left behind can change nothing, so it stops holding
                             # editors up, and an isolated editor only its own copy (its
@@ -277,8 +284,11 @@ class Scheduler:
     @contextlib.contextmanager
     def slot(self, agent_id: str, budget: Budget) -> Iterator[None]:
         """One of `max_parallel` places for isolated editors at work on their copies;
-        NotStarted when `budget` is cancelled or spent first."""
-        self._isolated.acquire(agent_id, exclusive=False, budget=budget)
+        NotStarted when `budget` is cancelled or spent first. Like a reader's hold, the
+        slot lapses past the editor's wall clock and grace, even if its thread is stuck."""
+        deadline = budget.deadline_at()
+        expires = None if deadline is None else deadline + TIMEOUT_GRACE_S
+        self._isolated.acquire(agent_id, exclusive=False, budget=budget, expires=expires)
         try:
             yield
         finally:
@@ -292,9 +302,14 @@ class Scheduler:
         set brought in); NotStarted when `budget` is cancelled or spent first."""
         lock = self._lock_for(lineage)
         lock.acquire(f"{agent_id}:hold", exclusive=exclusive, budget=budget)
+        if exclusive:
+            with self._mutex:
+                self._merging.add(agent_id)
         try:
             yield
         finally:
+            with self._mutex:
+                self._merging.discard(agent_id)
             lock.release(f"{agent_id}:hold")
 
     @staticmethod

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from supervisor.delegation import Ceiling
 from supervisor.history import agent_changes
 from tests.test_delegation import delegate, interval, of, run_session, tool_answers
@@ -242,3 +244,31 @@ def test_a_clash_found_before_writing_loses_nothing(workspace: Path) -> None:
     assert "is a file where a folder is needed" in merged.conflicts[0].why
     assert (workspace / "shared.py").read_text().startswith("line 1")
     assert (workspace / "docs").read_text() == "a file another editor brought in\n"
+
+
+def test_a_stuck_isolated_editor_lets_its_slot_go_past_its_wall_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    from supervisor import scheduler
+    from workers.limits import Budget, Limits
+
+    monkeypatch.setattr(scheduler, "TIMEOUT_GRACE_S", 0.1)
+    jobs = scheduler.Scheduler(max_parallel=1)
+    stuck = Budget().child(Limits(max_seconds=0.2))
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_forever() -> None:
+        with jobs.slot("w1", stuck):
+            entered.set()
+            release.wait(10)  # a worker that ignores its cancellation
+
+    threading.Thread(target=hold_forever, daemon=True).start()
+    assert entered.wait(5)
+    started = time.monotonic()
+    with jobs.slot("w2", Budget().child(Limits(max_seconds=10))):
+        waited = time.monotonic() - started
+    release.set()
+    assert waited < 3, "the stuck editor's slot lapsed"
