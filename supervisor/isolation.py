@@ -58,9 +58,10 @@ def isolated_work(
         try:
             with scheduler.slot(agent_id, budget):
                 result = run(quarantined, copy)
-            if result.changes is not None and copy.store is not None:
+            if copy.store is not None:
                 # Seen again now that its sandbox is gone and swept: what the sweep moved
-                # aside (a planted hook or repository) never comes in.
+                # aside (a planted hook or repository) never comes in; and seen even when
+                # the agent could keep no change set of its own.
                 result.changes = compare(copy.start, copy.store.snapshot()[1])
             if not result.changes:
                 return result
