@@ -17,7 +17,7 @@ import pytest
 
 from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import cli_env
+from tests.helpers import cli_env, gaffer
 from tests.ray_cluster import NODE_IP, TwoNodes, in_namespace, two_nodes
 
 
@@ -89,15 +89,8 @@ def test_without_ray_the_flag_says_what_to_install(tmp_path: Path) -> None:
     blocker = tmp_path / "no_ray"
     (blocker / "ray").mkdir(parents=True)
     (blocker / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
-    env = cli_env(workspace, None, {"PYTHONPATH": str(blocker), "OPENAI_API_KEY": "sk-x"})
-    done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "run", "--cluster", "ray://127.0.0.1:1", "hi"],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"PYTHONPATH": str(blocker), "OPENAI_API_KEY": "sk-x"}
+    done = gaffer(workspace, "run", "--cluster", "ray://127.0.0.1:1", "hi", env=env)
     assert done.returncode == 1
     assert (
         done.stderr.strip()
@@ -184,14 +177,7 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     (merge,) = [r for r in lines if r["event"] == "merge"]
     assert merge["status"] == "applied" and [f["path"] for f in merge["files"]] == ["app.py"]
     assert cluster.containers_on_b() == [], "its container is gone"
-    undone = subprocess.run(
-        [sys.executable, "-m", "supervisor", "undo", "--agent", "w1"],
-        cwd=ws,
-        env=cli_env(ws, None, None),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    undone = gaffer(ws, "undo", "--agent", "w1")
     assert undone.returncode == 0, undone.stderr
     assert (ws / "app.py").read_text() == "def greet():\n    return 'hi'\n"
     assert not (ws / ".gaffer" / "worktrees").exists() or not any(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,13 +87,11 @@ def test_three_isolated_editors_run_together_and_all_land(workspace: Path, tmp_p
     assert [c.label for c in w2.changes] == ["two.txt (added)"]
 
 
-def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
-    workspace: Path, tmp_path: Path
-) -> None:
-    repository(workspace)
-    original = (workspace / "shared.py").read_text()
-    first = original.replace("line 5\n", "line five, by the first\n")
-    second = original.replace("line 5\n", "line 5, by the second\n")
+def two_isolated_edits(
+    workspace: Path, tmp_path: Path, first: str, second: str
+) -> tuple[list[Any], Any]:
+    """Two isolated writers rewrite shared.py at once, to `first` and to `second`; the
+    second is a step slower, so the first's change is in the workspace when it ends."""
     scripts: dict[str, list[Step]] = {
         "the job": [
             calls(delegate("writer", "edit first"), delegate("writer", "edit second")),
@@ -103,7 +102,6 @@ def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
             call("write_file", path="shared.py", content=first),
             say("ok"),
         ],
-        # The second is slower: the first's change is in the workspace when it ends.
         "edit second": [
             call("read_file", path="shared.py"),
             call("read_file", path="committed.txt"),
@@ -112,6 +110,17 @@ def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
         ],
     }
     _, records, model = run_session(workspace, tmp_path, scripts, latency=0.2, ceiling=ISOLATED)
+    return records, model
+
+
+def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repository(workspace)
+    original = (workspace / "shared.py").read_text()
+    first = original.replace("line 5\n", "line five, by the first\n")
+    second = original.replace("line 5\n", "line 5, by the second\n")
+    records, model = two_isolated_edits(workspace, tmp_path, first, second)
     assert (workspace / "shared.py").read_text() == first  # exactly as after the first
     merges = {m["agent_id"]: m for m in of(records, "merge")}
     assert merges["w1"]["status"] == "applied" and merges["w2"]["status"] == "conflict"
@@ -133,24 +142,7 @@ def test_changes_to_different_lines_of_one_file_are_joined(workspace: Path, tmp_
     original = (workspace / "shared.py").read_text()
     top = original.replace("line 2\n", "line 2 (top)\n")
     bottom = original.replace("line 19\n", "line 19 (bottom)\n")
-    scripts: dict[str, list[Step]] = {
-        "the job": [
-            calls(delegate("writer", "edit top"), delegate("writer", "edit bottom")),
-            say("done"),
-        ],
-        "edit top": [
-            call("read_file", path="shared.py"),
-            call("write_file", path="shared.py", content=top),
-            say("ok"),
-        ],
-        "edit bottom": [
-            call("read_file", path="shared.py"),
-            call("read_file", path="committed.txt"),
-            call("write_file", path="shared.py", content=bottom),
-            say("ok"),
-        ],
-    }
-    _, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2, ceiling=ISOLATED)
+    records, _ = two_isolated_edits(workspace, tmp_path, top, bottom)
     text = (workspace / "shared.py").read_text()
     assert "line 2 (top)\n" in text and "line 19 (bottom)\n" in text
     assert [m["status"] for m in of(records, "merge")] == ["applied", "applied"]
