@@ -28,6 +28,7 @@ from workers.sandbox.options import DockerOptions
 from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolError, ToolResult, error_result
+from workers.worktrees import chown_tree
 
 # Where checkouts go on a node, unless the node's environment names a folder.
 NODE_ROOT_VAR = "GAFFER_NODE_ROOT"
@@ -105,10 +106,7 @@ class NodeHands:
         leftovers.remove_leftovers(client)  # of actors killed with their node's last run
         if os.geteuid() == 0:
             uid = uid or DEFAULT_SANDBOX_UID
-            for folder, dirs, files in os.walk(self.folder):
-                for name in [*dirs, *files]:
-                    os.lchown(os.path.join(folder, name), uid, uid)
-            os.lchown(self.folder, uid, uid)
+            chown_tree(self.folder, uid, uid)
         box = docker.docker_sandbox(
             self.workspace,
             DockerOptions.model_validate(options),
