@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,9 @@ from workers.tools.workspace import GAFFER_DIR, own_dir
 WORKTREES_DIR = f"{GAFFER_DIR}/worktrees"
 # git must run nothing of the repository's while it makes or removes a copy.
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+# git's records of worktrees (.git/worktrees/) are not safe to change from two places at
+# once: an `add` reads the others' half-written records, a `prune` may remove one.
+_GIT_RECORDS = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ def make_worktree(store: Store, agent_id: str) -> Worktree:
     remove_worktree(workspace, path)  # a copy by that name from a pid long reused
     try:
         if _has_commit(workspace):
-            _git(workspace, "worktree", "add", "--detach", "--no-checkout", str(path), "HEAD")
+            with _GIT_RECORDS:
+                _git(workspace, "worktree", "add", "--detach", "--no-checkout", str(path), "HEAD")
             _git(path, "read-tree", "HEAD")  # the index, so `git status` shows the edits
         else:
             path.mkdir()
@@ -89,7 +94,8 @@ def remove_worktree(workspace: Path, path: Path) -> None:
     if os.path.lexists(path):
         shutil.rmtree(path, onerror=_writable_and_retry)
     if os.path.isdir(workspace / ".git"):
-        run_git(workspace, *NO_HOOKS, "worktree", "prune")
+        with _GIT_RECORDS:
+            run_git(workspace, *NO_HOOKS, "worktree", "prune")
 
 
 def reap_worktrees(workspace: Path) -> list[str]:
