@@ -200,6 +200,10 @@ def build(records: list[Record], log_path: Path | None = None) -> Timeline:
                 error=r.get("action") == "sent_back",
                 detail={"reason": r.get("reason")},
             )
+        elif event == "fresh_attempt":
+            add(agent, "verification", now, now, f"fresh attempt {r.get('attempt')}: "
+                f"{'kept' if r.get('kept') else 'taken back'}", error=not r.get("kept"),
+                detail={"reason": r.get("reason"), "files": r.get("files")})  # fmt: skip
         elif event == "limit":
             add(agent, "limit", now, now, f"limit: {r.get('limit')}", error=True,
                 detail={"detail": r.get("detail")})  # fmt: skip

@@ -195,6 +195,16 @@ class TerminalView:
                 Text(f"  gaffer sent {who}back to work: {record['reason']}", style="yellow")
             )
 
+    def _on_fresh_attempt(self, record: Record) -> None:
+        who = f"{record['agent_id']} " if "parent_id" in record else ""
+        self._write(
+            Text(
+                f"  gaffer drew {who}the change afresh (sample {record['attempt']}, temperature "
+                f"{record['temperature']}): {record['reason']}",
+                style="green" if record.get("kept") else "yellow",
+            )
+        )
+
     def _on_llm_retry(self, record: Record) -> None:
         self._write(
             Text(

@@ -147,6 +147,17 @@ def test_undo_puts_back_every_kind_byte_for_byte(ws: Path) -> None:
     assert compare(before, store.scan()) == []
 
 
+def test_one_store_undoes_again_and_again(ws: Path) -> None:
+    """Each write stages in a folder of its own making: the one before removed it."""
+    store = Store(ws)
+    original = (ws / "src" / "app.py").read_text()
+    for attempt in range(3):
+        before = store.scan()
+        (ws / "src" / "app.py").write_text(f"x = {attempt + 10}\n")
+        undo(store, compare(before, store.scan()))
+        assert (ws / "src" / "app.py").read_text() == original
+
+
 def test_a_conflicting_undo_is_refused_and_changes_nothing(ws: Path) -> None:
     store = Store(ws)
     _, before = store.snapshot()

@@ -11,6 +11,7 @@ import pytest
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
 from workers.model import ModelError
 from workers.model.openai_client import OpenAIModel
+from workers.model.responses_client import ResponsesModel
 
 
 def model_for(server: FakeOpenAI, *, stream: bool = True, max_attempts: int = 4) -> OpenAIModel:
@@ -316,3 +317,17 @@ def test_the_whole_call_deadline_holds_whatever_the_server_sends(reply: Reply) -
         took = time.monotonic() - started
     assert took < 4, f"the 2 s deadline held within 2 s (took {took:.1f} s)"
     assert "no whole reply within 2 s" in raised.value.message
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_a_call_of_its_own_temperature_is_sent_and_the_next_uses_the_configured(
+    responses: bool,
+) -> None:
+    """A fresh attempt samples one call hotter (workers/fresh_attempts.py); the calls
+    around it keep the configured temperature, on either API."""
+    with FakeOpenAI([Reply(text="one"), Reply(text="two")]) as server:
+        kind = ResponsesModel if responses else OpenAIModel
+        model = kind(model="fake-model", base_url=server.base_url, api_key="k", temperature=0.1)
+        model.complete([{"role": "user", "content": "hi"}], [], temperature=0.8)
+        model.complete([{"role": "user", "content": "hi"}], [])
+    assert [r["temperature"] for r in server.requests] == [0.8, 0.1]

@@ -72,6 +72,8 @@ class AgentResult:
     """What each tool call taught the harness (files written, exit codes), in order."""
     focused_writes: int = 0
     """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
+    fresh_attempts: int = 0
+    """Samples of the change drawn afresh when it was stuck (workers/fresh_attempts.py)."""
     changes: list[Change] | None = None
     """What it changed in the workspace, its workers included; None when it could
     change nothing. An isolated editor's: what came into the workspace."""

@@ -44,9 +44,11 @@ def call_model(
     tools_off: bool = False,
     require_tool: bool = False,
     aside: bool = False,
+    temperature: float | None = None,
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
-    prompt of its own): its size is not the conversation's, and a resume skips it."""
+    prompt of its own): its size is not the conversation's, and a resume skips it.
+    `temperature` samples this call alone at that temperature."""
     agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
     turn = agent.model.complete(
@@ -60,6 +62,7 @@ def call_model(
         cancelled=agent.budget.cancelled,
         tools_off=tools_off,
         require_tool=require_tool,
+        temperature=temperature,
     )
     agent.budget.spend(turn.usage.total)
     if agent.context is not None and not aside:
@@ -80,6 +83,7 @@ def call_model(
             text=turn.text,
             calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
             aside=True if aside else None,
+            temperature=temperature,
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
         )

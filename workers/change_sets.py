@@ -133,6 +133,22 @@ class ChangeTracker:
         self._last = now
         return changes
 
+    def look(self) -> Tree:
+        """The workspace now, taken as the last look (after gaffer itself put files back)."""
+        self._last = self.store.scan()
+        return self._last
+
+    def original(self, path: str) -> bytes | None:
+        """A file as it was when the agent started; None when it was not there, or its
+        content was not kept (too large) or is gone from the store."""
+        entry = self._start.get(path)
+        if entry is None or not entry.kept or entry.mode == LINK_MODE:
+            return None
+        try:
+            return self.store.read(entry.digest)
+        except KeyError:
+            return None
+
     def finish(self) -> tuple[str, list[Change]]:
         """The snapshot id at the end and everything changed since the start."""
         after_id, now = self.store.snapshot()

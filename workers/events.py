@@ -16,11 +16,11 @@ from typing import Any
 from workers.log_schema import EVENTS, Event
 from workers.log_schema import Record as Record  # the type of a line, for subscribers
 
-LOG_FORMAT = 3
+LOG_FORMAT = 4
 """The run log's format, written on its first line as `log_format`. 1: logs without the
 key (before 2026-11-30). 2: adds it, `aside` model calls and `focused_write` messages.
-3: adds `change_set` lines and the `snapshot` of `agent_start`. Every older line still
-reads the same."""
+3: adds `change_set` lines and the `snapshot` of `agent_start`. 4: adds `fresh_attempt`
+lines and the `temperature` of a model call. Every older line still reads the same."""
 
 LOGGED_EVENTS: frozenset[str] = frozenset(n for n, e in EVENTS.items() if not e.live)
 LIVE_EVENTS: frozenset[str] = frozenset(n for n, e in EVENTS.items() if e.live)

@@ -15,6 +15,7 @@ Aider's architect and editor modes split planning from writing in the same way.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.calls import call_model, limit_if_spent
@@ -59,12 +60,36 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
     """The one message that asks for the change; None when the agent has read no file
     that can be shown. Files are shown as they are now, the code first and its tests
     last, within `room` characters; each shown counts as read."""
-    shown: list[str] = []
-    for path in sorted(guard.seen, key=_is_test):
+
+    def now(path: str) -> bytes | None:
         try:
-            data = read_confined(guard.workspace, path, room)
+            return read_confined(guard.workspace, path, room)
         except ToolError:
-            continue
+            return None
+
+    shown = []
+    for path, text in texts(guard.seen, now, room):
+        shown.append(f"{path}\n{fenced(text, path)}")
+        guard.after("read_file", {"path": path}, ToolResult(output=text))
+    if not shown:
+        return None
+    parts = [cut(task, MAX_TASK_CHARS), *shown]
+    if guard.last_failure:
+        parts.append(f"The last test run failed:\n{guard.last_failure}")
+    if said := _prose(said):
+        parts.append(f"What you said about it: {cut(said, MAX_SAID_CHARS)}")
+    parts.append(f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}")
+    return "\n\n".join(parts)
+
+
+def texts(
+    paths: Iterable[str], read: Callable[[str], bytes | None], room: int
+) -> list[tuple[str, str]]:
+    """(path, text) of the files that can be shown, code first and tests last, within
+    `room` characters: one too big, unreadable (`read` gives None) or not UTF-8 is left out."""
+    found = []
+    for path in sorted(paths, key=is_test_file):
+        data = read(path)
         if data is None or len(data) > room:
             continue
         try:
@@ -72,22 +97,13 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
         except UnicodeDecodeError:
             continue
         room -= len(text)
-        shown.append(f"{path}\n{_fenced(text, path)}")
-        guard.after("read_file", {"path": path}, ToolResult(output=text))
-    if not shown:
-        return None
-    parts = [_cut(task, MAX_TASK_CHARS), *shown]
-    if guard.last_failure:
-        parts.append(f"The last test run failed:\n{guard.last_failure}")
-    if said := _prose(said):
-        parts.append(f"What you said about it: {_cut(said, MAX_SAID_CHARS)}")
-    parts.append(f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}")
-    return "\n\n".join(parts)
+        found.append((path, text))
+    return found
 
 
 def told(reply: str, written: str) -> str:
     """What the agent is told after the change it was asked for was written."""
-    return TOLD.format(reply=_cut(reply.strip(), MAX_TOLD_CHARS), written=written)
+    return TOLD.format(reply=cut(reply.strip(), MAX_TOLD_CHARS), written=written)
 
 
 def _prose(text: str) -> str:
@@ -98,12 +114,12 @@ def _prose(text: str) -> str:
     return " ".join(" ".join(kept).split())
 
 
-def _is_test(path: str) -> bool:
+def is_test_file(path: str) -> bool:
     name = path.rsplit("/", 1)[-1]
     return name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{path}"
 
 
-def _fenced(text: str, path: str) -> str:
+def fenced(text: str, path: str) -> str:
     longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=2)
     fence = "`" * (longest + 1)
     language = "python" if path.endswith(".py") else ""
@@ -111,7 +127,7 @@ def _fenced(text: str, path: str) -> str:
     return f"{fence}{language}\n{text}{newline}{fence}"
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

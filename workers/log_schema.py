@@ -176,6 +176,8 @@ class LlmCall(Event):
     """The whole turn, so a run can be read back and resumed from its log alone."""
     aside: bool | None = absent_when_none()
     """A call outside the conversation (the focused ask): a resume skips it."""
+    temperature: float | None = absent_when_none()
+    """The call's own sampling temperature (a fresh attempt); absent: the configured one."""
     reasoning_tokens: int | None = absent_when_none()
     """Completion tokens spent reasoning, when the server says (the Responses API)."""
     reasoning: list[Record] | None = absent_when_none()
@@ -246,6 +248,21 @@ class Verification(Event):
     reason: str
     action: str
     sent_back: int
+
+
+@dataclass(frozen=True)
+class FreshAttempt(Event):
+    """A sample of the change drawn afresh for an agent stuck on a failing test
+    (workers/fresh_attempts.py): kept when the tests passed, else taken back."""
+
+    event = "fresh_attempt"
+    attempt: int
+    temperature: float
+    files: list[str]
+    command: str | None
+    exit_code: int | None
+    kept: bool
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from workers.change_sets import record_change_set
 from workers.editing import EDIT_TOOLS
 from workers.file_blocks import WRITE_NOW, write_blocks
 from workers.focused_write import ask_for_the_change
+from workers.fresh_attempts import try_afresh
 from workers.log_schema import AgentEnd, AgentStart, Limit
 from workers.model import Message, ModelError, ToolCall, written_call
 from workers.outcome import (
@@ -184,6 +185,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             if ask_for_the_change(agent, result, step, guard, said=turn.text):
                 paused, must_call = False, True  # the next reply runs the tests
                 continue
+            if try_afresh(agent, result, step, guard):
+                paused = False  # the tests pass: the next reply is the answer
+                continue
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
             paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
@@ -210,6 +214,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             if nudge:  # the warning is shown all the same: going round again ends the run
                 tell(agent, messages, nudge, source="repetition")
             paused, must_call = False, True
+            continue
+        if (nudge or paused) and try_afresh(agent, result, step, guard):
+            paused = False
             continue
         if nudge or paused:
             now = WRITE_OR_ANSWER if agent.file_blocks else ANSWER_NOW

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import threading
 import time
@@ -218,6 +219,12 @@ class Store:
             raise OSError(str(error)) from error
         self._checked[name] = folder
         return folder
+
+    def remove_folder(self, name: str) -> None:
+        """Remove a folder made with own_folder (a staging area), so the next asks anew."""
+        folder = self._checked.pop(name, None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _keep(self, digest: str, data: bytes) -> None:
         path = self._object_path(digest)

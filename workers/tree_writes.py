@@ -11,7 +11,6 @@ container or a repository could have shaped.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import threading
 from pathlib import Path
@@ -33,7 +32,7 @@ def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -
         store.own_folder(staging.name)
         staged = {path: _stage(store, staging, n, e) for n, (path, e) in enumerate(writes.items())}
     except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        store.remove_folder(staging.name)
         raise CannotWrite(f"nothing written: could not stage the files ({error})") from error
     done: list[str] = []
     try:
@@ -53,7 +52,7 @@ def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -
             f"stopped part way ({error}); written so far: {', '.join(done) or 'none'}"
         ) from error
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        store.remove_folder(staging.name)
 
 
 def _stage(store: Store, staging: Path, number: int, entry: Entry) -> str:

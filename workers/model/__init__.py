@@ -74,6 +74,20 @@ class AssistantTurn:
         return message
 
 
+@dataclass(frozen=True)
+class Asking:
+    """What one request asks of the server besides the conversation (Model.complete)."""
+
+    tools_off: bool = False
+    require_tool: bool = False
+    temperature: float | None = None
+
+    def sampled_at(self, configured: float | None) -> float | None:
+        """The temperature to send: this call's own, else the configured one (None: the
+        server's default)."""
+        return self.temperature if self.temperature is not None else configured
+
+
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
@@ -163,11 +177,13 @@ class Model(Protocol):
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
         require_tool: bool = False,
+        temperature: float | None = None,
     ) -> AssistantTurn:
         """One assistant turn; streams text to `on_text`; raises ModelError.
 
         `tools_off` sends the tools but asks for none to be called: the prompt stays the
         same as the steps before, so a server's prompt cache still holds it.
         `require_tool` asks for a tool call rather than an answer.
+        `temperature` samples this call at that temperature instead of the configured one.
         """
         ...

@@ -20,6 +20,7 @@ from tenacity.stop import stop_base
 
 from workers.model import (
     REASONING_KEY,
+    Asking,
     AssistantTurn,
     Cancelled,
     Message,
@@ -117,6 +118,7 @@ class OpenAIModel:
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
         require_tool: bool = False,
+        temperature: float | None = None,
     ) -> AssistantTurn:
         echo = Echo(on_text)
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -148,7 +150,12 @@ class OpenAIModel:
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
                     turn = self._within(
-                        call_timeout, cancelled, messages, tools, echo, tools_off, require_tool
+                        call_timeout,
+                        cancelled,
+                        messages,
+                        tools,
+                        echo,
+                        Asking(tools_off, require_tool, temperature),
                     )
                     self._answered = True
                     if tools_off and tools and self.answer_prefill:
@@ -209,8 +216,7 @@ class OpenAIModel:
         messages: list[Message],
         tools: list[dict[str, Any]],
         echo: Echo,
-        tools_off: bool,
-        require_tool: bool,
+        asking: Asking,
     ) -> AssistantTurn:
         """One request, ended at `seconds` whatever the server sends: keep-alive comments
         or a byte a second reset only a read timeout, not this one."""
@@ -221,7 +227,7 @@ class OpenAIModel:
 
         try:
             with interruptible(self._readers, stop_reading):
-                return self._once(messages, tools, echo, seconds, tools_off, require_tool)
+                return self._once(messages, tools, echo, seconds, asking)
         except Exception as error:
             if time.monotonic() > ends and not (cancelled is not None and cancelled()):
                 raise CallTooLong(
@@ -235,27 +241,26 @@ class OpenAIModel:
         tools: list[dict[str, Any]],
         echo: Echo,
         timeout: float,
-        tools_off: bool = False,
-        require_tool: bool = False,
+        asking: Asking,
     ) -> AssistantTurn:
         messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in _sendable(messages)]
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
         if tools:
             request["tools"] = tools
-            if tools_off:
+            if asking.tools_off:
                 request["tool_choice"] = "none"
                 if self.answer_prefill:
                     prefill = {"role": "assistant", "content": self.answer_prefill}
                     request["messages"] = [*messages, prefill]
-            elif require_tool and self.tool_prefill:
+            elif asking.require_tool and self.tool_prefill:
                 prefill = {"role": "assistant", "content": self.tool_prefill}
                 request["messages"] = [*messages, prefill]
-            elif require_tool:
+            elif asking.require_tool:
                 request["tool_choice"] = "required"
         if self.max_output_tokens:
             request["max_tokens"] = self.max_output_tokens
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
+        if (temperature := asking.sampled_at(self.temperature)) is not None:
+            request["temperature"] = temperature
         if not self.stream:
             return from_response(self._client.chat.completions.create(**request), echo)
         stream = self._client.chat.completions.create(

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from workers.model import REASONING_KEY, AssistantTurn, Message, ModelError, ToolCall, Usage
+from workers.model import REASONING_KEY, Asking, AssistantTurn, Message, ModelError, ToolCall, Usage
 from workers.model.faults import CONTEXT_ERROR, short
 from workers.model.openai_client import OpenAIModel, _sendable
 from workers.model.replies import Echo, IncompleteStream
@@ -36,8 +36,7 @@ class ResponsesModel(OpenAIModel):
         tools: list[dict[str, Any]],
         echo: Echo,
         timeout: float,
-        tools_off: bool = False,
-        require_tool: bool = False,
+        asking: Asking,
     ) -> AssistantTurn:
         request: dict[str, Any] = {
             "model": self.name,
@@ -49,14 +48,14 @@ class ResponsesModel(OpenAIModel):
             request["include"] = ["reasoning.encrypted_content"]
         if tools:
             request["tools"] = [function_tool(tool) for tool in tools]
-            if tools_off:
+            if asking.tools_off:
                 request["tool_choice"] = "none"
-            elif require_tool:
+            elif asking.require_tool:
                 request["tool_choice"] = "required"
         if self.max_output_tokens:
             request["max_output_tokens"] = self.max_output_tokens
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
+        if (temperature := asking.sampled_at(self.temperature)) is not None:
+            request["temperature"] = temperature
         # Read as raw JSON, not as the SDK's objects: reasoning items must go back as the
         # server wrote them, keys in their order, fields the SDK does not know included.
         if not self.stream:

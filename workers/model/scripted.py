@@ -70,6 +70,8 @@ class ScriptedModel:
         """Whether each call required a tool call (require_tool), in order."""
         self.paused: list[bool] = []
         """Whether each call had tools off (tools_off), in order."""
+        self.temperatures: list[float | None] = []
+        """Each call's own temperature (None: the configured one), in order."""
 
     def complete(
         self,
@@ -82,12 +84,14 @@ class ScriptedModel:
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
         require_tool: bool = False,
+        temperature: float | None = None,
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
             self.tools_seen.append(list(tools))
             self.required.append(require_tool)
             self.paused.append(tools_off)
+            self.temperatures.append(temperature)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
@@ -130,6 +134,7 @@ class LoopingModel:
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
         require_tool: bool = False,
+        temperature: float | None = None,
     ) -> AssistantTurn:
         if self._latency:
             time.sleep(self._latency)
@@ -161,6 +166,7 @@ class RoutedModel:
         cancelled: Cancelled | None = None,
         tools_off: bool = False,
         require_tool: bool = False,
+        temperature: float | None = None,
     ) -> AssistantTurn:
         task = next((m["content"] for m in messages if m["role"] == "user"), "")
         model = self._models.get(task)
@@ -173,6 +179,9 @@ class RoutedModel:
             on_retry=on_retry,
             timeout=timeout,
             cancelled=cancelled,
+            tools_off=tools_off,
+            require_tool=require_tool,
+            temperature=temperature,
         )
 
     def seen(self, task: str) -> list[list[Message]]:

@@ -1,0 +1,136 @@
+"""A block writer stuck on a failing test gets fresh samples of the change, from the
+files as they were; one that passes the tests is kept, the others are taken back
+(workers/fresh_attempts.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from supervisor.resume import rebuild
+from tests.helpers import make_agent
+from workers.agent import AgentResult
+from workers.change_sets import ChangeTracker
+from workers.editing import EditGuard
+from workers.events import Emitter, Recorder
+from workers.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
+from workers.loop import run_agent
+from workers.model import AssistantTurn, Message
+from workers.model.scripted import ScriptedModel, call, say
+from workers.sandbox.host import HostSandbox
+from workers.snapshots import Store
+from workers.tools.base import ToolContext
+from workers.verification import Gate
+
+ORIGINAL = "def add(a, b):\n    return a - b\n"
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+TEST_RUN = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+
+
+def block(body: str, path: str = "calc.py") -> str:
+    return f"{path}\n```python\n{body}```"
+
+
+AGENTS = "def add(a, b):\n    return a * b\n"  # the agent's own fix, which fails
+WRONG = "def add(a, b):\n    return b - a\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+
+
+def failed_fix(*then: object, reads: tuple[str, ...] = ("calc.py",)) -> list[object]:
+    """The agent reads `reads`, writes its own fix and runs the tests (they fail), then `then`."""
+    fix = call("run_shell", command=TEST_RUN)
+    fix = AssistantTurn(text=block(AGENTS), tool_calls=fix.tool_calls, usage=fix.usage)
+    return [*(call("read_file", path=p) for p in reads), fix, *then]
+
+
+def run(workspace: Path, script: list[object]) -> tuple[AgentResult, Recorder, ScriptedModel]:
+    (workspace / "calc.py").write_text(ORIGINAL)
+    (workspace / "test_calc.py").write_text(TESTS)
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    recorder = Recorder()
+    agent = make_agent(
+        workspace,
+        model,
+        recorder,
+        edits=EditGuard(workspace),
+        file_blocks=True,
+        changes=ChangeTracker(Store(workspace)),
+        gate=Gate(Emitter([recorder])),
+    )
+    agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
+    messages: list[Message] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "Fix add in calc.py. Run the tests with pytest."},
+    ]
+    return run_agent(agent, messages), recorder, model
+
+
+def attempts(recorder: Recorder) -> list[tuple[bool, str]]:
+    return [(r["kept"], r["reason"]) for r in recorder.records if r["event"] == "fresh_attempt"]
+
+
+def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspace: Path) -> None:
+    def right_after_the_wrong_one_was_taken_back(_messages: list[Message]) -> AssistantTurn:
+        assert (workspace / "calc.py").read_text() == AGENTS, "the agent's own code, back"
+        return say(block(RIGHT))
+
+    stuck = [say("The tests fail."), say(block(AGENTS))]  # the focused ask: an echo
+    samples = [say(block(WRONG)), right_after_the_wrong_one_was_taken_back]
+    result, recorder, model = run(workspace, failed_fix(*stuck, *samples, say("Fixed add.")))
+
+    assert (workspace / "calc.py").read_text() == RIGHT
+    assert attempts(recorder) == [
+        (False, "the tests failed (exit 1); taken back"),
+        (True, "the tests pass"),
+    ]
+    sample_prompt = model.seen[4][0]["content"]
+    assert ORIGINAL in sample_prompt and AGENTS not in sample_prompt, "the files as they were"
+    assert model.temperatures == [None] * 4 + [FRESH_TEMPERATURE] * 2 + [None]
+    told = model.seen[6][-1]["content"]
+    assert told.startswith("Your code still failed the tests, so gaffer asked for the change")
+    assert "The tests pass now" in told and "1 passed" in told
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert [r["tool_call_id"] for r in runs][1:] == ["fresh1-3-test", "fresh2-3-test"], (
+        "each logged"
+    )
+    # A resume rebuilds the agent's conversation: the samples and their calls are not in it.
+    rebuilt = rebuild([{**r, "agent_id": "supervisor"} for r in recorder.records])
+    assert not any(block(WRONG) == m.get("content") for m in rebuilt.messages)
+    assert sum(m["role"] == "tool" for m in rebuilt.messages) == 2
+
+
+def test_samples_that_fail_leave_the_agents_work_and_its_evidence(workspace: Path) -> None:
+    samples = [say(block(WRONG))] * MAX_FRESH_ATTEMPTS
+    script = [say("The tests fail."), say(block(AGENTS)), *samples, say("I could not fix it.")]
+    script += [say("Still failing."), say("It cannot pass.")]
+    result, recorder, model = run(workspace, failed_fix(*script))
+
+    assert (workspace / "calc.py").read_text() == AGENTS
+    assert len(attempts(recorder)) == MAX_FRESH_ATTEMPTS, "one round a run, never two"
+    reasons = [r["reason"] for r in recorder.records if r["event"] == "verification"]
+    assert reasons[-1].startswith("the last test run failed"), "the gate judges what is there"
+    assert "Verification: unverified" in result.outcome.answer  # type: ignore[union-attr]
+    model.assert_used_up()
+
+
+def test_a_sample_that_changes_the_tests_is_taken_back_unrun(workspace: Path) -> None:
+    cheat = block("def test_add():\n    pass\n", path="test_calc.py")
+    script = [say("The tests fail."), say(block(AGENTS)), say(block(RIGHT) + "\n\n" + cheat)]
+    script += [say(block(WRONG))] * (MAX_FRESH_ATTEMPTS - 1) + [say("No."), say("No."), say("No.")]
+    _, recorder, _ = run(workspace, failed_fix(*script, reads=("calc.py", "test_calc.py")))
+
+    assert attempts(recorder)[0] == (
+        False,
+        "the sample changed the tests (test_calc.py); taken back",
+    )
+    assert (workspace / "test_calc.py").read_text() == TESTS
+    assert (workspace / "calc.py").read_text() == AGENTS
+    runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert [r["tool_call_id"] for r in runs][1:] == ["fresh2-4-test"], "the next sample ran"
+
+
+def test_no_sample_is_drawn_before_a_test_has_failed(workspace: Path) -> None:
+    script = [call("read_file", path="calc.py"), say("I would change add."), say("no block")]
+    _, recorder, model = run(workspace, [*script, say("Done.")])
+    assert attempts(recorder) == [] and FRESH_TEMPERATURE not in model.temperatures
