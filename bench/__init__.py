@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`, `make bench-agent`); what they measured is in RESULTS.md."""

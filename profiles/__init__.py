@@ -1,1 +1,1 @@
-"""The built-in profiles, as TOML data files beside this one (a package only so they install)."""
+"""The built-in profiles: what each agent may do, as TOML (a package only so they install)."""

@@ -1,0 +1,1 @@
+"""The `gaffer` command: settings, delegation to workers and their scheduling, logs, views."""

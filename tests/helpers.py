@@ -152,7 +152,7 @@ def make_agent(
     return Agent(
         model=model,
         tools=kwargs.pop("tools", dict(BUILTIN_TOOLS)),  # type: ignore[arg-type]
-        sandbox=HostSandbox(ToolContext(workspace)),
+        sandbox=kwargs.pop("sandbox", None) or HostSandbox(ToolContext(workspace)),  # type: ignore[arg-type]
         events=Emitter([recorder]).bind(session_id="s1", agent_id="main"),
         limits=limits,
         budget=Budget(limits.max_tokens, limits.max_seconds),

@@ -9,13 +9,14 @@ from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
 from workers.editing import EditGuard, failure_focus
 from workers.events import Emitter, Recorder
+from workers.facts import Facts
 from workers.loop import ATTACHED, run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import ToolContext
+from workers.tools.base import ToolContext, ToolResult
 
 
 def test_an_unread_file_is_not_edited_and_a_read_one_is(workspace: Path) -> None:
@@ -96,6 +97,41 @@ def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
     assert ">   7 |     assert total == 3" in focus
     assert "assert -1 == 3" in shown, "the assertion is in the output"
     assert "E   assert -1 == 3" not in focus, "and is not repeated"
+
+
+def test_code_that_failed_the_tests_is_not_written_back_over_code_that_passes(
+    workspace: Path,
+) -> None:
+    """What a small coder did: its fix passed, and it wrote its first, failing code again."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "test_calc.py").write_text(FAILING)
+    tests = call("run_shell", command=f"{sys.executable} -m pytest -q -p no:cacheprovider")
+    wrong, right = "def add(a, b):\n    return a * b\n", "def add(a, b):\n    return a + b\n"
+    script = [call("read_file", path="calc.py"), call("write_file", path="calc.py", content=wrong)]
+    script += [tests, call("write_file", path="calc.py", content=right), tests]
+    script += [call("write_file", path="calc.py", content=wrong), say("done")]
+    approved = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
+    result, _, _ = run_script(workspace, script, edits=EditGuard(workspace), sandbox=approved)
+    answers = [m["content"] for m in tool_messages(result)]
+    assert answers[-1].startswith(
+        "not written: the tests pass with calc.py as it is now, and this would put it back"
+    )
+    assert (workspace / "calc.py").read_text() == right
+
+
+def test_code_that_failed_may_be_written_again_once_the_tests_fail_anyway(
+    workspace: Path,
+) -> None:
+    guard = EditGuard(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    guard.after("read_file", {"path": "calc.py"}, ToolResult(output=""))
+    guard.after("write_file", {"path": "calc.py"}, ToolResult(output="wrote"))
+    guard.after(
+        "run_shell",
+        {},
+        ToolResult(output="F", is_error=True, facts=Facts(command="pytest", exit_code=1)),
+    )
+    assert guard.before("write_file", {"path": "calc.py", "content": "x = 1\n"}) is None
 
 
 def test_a_cut_output_still_shows_the_assertion(workspace: Path) -> None:

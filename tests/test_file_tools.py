@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import RunTool
+from tests.conftest import SECRET, RunTool
 from workers.facts import Facts
+from workers.tools.describe import workspace_glance
 from workers.tools.files import MAX_LIST_ENTRIES, MAX_READ_BYTES, MAX_READ_LINES
 
 
@@ -133,6 +134,26 @@ def test_list_dir_shows_types_sizes_and_skips_tool_folders(
     assert result.output.splitlines()[0] == "src/"
     assert "README.md  5 B" in result.output
     assert "skipped: .git, .venv, __pycache__, node_modules" in result.output
+
+
+def test_the_glance_says_what_each_folder_is_for_in_its_own_words(
+    workspace: Path, outside: Path
+) -> None:
+    """A package docstring or a README heading, read without following a link: a folder
+    whose README points out of the workspace says nothing."""
+    (workspace / "core").mkdir()
+    (workspace / "core" / "__init__.py").write_text('"""The agent loop and its tools."""\n')
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "README.md").write_text("\n# How to read the docs\n\nMore.\n")
+    (workspace / "leaky").mkdir()
+    (workspace / "leaky" / "README.md").symlink_to(outside / "secret.txt")
+    (workspace / "plain").mkdir()
+    (workspace / "plain" / "a.py").write_text("x = 1\n")
+    lines = workspace_glance(workspace).splitlines()
+    assert "core/ (The agent loop and its tools.) __init__.py" in lines
+    assert "docs/ (How to read the docs) README.md" in lines
+    assert "leaky/ README.md" in lines and "plain/ a.py" in lines
+    assert SECRET.strip() not in "\n".join(lines)
 
 
 def test_list_dir_is_capped_with_a_count(run_tool: RunTool, workspace: Path) -> None:

@@ -76,7 +76,8 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
 
     stuck = [say("The tests fail."), say(block(AGENTS))]  # the focused ask: an echo
     samples = [say(block(WRONG)), right_after_the_wrong_one_was_taken_back]
-    result, recorder, model = run(workspace, failed_fix(*stuck, *samples, say("Fixed add.")))
+    answer = say(block(AGENTS) + "\n\nI fixed add.")  # its own failing code, once more
+    result, recorder, model = run(workspace, failed_fix(*stuck, *samples, answer))
 
     assert (workspace / "calc.py").read_text() == RIGHT
     assert attempts(recorder) == [
@@ -89,7 +90,11 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
     told = model.seen[6][-1]["content"]
     assert told.startswith("Your code still failed the tests, so gaffer asked for the change")
     assert "The tests pass now" in told and "1 passed" in told
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert model.paused[-1], "the answer is asked for with tools off"
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert "I fixed add." in said and "a * b" not in said, "its code is neither written nor shown"
+    assert said.endswith("Verification: verified")
+    model.assert_used_up()
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
     assert [r["tool_call_id"] for r in runs][1:] == ["fresh1-3-test", "fresh2-3-test"], (
         "each logged"
@@ -134,3 +139,12 @@ def test_no_sample_is_drawn_before_a_test_has_failed(workspace: Path) -> None:
     script = [call("read_file", path="calc.py"), say("I would change add."), say("no block")]
     _, recorder, model = run(workspace, [*script, say("Done.")])
     assert attempts(recorder) == [] and FRESH_TEMPERATURE not in model.temperatures
+
+
+def test_a_kept_sample_answered_with_a_call_ends_with_gaffers_account(workspace: Path) -> None:
+    stuck = [say("The tests fail."), say(block(AGENTS)), say(block(RIGHT))]
+    result, _, _ = run(workspace, failed_fix(*stuck, call("run_shell", command=TEST_RUN)))
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert said.startswith("gaffer asked for the change afresh and kept sample 1, which passes")
+    assert "wrote 32 bytes to calc.py" in said and said.endswith("Verification: verified")
+    assert (workspace / "calc.py").read_text() == RIGHT

@@ -1,0 +1,1 @@
+"""What runs an agent: the one loop for every agent (loop.py), tools, sandboxes, models."""

@@ -34,6 +34,10 @@ TESTS_PASS = (
     "[The tests pass after your last change. If the task is done, reply now with your "
     "final answer: what you changed and how you checked it.]"
 )
+BACK_TO_FAILING = (
+    "not written: the tests pass with {path} as it is now, and this would put it back as it "
+    "was when they failed. If the task is done, give your final answer in plain sentences."
+)
 # Lines shown either side of the line a failure points at.
 CONTEXT_LINES = 3
 MAX_ERROR_LINES = 8
@@ -60,6 +64,12 @@ class EditGuard:
     """The last test run, when it failed: the command and where it failed."""
     test_runners: tuple[str, ...] = ()
     """Test runners besides the known ones (workers/test_runs.py)."""
+    written: set[str] = field(default_factory=set)
+    """The files it wrote with the file tools (or blocks)."""
+    failed_as: dict[str, set[str]] = field(default_factory=dict)
+    """Path → the fingerprints the files it wrote had at a failed test run."""
+    passing: bool = False
+    """The last test run passed, and it has written nothing since."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -72,7 +82,7 @@ class EditGuard:
         now = _fingerprint(real)
         last = self.seen.get(rel)
         if last == now:
-            return None
+            return self._back_to_failing(name, arguments, rel)
         why = "you have not read it yet" if last is None else "it changed since you last read it"
         return ToolResult(
             output=f"refused: read {rel} before changing it ({why}); nothing was written. "
@@ -82,6 +92,16 @@ class EditGuard:
             is_error=True,
         )
 
+    def _back_to_failing(self, name: str, arguments: dict[str, Any], rel: str) -> ToolResult | None:
+        """A refusal for a write that would put a file back as it was when the tests
+        failed, while they pass as it is now: a small model writes its old code again."""
+        content = arguments.get("content")
+        if name != "write_file" or not self.passing or not isinstance(content, str):
+            return None
+        if hashlib.sha256(content.encode()).hexdigest() not in self.failed_as.get(rel, ()):
+            return None
+        return ToolResult(output=BACK_TO_FAILING.format(path=rel), summary="refused", is_error=True)
+
     def after(self, name: str, arguments: dict[str, Any] | str, result: ToolResult) -> ToolResult:
         """Remember a file as the agent now knows it; point a failed test run at its failure."""
         if not isinstance(arguments, dict):
@@ -90,9 +110,16 @@ class EditGuard:
             found = self._file(arguments.get("path"))
             if found is not None:
                 self.seen[found[0]] = _fingerprint(found[1])
+                if name in EDIT_TOOLS:
+                    self.written.add(found[0])
+                    self.passing = False
         # What the call really changed (the harness's snapshots), whatever tool made it.
         self.untested_edit |= bool(result.facts.modified) and not result.facts.memory
         command = result.facts.command
+        if result.facts.modified and not (
+            isinstance(command, str) and is_test_run(command, self.test_runners)
+        ):
+            self.passing = False  # what passed is not what is there now
         if (
             name == "run_shell"
             and isinstance(command, str)
@@ -103,6 +130,9 @@ class EditGuard:
                 result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")
             self.untested_edit = False
             self.last_failure = ""
+            self.passing = not result.is_error and not result.facts.no_tests
+            if result.is_error:
+                self._remember_failing()
         if name == "run_shell" and result.is_error and isinstance(command, str):
             output = self._full_output(result)
             focus = failure_focus(
@@ -126,6 +156,12 @@ class EditGuard:
                 hint = f"\n\n[{self.write_hint}]" if self.write_hint else ""
                 return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
+
+    def _remember_failing(self) -> None:
+        for rel in self.written:
+            found = self._file(rel)
+            if found is not None:
+                self.failed_as.setdefault(rel, set()).add(_fingerprint(found[1]))
 
     def _full_output(self, result: ToolResult) -> str:
         """The whole output when it was cut for the model (saved under .gaffer/shell)."""

@@ -76,7 +76,7 @@ def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
     parts = [cut(task, MAX_TASK_CHARS), *shown]
     if guard.last_failure:
         parts.append(f"The last test run failed:\n{guard.last_failure}")
-    if said := _prose(said):
+    if said := " ".join(prose(said).split()):
         parts.append(f"What you said about it: {cut(said, MAX_SAID_CHARS)}")
     parts.append(f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}")
     return "\n\n".join(parts)
@@ -106,12 +106,13 @@ def told(reply: str, written: str) -> str:
     return TOLD.format(reply=cut(reply.strip(), MAX_TOLD_CHARS), written=written)
 
 
-def _prose(text: str) -> str:
-    """A reply without its fenced blocks (code it echoed, a call written as text)."""
+def prose(text: str) -> str:
+    """A reply without its fenced blocks (code it echoed, a call written as text), its
+    lines kept and blank runs made one."""
     for block in blocks_of(text):
         text = text.replace(block.body, "")
     kept = [line for line in text.splitlines() if not line.lstrip().startswith(("```", "~~~"))]
-    return " ".join(" ".join(kept).split())
+    return re.sub(r"\n\s*\n(\s*\n)+", "\n\n", "\n".join(kept)).strip()
 
 
 def is_test_file(path: str) -> bool:

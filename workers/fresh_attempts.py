@@ -23,6 +23,7 @@ back leaves the agent's evidence as it was: the gate judges what is in the works
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.calls import call_model, limit_if_spent, run_tool
@@ -45,37 +46,55 @@ from workers.tools.base import ToolResult
 from workers.undo import CannotUndo, undo
 from workers.verification import evidence, judge, outcome
 
-# Each costs a call with a prompt of its own (no cache) and a test run: four give a
-# sample that passes one in three a four-in-five chance, for about a minute on two cores.
-MAX_FRESH_ATTEMPTS = 4
+# Each costs a call with a prompt of its own (no cache) and a test run, about 15 s on two
+# cores: six give a sample that passes one time in five a three-in-four chance.
+MAX_FRESH_ATTEMPTS = 6
 # Far enough from near-greedy that the same prompt gives other programs; not so far that
 # a 1.5B model's code stops parsing.
 FRESH_TEMPERATURE = 0.8
 KEPT = (
     "Your code still failed the tests, so gaffer asked for the change afresh, from the "
     "files as they were before you began. This was written:\n\n{written}\n\nThe tests "
-    "pass now (`{command}`):\n\n{output}\n\nGive your final answer: what changed and how "
-    "it was checked."
+    "pass now (`{command}`):\n\n{output}\n\nTools are off and the files stay as they "
+    "are. In plain sentences, with no code, give your final answer: what was changed and "
+    "how it was checked."
 )
 
 
-def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> bool:
+@dataclass(frozen=True)
+class Kept:
+    """A sample that passed the tests and stays."""
+
+    attempt: int
+    written: str
+    command: str
+
+    @property
+    def account(self) -> str:
+        """What happened, in gaffer's words: the answer when the model gives none."""
+        return (
+            f"gaffer asked for the change afresh and kept sample {self.attempt}, which passes "
+            f"the tests (`{self.command}`):\n\n{self.written}"
+        )
+
+
+def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> Kept | None:
     """For an agent that writes in blocks and is stuck on a failing test run: samples of
-    the change, each kept only when the tests pass. Whether one was kept (the agent has
-    been told, and its next reply is its answer)."""
+    the change, each kept only when the tests pass. The one kept (the agent has been
+    told; its run ends with its answer), or None."""
     command = _failing_test(agent, result)
     if command is None or result.fresh_attempts:
-        return False
+        return None
     ask = prompt(agent, first_task(result.messages))
     if ask is None:
-        return False
+        return None
     for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
         if limit_if_spent(agent) is not None:
-            return False
+            return None
         result.fresh_attempts = attempt
-        if _attempt(agent, result, step, guard, ask, command, attempt):
-            return True
-    return False
+        if (written := _attempt(agent, result, step, guard, ask, command, attempt)) is not None:
+            return Kept(attempt, written, command)
+    return None
 
 
 def _failing_test(agent: Agent, result: AgentResult) -> str | None:
@@ -119,7 +138,8 @@ def _attempt(
     ask: str,
     command: str,
     attempt: int,
-) -> bool:
+) -> str | None:
+    """One sample: what it wrote when the tests pass with it, else None (taken back)."""
     assert agent.edits is not None and agent.changes is not None
     before = agent.changes.look()
     facts_before = len(result.facts)
@@ -151,9 +171,9 @@ def _attempt(
             )
         )
 
-    if not files:
+    if not files or written is None:
         logged(False, "the sample changed nothing")
-        return False
+        return None
     ran: Facts | None = None
     if tests := [p for p in files if is_test_file(p)]:
         why = f"the sample changed the tests ({', '.join(tests)})"
@@ -169,20 +189,20 @@ def _attempt(
                 KEPT.format(written=written, command=command, output=_tail(run.output)),
                 source="fresh_attempt",
             )
-            return True
+            return written
         why = f"the tests failed ({outcome(ran)})"
     try:
         undo(agent.changes.store, compare(before, agent.changes.store.scan()))
     except CannotUndo as error:  # the sample stays, and so does its evidence
         logged(False, f"{why}; it could not be taken back: {error}", ran)
-        return False
+        return None
     agent.changes.look()
     del result.facts[facts_before:]  # the workspace is as the agent's evidence says again
     agent.edits.last_failure, agent.edits.untested_edit = failure_before, untested_before
     for path in files:  # the agent knows these files: they are its own again
         agent.edits.after("read_file", {"path": path}, ToolResult(output=""))
     logged(False, f"{why}; taken back", ran)
-    return False
+    return None
 
 
 def _run_tests(agent: Agent, command: str, step: int, call_id: str) -> ToolResult:

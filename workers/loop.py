@@ -12,8 +12,8 @@ from workers.agent import Agent, AgentResult, first_task, tell
 from workers.change_sets import record_change_set
 from workers.editing import EDIT_TOOLS
 from workers.file_blocks import WRITE_NOW, write_blocks
-from workers.focused_write import ask_for_the_change
-from workers.fresh_attempts import try_afresh
+from workers.focused_write import ask_for_the_change, prose
+from workers.fresh_attempts import Kept, try_afresh
 from workers.log_schema import AgentEnd, AgentStart, Limit
 from workers.model import Message, ModelError, ToolCall, written_call
 from workers.outcome import (
@@ -185,9 +185,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             if ask_for_the_change(agent, result, step, guard, said=turn.text):
                 paused, must_call = False, True  # the next reply runs the tests
                 continue
-            if try_afresh(agent, result, step, guard):
-                paused = False  # the tests pass: the next reply is the answer
-                continue
+            if kept := try_afresh(agent, result, step, guard):
+                return _answer_after(agent, result, schemas, kept)
             if (answer := _answer(agent, result, turn.text, paused)) is not None:
                 return answer
             paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
@@ -215,9 +214,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
                 tell(agent, messages, nudge, source="repetition")
             paused, must_call = False, True
             continue
-        if (nudge or paused) and try_afresh(agent, result, step, guard):
-            paused = False
-            continue
+        if (nudge or paused) and (kept := try_afresh(agent, result, step, guard)):
+            return _answer_after(agent, result, schemas, kept)
         if nudge or paused:
             now = WRITE_OR_ANSWER if agent.file_blocks else ANSWER_NOW
             answer_now = now.format(task=_task(messages)) if paused else ""
@@ -304,6 +302,26 @@ def _wrap_up(
     return dataclasses.replace(
         stop, detail=f"{stop.detail}; the model gave no answer, only tool calls"
     )
+
+
+def _answer_after(
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], kept: Kept
+) -> Finished:
+    """A change gaffer drew afresh passes the tests: the run ends with the model's account
+    of it, asked with tools off and its code blocks not written (a small model writes its
+    own failing code back), or gaffer's account when the model gives none."""
+    messages, said = result.messages, ""
+    try:
+        turn = calls.call_model(agent, messages, schemas, result.steps, tools_off=True)
+    except ModelError:
+        turn = None  # the change stands; the account is gaffer's
+    if turn is not None:
+        result.tokens += turn.usage.total
+        messages.append(turn.as_message())
+        calls.answer_unanswered(messages, "tools are off: the tests pass and the run ends")
+        if not turn.tool_calls and not written_call(turn.text, agent.tools):
+            said = prose(turn.text)
+    return Finished(_stamped(agent, said or kept.account, result))
 
 
 def _task(messages: list[Message]) -> str:

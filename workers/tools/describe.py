@@ -8,17 +8,19 @@ import re
 import stat
 from pathlib import Path
 
-from workers.tools.workspace import SKIPPED_DIRS
+from workers.tools.base import ToolError
+from workers.tools.workspace import SKIPPED_DIRS, read_confined
 
-# What an agent is shown of the workspace before it starts: enough to name real folders
-# and files, little enough to cost a small model seconds, not minutes.
+# What an agent is shown of the workspace before it starts: enough to name real folders,
+# what each says it is for, and their files; little enough (about 500 tokens) to cost a
+# small model seconds, not minutes.
 GLANCE_TOP = 40
 
 
-GLANCE_PER_FOLDER = 12
+GLANCE_PER_FOLDER = 10
 
 
-GLANCE_CHARS = 1500
+GLANCE_CHARS = 2000
 
 
 def started_in(workspace: Path) -> str:
@@ -56,7 +58,10 @@ def workspace_glance(workspace: Path) -> str:
     for name in top:
         if name.endswith("/"):
             inside = names(root / name, GLANCE_PER_FOLDER)
-            lines.append(f"{name} " + (", ".join(inside) if inside else "(empty)"))
+            said = folder_line(root, name.rstrip("/"))
+            lines.append(
+                f"{name} " + (f"({said}) " if said else "") + (", ".join(inside) or "(empty)")
+            )
     text = "\n".join(lines)
     return text if len(text) <= GLANCE_CHARS else text[: GLANCE_CHARS - 1] + "…"
 
@@ -65,6 +70,11 @@ MAX_DESCRIBED = 60
 
 
 SUMMARY_CHARS = 90
+
+
+HEAD_BYTES = 4096
+# Where a folder says what it is for, in the order looked at.
+FOLDER_DESCRIPTIONS = ("__init__.py", "README.md", "README.rst", "README.txt", "README")
 
 
 _DOCSTRING = re.compile(
@@ -80,12 +90,16 @@ def first_line(entry: os.DirEntry[str]) -> str:
     first heading, a script's first comment, a profile's description; '' when none."""
     if not entry.is_file(follow_symlinks=False):
         return ""
-    name = entry.name
     try:
         with open(entry.path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
+            head = f.read(HEAD_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return ""
+    return summary(entry.name, head)
+
+
+def summary(name: str, head: str) -> str:
+    """The one-line description in the first lines of a file called `name`; '' when none."""
     line = ""
     if name.endswith(".py"):
         match = _DOCSTRING.match(head)
@@ -106,6 +120,19 @@ def first_line(entry: os.DirEntry[str]) -> str:
         )
     line = " ".join(line.strip().strip('"').split())
     return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+
+
+def folder_line(workspace: Path, folder: str) -> str:
+    """What a folder says it is: its package docstring or its README's first heading,
+    read without following a link; '' when it says nothing."""
+    for name in FOLDER_DESCRIPTIONS:
+        try:
+            data = read_confined(workspace, f"{folder}/{name}", HEAD_BYTES)
+        except ToolError:
+            continue
+        if data and (line := summary(name, data[:HEAD_BYTES].decode("utf-8", errors="replace"))):
+            return line
+    return ""
 
 
 def describe(entry: os.DirEntry[str]) -> str:
