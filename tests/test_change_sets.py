@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workers import snapshots
+from workers import snapshots, tree_writes
 from workers.change_sets import combine, compare, unified_diff
 from workers.snapshots import Store
 from workers.test_runs import is_test_run, ran_no_tests
@@ -194,6 +194,35 @@ def test_a_planted_path_in_a_change_set_cannot_leave_the_workspace(
     data["path"] = "out/evil"
     with pytest.raises(CannotUndo, match="lies under a link"):
         undo(store, [Change.from_json(json.loads(json.dumps(data)))])
+
+
+def test_a_folder_swapped_for_a_link_after_the_checks_is_never_followed(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container still running can swap a folder for a link between gaffer's check and
+    its write: the write and the removal go through handles that never follow one."""
+    store = Store(ws)
+    before = store.scan()
+    (ws / "src" / "app.py").write_text("x = 2\n")
+    (ws / "src" / "new.py").write_text("new\n")
+    changes = compare(before, store.scan())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "app.py").write_text("the host's\n")
+    (outside / "new.py").write_text("the host's too\n")
+    (ws / "src" / "app.py").unlink()
+    (ws / "src" / "new.py").unlink()
+    (ws / "src").rmdir()
+    (ws / "src").symlink_to(outside)
+    monkeypatch.setattr(tree_writes, "check_path", lambda *_args: None)  # the swap came after
+    app = next(c for c in changes if c.path == "src/app.py")
+    assert app.before is not None
+    with pytest.raises(tree_writes.CannotWrite, match="stopped part way"):
+        tree_writes.write_entries(store, ["src/new.py"], {})
+    with pytest.raises(tree_writes.CannotWrite, match="stopped part way"):
+        tree_writes.write_entries(store, [], {"src/app.py": app.before})
+    assert (outside / "app.py").read_text() == "the host's\n"
+    assert (outside / "new.py").read_text() == "the host's too\n"
 
 
 def test_change_sets_made_one_after_another_combine(ws: Path) -> None:

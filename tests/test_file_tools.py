@@ -147,13 +147,19 @@ def test_the_glance_says_what_each_folder_is_for_in_its_own_words(
     (workspace / "docs" / "README.md").write_text("\n# How to read the docs\n\nMore.\n")
     (workspace / "leaky").mkdir()
     (workspace / "leaky" / "README.md").symlink_to(outside / "secret.txt")
+    (workspace / ".env").write_text("TOKEN=inside-secret\n")
+    (workspace / "inner").mkdir()
+    (workspace / "inner" / "README").symlink_to(workspace / ".env")
+    (workspace / "plain_readme").mkdir()
+    (workspace / "plain_readme" / "README").write_text("Scripts for releases.\n")
     (workspace / "plain").mkdir()
     (workspace / "plain" / "a.py").write_text("x = 1\n")
     lines = workspace_glance(workspace).splitlines()
     assert "core/ (The agent loop and its tools.) __init__.py" in lines
     assert "docs/ (How to read the docs) README.md" in lines
     assert "leaky/ README.md" in lines and "plain/ a.py" in lines
-    assert SECRET.strip() not in "\n".join(lines)
+    assert "plain_readme/ (Scripts for releases.) README" in lines
+    assert SECRET.strip() not in "\n".join(lines) and "inside-secret" not in "\n".join(lines)
 
 
 def test_list_dir_is_capped_with_a_count(run_tool: RunTool, workspace: Path) -> None:

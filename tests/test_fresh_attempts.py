@@ -15,7 +15,7 @@ from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
 from workers.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.loop import run_agent
-from workers.model import AssistantTurn, Message
+from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox
 from workers.snapshots import Store
@@ -106,33 +106,64 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
 
 
 def test_samples_that_fail_leave_the_agents_work_and_its_evidence(workspace: Path) -> None:
-    samples = [say(block(WRONG))] * MAX_FRESH_ATTEMPTS
+    """Each sample is tried and taken back; one the model draws again is not tried again,
+    and none of them counts as the agent going round."""
+    wrong = [f"def add(a, b):\n    return a - b + {n}0\n" for n in range(1, MAX_FRESH_ATTEMPTS)]
+    samples = [say(block(w)) for w in wrong] + [say(block(wrong[0]))]
     script = [say("The tests fail."), say(block(AGENTS)), *samples, say("I could not fix it.")]
     script += [say("Still failing."), say("It cannot pass.")]
     result, recorder, model = run(workspace, failed_fix(*script))
 
     assert (workspace / "calc.py").read_text() == AGENTS
-    assert len(attempts(recorder)) == MAX_FRESH_ATTEMPTS, "one round a run, never two"
+    tried = [(False, "the tests failed (exit 1); taken back")] * (MAX_FRESH_ATTEMPTS - 1)
+    assert attempts(recorder) == [*tried, (False, "the same sample as an earlier one")]
     reasons = [r["reason"] for r in recorder.records if r["event"] == "verification"]
     assert reasons[-1].startswith("the last test run failed"), "the gate judges what is there"
     assert "Verification: unverified" in result.outcome.answer  # type: ignore[union-attr]
+    assert not any(r["event"] == "limit" for r in recorder.records)
     model.assert_used_up()
 
 
-def test_a_sample_that_changes_the_tests_is_taken_back_unrun(workspace: Path) -> None:
-    cheat = block("def test_add():\n    pass\n", path="test_calc.py")
-    script = [say("The tests fail."), say(block(AGENTS)), say(block(RIGHT) + "\n\n" + cheat)]
-    script += [say(block(WRONG))] * (MAX_FRESH_ATTEMPTS - 1) + [say("No."), say("No."), say("No.")]
+def test_a_sample_is_written_over_the_files_as_they_were(workspace: Path) -> None:
+    """Its blocks merge into the original file, not into the agent's failing one: a sample
+    of one function leaves nothing of the agent's code behind."""
+    broken = AGENTS + "\nBROKEN = 1 / 0\n"
+    fix = call("run_shell", command=TEST_RUN)
+    fix = AssistantTurn(text=block(broken), tool_calls=fix.tool_calls, usage=fix.usage)
+    script = [call("read_file", path="calc.py"), fix, say("It fails."), say(block(broken))]
+    result, _, _ = run(workspace, [*script, say(block(RIGHT)), say("Fixed.")])
+    assert (workspace / "calc.py").read_text() == RIGHT
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+
+
+def test_a_sample_that_writes_tests_or_their_setup_is_never_written(workspace: Path) -> None:
+    cheats = [
+        block(RIGHT) + "\n\n" + block("def test_add():\n    pass\n", path="test_calc.py"),
+        block(RIGHT) + "\n\n" + block("collect_ignore = ['test_calc.py']\n", path="conftest.py"),
+    ]
+    script = [say("The tests fail."), say(block(AGENTS)), *(say(c) for c in cheats)]
+    script += [say(block(RIGHT)), say("Fixed.")]
     _, recorder, _ = run(workspace, failed_fix(*script, reads=("calc.py", "test_calc.py")))
 
-    assert attempts(recorder)[0] == (
-        False,
-        "the sample changed the tests (test_calc.py); taken back",
-    )
+    assert [why for _, why in attempts(recorder)[:2]] == [
+        "the sample writes test_calc.py: not a file it was shown, or a test",
+        "the sample writes conftest.py: not a file it was shown, or a test",
+    ]
+    assert attempts(recorder)[2] == (True, "the tests pass")
     assert (workspace / "test_calc.py").read_text() == TESTS
-    assert (workspace / "calc.py").read_text() == AGENTS
+    assert not (workspace / "conftest.py").exists()
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
-    assert [r["tool_call_id"] for r in runs][1:] == ["fresh2-4-test"], "the next sample ran"
+    assert [r["tool_call_id"] for r in runs][1:] == ["fresh3-4-test"], "only the third ran"
+
+
+def test_a_model_that_fails_mid_sampling_leaves_the_agent_as_it_was(workspace: Path) -> None:
+    down = ModelError("server", "the server went away")
+    script = [say("The tests fail."), say(block(AGENTS)), down, say("It still fails.")]
+    then = [say("No block."), say("It cannot pass.")]  # a focused ask, then its answer
+    result, recorder, _ = run(workspace, failed_fix(*script, *then))
+    assert (workspace / "calc.py").read_text() == AGENTS
+    assert attempts(recorder) == []
+    assert "Verification: unverified" in result.outcome.answer  # type: ignore[union-attr]
 
 
 def test_no_sample_is_drawn_before_a_test_has_failed(workspace: Path) -> None:

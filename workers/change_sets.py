@@ -138,6 +138,10 @@ class ChangeTracker:
         self._last = self.store.scan()
         return self._last
 
+    def since_start(self) -> list[Change]:
+        """Everything changed since the agent started, as the workspace is now."""
+        return compare(self._start, self.look())
+
     def original(self, path: str) -> bytes | None:
         """A file as it was when the agent started; None when it was not there, or its
         content was not kept (too large) or is gone from the store."""

@@ -98,7 +98,8 @@ class EditGuard:
         content = arguments.get("content")
         if name != "write_file" or not self.passing or not isinstance(content, str):
             return None
-        if hashlib.sha256(content.encode()).hexdigest() not in self.failed_as.get(rel, ()):
+        digest = hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+        if digest not in self.failed_as.get(rel, ()):
             return None
         return ToolResult(output=BACK_TO_FAILING.format(path=rel), summary="refused", is_error=True)
 

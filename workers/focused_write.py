@@ -107,11 +107,19 @@ def told(reply: str, written: str) -> str:
 
 
 def prose(text: str) -> str:
-    """A reply without its fenced blocks (code it echoed, a call written as text), its
-    lines kept and blank runs made one."""
+    """A reply without its fenced blocks (code it echoed, a call written as text) and the
+    path lines above them, its other lines kept and blank runs made one."""
+    labels = set()
     for block in blocks_of(text):
         text = text.replace(block.body, "")
-    kept = [line for line in text.splitlines() if not line.lstrip().startswith(("```", "~~~"))]
+        above = [line.strip() for line in block.before.splitlines() if line.strip()]
+        if above and len(above[-1].split()) == 1:
+            labels.add(above[-1])  # `calc.py`, **calc.py**: the block's path line
+    kept = [
+        line
+        for line in text.splitlines()
+        if not line.lstrip().startswith(("```", "~~~")) and line.strip() not in labels
+    ]
     return re.sub(r"\n\s*\n(\s*\n)+", "\n\n", "\n".join(kept)).strip()
 
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.calls import call_model, limit_if_spent, run_tool
-from workers.change_sets import compare
+from workers.change_sets import Change, compare
 from workers.facts import Facts
-from workers.file_blocks import HOW_TO_WRITE, write_blocks
+from workers.file_blocks import HOW_TO_WRITE, read_blocks, write_blocks
 from workers.focused_write import (
     ASK_FOR_CHANGE,
     MAX_TASK_CHARS,
@@ -39,8 +39,9 @@ from workers.focused_write import (
     texts,
 )
 from workers.log_schema import FreshAttempt
-from workers.model import ToolCall
+from workers.model import AssistantTurn, ModelError, ToolCall
 from workers.repetition import RepetitionGuard
+from workers.snapshots import Tree
 from workers.test_runs import is_test_run
 from workers.tools.base import ToolResult
 from workers.undo import CannotUndo, undo
@@ -81,18 +82,46 @@ class Kept:
 def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> Kept | None:
     """For an agent that writes in blocks and is stuck on a failing test run: samples of
     the change, each kept only when the tests pass. The one kept (the agent has been
-    told; its run ends with its answer), or None."""
+    told; its run ends with its answer), or None. `guard` is the loop's: samples answer
+    to one of their own, so gaffer's retries never count as the agent going round."""
     command = _failing_test(agent, result)
     if command is None or result.fresh_attempts:
         return None
-    ask = prompt(agent, first_task(result.messages))
-    if ask is None:
+    asked = prompt(agent, first_task(result.messages))
+    if asked is None:
         return None
+    ask, may_write = asked
+    drawn: set[str] = set()
     for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
         if limit_if_spent(agent) is not None:
             return None
         result.fresh_attempts = attempt
-        if (written := _attempt(agent, result, step, guard, ask, command, attempt)) is not None:
+        try:
+            turn = call_model(
+                agent,
+                [{"role": "user", "content": ask}],
+                [],
+                step,
+                tools_off=True,
+                aside=True,
+                temperature=FRESH_TEMPERATURE,
+            )
+        except ModelError:
+            return None  # the agent goes on as it was; the call is in the log
+        result.tokens += turn.usage.total
+        sample = Sample(agent, result, step, attempt, command)
+        if turn.text.strip() in drawn:
+            sample.logged(False, "the same sample as an earlier one")
+            continue
+        drawn.add(turn.text.strip())
+        try:
+            written = sample.tried(turn, may_write)
+        except CannotUndo:
+            return None  # the files cannot be put back as they were: no sample can be tried
+        except CannotTakeBack as error:
+            tell(agent, result.messages, str(error), source="fresh_attempt")
+            return None
+        if written is not None:
             return Kept(attempt, written, command)
     return None
 
@@ -119,96 +148,162 @@ def _failing_test(agent: Agent, result: AgentResult) -> str | None:
     return last.command
 
 
-def prompt(agent: Agent, task: str) -> str | None:
+# Files that decide what a test run runs or how it counts: a sample never writes them.
+TEST_SETUP = frozenset(
+    {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py"}
+    | {"Makefile", "package.json", ".coveragerc", "sitecustomize.py", "usercustomize.py"}
+)
+
+
+def steers_tests(path: str) -> bool:
+    """A test, or a file that sets up or steers a test run."""
+    parts = path.split("/")
+    return (
+        is_test_file(path)
+        or parts[-1] in TEST_SETUP
+        or parts[-1].endswith(".pth")
+        or any(p in ("test", "tests") for p in parts[:-1])
+        or any(mark in parts[-1] for mark in (".test.", ".spec."))
+    )
+
+
+def prompt(agent: Agent, task: str) -> tuple[str, frozenset[str]] | None:
     """The task and the files the agent has seen, as they were before it began (code
-    first, tests last, within the room for files); None when none can be shown."""
+    first, tests last, within the room for files), and the files a sample may write: those
+    shown, tests and test setup aside. None when no file can be shown."""
     assert agent.edits is not None and agent.changes is not None
     files = texts(agent.edits.seen, agent.changes.original, agent.room_for_files())
-    shown = [f"{path}\n{fenced(text, path)}" for path, text in files]
-    if not shown:
+    if not files:
         return None
-    return "\n\n".join([cut(task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
+    shown = [f"{path}\n{fenced(text, path)}" for path, text in files]
+    ask = "\n\n".join([cut(task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
+    return ask, frozenset(path for path, _ in files if not steers_tests(path))
 
 
-def _attempt(
-    agent: Agent,
-    result: AgentResult,
-    step: int,
-    guard: RepetitionGuard,
-    ask: str,
-    command: str,
-    attempt: int,
-) -> str | None:
-    """One sample: what it wrote when the tests pass with it, else None (taken back)."""
-    assert agent.edits is not None and agent.changes is not None
-    before = agent.changes.look()
-    facts_before = len(result.facts)
-    failure_before, untested_before = agent.edits.last_failure, agent.edits.untested_edit
-    turn = call_model(
-        agent,
-        [{"role": "user", "content": ask}],
-        [],
-        step,
-        tools_off=True,
-        aside=True,
-        temperature=FRESH_TEMPERATURE,
-    )
-    result.tokens += turn.usage.total
-    label = f"fresh{attempt}"  # its calls' ids: fresh2-5-1 is the first write of sample 2
-    written, _ = write_blocks(agent, result, turn, step, guard, note_unchanged=False, label=label)
-    files = sorted({p for f in result.facts[facts_before:] for p in f.modified})
+class CannotTakeBack(Exception):
+    """A sample could not be taken back: what the agent is told, naming the files."""
 
-    def logged(kept: bool, reason: str, run: Facts | None = None) -> None:
-        agent.events.emit(
+
+class Sample:
+    """One sample of the change, tried on the files as they were and kept or taken back."""
+
+    def __init__(
+        self, agent: Agent, result: AgentResult, step: int, attempt: int, command: str
+    ) -> None:
+        assert agent.edits is not None and agent.changes is not None
+        self.agent, self.result, self.step = agent, result, step
+        self.attempt, self.command = attempt, command
+        self.label = f"fresh{attempt}"  # its calls' ids: fresh2-5-1, fresh2-5-test
+        self.files: list[str] = []
+
+    def logged(self, kept: bool, reason: str, run: Facts | None = None) -> None:
+        self.agent.events.emit(
             FreshAttempt(
-                attempt=attempt,
+                attempt=self.attempt,
                 temperature=FRESH_TEMPERATURE,
-                files=files,
-                command=command if run else None,
+                files=self.files,
+                command=self.command if run else None,
                 exit_code=run.exit_code if run else None,
                 kept=kept,
                 reason=reason,
             )
         )
 
-    if not files or written is None:
-        logged(False, "the sample changed nothing")
+    def tried(self, turn: AssistantTurn, may_write: frozenset[str]) -> str | None:
+        """What the sample wrote when the tests pass with it (it stays), else None (the
+        workspace is as the agent left it). Raises CannotTakeBack when it is not."""
+        edits, changes = self.agent.edits, self.agent.changes
+        assert edits is not None and changes is not None
+        found = read_blocks(turn.text, edits, "")
+        paths = [json.loads(c.arguments)["path"] for c in found.calls]
+        if not paths:
+            why = "the code as it is now" if found.unchanged else "no file block"
+            self.logged(False, f"the sample is {why}")
+            return None
+        if refused := sorted(set(paths) - may_write):
+            self.logged(
+                False, f"the sample writes {', '.join(refused)}: not a file it was shown, or a test"
+            )
+            return None
+        before = changes.look()
+        facts_before = len(self.result.facts)
+        failure, untested = edits.last_failure, edits.untested_edit
+        try:
+            written, ran = self._written_and_tested(turn, changes.since_start())
+        except CannotUndo as error:
+            self._take_back(before, "the files could not be put back as they were")
+            self.logged(False, f"the files could not be put back as they were: {error}")
+            raise
+        except BaseException:
+            self._take_back(before, "interrupted")  # a fault or Ctrl-C leaves the agent's work
+            raise
+        if written is not None and ran is not None and ran.exit_code == 0 and not ran.no_tests:
+            self.logged(True, "the tests pass", ran)
+            return written
+        why = "the sample changed nothing" if ran is None else f"the tests failed ({outcome(ran)})"
+        self._take_back(before, why, ran)
+        del self.result.facts[facts_before:]  # the workspace is as the agent's evidence says
+        edits.last_failure, edits.untested_edit = failure, untested
+        self.logged(False, f"{why}; taken back", ran)
         return None
-    ran: Facts | None = None
-    if tests := [p for p in files if is_test_file(p)]:
-        why = f"the sample changed the tests ({', '.join(tests)})"
-    else:
-        run = _run_tests(agent, command, step, f"{label}-{step}-test")
-        result.tool_calls += 1
-        result.facts.append(ran := run.facts)
-        if ran.exit_code == 0 and not ran.no_tests and not ran.denied:
-            logged(True, "the tests pass", ran)
+
+    def _written_and_tested(
+        self, turn: AssistantTurn, agents_changes: list[Change]
+    ) -> tuple[str | None, Facts | None]:
+        """The files put back as they were, the sample written over them, and the failing
+        test command run again: what was written and how the run went (None, None when
+        the sample changes nothing there)."""
+        agent, edits, changes = self.agent, self.agent.edits, self.agent.changes
+        assert edits is not None and changes is not None
+        if agents_changes:
+            undo(changes.store, agents_changes)
+        for change in agents_changes:  # the model saw these as they are now
+            edits.after("read_file", {"path": change.path}, ToolResult(output=""))
+        changes.look()
+        facts_before = len(self.result.facts)
+        written, _ = write_blocks(
+            agent, self.result, turn, self.step, RepetitionGuard(pauses=False),
+            note_unchanged=False, label=self.label,
+        )  # fmt: skip
+        self.files = sorted({p for f in self.result.facts[facts_before:] for p in f.modified})
+        if not self.files or written is None:
+            return None, None
+        arguments = {"command": self.command}
+        call = ToolCall(
+            id=f"{self.label}-{self.step}-test", name="run_shell", arguments=json.dumps(arguments)
+        )
+        run = run_tool(agent, call, arguments, self.step, None)
+        self.result.tool_calls += 1
+        self.result.facts.append(run.facts)
+        if run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied:
             tell(
                 agent,
-                result.messages,
-                KEPT.format(written=written, command=command, output=_tail(run.output)),
+                self.result.messages,
+                KEPT.format(written=written, command=self.command, output=_tail(run.output)),
                 source="fresh_attempt",
             )
-            return written
-        why = f"the tests failed ({outcome(ran)})"
-    try:
-        undo(agent.changes.store, compare(before, agent.changes.store.scan()))
-    except CannotUndo as error:  # the sample stays, and so does its evidence
-        logged(False, f"{why}; it could not be taken back: {error}", ran)
-        return None
-    agent.changes.look()
-    del result.facts[facts_before:]  # the workspace is as the agent's evidence says again
-    agent.edits.last_failure, agent.edits.untested_edit = failure_before, untested_before
-    for path in files:  # the agent knows these files: they are its own again
-        agent.edits.after("read_file", {"path": path}, ToolResult(output=""))
-    logged(False, f"{why}; taken back", ran)
-    return None
+        return written, run.facts
 
-
-def _run_tests(agent: Agent, command: str, step: int, call_id: str) -> ToolResult:
-    arguments = {"command": command}
-    call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
-    return run_tool(agent, call, arguments, step, None)
+    def _take_back(self, before: Tree, why: str, ran: Facts | None = None) -> None:
+        """Every file as the agent left it; CannotTakeBack (logged) when that fails."""
+        edits, changes = self.agent.edits, self.agent.changes
+        assert edits is not None and changes is not None
+        touched = compare(before, changes.store.scan())
+        if not touched:
+            return
+        try:
+            undo(changes.store, touched)
+        except CannotUndo as error:
+            changes.look()
+            self.logged(False, f"{why}; it could not be taken back: {error}", ran)
+            raise CannotTakeBack(
+                f"gaffer tried a fresh sample of the change and could not take it back "
+                f"({error}). These files may hold it now: "
+                + ", ".join(sorted({c.path for c in touched}))
+            ) from error
+        changes.look()
+        for change in touched:  # the agent knows these files: they are its own again
+            edits.after("read_file", {"path": change.path}, ToolResult(output=""))
 
 
 def _tail(output: str, limit: int = 600) -> str:

@@ -10,12 +10,13 @@ container or a repository could have shaped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import threading
 from pathlib import Path
 
-from workers.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.snapshots import LINK_MODE, STORE_DIR, Entry, Store, Tree
 from workers.tools.workspace import protection
 
 
@@ -25,61 +26,100 @@ class CannotWrite(Exception):
 
 def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -> None:
     """Stage every content first, then remove (deepest first), then put each in place:
-    a full disk is found before anything is touched."""
+    a full disk is found before anything is touched. Every step goes through folder
+    handles opened without following a link: a container still running can swap a folder
+    for a link at any moment, and nothing here then leaves the workspace."""
     workspace = store.workspace
-    staging = store.folder / f"staging-{os.getpid()}-{threading.get_ident()}"
+    for path in [*removals, *writes]:
+        check_path(workspace, path, None)
+    name = f"staging-{os.getpid()}-{threading.get_ident()}"
+    staging_fd = -1
     try:
-        store.own_folder(staging.name)
-        staged = {path: _stage(store, staging, n, e) for n, (path, e) in enumerate(writes.items())}
+        store.own_folder(name)
+        staging_fd = _open_folder(store.home, [*STORE_DIR.split("/"), name], create=False)
+        staged = {
+            path: _stage(store, staging_fd, n, e) for n, (path, e) in enumerate(writes.items())
+        }
     except OSError as error:
-        store.remove_folder(staging.name)
+        if staging_fd >= 0:
+            os.close(staging_fd)
+        store.remove_folder(name)
         raise CannotWrite(f"nothing written: could not stage the files ({error})") from error
     done: list[str] = []
     try:
         for path in sorted(removals, key=lambda p: p.count("/"), reverse=True):
-            full = os.path.join(workspace, path)
-            if os.path.lexists(full):
-                os.unlink(full)
-            _prune_empty_folders(workspace, os.path.dirname(full))
+            _remove(workspace, path)
         for path, temp in staged.items():
-            full = os.path.join(workspace, path)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            check_path(workspace, path, None)  # no link planted on the way since
-            os.replace(temp, full)
+            parts = path.split("/")
+            folder_fd = _open_folder(workspace, parts[:-1], create=True)
+            try:
+                os.replace(temp, parts[-1], src_dir_fd=staging_fd, dst_dir_fd=folder_fd)
+            finally:
+                os.close(folder_fd)
             done.append(path)
     except OSError as error:
         raise CannotWrite(
             f"stopped part way ({error}); written so far: {', '.join(done) or 'none'}"
         ) from error
     finally:
-        store.remove_folder(staging.name)
+        os.close(staging_fd)
+        store.remove_folder(name)
 
 
-def _stage(store: Store, staging: Path, number: int, entry: Entry) -> str:
-    temp = str(staging / str(number))
+def _open_folder(root: Path, parts: list[str], *, create: bool) -> int:
+    """A handle on root/parts, each step opened without following a link (made first
+    when `create`); OSError when one is a link or not a folder."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for part in parts:
+        try:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = inner
+    return fd
+
+
+def _stage(store: Store, staging_fd: int, number: int, entry: Entry) -> str:
+    temp = str(number)
     data = store.read(entry.digest)
     if entry.mode == LINK_MODE:
-        os.symlink(os.fsdecode(data), temp)
+        os.symlink(os.fsdecode(data), temp, dir_fd=staging_fd)
     else:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(temp, flags, 0o600, dir_fd=staging_fd)
         with os.fdopen(fd, "wb") as file:
             file.write(data)
-        os.chmod(temp, stat.S_IMODE(0o755 if entry.mode == 0o100755 else 0o644))
+            os.fchmod(file.fileno(), stat.S_IMODE(0o755 if entry.mode == 0o100755 else 0o644))
     if os.geteuid() == 0:  # root undoing in a user's checkout: the file stays the user's
         owner = os.stat(store.workspace)
-        os.lchown(temp, owner.st_uid, owner.st_gid)
+        os.chown(temp, owner.st_uid, owner.st_gid, dir_fd=staging_fd, follow_symlinks=False)
     return temp
 
 
-def _prune_empty_folders(workspace: Path, folder: str) -> None:
-    """Remove folders a removal left empty, so a file can take a folder's place."""
-    root = os.path.realpath(workspace)
-    while os.path.realpath(folder) != root and folder.startswith(str(workspace)):
+def _remove(workspace: Path, path: str) -> None:
+    """Remove a file (or link), then the folders that left empty, so a file can take a
+    folder's place."""
+    parts = path.split("/")
+    for depth in range(len(parts), 0, -1):
         try:
-            os.rmdir(folder)
+            folder_fd = _open_folder(workspace, parts[: depth - 1], create=False)
+        except FileNotFoundError:
+            continue  # its folder is gone already
+        try:
+            if depth == len(parts):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(parts[-1], dir_fd=folder_fd)
+            else:
+                os.rmdir(parts[depth - 1], dir_fd=folder_fd)
         except OSError:
-            return
-        folder = os.path.dirname(folder)
+            if depth == len(parts):
+                raise
+            return  # not empty: the folders above stay too
+        finally:
+            os.close(folder_fd)
 
 
 def check_path(workspace: Path, rel: str, controlled: list[str] | None) -> None:

@@ -104,7 +104,7 @@ def summary(name: str, head: str) -> str:
     if name.endswith(".py"):
         match = _DOCSTRING.match(head)
         line = match.group(2) if match else ""
-    elif name.endswith((".md", ".rst", ".txt")):
+    elif name.endswith((".md", ".rst", ".txt")) or name == "README":
         line = next((t.lstrip("# ") for t in head.splitlines() if t.strip()), "")
     elif name.endswith(".toml"):
         match = _TOML_DESCRIPTION.search(head)
@@ -125,7 +125,11 @@ def summary(name: str, head: str) -> str:
 def folder_line(workspace: Path, folder: str) -> str:
     """What a folder says it is: its package docstring or its README's first heading,
     read without following a link; '' when it says nothing."""
+    if os.path.islink(os.path.join(workspace, folder)):
+        return ""
     for name in FOLDER_DESCRIPTIONS:
+        if os.path.islink(os.path.join(workspace, folder, name)):
+            continue  # even to a file inside: it could be a secret's first line
         try:
             data = read_confined(workspace, f"{folder}/{name}", HEAD_BYTES)
         except ToolError:
