@@ -19,6 +19,7 @@ from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox
 from workers.snapshots import Store
+from workers.test_runs import named_test_command
 from workers.tools.base import ToolContext
 from workers.verification import Gate
 
@@ -43,7 +44,11 @@ def failed_fix(*then: object, reads: tuple[str, ...] = ("calc.py",)) -> list[obj
     return [*(call("read_file", path=p) for p in reads), fix, *then]
 
 
-def run(workspace: Path, script: list[object]) -> tuple[AgentResult, Recorder, ScriptedModel]:
+def run(
+    workspace: Path,
+    script: list[object],
+    task: str = "Fix add in calc.py. Run the tests with pytest.",
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(ORIGINAL)
     (workspace / "test_calc.py").write_text(TESTS)
     model = ScriptedModel(script)  # type: ignore[arg-type]
@@ -60,7 +65,7 @@ def run(workspace: Path, script: list[object]) -> tuple[AgentResult, Recorder, S
     agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
     messages: list[Message] = [
         {"role": "system", "content": "s"},
-        {"role": "user", "content": "Fix add in calc.py. Run the tests with pytest."},
+        {"role": "user", "content": task},
     ]
     return run_agent(agent, messages), recorder, model
 
@@ -179,3 +184,49 @@ def test_a_kept_sample_answered_with_a_call_ends_with_gaffers_account(workspace:
     assert said.startswith("gaffer asked for the change afresh and kept sample 1, which passes")
     assert "wrote 32 bytes to calc.py" in said and said.endswith("Verification: verified")
     assert (workspace / "calc.py").read_text() == RIGHT
+
+
+def test_the_test_command_a_task_names() -> None:
+    assert named_test_command("Fix it. Run the tests with: python3 -m pytest -q") == (
+        "python3 -m pytest -q"
+    )
+    assert named_test_command("Make it pass; check with `make test`.") == "make test"
+    assert named_test_command("Run: echo hi. Fix add with care: it is wrong.") is None
+
+
+NO_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider calc.py"  # collects nothing
+
+
+def wrong_command_fix(code: str) -> AssistantTurn:
+    run_it = call("run_shell", command=NO_TESTS)
+    return AssistantTurn(text=block(code), tool_calls=run_it.tool_calls, usage=run_it.usage)
+
+
+def test_code_that_passes_the_tasks_test_command_ends_the_run_unsampled(workspace: Path) -> None:
+    """The agent ran a command that runs no test (`pytest calc.py`) and thinks it failed:
+    gaffer runs the one its task names, on the agent's code, and the run ends there."""
+    task = f"Fix add in calc.py. Run the tests with: {TEST_RUN}"
+    script = [call("read_file", path="calc.py"), wrong_command_fix(RIGHT), say("It fails.")]
+    script += [say(block(RIGHT)), say("I changed add to add.")]
+    result, recorder, model = run(workspace, script, task)
+    assert attempts(recorder) == [] and FRESH_TEMPERATURE not in model.temperatures
+    runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert [(r["tool_call_id"], r["args"]["command"]) for r in runs][1:] == [
+        ("fresh0-3-test", TEST_RUN)
+    ]
+    told = model.seen[-1][-1]["content"]
+    assert told.startswith(f"gaffer ran the test command your task names, `{TEST_RUN}`")
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert said == "I changed add to add.\n\nVerification: verified"
+
+
+def test_samples_are_judged_by_the_tasks_test_command(workspace: Path) -> None:
+    task = f"Fix add in calc.py. Run the tests with: {TEST_RUN}"
+    script = [call("read_file", path="calc.py"), wrong_command_fix(AGENTS), say("It fails.")]
+    script += [say(block(AGENTS)), say(block(RIGHT)), say("Fixed.")]
+    result, recorder, _ = run(workspace, script, task)
+    assert attempts(recorder) == [(True, "the tests pass")]
+    runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert [r["args"]["command"] for r in runs] == [NO_TESTS, TEST_RUN, TEST_RUN]
+    assert (workspace / "calc.py").read_text() == RIGHT
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]

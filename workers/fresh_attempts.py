@@ -42,7 +42,7 @@ from workers.log_schema import FreshAttempt
 from workers.model import AssistantTurn, ModelError, ToolCall
 from workers.repetition import RepetitionGuard
 from workers.snapshots import Tree
-from workers.test_runs import is_test_run
+from workers.test_runs import is_test_run, named_test_command, ran_no_tests
 from workers.tools.base import ToolResult
 from workers.undo import CannotUndo, undo
 from workers.verification import evidence, judge, outcome
@@ -62,9 +62,20 @@ KEPT = (
 )
 
 
+AS_IT_IS = (
+    "gaffer ran the test command your task names, `{command}`: the tests pass with your code "
+    "as it is.\n\n{output}\n\nTools are off and the files stay as they are. In plain "
+    "sentences, with no code, give your final answer: what was changed and how it was checked."
+)
+AS_IT_IS_FAILING = (
+    "gaffer ran the test command your task names, `{command}`, on your code as it is:\n\n{output}"
+)
+
+
 @dataclass(frozen=True)
 class Kept:
-    """A sample that passed the tests and stays."""
+    """The tests pass: with a sample that stays, or (attempt 0) with the agent's own code
+    under the test command its task names."""
 
     attempt: int
     written: str
@@ -73,6 +84,8 @@ class Kept:
     @property
     def account(self) -> str:
         """What happened, in gaffer's words: the answer when the model gives none."""
+        if not self.attempt:
+            return f"The tests pass with the code as it is (`{self.command}`, run by gaffer)."
         return (
             f"gaffer asked for the change afresh and kept sample {self.attempt}, which passes "
             f"the tests (`{self.command}`):\n\n{self.written}"
@@ -84,10 +97,13 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
     the change, each kept only when the tests pass. The one kept (the agent has been
     told; its run ends with its answer), or None. `guard` is the loop's: samples answer
     to one of their own, so gaffer's retries never count as the agent going round."""
-    command = _failing_test(agent, result)
+    task = first_task(result.messages)
+    command = _failing_test(agent, result, task)
     if command is None or result.fresh_attempts:
         return None
-    asked = prompt(agent, first_task(result.messages))
+    if command != _last_test_run(agent, result) and _passes_as_it_is(agent, result, step, command):
+        return Kept(0, "", command)  # the agent had run the wrong command; it has been told
+    asked = prompt(agent, task)
     if asked is None:
         return None
     ask, may_write = asked
@@ -126,9 +142,10 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
     return None
 
 
-def _failing_test(agent: Agent, result: AgentResult) -> str | None:
-    """The test command whose failure the agent is stuck on: the last test run, failed
-    after the agent's last change. None when that is not where it stands."""
+def _failing_test(agent: Agent, result: AgentResult, task: str) -> str | None:
+    """The test command to judge samples by, when the agent is stuck on a failing test
+    run (its last, failed after its last change): the one its task names, else the one
+    that failed, if it ran any test. None when that is not where it stands."""
     if (
         agent.edits is None
         or agent.changes is None
@@ -141,11 +158,44 @@ def _failing_test(agent: Agent, result: AgentResult) -> str | None:
     verdict = judge(result.facts, runners)
     if verdict is None or verdict.verified or verdict.untested:
         return None
+    if named := named_test_command(task, runners):
+        return named
+    if ran_no_tests(agent.edits.last_failure):
+        return None  # `pytest calc.py`: a sample could never pass it
+    return _last_test_run(agent, result)
+
+
+def _last_test_run(agent: Agent, result: AgentResult) -> str | None:
+    runners = agent.edits.test_runners if agent.edits is not None else ()
     runs = [f for f in evidence(result.facts) if f.command and is_test_run(f.command, runners)]
     last = runs[-1] if runs else None
     if last is None or last.exit_code in (0, None) or last.denied:
         return None
     return last.command
+
+
+def _passes_as_it_is(agent: Agent, result: AgentResult, step: int, command: str) -> bool:
+    """Whether the task's own test command passes on the agent's code as it is (the
+    agent ran another: `pytest calc.py` runs no test); the agent is told either way."""
+    run = run_test(agent, command, step, f"fresh0-{step}-test")
+    result.tool_calls += 1
+    result.facts.append(run.facts)
+    passed = run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied
+    said = AS_IT_IS if passed else AS_IT_IS_FAILING
+    tell(
+        agent,
+        result.messages,
+        said.format(command=command, output=_tail(run.output)),
+        source="fresh_attempt",
+    )
+    return passed
+
+
+def run_test(agent: Agent, command: str, step: int, call_id: str) -> ToolResult:
+    """The test command, run by gaffer as the agent's own run_shell call, logged as one."""
+    arguments = {"command": command}
+    call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
+    return run_tool(agent, call, arguments, step, None)
 
 
 # Files that decide what a test run runs or how it counts: a sample never writes them.
@@ -268,11 +318,7 @@ class Sample:
         self.files = sorted({p for f in self.result.facts[facts_before:] for p in f.modified})
         if not self.files or written is None:
             return None, None
-        arguments = {"command": self.command}
-        call = ToolCall(
-            id=f"{self.label}-{self.step}-test", name="run_shell", arguments=json.dumps(arguments)
-        )
-        run = run_tool(agent, call, arguments, self.step, None)
+        run = run_test(agent, self.command, self.step, f"{self.label}-{self.step}-test")
         self.result.tool_calls += 1
         self.result.facts.append(run.facts)
         if run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied:

@@ -307,9 +307,10 @@ def _wrap_up(
 def _answer_after(
     agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], kept: Kept
 ) -> Finished:
-    """A change gaffer drew afresh passes the tests: the run ends with the model's account
-    of it, asked with tools off and its code blocks not written (a small model writes its
-    own failing code back), or gaffer's account when the model gives none."""
+    """The tests pass, run by gaffer (with a change it drew afresh, or with the agent's own
+    code under its task's test command): the run ends with the model's account of it,
+    asked with tools off and its code blocks not written (a small model writes its own
+    failing code back), or gaffer's account when the model gives none."""
     messages, said = result.messages, ""
     try:
         turn = calls.call_model(agent, messages, schemas, result.steps, tools_off=True)
