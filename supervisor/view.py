@@ -196,10 +196,10 @@ class TerminalView:
             )
 
     def _on_fresh_attempt(self, record: Record) -> None:
-        who = f"{record['agent_id']} " if "parent_id" in record else ""
+        who = f"{record['agent_id']}: " if "parent_id" in record else ""
         self._write(
             Text(
-                f"  gaffer drew {who}the change afresh (sample {record['attempt']}, temperature "
+                f"  {who}gaffer drew the change afresh (sample {record['attempt']}, temperature "
                 f"{record['temperature']}): {record['reason']}",
                 style="green" if record.get("kept") else "yellow",
             )

@@ -87,3 +87,30 @@ def test_a_denied_command_shows_why() -> None:
         }
     )
     assert "run_shell rm -rf build → denied · denied: it deletes files" in out.getvalue()
+
+
+def test_a_fresh_attempt_says_whether_it_was_kept() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, width=200))
+    for kept, reason in (
+        (False, "the tests failed (exit 1); taken back"),
+        (True, "the tests pass"),
+    ):
+        view(
+            {
+                "event": "fresh_attempt",
+                "agent_id": "w1",
+                "parent_id": "supervisor",
+                "attempt": 2 if kept else 1,
+                "temperature": 0.8,
+                "files": ["calc.py"],
+                "kept": kept,
+                "reason": reason,
+            }
+        )
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "  w1: gaffer drew the change afresh (sample 1, temperature 0.8): the tests failed "
+        "(exit 1); taken back",
+        "  w1: gaffer drew the change afresh (sample 2, temperature 0.8): the tests pass",
+    ]
