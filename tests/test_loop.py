@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_agent, run_script, tool_messages
+from workers.editing import EditGuard
 from workers.events import Recorder
 from workers.limits import Budget, Limits
 from workers.loop import WRAP_UP, WRAP_UP_AGAIN, run_agent
@@ -294,6 +295,43 @@ def test_a_cycle_of_three_calls_gets_one_nudge_then_ends_with_repetition(
     # Asked twice for an answer with tools off, it only made calls: no answer.
     assert result.outcome.answer == "" and "gave no answer" in result.outcome.detail
     assert model.remaining == 4
+
+
+def test_a_reader_listing_the_same_folders_round_again_is_nudged_then_stopped(
+    workspace: Path,
+) -> None:
+    """What the demo's supervisor did: it listed six folders, then the same six again in
+    another order, then again: nineteen steps for nothing new."""
+    for name in ("a", "b", "c", "d"):
+        (workspace / name).mkdir()
+    first = [call("list_dir", path=name) for name in ("a", "b", "c", "d")]
+    again = [call("list_dir", path=name) for name in ("b", "a", "d", "c")]
+    script = [*first, *again, say("a, b, c and d are empty.")]
+    result, recorder, model = run_script(workspace, script)
+    nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 1
+    assert nudges[0]["content"].startswith(
+        "You are going in circles: 3 of your calls repeat earlier ones, with the same results:"
+    )
+    assert "Answer every part of the task now" in nudges[0]["content"], "tools paused"
+    assert '- list_dir {"path": "d"}' in nudges[0]["content"]
+    assert [m["role"] for m in model.seen[7][-2:]] == ["tool", "user"], "after the 7th call"
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
+    assert result.outcome.answer == "a, b, c and d are empty."
+
+
+def test_an_editor_may_read_again_what_it_read_before(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("x = 1\n")
+    read, look, find = (
+        call("read_file", path="calc.py"),
+        call("list_dir"),
+        call("find_files", pattern="*"),
+    )
+    reads = [read, look, find, dataclasses.replace(read), dataclasses.replace(find)]
+    reads.append(dataclasses.replace(look))
+    result, recorder, _ = run_script(workspace, [*reads, say("ok")], edits=EditGuard(workspace))
+    assert not [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert result.outcome == Finished("ok")
 
 
 def test_the_same_error_three_times_gets_a_nudge_and_a_fourth_ends_the_run(

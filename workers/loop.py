@@ -138,6 +138,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     guard = RepetitionGuard(
         pauses=agent.edits is None or agent.file_blocks,
         write_hint=WRITE_NOW if agent.file_blocks else "",
+        reads_only=agent.edits is None,  # it edits nothing itself: a result cannot move
     )
     offered = [
         tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)

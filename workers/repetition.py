@@ -1,11 +1,14 @@
 """A model going round in circles is shown what it keeps doing once, then stopped.
 
-Three patterns, all judged on what gaffer saw rather than what the model said:
+Four patterns, all judged on what gaffer saw rather than what the model said:
 - the same call again and again: the third in a row is refused, the fourth ends the run;
 - the same sequence of 2 to 16 calls with the same results, twice in a row (a failing
   edit, an edit that re-inserts the block, the same failing test run, and round again);
-- the same error result three times, whatever call produced it.
-The last two get one nudge naming the calls; if the agent goes on, it ends with
+- the same error result three times, whatever call produced it;
+- for an agent that edits nothing itself, three calls that each repeat an earlier one
+  with the same result, in any order (a small model listing the same folders round and
+  round).
+The last three get one nudge naming the calls; if the agent goes on, it ends with
 `repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
 an agent that has what it needs answers instead of asking again. Results are compared with their numbers masked, so a timing or a line
 number that moves does not hide a cycle.
@@ -28,6 +31,9 @@ supervisor going round its workers can repeat six or more delegations, and a sma
 sends the same batch of ten reads and searches again."""
 SAME_ERROR_AT = 3
 """The same error result this many times means the agent is not learning from it."""
+REPEATS_AT = 3
+"""Calls that each repeat an earlier one, result and all, before a reader is nudged: it
+is reading nothing new (a reader changes nothing, so the result could not differ)."""
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 NUDGE = (
@@ -57,8 +63,11 @@ class Seen:
 
 
 class RepetitionGuard:
-    def __init__(self, pauses: bool = True, write_hint: str = "") -> None:
+    def __init__(self, pauses: bool = True, write_hint: str = "", reads_only: bool = False) -> None:
         self._pauses = pauses
+        self._reads_only = reads_only
+        """The agent edits no file itself: a call that repeats an earlier one with the same
+        result learned nothing."""
         """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
         edits: with tools off it could only talk, and talk would end its work unfinished."""
         self._write_hint = write_hint
@@ -118,7 +127,7 @@ class RepetitionGuard:
             shown=f"- {call.name} {_short(call.arguments, 80)} → {_short(result.output, 100)}",
         )
         self._history.append(seen)
-        found = self._cycle() or self._same_error()
+        found = self._cycle() or self._same_error() or self._repeats()
         if found is None:
             return
         what, lines = found
@@ -170,6 +179,21 @@ class RepetitionGuard:
         return (
             f"the same error came back {len(same)} times:",
             [same[-1].shown],
+        )
+
+    def _repeats(self) -> tuple[str, list[str]] | None:
+        if not self._reads_only:
+            return None
+        repeats, seen = [], set()
+        for item in self._history:
+            if (item.call, item.result) in seen:
+                repeats.append(item)
+            seen.add((item.call, item.result))
+        if not repeats or repeats[-1] is not self._history[-1] or len(repeats) < REPEATS_AT:
+            return None
+        return (
+            f"{len(repeats)} of your calls repeat earlier ones, with the same results:",
+            [s.shown for s in repeats[-REPEATS_AT:]],
         )
 
 
