@@ -197,10 +197,12 @@ class TerminalView:
 
     def _on_fresh_attempt(self, record: Record) -> None:
         who = f"{record['agent_id']}: " if "parent_id" in record else ""
+        what = f"drew the change afresh (sample {record['attempt']}, temperature {record['temperature']})"
+        if made_from := record.get("made_from"):
+            what = f"joined samples {made_from[0]} and {made_from[1]}"
         self._write(
             Text(
-                f"  {who}gaffer drew the change afresh (sample {record['attempt']}, temperature "
-                f"{record['temperature']}): {record['reason']}",
+                f"  {who}gaffer {what}: {record['reason']}",
                 style="green" if record.get("kept") else "yellow",
             )
         )

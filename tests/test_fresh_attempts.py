@@ -17,9 +17,10 @@ from workers.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
+from workers.python_merge import definitions
 from workers.sandbox.host import HostSandbox
 from workers.snapshots import Store
-from workers.test_runs import named_test_command
+from workers.test_runs import failed_tests, named_test_command
 from workers.tools.base import ToolContext
 from workers.verification import Gate
 
@@ -48,9 +49,10 @@ def run(
     workspace: Path,
     script: list[object],
     task: str = "Fix add in calc.py. Run the tests with pytest.",
+    files: tuple[str, str] = (ORIGINAL, TESTS),
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
-    (workspace / "calc.py").write_text(ORIGINAL)
-    (workspace / "test_calc.py").write_text(TESTS)
+    (workspace / "calc.py").write_text(files[0])
+    (workspace / "test_calc.py").write_text(files[1])
     model = ScriptedModel(script)  # type: ignore[arg-type]
     recorder = Recorder()
     agent = make_agent(
@@ -230,3 +232,83 @@ def test_samples_are_judged_by_the_tasks_test_command(workspace: Path) -> None:
     assert [r["args"]["command"] for r in runs] == [NO_TESTS, TEST_RUN, TEST_RUN]
     assert (workspace / "calc.py").read_text() == RIGHT
     assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+
+
+# Two functions, a test each: samples that each get one right can be joined.
+TWO = "def add(a, b):\n    return 0\n\n\ndef sub(a, b):\n    return 0\n"
+TWO_TESTS = TESTS + "\n\ndef test_sub():\n    from calc import sub\n\n    assert sub(5, 2) == 3\n"
+ADD_RIGHT, ADD_WRONG = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a * b\n"
+SUB_RIGHT, SUB_WRONG = "def sub(a, b):\n    return a - b\n", "def sub(a, b):\n    return a + b\n"
+TWO_TASK = "Fix add and sub in calc.py. Run the tests with pytest."
+
+
+def test_two_failed_samples_that_each_pass_a_test_are_joined(workspace: Path) -> None:
+    one = say(block(f"{ADD_RIGHT}\n\n{SUB_WRONG}"))  # fails test_sub
+    two = say(block(f"{ADD_WRONG}\n\n{SUB_RIGHT}"))  # fails test_add
+    stuck = [say("The tests fail."), say(block(AGENTS))]
+    script = failed_fix(*stuck, one, two, say("add and sub are fixed."))
+    result, recorder, model = run(workspace, script, TWO_TASK, (TWO, TWO_TESTS))
+
+    assert (workspace / "calc.py").read_text() == f"{ADD_RIGHT}\n\n{SUB_RIGHT}"
+    assert attempts(recorder) == [
+        (False, "the tests failed (exit 1); taken back"),
+        (False, "the tests failed (exit 1); taken back"),
+        (True, "sample 2 with add in calc.py from sample 1: the tests pass"),
+    ]
+    joined = [r for r in recorder.records if r["event"] == "fresh_attempt"][-1]
+    assert joined["made_from"] == [2, 1] and joined["attempt"] == 2
+    assert model.temperatures.count(FRESH_TEMPERATURE) == 2, "a join calls no model"
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert said.startswith("add and sub are fixed.") and said.endswith("Verification: verified")
+    model.assert_used_up()
+
+
+def test_joins_that_fail_are_taken_back_and_none_is_tried_twice(workspace: Path) -> None:
+    sub_other = "def sub(a, b):\n    return b - a\n"
+    one = say(block(f"{ADD_RIGHT}\n\n{SUB_WRONG}"))  # fails test_sub
+    two = say(block(f"{ADD_WRONG}\n\n{sub_other}"))  # fails both: sample 1 passes test_add
+    # Sample 3 fails both and is sample 2's sub and sample 1's add joined: it is not
+    # joined with either again, as every join it gives has been tried.
+    three = say(block(f"{ADD_WRONG}\n\n{SUB_WRONG}"))
+    again = [say(block(f"{ADD_WRONG}\n\n{SUB_WRONG}")) for _ in range(3)]  # not tried again
+    script = failed_fix(say("The tests fail."), say(block(AGENTS)), one, two, three, *again)
+    script += [say("I could not fix it."), say("Still failing."), say("It cannot pass.")]
+    result, recorder, _model = run(workspace, script, TWO_TASK, (TWO, TWO_TESTS))
+
+    agents = TWO.replace("return 0", "return a * b", 1)
+    assert (workspace / "calc.py").read_text() == agents, "the agent's own code, back"
+    joins = [r for r in recorder.records if r["event"] == "fresh_attempt" and "made_from" in r]
+    assert [(r["made_from"], r["reason"]) for r in joins] == [
+        (
+            [2, 1],
+            "sample 2 with add in calc.py from sample 1: the tests failed (exit 1); taken back",
+        ),
+        (
+            [2, 1],
+            "sample 2 with sub in calc.py from sample 1: the tests failed (exit 1); taken back",
+        ),
+    ]
+    assert "Verification: unverified" in result.outcome.answer  # type: ignore[union-attr]
+
+
+def test_the_tests_a_failed_run_names() -> None:
+    pytest_run = (
+        "FAILED test_rle.py::TestRunLength::test_decode - ValueError: invalid literal\n"
+        "ERROR test_x.py::test_setup\n2 failed, 1 passed in 0.02s"
+    )
+    assert failed_tests(pytest_run) == {
+        "test_rle.py::TestRunLength::test_decode",
+        "test_x.py::test_setup",
+    }
+    unittest_run = "FAIL: test_decode (test_rle.TestRunLength)\nERROR: test_a (t.T.test_a)\n"
+    assert failed_tests(unittest_run) == {"test_rle.TestRunLength.test_decode", "t.T.test_a"}
+    assert failed_tests("E   ModuleNotFoundError: No module named 'rle'") is None
+
+
+def test_a_modules_definitions_by_name() -> None:
+    source = "import os\n\n@cache\ndef a():\n    return 1\n\n\nclass B:\n    x = 1\n\nC = 3\n"
+    assert definitions(source) == {
+        "a": "@cache\ndef a():\n    return 1\n",
+        "B": "class B:\n    x = 1\n",
+    }
+    assert definitions("def broken(:\n") == {}

@@ -114,3 +114,22 @@ def test_a_fresh_attempt_says_whether_it_was_kept() -> None:
         "(exit 1); taken back",
         "  w1: gaffer drew the change afresh (sample 2, temperature 0.8): the tests pass",
     ]
+
+
+def test_a_join_of_two_samples_names_them() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, width=200))
+    reason = "sample 3 with decode in rle.py from sample 1: the tests pass"
+    view(
+        {
+            "event": "fresh_attempt",
+            "agent_id": "main",
+            "attempt": 3,
+            "temperature": 1.0,
+            "files": ["rle.py"],
+            "kept": True,
+            "reason": reason,
+            "made_from": [3, 1],
+        }
+    )
+    assert out.getvalue().splitlines() == [f"  gaffer joined samples 3 and 1: {reason}"]

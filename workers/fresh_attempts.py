@@ -23,13 +23,14 @@ back leaves the agent's evidence as it was: the gate judges what is in the works
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.calls import call_model, limit_if_spent, run_tool
 from workers.change_sets import Change, compare
 from workers.facts import Facts
-from workers.file_blocks import HOW_TO_WRITE, read_blocks, write_blocks
+from workers.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write_blocks
 from workers.focused_write import (
     ASK_FOR_CHANGE,
     MAX_TASK_CHARS,
@@ -40,19 +41,24 @@ from workers.focused_write import (
 )
 from workers.log_schema import FreshAttempt
 from workers.model import AssistantTurn, ModelError, ToolCall
+from workers.python_merge import MergeProblem, definitions, merge
 from workers.repetition import RepetitionGuard
 from workers.snapshots import Tree
-from workers.test_runs import is_test_run, named_test_command, ran_no_tests
-from workers.tools.base import ToolResult
+from workers.test_runs import failed_tests, is_test_run, named_test_command, ran_no_tests
+from workers.tools.base import ToolError, ToolResult
+from workers.tools.workspace import read_confined
 from workers.undo import CannotUndo, undo
 from workers.verification import evidence, judge, outcome
 
 # Each costs a call with a prompt of its own (no cache) and a test run, about 15 s on two
 # cores: six give a sample that passes one time in five a three-in-four chance.
 MAX_FRESH_ATTEMPTS = 6
-# Far enough from near-greedy that the same prompt gives other programs; not so far that
-# a 1.5B model's code stops parsing.
-FRESH_TEMPERATURE = 0.8
+# The model's own distribution, unsharpened: near-greedy sampling gives the same wrong
+# program again (`intervals`: 1 of 8 samples passed at 0.8, 9 of 16 at 1.0), and the
+# server's top-k, top-p and min-p still cut the tail that would stop the code parsing.
+FRESH_TEMPERATURE = 1.0
+# Test runs (no model call, a second or two each) of samples joined by definition, once a run.
+MAX_JOINS = 6
 KEPT = (
     "Your code still failed the tests, so gaffer asked for the change afresh, from the "
     "files as they were before you began. This was written:\n\n{written}\n\nThe tests "
@@ -80,16 +86,88 @@ class Kept:
     attempt: int
     written: str
     command: str
+    made_from: tuple[int, ...] = ()
+    """A join: the samples it was made from."""
 
     @property
     def account(self) -> str:
         """What happened, in gaffer's words: the answer when the model gives none."""
         if not self.attempt:
             return f"The tests pass with the code as it is (`{self.command}`, run by gaffer)."
+        kept = f"kept sample {self.attempt}"
+        if self.made_from:
+            kept = f"joined samples {self.made_from[0]} and {self.made_from[1]}"
         return (
-            f"gaffer asked for the change afresh and kept sample {self.attempt}, which passes "
-            f"the tests (`{self.command}`):\n\n{self.written}"
+            f"gaffer asked for the change afresh and {kept}, which passes the tests "
+            f"(`{self.command}`):\n\n{self.written}"
         )
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A sample that failed the tests: the files as it wrote them, the tests it failed
+    (None when the run named none)."""
+
+    attempt: int
+    files: dict[str, str]
+    failing: frozenset[str] | None
+
+
+@dataclass
+class Joins:
+    """Samples joined by definition: two samples that each fail some tests (`rle`: one
+    decodes right, another encodes right) may make one that passes them all. Each join is
+    one sample's files with one function or class of another's in its place, tried only
+    where the other passed a test the one failed; no model call, only a test run."""
+
+    failed: list[Failed] = field(default_factory=list)
+    tried: set[frozenset[tuple[str, str]]] = field(default_factory=set)
+    left: int = MAX_JOINS
+
+    def after(self, sample: Failed) -> Iterator[tuple[tuple[int, int], str, dict[str, str]]]:
+        """Joins of a failed sample with each earlier one, the one with fewer failing tests
+        as the base first: (base, donor), the definition taken, the files to write."""
+        earlier, self.failed = self.failed, [*self.failed, sample]
+        self.tried.add(frozenset(sample.files.items()))
+        pairs = [pair for e in earlier for pair in ((sample, e), (e, sample))]
+        pairs.sort(key=lambda pair: _failing_count(pair[0]))
+        for base, donor in pairs:
+            if not _helps(donor, base):
+                continue
+            for path, name, files in _swaps(base, donor):
+                if self.left <= 0:
+                    return
+                if (key := frozenset(files.items())) in self.tried:
+                    continue
+                self.tried.add(key)
+                self.left -= 1
+                yield (base.attempt, donor.attempt), f"{name} in {path}", files
+
+
+def _failing_count(sample: Failed) -> int:
+    return len(sample.failing) if sample.failing is not None else 1_000_000
+
+
+def _helps(donor: Failed, base: Failed) -> bool:
+    """The donor passed a test the base failed (any, when the base's run named none)."""
+    if donor.failing is None:
+        return False  # it failed in a way no test names: a collection error, a crash
+    return base.failing is None or bool(base.failing - donor.failing)
+
+
+def _swaps(base: Failed, donor: Failed) -> Iterator[tuple[str, str, dict[str, str]]]:
+    for path in sorted(base.files.keys() & donor.files.keys()):
+        if not path.endswith(".py"):
+            continue
+        ours, theirs = definitions(base.files[path]), definitions(donor.files[path])
+        for name in sorted(ours.keys() & theirs.keys()):
+            if ours[name].strip() == theirs[name].strip():
+                continue
+            try:
+                joined = merge(base.files[path], theirs[name])
+            except MergeProblem:
+                continue
+            yield path, name, {**base.files, path: joined}
 
 
 def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> Kept | None:
@@ -108,6 +186,7 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
         return None
     ask, may_write = asked
     drawn: set[str] = set()
+    joins = Joins()
     for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
         if limit_if_spent(agent) is not None:
             return None
@@ -139,6 +218,20 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
             return None
         if written is not None:
             return Kept(attempt, written, command)
+        if sample.failed is None:
+            continue
+        for made_from, taken, files in joins.after(sample.failed):
+            joined = Sample(agent, result, step, attempt, command, made_from=made_from)
+            reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
+            try:
+                written = joined.tried(AssistantTurn(text=reply), may_write, taken=taken)
+            except CannotUndo:
+                return None
+            except CannotTakeBack as error:
+                tell(agent, result.messages, str(error), source="fresh_attempt")
+                return None
+            if written is not None:
+                return Kept(attempt, written, command, made_from)
     return None
 
 
@@ -238,13 +331,22 @@ class Sample:
     """One sample of the change, tried on the files as they were and kept or taken back."""
 
     def __init__(
-        self, agent: Agent, result: AgentResult, step: int, attempt: int, command: str
+        self,
+        agent: Agent,
+        result: AgentResult,
+        step: int,
+        attempt: int,
+        command: str,
+        made_from: tuple[int, int] | None = None,
     ) -> None:
         assert agent.edits is not None and agent.changes is not None
         self.agent, self.result, self.step = agent, result, step
-        self.attempt, self.command = attempt, command
-        self.label = f"fresh{attempt}"  # its calls' ids: fresh2-5-1, fresh2-5-test
+        self.attempt, self.command, self.made_from = attempt, command, made_from
+        # its calls' ids: fresh2-5-1, fresh2-5-test; a join's: joined2of3-5-1
+        self.label = f"joined{made_from[0]}of{made_from[1]}" if made_from else f"fresh{attempt}"
         self.files: list[str] = []
+        self.failed: Failed | None = None
+        """When the tests failed with it: what it wrote, for joins."""
 
     def logged(self, kept: bool, reason: str, run: Facts | None = None) -> None:
         self.agent.events.emit(
@@ -256,12 +358,20 @@ class Sample:
                 exit_code=run.exit_code if run else None,
                 kept=kept,
                 reason=reason,
+                made_from=list(self.made_from) if self.made_from else None,
             )
         )
 
-    def tried(self, turn: AssistantTurn, may_write: frozenset[str]) -> str | None:
+    def tried(self, turn: AssistantTurn, may_write: frozenset[str], taken: str = "") -> str | None:
         """What the sample wrote when the tests pass with it (it stays), else None (the
-        workspace is as the agent left it). Raises CannotTakeBack when it is not."""
+        workspace is as the agent left it). Raises CannotTakeBack when it is not. A
+        join says which definition it took from its donor (`taken`)."""
+        if self.made_from:
+            reason = f"sample {self.made_from[0]} with {taken} from sample {self.made_from[1]}"
+            return self._tried(turn, may_write, f"{reason}: ")
+        return self._tried(turn, may_write, "")
+
+    def _tried(self, turn: AssistantTurn, may_write: frozenset[str], said: str) -> str | None:
         edits, changes = self.agent.edits, self.agent.changes
         assert edits is not None and changes is not None
         found = read_blocks(turn.text, edits, "")
@@ -288,13 +398,13 @@ class Sample:
             self._take_back(before, "interrupted")  # a fault or Ctrl-C leaves the agent's work
             raise
         if written is not None and ran is not None and ran.exit_code == 0 and not ran.no_tests:
-            self.logged(True, "the tests pass", ran)
+            self.logged(True, f"{said}the tests pass", ran)
             return written
         why = "the sample changed nothing" if ran is None else f"the tests failed ({outcome(ran)})"
         self._take_back(before, why, ran)
         del self.result.facts[facts_before:]  # the workspace is as the agent's evidence says
         edits.last_failure, edits.untested_edit = failure, untested
-        self.logged(False, f"{why}; taken back", ran)
+        self.logged(False, f"{said}{why}; taken back", ran)
         return None
 
     def _written_and_tested(
@@ -321,6 +431,8 @@ class Sample:
         run = run_test(agent, self.command, self.step, f"{self.label}-{self.step}-test")
         self.result.tool_calls += 1
         self.result.facts.append(run.facts)
+        if run.facts.exit_code not in (0, None) and not run.facts.denied:
+            self.failed = self._as_written(run.output)
         if run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied:
             tell(
                 agent,
@@ -329,6 +441,25 @@ class Sample:
                 source="fresh_attempt",
             )
         return written, run.facts
+
+    def _as_written(self, output: str) -> Failed | None:
+        """The sample's files as it wrote them and the tests it failed; None when a file
+        cannot be read back (gone, a link, too large)."""
+        edits = self.agent.edits
+        assert edits is not None
+        files = {}
+        for path in self.files:
+            try:
+                data = read_confined(edits.workspace, path, MAX_BLOCK_FILE_BYTES)
+            except (OSError, ToolError):
+                return None
+            if data is None or len(data) > MAX_BLOCK_FILE_BYTES:
+                return None
+            try:
+                files[path] = data.decode()
+            except UnicodeDecodeError:
+                return None
+        return Failed(self.attempt, files, failed_tests(output))
 
     def _take_back(self, before: Tree, why: str, ran: Facts | None = None) -> None:
         """Every file as the agent left it; CannotTakeBack (logged) when that fails."""

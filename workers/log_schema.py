@@ -263,6 +263,8 @@ class FreshAttempt(Event):
     exit_code: int | None
     kept: bool
     reason: str
+    made_from: list[int] | None = absent_when_none()
+    """A join (no model call): the two samples it was made from, the base first."""
 
 
 @dataclass(frozen=True)

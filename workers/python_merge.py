@@ -71,6 +71,23 @@ def defines(source: str) -> set[str]:
     return names
 
 
+def definitions(source: str) -> dict[str, str]:
+    """Each top-level function and class of a module by name, as its source lines
+    (decorators included); empty when it does not parse."""
+    source = _lf(source)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    lines = source.splitlines()
+    return {
+        node.name: "\n".join(lines[first - 1 : last]) + "\n"
+        for node in tree.body
+        if isinstance(node, _DEFINITION)
+        for first, last in [_span(node)]
+    }
+
+
 @dataclass
 class _Merge:
     old: list[str]

@@ -154,6 +154,22 @@ def ran_no_tests(output: str) -> bool:
     )  # cargo test
 
 
+# How runners name a test that failed: pytest's summary (`FAILED test_x.py::T::test_a -
+# …`, `ERROR …`) and unittest's (`FAIL: test_a (test_x.T.test_a)`, `ERROR: …`).
+_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
+_UNITTEST_FAILED = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
+
+
+def failed_tests(output: str) -> frozenset[str] | None:
+    """The tests a failed run names as failing (pytest's or unittest's words); None when
+    it names none: a collection error, another runner, or output cut before its summary."""
+    named = {m.group(1) for m in _PYTEST_FAILED.finditer(output)}
+    for m in _UNITTEST_FAILED.finditer(output):  # Python 3.11 names the test in both parts
+        name, where = m.groups()
+        named.add(where if where.endswith(f".{name}") else f"{where}.{name}")
+    return frozenset(named) or None
+
+
 def _last_statement(node: Node) -> Node | None:
     statements = [c for c in node.named_children if c.type not in ("comment", "heredoc_body")]
     return statements[-1] if statements else None
