@@ -201,8 +201,14 @@ def build(records: list[Record], log_path: Path | None = None) -> Timeline:
                 detail={"reason": r.get("reason")},
             )
         elif event == "fresh_attempt":
-            add(agent, "verification", now, now, f"fresh attempt {r.get('attempt')}: "
-                f"{'kept' if r.get('kept') else 'taken back'}", error=not r.get("kept"),
+            made_from = r.get("made_from")
+            what = (
+                f"join of samples {made_from[0]} and {made_from[1]}"
+                if made_from
+                else (f"fresh attempt {r.get('attempt')}")
+            )
+            add(agent, "verification", now, now,
+                f"{what}: {'kept' if r.get('kept') else 'taken back'}", error=not r.get("kept"),
                 detail={"reason": r.get("reason"), "files": r.get("files")})  # fmt: skip
         elif event == "limit":
             add(agent, "limit", now, now, f"limit: {r.get('limit')}", error=True,

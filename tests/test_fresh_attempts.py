@@ -17,7 +17,7 @@ from workers.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
-from workers.python_merge import definitions
+from workers.python_merge import definitions, merge, with_what_it_uses
 from workers.sandbox.host import HostSandbox
 from workers.snapshots import Store
 from workers.test_runs import failed_tests, named_test_command
@@ -277,6 +277,10 @@ def test_joins_that_fail_are_taken_back_and_none_is_tried_twice(workspace: Path)
 
     agents = TWO.replace("return 0", "return a * b", 1)
     assert (workspace / "calc.py").read_text() == agents, "the agent's own code, back"
+    calls = [r["tool_call_id"] for r in recorder.records if r["event"] == "tool_call"]
+    assert [c for c in calls if c.startswith("join")] == [
+        "join1-3-1", "join1-3-test", "join2-3-1", "join2-3-test"
+    ], "each join's calls have ids of their own"  # fmt: skip
     joins = [r for r in recorder.records if r["event"] == "fresh_attempt" and "made_from" in r]
     assert [(r["made_from"], r["reason"]) for r in joins] == [
         (
@@ -303,6 +307,10 @@ def test_the_tests_a_failed_run_names() -> None:
     unittest_run = "FAIL: test_decode (test_rle.TestRunLength)\nERROR: test_a (t.T.test_a)\n"
     assert failed_tests(unittest_run) == {"test_rle.TestRunLength.test_decode", "t.T.test_a"}
     assert failed_tests("E   ModuleNotFoundError: No module named 'rle'") is None
+    coloured = "\x1b[31mFAILED\x1b[0m test_a.py::\x1b[1mtest_b\x1b[0m - assert 1 == 2"
+    assert failed_tests(coloured) == {"test_a.py::test_b"}
+    not_imported = "ERROR: test_rle (unittest.loader._FailedTest.test_rle)\n"
+    assert failed_tests(not_imported) is None, "a module that could not be imported"
 
 
 def test_a_modules_definitions_by_name() -> None:
@@ -312,3 +320,24 @@ def test_a_modules_definitions_by_name() -> None:
         "B": "class B:\n    x = 1\n",
     }
     assert definitions("def broken(:\n") == {}
+    assert definitions("def a():\n    return '\x0c'\n\x0c\ndef b():\n    pass\n")["b"] == (
+        "def b():\n    pass\n"
+    ), "a form feed is not a line break"
+
+
+def test_a_definition_comes_with_the_imports_and_helpers_it_uses() -> None:
+    donor = (
+        "import re\nfrom os import path\n\nPAIR = r'(\\d+)(.)'\nUNUSED = 1\n\n\n"
+        "def _pairs(text):\n    return re.findall(PAIR, text)\n\n\n"
+        "def decode(text):\n    return ''.join(c * int(n) for n, c in _pairs(text))\n\n\n"
+        "def encode(text):\n    return text\n"
+    )
+    block = with_what_it_uses(donor, "decode")
+    assert block is not None and "UNUSED" not in block and "def encode" not in block
+    base = "def encode(text):\n    return 'x'\n\n\ndef decode(text):\n    return ''\n"
+    joined = merge(base, block)
+    namespace: dict[str, object] = {}
+    exec(joined, namespace)  # the joined module must run as it stands
+    assert namespace["decode"]("12w1b") == "w" * 12 + "b"  # type: ignore[operator]
+    assert namespace["encode"]("a") == "x", "the base's own encode stays"  # type: ignore[operator]
+    assert with_what_it_uses(donor, "PAIR") is None and with_what_it_uses("def (", "a") is None

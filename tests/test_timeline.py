@@ -304,3 +304,19 @@ def test_a_planted_log_cannot_make_the_page_read_other_files(tmp_path: Path) -> 
         "diff_file": f"{changes.name}/w1.diff",
     }
     assert "the user's secret" not in json.dumps(build([*records, planted], log).as_json())
+
+
+def test_fresh_attempts_and_joins_are_marked_on_their_lane() -> None:
+    records = read_records(SURVEY)
+    end = next(i for i, r in enumerate(records) if r["event"] == "session_end")
+    last = records[end - 1]
+    sample = {**last, "event": "fresh_attempt", "agent_id": "supervisor", "attempt": 2}
+    sample.update(temperature=1.0, files=["rle.py"], command="pytest", exit_code=1)
+    sample.update(kept=False, reason="the tests failed (exit 1); taken back")
+    joined = {**sample, "kept": True, "reason": "the tests pass", "made_from": [2, 1]}
+    records[end:end] = [sample, joined]
+    marks = [b for b in build(records).bars if b.label.startswith(("fresh", "join"))]
+    assert [(b.label, b.error) for b in marks] == [
+        ("fresh attempt 2: taken back", True),
+        ("join of samples 2 and 1: kept", False),
+    ]

@@ -135,7 +135,7 @@ class EditGuard:
             if result.is_error:
                 self._remember_failing()
         if name == "run_shell" and result.is_error and isinstance(command, str):
-            output = self._full_output(result)
+            output = self.full_output(result)
             focus = failure_focus(
                 self.workspace,
                 command,
@@ -164,7 +164,7 @@ class EditGuard:
             if found is not None:
                 self.failed_as.setdefault(rel, set()).add(_fingerprint(found[1]))
 
-    def _full_output(self, result: ToolResult) -> str:
+    def full_output(self, result: ToolResult) -> str:
         """The whole output when it was cut for the model (saved under .gaffer/shell)."""
         saved = result.facts.output_file
         if isinstance(saved, str):

@@ -8,12 +8,13 @@ from the task and the files as they were before it began, at a higher temperatur
 writes a different program, and some of those pass (on the bench, one sample in three
 for `intervals`, one in five for `rle`; the failing code and its error in the prompt: none
 in four). So when the focused ask brought nothing new and the tests still fail, gaffer
-draws up to MAX_FRESH_ATTEMPTS samples, once a run. Each is written as the agent's blocks
+draws up to MAX_FRESH_ATTEMPTS samples at temperature 1.0, once a run. Each is written as the agent's blocks
 are (read-before-edit, protected paths) and the test command that failed is run again
 in the agent's sandbox. A sample that passes is kept and the agent is told; one that
 fails, or changes a test file, is taken back: every file as it was before the sample,
 so nothing the agent wrote is lost. Sampling several programs and keeping one that
 passes the tests is how AlphaCode and others turn a weak model's tries into solutions.
+Two samples that each pass a test the other fails are joined by definition (Joins).
 
 Every sample is a logged `llm_call` (`aside`, with its `temperature`), every write and
 test run a logged `tool_call`, and each attempt a `fresh_attempt` line. A sample taken
@@ -41,7 +42,7 @@ from workers.focused_write import (
 )
 from workers.log_schema import FreshAttempt
 from workers.model import AssistantTurn, ModelError, ToolCall
-from workers.python_merge import MergeProblem, definitions, merge
+from workers.python_merge import MergeProblem, definitions, merge, with_what_it_uses
 from workers.repetition import RepetitionGuard
 from workers.snapshots import Tree
 from workers.test_runs import failed_tests, is_test_run, named_test_command, ran_no_tests
@@ -54,8 +55,9 @@ from workers.verification import evidence, judge, outcome
 # cores: six give a sample that passes one time in five a three-in-four chance.
 MAX_FRESH_ATTEMPTS = 6
 # The model's own distribution, unsharpened: near-greedy sampling gives the same wrong
-# program again (`intervals`: 1 of 8 samples passed at 0.8, 9 of 16 at 1.0), and the
-# server's top-k, top-p and min-p still cut the tail that would stop the code parsing.
+# program again (`intervals`: 1 of 8 samples passed at 0.8, 9 of 16 at 1.0). llama.cpp's
+# default top-k, top-p and min-p still cut the tail that would stop the code parsing; 1.0
+# is also OpenAI's default.
 FRESH_TEMPERATURE = 1.0
 # Test runs (no model call, a second or two each) of samples joined by definition, once a run.
 MAX_JOINS = 6
@@ -124,9 +126,10 @@ class Joins:
     tried: set[frozenset[tuple[str, str]]] = field(default_factory=set)
     left: int = MAX_JOINS
 
-    def after(self, sample: Failed) -> Iterator[tuple[tuple[int, int], str, dict[str, str]]]:
+    def after(self, sample: Failed) -> Iterator[tuple[int, tuple[int, int], str, dict[str, str]]]:
         """Joins of a failed sample with each earlier one, the one with fewer failing tests
-        as the base first: (base, donor), the definition taken, the files to write."""
+        as the base first: the join's number in the run, (base, donor), the definition
+        taken, the files to write."""
         earlier, self.failed = self.failed, [*self.failed, sample]
         self.tried.add(frozenset(sample.files.items()))
         pairs = [pair for e in earlier for pair in ((sample, e), (e, sample))]
@@ -141,7 +144,8 @@ class Joins:
                     continue
                 self.tried.add(key)
                 self.left -= 1
-                yield (base.attempt, donor.attempt), f"{name} in {path}", files
+                number = MAX_JOINS - self.left
+                yield number, (base.attempt, donor.attempt), f"{name} in {path}", files
 
 
 def _failing_count(sample: Failed) -> int:
@@ -156,15 +160,19 @@ def _helps(donor: Failed, base: Failed) -> bool:
 
 
 def _swaps(base: Failed, donor: Failed) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """The base's files with one definition of the donor's in place; first those named in
+    the tests the donor passed and the base failed (`decode` in `test_decode`)."""
+    helped = " ".join((base.failing or frozenset()) - (donor.failing or frozenset()))
     for path in sorted(base.files.keys() & donor.files.keys()):
         if not path.endswith(".py"):
             continue
         ours, theirs = definitions(base.files[path]), definitions(donor.files[path])
-        for name in sorted(ours.keys() & theirs.keys()):
-            if ours[name].strip() == theirs[name].strip():
+        for name in sorted(ours.keys() & theirs.keys(), key=lambda n: (n not in helped, n)):
+            block = with_what_it_uses(donor.files[path], name)
+            if ours[name].strip() == theirs[name].strip() or block is None:
                 continue
-            try:
-                joined = merge(base.files[path], theirs[name])
+            try:  # the donor's imports and helpers come with it: `re` for its regex
+                joined = merge(base.files[path], block)
             except MergeProblem:
                 continue
             yield path, name, {**base.files, path: joined}
@@ -220,8 +228,10 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
             return Kept(attempt, written, command)
         if sample.failed is None:
             continue
-        for made_from, taken, files in joins.after(sample.failed):
-            joined = Sample(agent, result, step, attempt, command, made_from=made_from)
+        for number, made_from, taken, files in joins.after(sample.failed):
+            if limit_if_spent(agent) is not None:
+                return None
+            joined = Sample(agent, result, step, attempt, command, made_from, join=number)
             reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
             try:
                 written = joined.tried(AssistantTurn(text=reply), may_write, taken=taken)
@@ -338,12 +348,13 @@ class Sample:
         attempt: int,
         command: str,
         made_from: tuple[int, int] | None = None,
+        join: int = 0,
     ) -> None:
         assert agent.edits is not None and agent.changes is not None
         self.agent, self.result, self.step = agent, result, step
         self.attempt, self.command, self.made_from = attempt, command, made_from
-        # its calls' ids: fresh2-5-1, fresh2-5-test; a join's: joined2of3-5-1
-        self.label = f"joined{made_from[0]}of{made_from[1]}" if made_from else f"fresh{attempt}"
+        # its calls' ids: fresh2-5-1, fresh2-5-test; the second join's: join2-5-1
+        self.label = f"join{join}" if made_from else f"fresh{attempt}"
         self.files: list[str] = []
         self.failed: Failed | None = None
         """When the tests failed with it: what it wrote, for joins."""
@@ -432,7 +443,7 @@ class Sample:
         self.result.tool_calls += 1
         self.result.facts.append(run.facts)
         if run.facts.exit_code not in (0, None) and not run.facts.denied:
-            self.failed = self._as_written(run.output)
+            self.failed = self._as_written(edits.full_output(run))
         if run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied:
             tell(
                 agent,

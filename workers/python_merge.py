@@ -79,13 +79,41 @@ def definitions(source: str) -> dict[str, str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return {}
-    lines = source.splitlines()
+    lines = source.split("\n")  # as ast counts lines: a form feed is not a line break
     return {
         node.name: "\n".join(lines[first - 1 : last]) + "\n"
         for node in tree.body
         if isinstance(node, _DEFINITION)
         for first, last in [_span(node)]
     }
+
+
+def with_what_it_uses(source: str, name: str) -> str | None:
+    """A module's top-level function or class `name` as a block to merge into another
+    file: with the module's imports, and the top-level functions, classes and constants it
+    uses (and those use); None when it has no such definition or does not parse."""
+    source = _lf(source)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    named = {n: node for node in tree.body if (n := _name_of(node))}
+    if not isinstance(named.get(name), _DEFINITION):
+        return None
+    wanted, todo = {name}, [named[name]]
+    while todo:
+        for node in ast.walk(todo.pop()):
+            if isinstance(node, ast.Name) and node.id in named and node.id not in wanted:
+                wanted.add(node.id)
+                todo.append(named[node.id])
+    lines = source.split("\n")
+    parts = [
+        "\n".join(lines[first - 1 : last])
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom) or _name_of(node) in wanted
+        for first, last in [_span(node)]
+    ]
+    return "\n\n".join(parts) + "\n"
 
 
 @dataclass

@@ -158,15 +158,19 @@ def ran_no_tests(output: str) -> bool:
 # …`, `ERROR …`) and unittest's (`FAIL: test_a (test_x.T.test_a)`, `ERROR: …`).
 _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
 _UNITTEST_FAILED = re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)", re.MULTILINE)
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def failed_tests(output: str) -> frozenset[str] | None:
     """The tests a failed run names as failing (pytest's or unittest's words); None when
     it names none: a collection error, another runner, or output cut before its summary."""
+    output = _COLOUR.sub("", output)
     named = {m.group(1) for m in _PYTEST_FAILED.finditer(output)}
     for m in _UNITTEST_FAILED.finditer(output):  # Python 3.11 names the test in both parts
         name, where = m.groups()
         named.add(where if where.endswith(f".{name}") else f"{where}.{name}")
+    if any("_FailedTest" in name for name in named):
+        return None  # unittest could not import a test module: it names no test that ran
     return frozenset(named) or None
 
 
