@@ -22,6 +22,7 @@ from workers.calls import call_model, limit_if_spent
 from workers.editing import EditGuard
 from workers.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
 from workers.repetition import RepetitionGuard
+from workers.test_runs import is_test_file
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
 from workers.verification import judge
@@ -121,11 +122,6 @@ def prose(text: str) -> str:
         if not line.lstrip().startswith(("```", "~~~")) and line.strip() not in labels
     ]
     return re.sub(r"\n\s*\n(\s*\n)+", "\n\n", "\n".join(kept)).strip()
-
-
-def is_test_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{path}"
 
 
 def fenced(text: str, path: str) -> str:

@@ -1,20 +1,16 @@
 """Fresh attempts: when a small model is stuck on its own failing code, gaffer asks for the
 change again from the files as they were, and keeps only what passes the tests.
 
-A 1.5B coder whose fix failed the tests writes the same code back again and again: its
-sampling is near-greedy and its own code is in front of it. Shown its code and the
-failure and asked once more (the focused ask), it still writes it back. Asked afresh,
-from the task and the files as they were before it began, at a higher temperature, it
-writes a different program, and some of those pass (on the bench, one sample in three
-for `intervals`, one in five for `rle`; the failing code and its error in the prompt: none
-in four). So when the focused ask brought nothing new and the tests still fail, gaffer
-draws up to MAX_FRESH_ATTEMPTS samples at temperature 1.0, once a run. Each is written as the agent's blocks
-are (read-before-edit, protected paths) and the test command that failed is run again
-in the agent's sandbox. A sample that passes is kept and the agent is told; one that
-fails, or changes a test file, is taken back: every file as it was before the sample,
-so nothing the agent wrote is lost. Sampling several programs and keeping one that
-passes the tests is how AlphaCode and others turn a weak model's tries into solutions.
-Two samples that each pass a test the other fails are joined by definition (Joins).
+A 1.5B coder whose fix failed the tests writes the same code back again and again, even
+when asked once more with its code and the failure in front of it (the focused ask).
+Asked afresh, from the task and the files as they were before it began, at temperature
+1.0, it writes other programs, and some pass (`intervals`: 9 of 16 samples). So when the
+focused ask brought nothing new and the tests still fail, gaffer draws up to
+MAX_FRESH_ATTEMPTS samples, once a run, each written as the agent's blocks are
+(read-before-edit, protected paths) and judged by the task's test command in the agent's
+sandbox. One that passes is kept; one that fails, or would change a test, is taken back,
+every file as the agent left it. Two failed samples may be joined (workers/joins.py).
+Keeping the sample that passes the tests is how AlphaCode turns weak tries into solutions.
 
 Every sample is a logged `llm_call` (`aside`, with its `temperature`), every write and
 test run a logged `tool_call`, and each attempt a `fresh_attempt` line. A sample taken
@@ -24,8 +20,7 @@ back leaves the agent's evidence as it was: the gate judges what is in the works
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.calls import call_model, limit_if_spent, run_tool
@@ -37,15 +32,20 @@ from workers.focused_write import (
     MAX_TASK_CHARS,
     cut,
     fenced,
-    is_test_file,
     texts,
 )
+from workers.joins import Failed, Joins
 from workers.log_schema import FreshAttempt
 from workers.model import AssistantTurn, ModelError, ToolCall
-from workers.python_merge import MergeProblem, definitions, merge, with_what_it_uses
 from workers.repetition import RepetitionGuard
 from workers.snapshots import Tree
-from workers.test_runs import failed_tests, is_test_run, named_test_command, ran_no_tests
+from workers.test_runs import (
+    failed_tests,
+    is_test_run,
+    named_test_command,
+    ran_no_tests,
+    steers_tests,
+)
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
 from workers.undo import CannotUndo, undo
@@ -59,8 +59,6 @@ MAX_FRESH_ATTEMPTS = 6
 # default top-k, top-p and min-p still cut the tail that would stop the code parsing; 1.0
 # is also OpenAI's default.
 FRESH_TEMPERATURE = 1.0
-# Test runs (no model call, a second or two each) of samples joined by definition, once a run.
-MAX_JOINS = 6
 KEPT = (
     "Your code still failed the tests, so gaffer asked for the change afresh, from the "
     "files as they were before you began. This was written:\n\n{written}\n\nThe tests "
@@ -68,8 +66,6 @@ KEPT = (
     "are. In plain sentences, with no code, give your final answer: what was changed and "
     "how it was checked."
 )
-
-
 AS_IT_IS = (
     "gaffer ran the test command your task names, `{command}`: the tests pass with your code "
     "as it is.\n\n{output}\n\nTools are off and the files stay as they are. In plain "
@@ -103,79 +99,6 @@ class Kept:
             f"gaffer asked for the change afresh and {kept}, which passes the tests "
             f"(`{self.command}`):\n\n{self.written}"
         )
-
-
-@dataclass(frozen=True)
-class Failed:
-    """A sample that failed the tests: the files as it wrote them, the tests it failed
-    (None when the run named none)."""
-
-    attempt: int
-    files: dict[str, str]
-    failing: frozenset[str] | None
-
-
-@dataclass
-class Joins:
-    """Samples joined by definition: two samples that each fail some tests (`rle`: one
-    decodes right, another encodes right) may make one that passes them all. Each join is
-    one sample's files with one function or class of another's in its place, tried only
-    where the other passed a test the one failed; no model call, only a test run."""
-
-    failed: list[Failed] = field(default_factory=list)
-    tried: set[frozenset[tuple[str, str]]] = field(default_factory=set)
-    left: int = MAX_JOINS
-
-    def after(self, sample: Failed) -> Iterator[tuple[int, tuple[int, int], str, dict[str, str]]]:
-        """Joins of a failed sample with each earlier one, the one with fewer failing tests
-        as the base first: the join's number in the run, (base, donor), the definition
-        taken, the files to write."""
-        earlier, self.failed = self.failed, [*self.failed, sample]
-        self.tried.add(frozenset(sample.files.items()))
-        pairs = [pair for e in earlier for pair in ((sample, e), (e, sample))]
-        pairs.sort(key=lambda pair: _failing_count(pair[0]))
-        for base, donor in pairs:
-            if not _helps(donor, base):
-                continue
-            for path, name, files in _swaps(base, donor):
-                if self.left <= 0:
-                    return
-                if (key := frozenset(files.items())) in self.tried:
-                    continue
-                self.tried.add(key)
-                self.left -= 1
-                number = MAX_JOINS - self.left
-                yield number, (base.attempt, donor.attempt), f"{name} in {path}", files
-
-
-def _failing_count(sample: Failed) -> int:
-    return len(sample.failing) if sample.failing is not None else 1_000_000
-
-
-def _helps(donor: Failed, base: Failed) -> bool:
-    """The donor passed a test the base failed (any, when the base's run named none)."""
-    if donor.failing is None:
-        return False  # it failed in a way no test names: a collection error, a crash
-    return base.failing is None or bool(base.failing - donor.failing)
-
-
-def _swaps(base: Failed, donor: Failed) -> Iterator[tuple[str, str, dict[str, str]]]:
-    """The base's files with one definition of the donor's in place; first those named in
-    the tests the donor passed and the base failed (`decode` in `test_decode`)."""
-    helped = " ".join((base.failing or frozenset()) - (donor.failing or frozenset()))
-    for path in sorted(base.files.keys() & donor.files.keys()):
-        if not path.endswith(".py"):
-            continue
-        ours, theirs = definitions(base.files[path]), definitions(donor.files[path])
-        for name in sorted(ours.keys() & theirs.keys(), key=lambda n: (n not in helped, n)):
-            block = with_what_it_uses(donor.files[path], name)
-            if ours[name].strip() == theirs[name].strip() or block is None:
-                continue
-            try:  # the donor's imports and helpers come with it: `re` for its regex
-                joined = merge(base.files[path], block)
-            except MergeProblem:
-                continue
-            yield path, name, {**base.files, path: joined}
 
 
 def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> Kept | None:
@@ -301,25 +224,6 @@ def run_test(agent: Agent, command: str, step: int, call_id: str) -> ToolResult:
     return run_tool(agent, call, arguments, step, None)
 
 
-# Files that decide what a test run runs or how it counts: a sample never writes them.
-TEST_SETUP = frozenset(
-    {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py"}
-    | {"Makefile", "package.json", ".coveragerc", "sitecustomize.py", "usercustomize.py"}
-)
-
-
-def steers_tests(path: str) -> bool:
-    """A test, or a file that sets up or steers a test run."""
-    parts = path.split("/")
-    return (
-        is_test_file(path)
-        or parts[-1] in TEST_SETUP
-        or parts[-1].endswith(".pth")
-        or any(p in ("test", "tests") for p in parts[:-1])
-        or any(mark in parts[-1] for mark in (".test.", ".spec."))
-    )
-
-
 def prompt(agent: Agent, task: str) -> tuple[str, frozenset[str]] | None:
     """The task and the files the agent has seen, as they were before it began (code
     first, tests last, within the room for files), and the files a sample may write: those
@@ -377,12 +281,9 @@ class Sample:
         """What the sample wrote when the tests pass with it (it stays), else None (the
         workspace is as the agent left it). Raises CannotTakeBack when it is not. A
         join says which definition it took from its donor (`taken`)."""
+        said = ""
         if self.made_from:
-            reason = f"sample {self.made_from[0]} with {taken} from sample {self.made_from[1]}"
-            return self._tried(turn, may_write, f"{reason}: ")
-        return self._tried(turn, may_write, "")
-
-    def _tried(self, turn: AssistantTurn, may_write: frozenset[str], said: str) -> str | None:
+            said = f"sample {self.made_from[0]} with {taken} from sample {self.made_from[1]}: "
         edits, changes = self.agent.edits, self.agent.changes
         assert edits is not None and changes is not None
         found = read_blocks(turn.text, edits, "")

@@ -154,6 +154,30 @@ def ran_no_tests(output: str) -> bool:
     )  # cargo test
 
 
+def is_test_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{path}"
+
+
+# Files that decide what a test run runs or how it counts: a sample never writes them.
+TEST_SETUP = frozenset(
+    {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py"}
+    | {"Makefile", "package.json", ".coveragerc", "sitecustomize.py", "usercustomize.py"}
+)
+
+
+def steers_tests(path: str) -> bool:
+    """A test, or a file that sets up or steers a test run."""
+    parts = path.split("/")
+    return (
+        is_test_file(path)
+        or parts[-1] in TEST_SETUP
+        or parts[-1].endswith(".pth")
+        or any(p in ("test", "tests") for p in parts[:-1])
+        or any(mark in parts[-1] for mark in (".test.", ".spec."))
+    )
+
+
 # How runners name a test that failed: pytest's summary (`FAILED test_x.py::T::test_a -
 # …`, `ERROR …`) and unittest's (`FAIL: test_a (test_x.T.test_a)`, `ERROR: …`).
 _PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
