@@ -19,6 +19,8 @@ from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import cli_env, gaffer
 from tests.ray_cluster import NODE_IP, TwoNodes, in_namespace, two_nodes
+from workers.cluster import driver
+from workers.sandbox import SandboxUnavailable
 
 
 def delegate(profile: str, task: str) -> tuple[str, str]:
@@ -97,6 +99,45 @@ def test_without_ray_the_flag_says_what_to_install(tmp_path: Path) -> None:
         .splitlines()[-1]
         .endswith("the Ray backend needs Ray: pip install 'gaffer[ray]' (or ray[client]>=2.52)")
     )
+
+
+class RayStandIn:
+    """The few calls Cluster.connect makes of `ray`, failing `init` as a busy head's client
+    proxy does, `failures` times."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.inits, self.shutdowns = failures, 0, 0
+
+    def init(self, address: str, **_options: object) -> None:
+        self.inits += 1
+        if self.inits <= self.failures:
+            raise RuntimeError(
+                "Starting Ray client server failed. See ray_client_server_23000.err for "
+                "detailed logs."
+            )
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+    def remote(self, cls: type) -> type:
+        return cls
+
+
+def test_a_client_server_that_did_not_start_is_tried_once_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "t" * 32)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # connect sets both: put back after
+    monkeypatch.setattr(driver, "CONNECT_RETRY_S", 0.0)
+    cluster = driver.Cluster("ray://127.0.0.1:1")
+    cluster._ray = once = RayStandIn(failures=1)
+    cluster.connect()
+    assert (once.inits, once.shutdowns) == (2, 1)
+
+    cluster._ray = always = RayStandIn(failures=5)
+    with pytest.raises(SandboxUnavailable, match="Starting Ray client server failed"):
+        cluster.connect()
+    assert always.inits == driver.CONNECT_TRIES, "then it says why, in one line"
 
 
 def cluster_status(cluster: TwoNodes, ws: Path, token: str) -> subprocess.CompletedProcess[str]:

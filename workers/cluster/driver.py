@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,11 @@ from workers.snapshots import Store, Tree
 from workers.tools.base import Args, Tool, ToolResult
 
 CONNECT_TIMEOUT_S = 60.0
+# The head's client proxy starts a server process for each driver; on a busy head that
+# start can fail once ("Starting Ray client server failed") and work on a second try.
+_SERVER_DID_NOT_START = "Starting Ray client server failed"
+CONNECT_TRIES = 2
+CONNECT_RETRY_S = 2.0
 # A worker waits this long for a node with a free slot before it fails, naming the slot.
 PLACEMENT_TIMEOUT_S = 120.0
 # Beyond a call's own deadline: the node's reply, and the kill of a timed-out command.
@@ -101,6 +107,23 @@ class Cluster:
 
         # The nodes run the driver's own tool code, whatever gaffer they have installed.
         runtime_env = {"py_modules": [str(Path(workers.__file__).parent)]}
+        for attempt in range(1, CONNECT_TRIES + 1):
+            failure = self._join(runtime_env)
+            if failure is None:
+                break
+            if attempt < CONNECT_TRIES and _SERVER_DID_NOT_START in str(failure):
+                with contextlib.suppress(Exception):
+                    self._ray.shutdown()  # the half-made client connection, before the next
+                time.sleep(CONNECT_RETRY_S)
+                continue
+            hint = " (is the token the cluster's?)" if "timeout" in str(failure) else ""
+            raise SandboxUnavailable(
+                f"cannot join the Ray cluster at {self.address}: {_short(failure)}{hint}"
+            )
+        self._actor_class = self._ray.remote(NodeHands)
+
+    def _join(self, runtime_env: dict[str, Any]) -> BaseException | None:
+        """One `ray.init` against the cluster: how it failed, or None."""
         failure: list[BaseException] = []
 
         def join() -> None:
@@ -123,12 +146,7 @@ class Cluster:
             raise SandboxUnavailable(
                 f"the Ray cluster at {self.address} did not answer in {CONNECT_TIMEOUT_S:.0f} s"
             )
-        if failure:
-            hint = " (is the token the cluster's?)" if "timeout" in str(failure[0]) else ""
-            raise SandboxUnavailable(
-                f"cannot join the Ray cluster at {self.address}: {_short(failure[0])}{hint}"
-            )
-        self._actor_class = self._ray.remote(NodeHands)
+        return failure[0] if failure else None
 
     def status(self, image: str) -> list[NodeStatus]:
         """Each node of the cluster: its gaffer slots (free of total), and for a live node
