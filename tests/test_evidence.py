@@ -81,6 +81,30 @@ def test_which_words_count_as_paths(workspace: Path) -> None:
     (workspace / "workers" / "loop.py").write_text("x = 1\n")
     # A bare name is fine wherever in the workspace it is; a bare name nowhere is not.
     assert missing_paths("the loop is in loop.py, not agent.py", workspace) == ["agent.py"]
+    # So is a path from inside a folder: "workers/: the loop (loop.py), …" or "tests/:
+    # fixtures like mcp/server.py".
+    (workspace / "tests" / "mcp").mkdir(parents=True)
+    (workspace / "tests" / "mcp" / "server.py").write_text("x = 1\n")
+    said = "tests/ has fixtures like mcp/server.py and mcp/client.py"
+    assert missing_paths(said, workspace) == ["mcp/client.py"]
+
+
+def test_a_reader_sent_back_may_look_again_before_going_round_ends_it(workspace: Path) -> None:
+    """The demo's supervisor, nudged for listing its folders round again, answered with a
+    made-up path; sent back to check, it listed folders it had listed before. That is what
+    it was asked to do: it is warned again, not stopped at once."""
+    for name in ("a", "b", "c", "d"):
+        (workspace / name).mkdir()
+    first = [call("list_dir", path=name) for name in ("a", "b", "c", "d")]
+    again = [call("list_dir", path=name) for name in ("b", "a", "d")]  # nudged after these
+    checks = [call("list_dir", path="c")]  # after the send-back: warned, tools paused
+    script = [*first, *again, say("See a/notes.md."), *checks, say("a, b, c and d are empty.")]
+    recorder = Recorder()
+    result, log, _ = run_script(workspace, script, gate=gate(workspace, recorder, must_look=False))
+    assert result.outcome == Finished("a, b, c and d are empty.")
+    nudges = [r for r in log.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 2, "once before the send-back, once after"
+    assert [c["action"] for c in recorder.of("verification")] == ["sent_back", "accepted"]
 
 
 def test_a_send_back_that_asks_for_a_test_run_requires_a_call_next(workspace: Path) -> None:

@@ -188,7 +188,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
                 continue
             if kept := try_afresh(agent, result, step, guard):
                 return _answer_after(agent, result, schemas, kept)
-            if (answer := _answer(agent, result, turn.text, paused)) is not None:
+            if (answer := _answer(agent, result, turn.text, paused, guard)) is not None:
                 return answer
             paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
             continue
@@ -226,7 +226,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
-def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finished | None:
+def _answer(
+    agent: Agent, result: AgentResult, text: str, paused: bool, guard: RepetitionGuard
+) -> Finished | None:
     """A reply without tool calls: the final answer, or None when it goes back (a call
     written as text, or an answer the gate sends back with its reason)."""
     if written_call(text, agent.tools):
@@ -235,6 +237,7 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
     looked = _looked(result.messages)
     if agent.gate is not None and (send_back := agent.gate.review(result.facts, text, looked)):
         tell(agent, result.messages, send_back, source="verification")
+        guard.sent_back()
         return None
     return Finished(_stamped(agent, text, result))
 

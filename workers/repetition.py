@@ -141,6 +141,11 @@ class RepetitionGuard:
         self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
         self._nudge += self._hint()
 
+    def sent_back(self) -> None:
+        """The gate sent the answer back to be checked with the tools: looking again is
+        what it asked for, so going round again is warned about before it ends the run."""
+        self._nudged = False
+
     def _hint(self) -> str:
         return f" {self._write_hint}" if self._write_hint else ""
 

@@ -136,27 +136,31 @@ def named_paths(text: str, container_root: str | None = None) -> list[str]:
 def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
     """Paths an answer names that are not in the workspace: what a model made up."""
     missing: list[str] = []
-    names: set[str] | None = None
+    inside: set[str] | None = None
     for path in named_paths(answer, container_root):
         if os.path.lexists(os.path.join(workspace, path)):
             continue
-        if "/" not in path.rstrip("/"):
-            names = _names_in(workspace) if names is None else names
-            if path.rstrip("/") in names:
-                continue
+        # A name, or a path from inside a folder ("workers/: cluster/driver.py, …"),
+        # counts when some file or folder in the workspace ends with it.
+        inside = _paths_in(workspace) if inside is None else inside
+        if path.rstrip("/") in inside:
+            continue
         missing.append(path)
     return missing
 
 
-def _names_in(workspace: Path) -> set[str]:
-    names: set[str] = set()
-    for _folder, dirs, files in os.walk(workspace):
+def _paths_in(workspace: Path) -> set[str]:
+    """Every tail of every workspace path: `a/b/c.py` gives `c.py`, `b/c.py`, `a/b/c.py`."""
+    tails: set[str] = set()
+    for folder, dirs, files in os.walk(workspace):
         dirs[:] = [d for d in dirs if d not in _SKIPPED_WHEN_LOOKING]
-        names.update(dirs)
-        names.update(files)
-        if len(names) > MAX_NAMES_SEEN:
+        parts = Path(folder).relative_to(workspace).parts
+        for name in [*dirs, *files]:
+            whole = [*parts, name]
+            tails.update("/".join(whole[i:]) for i in range(len(whole)))
+        if len(tails) > MAX_NAMES_SEEN:
             break
-    return names
+    return tails
 
 
 NO_CHANGE = (
