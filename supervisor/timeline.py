@@ -205,7 +205,7 @@ def build(records: list[Record], log_path: Path | None = None) -> Timeline:
             what = (
                 f"join of samples {made_from[0]} and {made_from[1]}"
                 if made_from
-                else (f"fresh attempt {r.get('attempt')}")
+                else f"fresh attempt {r.get('attempt')}"
             )
             add(agent, "verification", now, now,
                 f"{what}: {'kept' if r.get('kept') else 'taken back'}", error=not r.get("kept"),

@@ -36,7 +36,7 @@ from workers.focused_write import (
 )
 from workers.joins import Failed, Joins
 from workers.log_schema import FreshAttempt
-from workers.model import AssistantTurn, ModelError, ToolCall
+from workers.model import AssistantTurn, Message, ModelError, ToolCall
 from workers.repetition import RepetitionGuard
 from workers.snapshots import Tree
 from workers.test_runs import (
@@ -84,7 +84,7 @@ class Kept:
     attempt: int
     written: str
     command: str
-    made_from: tuple[int, ...] = ()
+    made_from: tuple[int, int] | None = None
     """A join: the samples it was made from."""
 
     @property
@@ -116,6 +116,20 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
     if asked is None:
         return None
     ask, may_write = asked
+    try:
+        return _samples(agent, result, step, command, ask, may_write)
+    except CannotUndo:
+        return None  # the files cannot be put back as they were: no sample can be tried
+    except CannotTakeBack as error:
+        tell(agent, result.messages, str(error), source="fresh_attempt")
+        return None
+
+
+def _samples(
+    agent: Agent, result: AgentResult, step: int, command: str, ask: str, may_write: frozenset[str]
+) -> Kept | None:
+    """Samples drawn and tried, and joins of those that failed, until one passes."""
+    asked: list[Message] = [{"role": "user", "content": ask}]
     drawn: set[str] = set()
     joins = Joins()
     for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
@@ -124,13 +138,7 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
         result.fresh_attempts = attempt
         try:
             turn = call_model(
-                agent,
-                [{"role": "user", "content": ask}],
-                [],
-                step,
-                tools_off=True,
-                aside=True,
-                temperature=FRESH_TEMPERATURE,
+                agent, asked, [], step, tools_off=True, aside=True, temperature=FRESH_TEMPERATURE
             )
         except ModelError:
             return None  # the agent goes on as it was; the call is in the log
@@ -140,14 +148,7 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
             sample.logged(False, "the same sample as an earlier one")
             continue
         drawn.add(turn.text.strip())
-        try:
-            written = sample.tried(turn, may_write)
-        except CannotUndo:
-            return None  # the files cannot be put back as they were: no sample can be tried
-        except CannotTakeBack as error:
-            tell(agent, result.messages, str(error), source="fresh_attempt")
-            return None
-        if written is not None:
+        if (written := sample.tried(turn, may_write)) is not None:
             return Kept(attempt, written, command)
         if sample.failed is None:
             continue
@@ -156,14 +157,7 @@ def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGu
                 return None
             joined = Sample(agent, result, step, attempt, command, made_from, join=number)
             reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
-            try:
-                written = joined.tried(AssistantTurn(text=reply), may_write, taken=taken)
-            except CannotUndo:
-                return None
-            except CannotTakeBack as error:
-                tell(agent, result.messages, str(error), source="fresh_attempt")
-                return None
-            if written is not None:
+            if (written := joined.tried(AssistantTurn(text=reply), may_write, taken)) is not None:
                 return Kept(attempt, written, command, made_from)
     return None
 
@@ -203,25 +197,25 @@ def _last_test_run(agent: Agent, result: AgentResult) -> str | None:
 def _passes_as_it_is(agent: Agent, result: AgentResult, step: int, command: str) -> bool:
     """Whether the task's own test command passes on the agent's code as it is (the
     agent ran another: `pytest calc.py` runs no test); the agent is told either way."""
-    run = run_test(agent, command, step, f"fresh0-{step}-test")
-    result.tool_calls += 1
-    result.facts.append(run.facts)
-    passed = run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied
+    run = run_test(agent, result, command, step, f"fresh0-{step}-test")
+    passed = _passed(run.facts)
     said = AS_IT_IS if passed else AS_IT_IS_FAILING
-    tell(
-        agent,
-        result.messages,
-        said.format(command=command, output=_tail(run.output)),
-        source="fresh_attempt",
-    )
+    told = said.format(command=command, output=_tail(run.output))
+    tell(agent, result.messages, told, source="fresh_attempt")
     return passed
 
 
-def run_test(agent: Agent, command: str, step: int, call_id: str) -> ToolResult:
-    """The test command, run by gaffer as the agent's own run_shell call, logged as one."""
+def run_test(
+    agent: Agent, result: AgentResult, command: str, step: int, call_id: str
+) -> ToolResult:
+    """The test command, run by gaffer as the agent's own run_shell call, logged and
+    counted as one; its facts join the agent's evidence."""
     arguments = {"command": command}
     call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
-    return run_tool(agent, call, arguments, step, None)
+    run = run_tool(agent, call, arguments, step, None)
+    result.tool_calls += 1
+    result.facts.append(run.facts)
+    return run
 
 
 def prompt(agent: Agent, task: str) -> tuple[str, frozenset[str]] | None:
@@ -309,7 +303,7 @@ class Sample:
         except BaseException:
             self._take_back(before, "interrupted")  # a fault or Ctrl-C leaves the agent's work
             raise
-        if written is not None and ran is not None and ran.exit_code == 0 and not ran.no_tests:
+        if written is not None and ran is not None and _passed(ran):
             self.logged(True, f"{said}the tests pass", ran)
             return written
         why = "the sample changed nothing" if ran is None else f"the tests failed ({outcome(ran)})"
@@ -340,18 +334,18 @@ class Sample:
         self.files = sorted({p for f in self.result.facts[facts_before:] for p in f.modified})
         if not self.files or written is None:
             return None, None
-        run = run_test(agent, self.command, self.step, f"{self.label}-{self.step}-test")
-        self.result.tool_calls += 1
-        self.result.facts.append(run.facts)
-        if run.facts.exit_code not in (0, None) and not run.facts.denied:
-            self.failed = self._as_written(edits.full_output(run))
-        if run.facts.exit_code == 0 and not run.facts.no_tests and not run.facts.denied:
+        run = run_test(
+            agent, self.result, self.command, self.step, f"{self.label}-{self.step}-test"
+        )
+        if _passed(run.facts):
             tell(
                 agent,
                 self.result.messages,
                 KEPT.format(written=written, command=self.command, output=_tail(run.output)),
                 source="fresh_attempt",
             )
+        elif run.facts.exit_code not in (0, None) and not run.facts.denied:
+            self.failed = self._as_written(edits.full_output(run))
         return written, run.facts
 
     def _as_written(self, output: str) -> Failed | None:
@@ -393,6 +387,11 @@ class Sample:
         changes.look()
         for change in touched:  # the agent knows these files: they are its own again
             edits.after("read_file", {"path": change.path}, ToolResult(output=""))
+
+
+def _passed(run: Facts) -> bool:
+    """The test run ran, exited 0 and ran tests."""
+    return run.exit_code == 0 and not run.no_tests and not run.denied
 
 
 def _tail(output: str, limit: int = 600) -> str:

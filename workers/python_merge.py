@@ -74,17 +74,13 @@ def defines(source: str) -> set[str]:
 def definitions(source: str) -> dict[str, str]:
     """Each top-level function and class of a module by name, as its source lines
     (decorators included); empty when it does not parse."""
-    source = _lf(source)
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    if (parsed := _parsed(source)) is None:
         return {}
-    lines = source.split("\n")  # as ast counts lines: a form feed is not a line break
+    tree, lines = parsed
     return {
-        node.name: "\n".join(lines[first - 1 : last]) + "\n"
+        node.name: "\n".join(_source(lines, node)) + "\n"
         for node in tree.body
         if isinstance(node, _DEFINITION)
-        for first, last in [_span(node)]
     }
 
 
@@ -92,11 +88,9 @@ def with_what_it_uses(source: str, name: str) -> str | None:
     """A module's top-level function or class `name` as a block to merge into another
     file: with the module's imports, and the top-level functions, classes and constants it
     uses (and those use); None when it has no such definition or does not parse."""
-    source = _lf(source)
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    if (parsed := _parsed(source)) is None:
         return None
+    tree, lines = parsed
     named = {n: node for node in tree.body if (n := _name_of(node))}
     if not isinstance(named.get(name), _DEFINITION):
         return None
@@ -106,14 +100,22 @@ def with_what_it_uses(source: str, name: str) -> str | None:
             if isinstance(node, ast.Name) and node.id in named and node.id not in wanted:
                 wanted.add(node.id)
                 todo.append(named[node.id])
-    lines = source.split("\n")
     parts = [
-        "\n".join(lines[first - 1 : last])
+        "\n".join(_source(lines, node))
         for node in tree.body
         if isinstance(node, ast.Import | ast.ImportFrom) or _name_of(node) in wanted
-        for first, last in [_span(node)]
     ]
     return "\n\n".join(parts) + "\n"
+
+
+def _parsed(source: str) -> tuple[ast.Module, list[str]] | None:
+    """A module's tree and its lines as ast counts them (a form feed is not a line
+    break); None when it does not parse."""
+    source = _lf(source)
+    try:
+        return ast.parse(source), source.split("\n")
+    except (SyntaxError, ValueError):
+        return None
 
 
 @dataclass
@@ -133,7 +135,7 @@ class _Merge:
         used = _loaded_names(self.new_tree)
         for node in self.new_tree.body:
             name = _name_of(node)
-            text = self._text(self.block, node)
+            text = _source(self.block, node)
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._import(node, text)
             elif isinstance(node, ast.ClassDef) and name in classes:
@@ -160,12 +162,12 @@ class _Merge:
     def _class(self, old: ast.ClassDef, new: ast.ClassDef) -> None:
         members = _spans(old.body)
         if not members or not _names(new.body) or _names(members) <= _names(new.body):
-            self._replace(_span(old), self._text(self.block, new))
+            self._replace(_span(old), _source(self.block, new))
             return
         indent = old.body[0].col_offset - new.body[0].col_offset
         for member in new.body:
             name = _name_of(member)
-            text = _indented(self._text(self.block, member), indent)
+            text = _indented(_source(self.block, member), indent)
             if name in members:
                 self._replace(members[name], text)
             elif isinstance(member, _DEFINITION):
@@ -226,10 +228,11 @@ class _Merge:
                 out += self.inserted.get(number, [])
         return out
 
-    @staticmethod
-    def _text(lines: list[str], node: ast.stmt) -> list[str]:
-        first, last = _span(node)
-        return lines[first - 1 : last]
+
+def _source(lines: list[str], node: ast.stmt) -> list[str]:
+    """A statement's lines, decorators included."""
+    first, last = _span(node)
+    return lines[first - 1 : last]
 
 
 def _spans(body: list[ast.stmt]) -> dict[str, tuple[int, int]]:

@@ -65,11 +65,11 @@ class Seen:
 class RepetitionGuard:
     def __init__(self, pauses: bool = True, write_hint: str = "", reads_only: bool = False) -> None:
         self._pauses = pauses
+        """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
+        edits: with tools off it could only talk, and talk would end its work unfinished."""
         self._reads_only = reads_only
         """The agent edits no file itself: a call that repeats an earlier one with the same
         result learned nothing."""
-        """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
-        edits: with tools off it could only talk, and talk would end its work unfinished."""
         self._write_hint = write_hint
         """How to write a change, added to refusals and nudges for an agent that writes
         files as blocks: a small model that keeps reading has usually read enough."""
