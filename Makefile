@@ -49,7 +49,6 @@ DEMO_TASK := Survey this repository for a newcomer: what each top-level folder i
 demo: install
 	$(BIN)/gaffer local pull
 	$(BIN)/gaffer run --read-only "$(DEMO_TASK)"
-	@echo "log: $$(ls -t .gaffer/logs/*.jsonl | head -1)"
 	$(BIN)/gaffer stats last
 
 # The agent task set: small Python exercises solved by the local model as a coder, against

@@ -15,6 +15,7 @@ from bench.common import Row
 from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
+from workers import state
 from workers.model.scripted import RoutedModel, Step, call, calls, say
 from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
@@ -35,7 +36,7 @@ def batch_seconds(n: int) -> float:
     model = RoutedModel(scripts, latency=LATENCY_S)
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
-        session = Session(workspace, workspace / ".gaffer" / "logs")
+        session = Session(workspace, state.workspace_dir(workspace, state.LOGS))
         plan = RunPlan(
             profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
             tools=dict(BUILTIN_TOOLS),

@@ -16,7 +16,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 bash "$HERE/build-base.sh" "$BASE"
 
-HASH="$("$PYTHON" -c 'from workers.sandbox.docker import image_hash; print(image_hash())')"
+HASH="$("$PYTHON" -c 'from workers.sandbox.image import image_hash; print(image_hash())')"
 if [ "$(docker image inspect "$IMAGE" --format '{{index .Config.Labels "gaffer.tools"}}' 2>/dev/null)" = "$HASH" ]; then
     echo "sandbox image $IMAGE is up to date"
     exit 0

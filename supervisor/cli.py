@@ -272,7 +272,7 @@ def list_tools() -> None:
         workspace_trust,
         events,
         taken=set(BUILTIN_TOOLS) | HARNESS_TOOLS,
-        log_dir=workspace / ".gaffer" / "logs",
+        log_dir=log_dir_here(None),
     )
     try:
         tools = {**BUILTIN_TOOLS, **extensions.tools}

@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 
 from supervisor import trust as trust_view
-from workers import trust
+from workers import state, trust
 from workers.events import Emitter
 from workers.extensions import load_extensions
 from workers.limits import Budget
@@ -42,7 +42,6 @@ from workers.tools.base import ToolResult
 from workers.tools.memory import project_instructions
 from workers.tools.shell import looks_secret
 from workers.tools.shell_policy import check
-from workers.tools.workspace import GAFFER_DIR
 
 CANARY_VAR = "GAFFER_DOCTOR_CANARY"
 # Commands that once slipped past the host allowlist; each must now need approval.
@@ -134,7 +133,6 @@ def _container_checks(canary: str) -> list[Callable[[DockerSandbox], Probe]]:
             "/etc/gaffer-canary",
             "/usr/gaffer-canary",
             "/gaffer-canary",
-            "/workspace/.gaffer/canary",
         ]
         _shell(box, " ; ".join(f"touch {t} 2>/dev/null" for t in targets))
         made = _shell(box, " ; ".join(f"test -e {t} && echo {t}" for t in targets)).split()
@@ -208,7 +206,8 @@ def _container_checks(canary: str) -> list[Callable[[DockerSandbox], Probe]]:
 
     def host_runs_read_only(box: DockerSandbox) -> Probe:
         paths = box.survey.mounts
-        writable = _shell(box, " ; ".join(f"test -w '{p}' && echo '{p}'" for p in paths)).split()
+        tests = " ; ".join(f"test -w '{p}' && echo '{p}'" for p in paths) or "true"
+        writable = _shell(box, tests).split()
         return Probe(
             "what the host runs on its own is read-only (.git at any depth, hooks, .mcp.json, .gaffer)",
             not writable,
@@ -228,11 +227,9 @@ def _container_checks(canary: str) -> list[Callable[[DockerSandbox], Probe]]:
 
 
 def _hard_link_pair(workspace: Path, token: str) -> tuple[Path, Path | None]:
-    """A file in gaffer's own folder and a hard link to it in the workspace: as a package
+    """A file in gaffer's state folder and a hard link to it in the workspace: as a package
     cache's file linked into node_modules looks to the container."""
-    folder = Path(os.path.realpath(workspace)) / GAFFER_DIR
-    folder.mkdir(exist_ok=True)
-    twin = folder / f"doctor-{token}.txt"
+    twin = state.workspace_dir(workspace) / f"doctor-{token}.txt"
     twin.write_text("original\n")
     linked = Path(os.path.realpath(workspace)) / f"gaffer-doctor-{token}.txt"
     try:
@@ -272,10 +269,8 @@ def _clean_up(workspace: Path, names: list[str], twin: Path, token: str) -> None
             else:
                 (root / name).unlink()
     twin.unlink(missing_ok=True)
-    quarantine = root / GAFFER_DIR / guard.QUARANTINE_DIR
+    quarantine = state.workspace_dir(workspace, state.QUARANTINE)
     shutil.rmtree(quarantine / f"doctor-{token}", ignore_errors=True)
-    with contextlib.suppress(OSError):
-        quarantine.rmdir()  # only when the doctor's was the only thing there
 
 
 def _host_checks() -> list[Callable[[], Probe]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -43,7 +44,8 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 
 def log_dir_here(log_dir: Path | None) -> Path:
-    """Where this workspace's run logs are: `log_dir`, else config, else .gaffer/logs."""
+    """Where this workspace's run logs are: `log_dir`, else config, else the workspace's
+    folder in gaffer's state folder."""
     from supervisor import settings
     from supervisor import trust as trust_view
 
@@ -52,4 +54,24 @@ def log_dir_here(log_dir: Path | None) -> Path:
         config = settings.load({"log_dir": log_dir}, trust_view.evaluate(workspace).config())
     except settings.ConfigError as error:
         fail(str(error))
-    return config.logs_in(workspace)
+    say_legacy_logs(workspace, config.log_dir)
+    try:
+        return config.logs_in(workspace)
+    except OSError as error:
+        fail(str(error))
+
+
+def say_legacy_logs(workspace: Path, log_dir: Path | None) -> None:
+    """One line when an older gaffer's logs sit in the workspace: they are never read as
+    gaffer's own (a repository can ship such files), and the user may move theirs."""
+    from workers import state
+
+    count = state.legacy_logs(workspace) if log_dir is None else 0
+    if count:
+        old = workspace / ".gaffer" / "logs"
+        click.echo(
+            f"gaffer: {old} holds {count} run log(s) from an older gaffer; they are not read "
+            "(a repository can ship such files). If they are your own runs, move them: "
+            f"mv {shlex.quote(str(old))}/* {shlex.quote(str(state.workspace_dir(workspace, state.LOGS)))}/",
+            err=True,
+        )

@@ -22,10 +22,7 @@ from rich.progress import Progress
 from supervisor import runlog, settings
 from supervisor import trust as trust_view
 from supervisor.delegation import Ceiling
-from supervisor.exits import (
-    end_on_sigterm,
-    fail,
-)
+from supervisor.exits import end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
@@ -43,8 +40,7 @@ from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_
 from workers.sandbox import SandboxUnavailable
 from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver, ToolError
-from workers.tools.workspace import GAFFER_DIR, own_dir
+from workers.tools.base import Approver
 
 
 def set_up(
@@ -100,12 +96,11 @@ def set_up(
             f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
             err=True,
         )
-    log_dir = config.logs_in(workspace)
-    if config.log_dir is None:
-        try:  # a repository may ship a .gaffer that links elsewhere: logs never follow it
-            own_dir(workspace, GAFFER_DIR, "logs")
-        except ToolError as error:
-            fail(str(error))
+    try:
+        log_dir = config.logs_in(workspace)
+    except OSError as error:
+        fail(str(error))
+    say_legacy_logs(workspace, config.log_dir)
     try:
         session = Session(workspace, log_dir, subscribers)
     except OSError as error:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workers import state
+
 if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and stays fast
     from workers.trust import Source
 
@@ -52,12 +54,13 @@ class Settings(BaseModel):
     stream: bool = True
     """Stream responses (text shows as it is written)."""
     log_dir: Path | None = None
-    """Where run logs go; default <workspace>/.gaffer/logs."""
+    """Where run logs go; default the workspace's folder in gaffer's state folder
+    (`$XDG_STATE_HOME/gaffer/workspaces/…/logs`, workers/state.py), never the workspace."""
     max_parallel: int = Field(4, ge=1, le=64)
     """Read-only workers that may run at the same time, and isolated editors."""
     isolate: bool = False
     """Each editing worker works on a copy of its own (a git worktree under
-    .gaffer/worktrees) and runs beside the others; its changes come into the workspace
+    gaffer's state folder) and runs beside the others; its changes come into the workspace
     when it ends, all or nothing, and a conflict is reported to the supervisor."""
     cluster: str | None = Field(None, pattern=r"^(ray://)?[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5}$")
     """Place workers on a Ray cluster: ray://HOST:PORT (its client server), or HOST:PORT
@@ -91,7 +94,8 @@ class Settings(BaseModel):
     test`). Only what the shell's exit status comes from counts (workers/test_runs.py)."""
 
     def logs_in(self, workspace: Path) -> Path:
-        return self.log_dir or workspace / ".gaffer" / "logs"
+        """The log folder: the one set, or the workspace's in the state folder (made)."""
+        return self.log_dir or state.workspace_dir(workspace, state.LOGS)
 
 
 FLAGS = (
@@ -124,9 +128,16 @@ ENV_VARS = {
 }
 # A repository's own config must not redirect the endpoint (that would send the user's
 # API key to whoever wrote the repository), pick a file to send as the key, or choose
-# the uid its containers run as, or send the workspace to a cluster of its choosing.
-# Its log_dir must stay inside the workspace.
-NOT_IN_WORKSPACE_CONFIG = {"base_url", "api_key", "api_key_file", "sandbox_uid", "cluster"}
+# the uid its containers run as, or send the workspace to a cluster of its choosing, or
+# choose where gaffer writes its logs (a folder it controls could hold links).
+NOT_IN_WORKSPACE_CONFIG = {
+    "base_url",
+    "api_key",
+    "api_key_file",
+    "sandbox_uid",
+    "cluster",
+    "log_dir",
+}
 
 
 def user_config_path() -> Path:
@@ -154,8 +165,6 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
         data = _read_toml(
             workspace_config.origin, workspace_config.data, refused=NOT_IN_WORKSPACE_CONFIG
         )
-        if "log_dir" in data:
-            data["log_dir"] = _inside_workspace(workspace_config, data["log_dir"])
         layer(data, workspace_config.origin)
     for key, var in ENV_VARS.items():
         if os.environ.get(var):
@@ -170,20 +179,6 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     if config.api_key is None and config.api_key_file is not None:
         config = config.model_copy(update={"api_key": _key_from(config.api_key_file, origin)})
     return config
-
-
-def _inside_workspace(config: Source, value: object) -> str:
-    """A workspace config's log_dir, made absolute: only inside the workspace."""
-    if config.path is None or not isinstance(value, str):
-        raise ConfigError(f"{config.origin}: log_dir: must be a folder inside the workspace")
-    workspace = config.path.parent.parent  # <workspace>/.gaffer/config.toml
-    folder = os.path.realpath(workspace / value)
-    if os.path.commonpath([folder, os.path.realpath(workspace)]) != os.path.realpath(workspace):
-        raise ConfigError(
-            f"{config.origin}: log_dir: {value!r} is outside the workspace; a workspace's "
-            "config may only keep logs inside it"
-        )
-    return folder
 
 
 def _key_from(path: Path, origin: dict[str, str]) -> str:

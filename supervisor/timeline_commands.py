@@ -14,6 +14,7 @@ from supervisor import runlog
 from supervisor.exits import fail, log_dir_here
 from supervisor.timeline import build
 from supervisor.timeline_page import render
+from workers import state
 
 
 def write_page(log: Path) -> Path:
@@ -21,9 +22,8 @@ def write_page(log: Path) -> Path:
     records = runlog.read_records(log)
     if not records:
         raise runlog.RunUnreadable(f"{log.name} has no lines yet")
-    page = log.with_suffix(".html")
-    page.write_text(render(build(records, log)), encoding="utf-8")
-    return page
+    # Written as a new file moved into place: never through a link by that name.
+    return state.write_file(log.parent, f"{log.stem}.html", render(build(records, log)).encode())
 
 
 @click.command()

@@ -18,6 +18,7 @@ from tests.conftest import SECRET
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from tests.fake_openai import Reply
 from tests.helpers import gaffer_replying, shell_reply, trust_workspace
+from workers import state
 
 API_KEY = "sk-test"  # what `_env` gives every run: it must never reach the model
 
@@ -172,7 +173,8 @@ def test_a_new_git_with_fsmonitor_in_a_folder_without_one_is_moved_aside(tmp_pat
     assert not list(monorepo.rglob("fsmonitor-ran"))
     moved = [r for r in log_records(package) if r["event"] == "boundary"]
     assert {r["path"] for r in moved if r["action"] == "quarantined"} == {".git", "sub/.git"}
-    aside = package / ".gaffer" / "quarantine"
+    assert not (package / ".gaffer").exists(), "nothing of gaffer's is left in the workspace"
+    aside = state.workspace_dir(package, state.QUARANTINE)
     assert len(list(aside.rglob("config"))) == 2, "kept aside, not deleted"
 
 

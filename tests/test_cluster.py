@@ -19,6 +19,7 @@ from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import cli_env, gaffer
 from tests.ray_cluster import NODE_IP, TwoNodes, in_namespace, two_nodes
+from workers import state
 from workers.cluster import driver
 from workers.sandbox import SandboxUnavailable
 
@@ -221,9 +222,7 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     undone = gaffer(ws, "undo", "--agent", "w1")
     assert undone.returncode == 0, undone.stderr
     assert (ws / "app.py").read_text() == "def greet():\n    return 'hi'\n"
-    assert not (ws / ".gaffer" / "worktrees").exists() or not any(
-        (ws / ".gaffer" / "worktrees").iterdir()
-    )
+    assert not any(state.workspace_dir(ws, state.WORKTREES).iterdir())
 
 
 def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
@@ -266,6 +265,4 @@ def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
     (end,) = [r for r in lines if r["event"] == "delegate_end"]
     assert end["status"] == "interrupted"
     assert f"node {NODE_IP}" in end["reason"] and "was lost" in end["reason"]
-    assert not (ws / ".gaffer" / "worktrees").exists() or not any(
-        (ws / ".gaffer" / "worktrees").iterdir()
-    )
+    assert not any(state.workspace_dir(ws, state.WORKTREES).iterdir())

@@ -86,14 +86,31 @@ def test_paths_outside_are_refused_inside_too(box: DockerSandbox, path: str) -> 
 
 
 def test_the_root_filesystem_and_protected_folders_are_read_only(
-    box: DockerSandbox, ws: Path
+    client: Any, tmp_path: Path
 ) -> None:
-    result = shell(
-        box,
-        "touch /etc/planted; touch /usr/bin/planted; touch /workspace/.gaffer/planted; echo done",
-    )
-    assert result.output.count("Read-only file system") == 3
-    assert shell(box, "touch /tmp/ok && echo tmp-ok").output.startswith("tmp-ok")
+    ws = user_workspace(tmp_path / "ws")
+    (ws / ".gaffer" / "profiles").mkdir(parents=True)  # the user's config for gaffer
+    with docker_sandbox(
+        ws, DockerOptions(), run_id="t", agent_id="w1", docker_client=client
+    ) as box:
+        result = shell(
+            box,
+            "touch /etc/planted; touch /usr/bin/planted; touch /workspace/.gaffer/planted; "
+            "touch /workspace/.gaffer/profiles/x.toml; echo done",
+        )
+        assert result.output.count("Read-only file system") == 4
+        assert shell(box, "touch /tmp/ok && echo tmp-ok").output.startswith("tmp-ok")
+    assert sorted(os.listdir(ws / ".gaffer")) == ["profiles"]
+
+
+def test_a_gaffer_folder_made_in_the_container_is_taken_out(client: Any, tmp_path: Path) -> None:
+    ws = user_workspace(tmp_path / "ws")
+    with docker_sandbox(
+        ws, DockerOptions(), run_id="t", agent_id="w1", docker_client=client
+    ) as box:
+        shell(box, "mkdir -p .gaffer/tools && echo 'import os' > .gaffer/tools/x.py")
+    assert not (ws / ".gaffer").exists(), "a planted .gaffer never stays for the host to read"
+    assert [q.path for q in box.quarantined] == [".gaffer"]
 
 
 def test_git_folder_is_read_only_inside(client: Any, tmp_path: Path) -> None:
@@ -305,8 +322,7 @@ def test_sandbox_doctor_passes_every_probe(client: Any, ws: Path) -> None:
         "OPENAI_API_KEY" not in done.stdout and "secret-looking variable(s) hidden" in done.stdout
     )
     # The canaries clean up after themselves: the workspace is as the doctor found it.
-    assert sorted(os.listdir(ws)) == [".gaffer", "hello.txt"]
-    assert sorted(os.listdir(ws / ".gaffer")) == [".gitignore", "shell"]
+    assert sorted(os.listdir(ws)) == ["hello.txt"]
 
 
 def test_sandbox_doctor_refuses_a_root_owned_workspace(client: Any, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from supervisor import run_setup, settings
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import gaffer, gaffer_replying, outcome_line
+from workers import state
 
 
 def free_port() -> int:
@@ -142,8 +143,11 @@ def test_gaffer_s_own_files_stay_out_of_git(tmp_path: Path) -> None:
         env={"GAFFER_LOG_DIR": ""},
     )
     assert done.returncode == 0, done.stderr
-    assert (workspace / ".gaffer" / "logs").is_dir()
-    assert "logs/" in (workspace / ".gaffer" / ".gitignore").read_text()
+    assert not (workspace / ".gaffer").exists(), "gaffer writes nothing of its own here"
+    logs = state.workspace_dir(workspace, state.LOGS)
+    assert list(logs.glob("*.jsonl")), "the run's log is in the user's state folder"
+    for folder in (state.root(), logs.parent, logs):
+        assert folder.stat().st_mode & 0o777 == 0o700
     status = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"],
         cwd=workspace,
@@ -151,7 +155,7 @@ def test_gaffer_s_own_files_stay_out_of_git(tmp_path: Path) -> None:
         text=True,
         check=True,
     ).stdout
-    assert ".gaffer/logs" not in status and "app.py" in status
+    assert status.strip() == "?? app.py"
 
 
 def test_remember_alone_is_not_a_code_change_to_verify(workspace: Path) -> None:
@@ -271,7 +275,8 @@ def test_run_from_a_subfolder_of_a_repository_works_on_the_whole_project(
         sub, "run", "--no-verify", "hello", replies=[Reply(text="hi")], env={"GAFFER_LOG_DIR": ""}
     )
     assert done.returncode == 0, done.stderr
-    assert list((root / ".gaffer" / "logs").glob("*.jsonl")), "the run's log is at the top"
+    logs = state.workspace_dir(root, state.LOGS)
+    assert list(logs.glob("*.jsonl")), "the run's log is the top's"
     system = server.requests[0]["messages"][0]["content"]
     order = [system.index(rule) for rule in ("User rule", "Root rule", "Pkg rule", "Core rule")]
     assert order == sorted(order), "the user's first, then from the top down, nearest last"

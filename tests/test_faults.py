@@ -47,7 +47,7 @@ def test_a_long_retry_after_ends_the_run_at_once_with_the_reason(workspace: Path
         ("max_parallel = 0", "max_parallel: Input should be greater than or equal to 1"),
         ("temperature = 5.0", "temperature: Input should be less than or equal to 2"),
         ("context_window = 10", "context_window: Input should be greater than or equal to 1024"),
-        ('log_dir = "../elsewhere"', "log_dir: '../elsewhere' is outside the workspace"),
+        ('log_dir = "logs"', "'log_dir' cannot be set in this file"),
         ("sandbox_uid = 0", "'sandbox_uid' cannot be set in this file"),
         ('api_key_file = "/etc/passwd"', "'api_key_file' cannot be set in this file"),
     ],

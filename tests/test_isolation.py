@@ -13,11 +13,13 @@ import pytest
 from supervisor.delegation import Ceiling
 from supervisor.history import agent_changes
 from tests.test_delegation import delegate, interval, of, run_session, tool_answers
+from workers import state
 from workers.change_sets import compare
 from workers.merging import merge_change_set
 from workers.model.scripted import Step, call, calls, say
+from workers.processes import owner_token
 from workers.snapshots import Store
-from workers.worktrees import WORKTREES_DIR, make_worktree, reap_worktrees
+from workers.worktrees import make_worktree, reap_worktrees
 
 ISOLATED = Ceiling(isolate=True)
 
@@ -46,7 +48,7 @@ def repository(workspace: Path) -> Path:
 
 
 def copies_left(workspace: Path) -> list[str]:
-    folder = workspace / WORKTREES_DIR
+    folder = state.workspace_dir(workspace, state.WORKTREES)
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
@@ -186,14 +188,20 @@ def test_copies_of_a_killed_run_are_reaped(workspace: Path) -> None:
     repository(workspace)
     store = Store(workspace)
     copy = make_worktree(store, "w1")
-    dead = copy.path.with_name("999999999-w1")  # no such pid
+    ended = subprocess.Popen(["true"])
+    token = owner_token(ended.pid)
+    ended.wait()
+    dead = copy.path.with_name(f"{token}-w1")  # its owner has ended
     copy.path.rename(dead)
     git(workspace, "worktree", "repair", str(dead))
-    assert "999999999-w1" in git(workspace, "worktree", "list")
+    assert dead.name in git(workspace, "worktree", "list")
+    # An owner of another PID namespace, or one whose pid is not visible, is not gone.
+    unseen = copy.path.with_name("4026531000.999999999.1-w3")
+    unseen.mkdir()
     mine = make_worktree(store, "w2")
-    assert reap_worktrees(workspace) == ["999999999-w1"]
-    assert copies_left(workspace) == [mine.path.name]  # a live run's copy stays
-    assert "999999999" not in git(workspace, "worktree", "list")
+    assert reap_worktrees(workspace) == [dead.name]
+    assert copies_left(workspace) == sorted([unseen.name, mine.path.name])  # those stay
+    assert token not in git(workspace, "worktree", "list")
 
 
 def test_a_plain_copy_sees_its_changes_outside_git_and_before_a_commit(workspace: Path) -> None:

@@ -148,7 +148,7 @@ def test_a_call_that_goes_wrong_reads_the_same_in_the_container_and_on_the_host(
 
 
 def test_the_image_hash_covers_every_module_the_tool_server_runs(tmp_path: Path) -> None:
-    from workers.sandbox.docker import _imported_by
+    from workers.sandbox.image import _imported_by
 
     workers = tmp_path / "workers"
     files = {

@@ -19,6 +19,7 @@ import pytest
 from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import cli_env, gaffer_replying, shell_reply
+from workers import state
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -138,8 +139,9 @@ def test_two_coders_are_shown_and_undone_one_at_a_time(ws: Path) -> None:
 
 
 def test_a_coder_cannot_rewrite_the_store_that_says_what_it_changed(ws: Path) -> None:
-    """A forged stat cache could hide a change from the gate and from undo: the store is
-    read-only in the container, like all of .gaffer."""
+    """A forged stat cache could hide a change from the gate and from undo: the store lives
+    in the user's state folder, which no container sees, and a `.gaffer` made in the
+    workspace is taken out when the worker ends."""
     replies = [
         shell(
             "mkdir -p .gaffer/changes; echo '{}' > .gaffer/changes/stat-cache; "
@@ -149,11 +151,11 @@ def test_a_coder_cannot_rewrite_the_store_that_says_what_it_changed(ws: Path) ->
     ]
     done, _ = gaffer(ws, "run", "--profile", "coder", "--no-verify", "go", replies=replies)
     assert done.returncode == 0, done.stderr
-    cache = json.loads((ws / ".gaffer" / "changes" / "stat-cache").read_text())
+    store = state.workspace_dir(ws, state.CHANGES)
+    cache = json.loads((store / "stat-cache").read_text())
     assert "files" in cache, "the stat cache is as gaffer wrote it, not '{}'"
-    assert (ws / ".gaffer" / "changes" / "objects").is_dir()
-    [call] = [r for r in records(ws) if r["event"] == "tool_call"]
-    assert "Read-only file system" in call["content"]
+    assert (store / "objects").is_dir()
+    assert not (ws / ".gaffer").exists()
     [change_set] = [r for r in records(ws) if r["event"] == "change_set"]
     assert [f["path"] for f in change_set["files"]] == ["app.py"]
 
@@ -266,7 +268,7 @@ def test_isolated_coders_work_in_parallel_containers_and_both_land(ws: Path) -> 
     ends = {r["agent_id"]: r for r in lines if r["event"] == "agent_end"}
     assert starts["w1"]["sandbox"] == starts["w2"]["sandbox"] == "docker"
     assert starts["w2"]["ts"] < ends["w1"]["ts"] and starts["w1"]["ts"] < ends["w2"]["ts"]
-    assert not list((ws / ".gaffer" / "worktrees").iterdir())
+    assert not list(state.workspace_dir(ws, state.WORKTREES).iterdir())
     left = subprocess.run(
         ["docker", "ps", "-aq", "--filter", "label=gaffer.sandbox"], capture_output=True, text=True
     )

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SECRET, RunTool
-from workers.tools import git_paths, shell
+from workers import state
+from workers.tools import git_paths, outputs
 from workers.tools.base import ToolContext, ToolError
 from workers.tools.workspace import resolve_for_write
 
@@ -218,26 +219,33 @@ def test_a_link_planted_in_the_shell_output_folder_is_never_followed(
 ) -> None:
     # Even a planter who guessed every name is refused: the host only creates new files.
     names = iter(["aaaa", "aaaa", "bbbb"])
-    monkeypatch.setattr(shell.secrets, "token_hex", lambda _n: next(names))
+    monkeypatch.setattr(outputs.secrets, "token_hex", lambda _n: next(names))
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
-    shell_dir = workspace / ".gaffer" / "shell"
-    shell_dir.mkdir(parents=True)
-    # A sandboxed command can write .gaffer/shell; it plants links under every name the
-    # host's next outputs could take.
+    # A container writes its own output folder; say one could plant links under every
+    # name the host's next outputs could take.
+    shell_dir = state.workspace_dir(workspace, state.OUTPUT)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (shell_dir / f"{stamp}-aaaa.log").symlink_to(victim)
-    result = run_tool("run_shell", command="echo overwritten")
-    assert result.output.startswith("overwritten") and not result.is_error
+    result = run_tool("run_shell", approve=True, command="seq 1 20000; echo overwritten")
+    assert "overwritten" in result.output and not result.is_error
     assert victim.read_text() == "precious\n"
+    saved = result.facts.output_file
+    assert saved and saved.endswith("-bbbb.log") and not saved.startswith(str(workspace))
+    page = run_tool("read_file", path=saved, offset=19999)
+    assert not page.is_error and page.output.startswith("19999\n20000\noverwritten")
+    link = run_tool("read_file", path=str(shell_dir / f"{stamp}-aaaa.log"))
+    assert link.is_error and "precious" not in link.output
+    other = run_tool("read_file", path=str(shell_dir.parent / "workspace"))
+    assert other.is_error and "outside the workspace" in other.output
 
 
-def test_a_gaffer_folder_that_links_out_is_refused(
+def test_a_gaffer_folder_that_links_out_is_never_written_through(
     run_tool: RunTool, workspace: Path, tmp_path: Path
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (workspace / ".gaffer").symlink_to(elsewhere)  # shipped by a hostile repository
-    result = run_tool("run_shell", command="echo hi")
-    assert result.is_error and "symlink" in result.output
+    result = run_tool("run_shell", approve=True, command="seq 1 20000")
+    assert not result.is_error and result.facts.output_file
     assert list(elsewhere.iterdir()) == []

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from workers import state
 from workers.events import Emitter
 from workers.log_schema import ChangeSet
 from workers.snapshots import LINK_MODE, Entry, Store, Tree
@@ -119,12 +120,9 @@ class ChangeTracker:
         """Where the change set's unified diff is written at the end (beside the log)."""
         self.before_id, self._start = store.snapshot()
         self._last = self._start
-        self.worktree = (
-            store.workspace.relative_to(store.home).as_posix()
-            if store.home != store.workspace
-            else None
-        )
-        """An isolated editor's copy (workers/worktrees.py), relative to the workspace."""
+        self.worktree = store.workspace.name if store.home != store.workspace else None
+        """An isolated editor's copy (workers/worktrees.py): its folder's name in the
+        workspace's state folder."""
 
     def changed_by_call(self) -> list[Change]:
         """What changed since the last look (the call just made, or workers it ran)."""
@@ -171,13 +169,13 @@ def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] |
     if tracker.diff_file is not None and changes:
         path = tracker.diff_file
         turn = 1
-        while path.exists():  # the top agent of a chat: one change set per turn
+        while os.path.lexists(path):  # the top agent of a chat: one change set per turn
             turn += 1
             path = tracker.diff_file.with_name(f"{tracker.diff_file.stem}-{turn}.diff")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             text = unified_diff(tracker.store, changes)
-            path.write_text(text, encoding="utf-8", errors="surrogateescape")
+            state.write_file(path.parent, path.name, text.encode("utf-8", "surrogateescape"))
             diff_file = f"{path.parent.name}/{path.name}"
         except OSError:
             diff_file = None

@@ -8,6 +8,7 @@ container has the workspace mounted, so a path the model names there (`calc.py`,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.test_runs import is_test_run
+from workers.tools import outputs
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined, relative, resolve
 
@@ -42,6 +44,8 @@ BACK_TO_FAILING = (
 CONTEXT_LINES = 3
 MAX_ERROR_LINES = 8
 MAX_FOCUS_CHARS = 1500
+# A test run's whole output read back for its failures: more is noise.
+MAX_FULL_OUTPUT_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -165,15 +169,14 @@ class EditGuard:
                 self.failed_as.setdefault(rel, set()).add(_fingerprint(found[1]))
 
     def full_output(self, result: ToolResult) -> str:
-        """The whole output when it was cut for the model (saved under .gaffer/shell)."""
+        """The whole output when it was cut for the model (saved outside the workspace)."""
         saved = result.facts.output_file
-        if isinstance(saved, str):
-            try:
-                data = read_confined(self.workspace, saved, 8 * 1024 * 1024)
-            except ToolError:
-                data = None
-            if data is not None:
-                return data.decode("utf-8", errors="replace")
+        if isinstance(saved, str) and os.path.isabs(saved):
+            where = Path(os.path.dirname(saved))
+            if (name := outputs.saved_name(where, saved)) is not None:
+                with contextlib.suppress(ToolError):
+                    data = outputs.read_saved(where, name, MAX_FULL_OUTPUT_BYTES)
+                    return data.decode("utf-8", errors="replace")
         return result.output
 
     def _file(self, path: object) -> tuple[str, Path] | None:

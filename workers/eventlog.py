@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, TextIO
 import structlog
 
 from workers.events import LOG_FORMAT, LOGGED_EVENTS, Record
+from workers.state import open_append
 
 _FIRST_KEYS = ("ts", "event", "session_id", "agent_id", "parent_id", "profile")
 
@@ -36,7 +38,8 @@ class JsonlLog:
         self.path = path
         self.failure: str | None = None
         """Why the log stopped being written (a full disk); the run goes on without it."""
-        self._file: TextIO = path.open("a", encoding="utf-8")
+        # Never through a link planted by that name in a log folder the user chose.
+        self._file: TextIO = os.fdopen(open_append(path.parent, path.name), "a", encoding="utf-8")
         self._lock = threading.Lock()
         self._first = self._file.tell() == 0  # the first line says which format this is
         self._logger = structlog.wrap_logger(

@@ -20,6 +20,47 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def owner_token(pid: int | None = None) -> str:
+    """Who owns a thing gaffer leaves on the machine while it runs (a container, a copy):
+    `<pid namespace>.<pid>.<start time>`, so `owner_gone` can prove its owner ended."""
+    pid = os.getpid() if pid is None else pid
+    return f"{_pid_namespace()}.{pid}.{_start_time(pid)}"
+
+
+def owner_gone(token: str) -> bool:
+    """True only when the owner named by `owner_token` has surely ended: it was of this
+    PID namespace, and no process with its pid and start time is there now. A token of
+    another namespace, or one that cannot be read, is never taken for gone: a pid that is
+    not visible proves nothing, and a pid reused by another process is not the owner."""
+    namespace, _, rest = token.partition(".")
+    pid_text, _, started = rest.partition(".")
+    if not namespace or not pid_text.isdigit() or not started.isdigit():
+        return False
+    if namespace != _pid_namespace():
+        return False
+    pid = int(pid_text)
+    if not process_alive(pid):
+        return True
+    now = _start_time(pid)
+    return now not in ("0", started)  # unreadable (hidepid) proves nothing
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
+    except OSError:
+        return "0"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (/proc/PID/stat, field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "0"
+
+
 def hide_environment_secrets(is_secret: Callable[[str], bool]) -> list[str]:
     """Overwrite, in this process's original environment block, the values of variables
     that look like secrets; the names of those hidden.

@@ -2,14 +2,15 @@
 gaffer sees what changed whatever changed it (a file tool, `sed -i` in a container, a
 code generator) and can put any of it back.
 
-The store lives in `<workspace>/.gaffer/changes/` (read-only inside containers):
+The store lives in the workspace's state folder (workers/state.py), never in the
+workspace, where a repository could plant links into it:
 `objects/` holds each content once, compressed, named by its SHA-256; `snapshots/`
 one file per distinct tree; `stat-cache` lets a snapshot of an unchanged tree hash
 nothing: a file whose size, times, inode and mode are as before keeps its hash.
 
 What is snapshotted: in a git repository, the files git would list (tracked, and
 untracked but not ignored); elsewhere every file but the folders no tool looks into
-(`.git`, `node_modules`, virtual environments, caches). Never `.gaffer/`. git is only
+(`.git`, `node_modules`, virtual environments, caches). git is only
 asked to list files, with the forced safe config (workers/tools/git_paths.py): nothing
 in a hostile repository's config runs.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import stat
 import threading
 import time
@@ -27,11 +27,10 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.tools.base import ToolError
+from workers import state
 from workers.tools.git_paths import run_git
-from workers.tools.workspace import GAFFER_DIR, SKIPPED_DIRS, own_dir
+from workers.tools.workspace import SKIPPED_DIRS
 
-STORE_DIR = f"{GAFFER_DIR}/changes"
 # Bigger files are hashed but their content is not kept: a change to one shows in a
 # change set, and undoing it is refused by name.
 MAX_KEPT_BYTES = 16 * 1024 * 1024
@@ -68,7 +67,7 @@ class Store:
         """The workspace whose store this is: an isolated editor's copy (workers/
         worktrees.py) keeps its snapshots in the real workspace's store, so its change
         set can be read, shown and applied there."""
-        self.folder = self.home / STORE_DIR
+        self.folder = state.workspace_dir(self.home, state.CHANGES)
         self._cache_name = (
             "stat-cache" if self.home == self.workspace else f"stat-cache-{self.workspace.name}"
         )
@@ -209,22 +208,12 @@ class Store:
         return fd
 
     def own_folder(self, name: str = "") -> Path:
-        """The store's folder (or one inside it), made inside the workspace's real
-        `.gaffer` only: a repository may ship a `.gaffer` that links elsewhere (OSError)."""
+        """The store's folder (or one inside it), made and checked (OSError otherwise)."""
         if name in self._checked:  # checked once per store: every kept object asks
             return self._checked[name]
-        try:
-            folder = own_dir(self.home, GAFFER_DIR, "changes", *([name] if name else []))
-        except ToolError as error:
-            raise OSError(str(error)) from error
+        folder = state.folder_in(self.folder, *([name] if name else []))
         self._checked[name] = folder
         return folder
-
-    def remove_folder(self, name: str) -> None:
-        """Remove a folder made with own_folder (a staging area), so the next asks anew."""
-        folder = self._checked.pop(name, None)
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
 
     def _keep(self, digest: str, data: bytes) -> None:
         path = self._object_path(digest)

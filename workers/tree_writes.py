@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import threading
 from pathlib import Path
 
-from workers.snapshots import LINK_MODE, STORE_DIR, Entry, Store, Tree
+from workers.snapshots import LINK_MODE, Entry, Store, Tree
 from workers.tools.workspace import protection
 
 
@@ -32,18 +32,18 @@ def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -
     workspace = store.workspace
     for path in [*removals, *writes]:
         check_path(workspace, path, None)
-    name = f"staging-{os.getpid()}-{threading.get_ident()}"
+    root_fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    # Staged in the workspace's own file system, so each file moves into place whole.
+    name = f".gaffer-staging-{secrets.token_hex(8)}"
     staging_fd = -1
     try:
-        store.own_folder(name)
-        staging_fd = _open_folder(store.home, [*STORE_DIR.split("/"), name], create=False)
+        os.mkdir(name, 0o700, dir_fd=root_fd)
+        staging_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
         staged = {
             path: _stage(store, staging_fd, n, e) for n, (path, e) in enumerate(writes.items())
         }
     except OSError as error:
-        if staging_fd >= 0:
-            os.close(staging_fd)
-        store.remove_folder(name)
+        _drop_staging(root_fd, name, staging_fd)
         raise CannotWrite(f"nothing written: could not stage the files ({error})") from error
     done: list[str] = []
     try:
@@ -62,8 +62,19 @@ def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -
             f"stopped part way ({error}); written so far: {', '.join(done) or 'none'}"
         ) from error
     finally:
+        _drop_staging(root_fd, name, staging_fd)
+
+
+def _drop_staging(root_fd: int, name: str, staging_fd: int) -> None:
+    """Remove what is left staged (through its handle), then the folder, then the handles."""
+    if staging_fd >= 0:
+        for left in os.listdir(staging_fd):
+            with contextlib.suppress(OSError):
+                os.unlink(left, dir_fd=staging_fd)
         os.close(staging_fd)
-        store.remove_folder(name)
+    with contextlib.suppress(OSError):
+        os.rmdir(name, dir_fd=root_fd)
+    os.close(root_fd)
 
 
 def _open_folder(root: Path, parts: list[str], *, create: bool) -> int:

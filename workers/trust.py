@@ -201,9 +201,10 @@ def _mcp_items(workspace: Path, data: bytes, refused: list[Refused]) -> list[Ite
         single = json.dumps({"mcpServers": {name: entry}}, sort_keys=True).encode()
         extra = b"".join(_referenced_files(workspace, entry))
         runs = _mcp_runs(entry)
-        items.append(
-            Item("mcp", key, Source(key, single), _digest("mcp", key, single + extra), runs)
-        )
+        # The server runs in the folder its files were hashed against, whatever folder
+        # gaffer was started in (workers/extensions/mcp_servers.py).
+        source = Source(key, single, Path(os.path.realpath(workspace)) / MCP_CONFIG)
+        items.append(Item("mcp", key, source, _digest("mcp", key, single + extra), runs))
     return items
 
 

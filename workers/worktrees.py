@@ -1,8 +1,10 @@
 """An isolated editor's own copy of the workspace: a git worktree at a snapshot of the
-current tree, uncommitted and untracked files included, under `.gaffer/worktrees/`. Its
+current tree, uncommitted and untracked files included, in the workspace's state folder
+(workers/state.py), outside the workspace. Its
 container mounts the copy instead of the workspace; what it changed there comes back as
 a change set (workers/merging.py). The copy is removed when the editor ends, and a
-killed run's copies are removed by the next gaffer (the pid in each name is gone).
+killed run's copies are removed by the next gaffer (the owner named by each copy's name
+is proven gone: workers/processes.py).
 
 git only records here (`worktree add --no-checkout`, `read-tree`): it checks nothing
 out, so no filter, hook or LFS of the repository runs. The files are written from the
@@ -20,13 +22,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.processes import process_alive
+from workers import state
+from workers.processes import owner_gone, owner_token
 from workers.snapshots import LINK_MODE, Store, Tree
-from workers.tools.base import ToolError
 from workers.tools.git_paths import run_git
-from workers.tools.workspace import GAFFER_DIR, own_dir
 
-WORKTREES_DIR = f"{GAFFER_DIR}/worktrees"
 # git must run nothing of the repository's while it makes or removes a copy.
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 # git's records of worktrees (.git/worktrees/) are not safe to change from two places at
@@ -59,10 +59,10 @@ def make_worktree(store: Store, agent_id: str) -> Worktree:
     workspace = store.workspace
     try:
         base_id, base = store.snapshot()
-        parent = own_dir(workspace, GAFFER_DIR, "worktrees")
-    except (OSError, ToolError) as error:
+        parent = state.workspace_dir(workspace, state.WORKTREES)
+    except OSError as error:
         raise CannotIsolate(f"cannot snapshot the workspace for a copy: {error}") from error
-    path = parent / f"{os.getpid()}-{agent_id}"
+    path = parent / f"{owner_token()}-{agent_id}"
     remove_worktree(workspace, path)  # a copy by that name from a pid long reused
     try:
         if _has_commit(workspace):
@@ -99,16 +99,15 @@ def remove_worktree(workspace: Path, path: Path) -> None:
 
 
 def reap_worktrees(workspace: Path) -> list[str]:
-    """Remove the copies of runs that were killed (their pid is gone); their names."""
-    folder = workspace / WORKTREES_DIR
+    """Remove the copies of runs that were killed (their owner is proven gone); their names."""
     try:
-        names = sorted(os.listdir(folder)) if not os.path.islink(folder) else []
+        folder = state.workspace_dir(workspace, state.WORKTREES)
+        names = sorted(os.listdir(folder))
     except OSError:
         return []
     removed = []
     for name in names:
-        pid, _, _ = name.partition("-")
-        if not pid.isdigit() or process_alive(int(pid)):
+        if not owner_gone(name.partition("-")[0]):
             continue
         with contextlib.suppress(OSError):
             remove_worktree(workspace, folder / name)

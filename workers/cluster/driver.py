@@ -323,7 +323,7 @@ def _free_slots() -> dict[str, dict[str, float]]:
 
 
 def _tools_hash() -> str:
-    from workers.sandbox.docker import image_hash
+    from workers.sandbox.image import image_hash
 
     return image_hash()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -24,7 +25,9 @@ from typing import Any, TextIO
 from workers.events import Emitter
 from workers.extensions.plugins import schema_tool
 from workers.log_schema import McpCall
+from workers.state import open_append
 from workers.tools.base import Tool, ToolError
+from workers.tools.workspace import MCP_CONFIG
 from workers.trust import Source
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -43,6 +46,9 @@ class ServerConfig:
     read_only: bool | None = None
     """gaffer's override of the tools' readOnlyHint: True or False for every tool."""
     timeout: float = DEFAULT_CALL_TIMEOUT_S
+    cwd: Path | None = None
+    """Where a stdio server runs: for a workspace's `.mcp.json`, the workspace's top, where
+    the files on its command line were hashed when it was trusted."""
 
 
 def read_configs(sources: Iterable[Source], warn: Callable[[str], None]) -> list[ServerConfig]:
@@ -60,13 +66,13 @@ def read_configs(sources: Iterable[Source], warn: Callable[[str], None]) -> list
             continue
         for name, entry in entries.items():
             try:
-                servers[name] = _server(name, entry)
+                servers[name] = _server(name, entry, source.path)
             except (TypeError, ValueError) as error:
                 warn(f"MCP server {name!r} in {path} skipped: {error}")
     return list(servers.values())
 
 
-def _server(name: str, entry: Any) -> ServerConfig:
+def _server(name: str, entry: Any, config_file: Path | None) -> ServerConfig:
     if not isinstance(entry, dict):
         raise ValueError("its entry must be an object")
     if bool(entry.get("command")) == bool(entry.get("url")):
@@ -80,6 +86,8 @@ def _server(name: str, entry: Any) -> ServerConfig:
         url=entry.get("url"),
         read_only=read_only if isinstance(read_only, bool) else None,
         timeout=float(entry.get("timeout", DEFAULT_CALL_TIMEOUT_S)),
+        # A workspace's server runs at the workspace's top; the user's own where gaffer runs.
+        cwd=config_file.parent if config_file and config_file.name == MCP_CONFIG else None,
     )
 
 
@@ -144,10 +152,13 @@ class McpHub:
             async with contextlib.AsyncExitStack() as stack:
                 if config.command:
                     self.log_dir.mkdir(parents=True, exist_ok=True)
-                    errlog = self._errlog(config).open("a")
+                    errlog = os.fdopen(open_append(self.log_dir, self._errlog(config).name), "a")
                     self._stderr.append(errlog)
                     params = StdioServerParameters(
-                        command=config.command, args=config.args, env=config.env or None
+                        command=config.command,
+                        args=config.args,
+                        env=config.env or None,
+                        cwd=config.cwd,
                     )
                     read, write = await stack.enter_async_context(
                         stdio_client(params, errlog=errlog)

@@ -15,12 +15,11 @@ just sent; anything else ends the worker with a clear error.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -31,14 +30,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from workers import state
 from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard
 from workers.sandbox.frames import FrameReader
 from workers.sandbox.guard import Quarantined, Survey
+from workers.sandbox.image import image_hash
 from workers.sandbox.options import DockerOptions
-from workers.tools.base import Args, Tool, ToolError, ToolResult
-from workers.tools.workspace import GAFFER_DIR, own_dir
+from workers.tools import outputs
+from workers.tools.base import Args, Tool, ToolResult
 
 WORKSPACE = "/workspace"
 HOME = "/home/gaffer"
@@ -64,44 +65,6 @@ SERVER_COMMAND = [
 ]
 
 
-def image_hash() -> str:
-    """A digest of what the image runs: the tool server, every module of gaffer's it
-    imports (followed through the source, not listed by hand), and the Dockerfile. An
-    image built from anything else is stale."""
-    workers = Path(__file__).resolve().parent.parent
-    files = sorted(_imported_by("workers.sandbox.tool_server", workers))
-    dockerfile = workers.parent / "sandbox_image" / "Dockerfile"
-    digest = hashlib.sha256()
-    for path in [*files, *([dockerfile] if dockerfile.is_file() else [])]:
-        name = path.relative_to(workers.parent).as_posix()
-        digest.update(name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _imported_by(module: str, workers: Path) -> set[Path]:
-    """The files `import module` runs among workers/: its packages' __init__ files, the
-    module, and what they import, directly or through others (every import, those inside
-    functions too)."""
-    seen: set[Path] = set()
-    todo = [module]
-    while todo:
-        parts = todo.pop().split(".")
-        if parts[0] != "workers":
-            continue
-        for depth in range(1, len(parts) + 1):
-            folder = workers.joinpath(*parts[1:depth])
-            for path in (folder / "__init__.py", folder.with_suffix(".py")):
-                if path in seen or not path.is_file():
-                    continue
-                seen.add(path)
-                for node in ast.walk(ast.parse(path.read_bytes())):
-                    if isinstance(node, ast.Import):
-                        todo += [alias.name for alias in node.names]
-                    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                        todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-    return seen
-
-
 @dataclass(frozen=True)
 class ContainerSpec:
     """Everything that decides what the container can reach: printed by `sandbox doctor`."""
@@ -122,8 +85,11 @@ def container_spec(
     uid: int | None = None,
     protected: tuple[str, ...] = (),
     git_dir: Path | None = None,
+    output_dir: Path | None = None,
 ) -> ContainerSpec:
-    """The container for this workspace; `protected` paths (guard.survey) are read-only.
+    """The container for this workspace; `protected` paths (guard.survey) are read-only;
+    `output_dir`, a folder of this container's own outside the workspace, is where its
+    commands' long output is saved.
     `git_dir`: for an isolated editor's worktree, the repository it belongs to, read-only
     at its own path, where the worktree's `.git` file points (so git works inside)."""
     real = Path(os.path.realpath(workspace))
@@ -134,19 +100,12 @@ def container_spec(
             f"the workspace {real} is owned by root and workers never run as root; "
             "chown it to your user, or name a uid with --sandbox-uid"
         )
-    # Command output too long for the model is saved here, so it must stay writable.
-    try:
-        folders = [own_dir(real, GAFFER_DIR), own_dir(real, GAFFER_DIR, "shell")]
-    except ToolError as error:
-        raise SandboxUnavailable(str(error)) from error
     group = owner.st_gid if uid is None else uid
-    if os.geteuid() == 0:  # made by root for a user's workspace: hand it to that user
-        for folder in folders:
-            os.lchown(folder, user_id, group)
     mounts = [(str(real), WORKSPACE, False)]
-    for rel in dict.fromkeys((GAFFER_DIR, *protected)):
+    for rel in dict.fromkeys(protected):
         mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
-    mounts.append((str(folders[1]), f"{WORKSPACE}/{GAFFER_DIR}/shell", False))
+    if output_dir is not None:  # command output too long for the model is saved here
+        mounts.append((str(output_dir), str(outputs.CONTAINER_FOLDER), False))
     if git_dir is not None:
         mounts.append((str(git_dir), str(git_dir), True))
     return ContainerSpec(
@@ -213,7 +172,8 @@ def docker_sandbox(
     docker_client = docker_client or client()
     check_image(docker_client, options.image, tools_hash)
     before = guard.survey(workspace)
-    spec = container_spec(workspace, options, uid, before.mounts, git_dir)
+    output_dir = _output_folder(workspace, f"{run_id}-{agent_id}", uid)
+    spec = container_spec(workspace, options, uid, before.mounts, git_dir, output_dir)
     from docker.types import LogConfig, Mount
 
     container = docker_client.containers.create(
@@ -245,7 +205,7 @@ def docker_sandbox(
             "gaffer.host": socket.gethostname(),
         },
     )
-    sandbox = DockerSandbox(container, before)
+    sandbox = DockerSandbox(container, before, output_dir)
     try:
         container.start()
         sandbox.connect(docker_client, spec.user)
@@ -253,10 +213,26 @@ def docker_sandbox(
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+        shutil.rmtree(output_dir, ignore_errors=True)
         try:
             sandbox.quarantined = guard.sweep(workspace, before, f"{run_id}-{agent_id}")
         except OSError as error:
             raise SandboxFault(f"cannot move aside what the container planted: {error}") from error
+
+
+def _output_folder(workspace: Path, label: str, uid: int | None) -> Path:
+    """A folder of this container's own in the workspace's state folder, for saved output:
+    writable by the container's user, reachable by nobody else (its parents are 0700)."""
+    try:
+        folder = state.workspace_dir(workspace, state.OUTPUT, label)
+    except OSError as error:
+        raise SandboxUnavailable(f"cannot make a folder for command output: {error}") from error
+    owner = os.stat(os.path.realpath(workspace))
+    if os.geteuid() == 0:
+        os.chown(folder, owner.st_uid if uid is None else uid, owner.st_gid if uid is None else uid)
+    elif (owner.st_uid if uid is None else uid) != os.geteuid():
+        os.chmod(folder, 0o777)
+    return folder
 
 
 class _Reply(BaseModel):
@@ -274,8 +250,10 @@ class _Reply(BaseModel):
 class DockerSandbox:
     name = "docker"
 
-    def __init__(self, container: Any, survey: Survey) -> None:
+    def __init__(self, container: Any, survey: Survey, output_dir: Path | None = None) -> None:
         self.container = container
+        self.output_dir = output_dir
+        """Where the container's saved outputs are on the host (outputs.CONTAINER_FOLDER)."""
         self.container_id: str | None = container.short_id
         self.survey = survey
         self.quarantined: list[Quarantined] = []
@@ -354,11 +332,18 @@ class DockerSandbox:
                 f"the tool server in container {self.container_id} sent facts gaffer never "
                 f"writes ({error}); the worker is stopped"
             ) from error
+        saved = facts.output_file
+        name = outputs.saved_name(outputs.CONTAINER_FOLDER, saved) if saved else None
         return ToolResult(
             output=reply.output,
             summary=reply.summary,
             is_error=reply.is_error,
-            facts=dataclasses.replace(facts, container=self.container_id),
+            facts=dataclasses.replace(
+                facts,
+                container=self.container_id,
+                # Where the host finds it; a name the tool server never writes is dropped.
+                output_file=str(self.output_dir / name) if name and self.output_dir else None,
+            ),
         )
 
     def _check(self, line: str, expected: int) -> _Reply:

@@ -10,8 +10,8 @@ write inside the container would otherwise change the cache for every project.
 A container can still create such a thing where none existed (`git init` and a
 `core.fsmonitor` in a folder without a repository), or rename a folder above a mount
 point and plant a new one under the old name. After it is removed, `sweep` moves every
-such path that is new or not the same file as before into `.gaffer/quarantine/`, kept
-rather than deleted, and says so.
+such path that is new or not the same file as before out of the workspace, into its
+state folder's `quarantine/` (workers/state.py), kept rather than deleted, and says so.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers import state
 from workers.sandbox import SandboxUnavailable
-from workers.tools.base import ToolError
 from workers.tools.git_paths import is_git_dir_name, looks_like_git_dir
-from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside, own_dir
+from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
 
 # Each protected path is one bind mount; a workspace with more nested repositories than
 # this is refused rather than half protected.
 MAX_PROTECTED = 256
-QUARANTINE_DIR = "quarantine"
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,8 @@ class Survey:
     """(device, inode) of each protected path: one replaced or moved (a container can
     rename a folder above a mount point) is found even where the name is the same."""
     watched: tuple[str, ...]
-    """Paths that must not appear: git's hooks folders and config files, `.mcp.json`."""
+    """Paths that must not appear or change: git's hooks folders and config files,
+    `.mcp.json`, `.gaffer`."""
     unshared: tuple[str, ...]
     """Files that were hard-linked outside the workspace and now have their own copy
     (or, for a survey that only looks, would get one)."""
@@ -56,14 +56,14 @@ class Quarantined:
     path: str
     """Where it was planted, relative to the workspace."""
     moved_to: str
-    """Where it is now, relative to the workspace."""
+    """Where it is now: a folder in the workspace's state folder, outside the workspace."""
 
 
 def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     """The paths to protect; with `unshare`, files linked out get their own copies first."""
     root = os.path.realpath(workspace)
-    watched = (MCP_CONFIG, *host_controlled(workspace))
-    protected = [GAFFER_DIR, *(p for p in watched if os.path.lexists(os.path.join(root, p)))]
+    watched = (MCP_CONFIG, GAFFER_DIR, *host_controlled(workspace))
+    protected = [p for p in watched if os.path.lexists(os.path.join(root, p))]
     linked: dict[tuple[int, int], list[str]] = {}
     for rel, entries in _folders(root):
         protected += _repositories(rel, entries)
@@ -123,9 +123,16 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
     ]
     if not planted:
         return []
+    return quarantine(workspace, planted, label)
+
+
+def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quarantined]:
+    """Move each planted path (workspace-relative) out of the workspace, into the state
+    folder's quarantine, links as links; kept, never run."""
+    root = os.path.realpath(workspace)
     try:
-        aside = own_dir(workspace, GAFFER_DIR, QUARANTINE_DIR, label)
-    except ToolError as error:
+        aside = state.workspace_dir(workspace, state.QUARANTINE, label)
+    except OSError as error:
         raise SandboxUnavailable(f"cannot move planted files aside: {error}") from error
     moved = []
     for rel in planted:
@@ -133,8 +140,8 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
             continue  # inside something already moved aside
         target = aside / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(os.path.join(root, rel), target)
-        moved.append(Quarantined(rel, os.path.relpath(target, root)))
+        shutil.move(os.path.join(root, rel), target)  # renamed, or copied links-as-links
+        moved.append(Quarantined(rel, str(target)))
     return moved
 
 

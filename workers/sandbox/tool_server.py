@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from workers.tools import BUILTIN_TOOLS
+from workers.tools import BUILTIN_TOOLS, outputs
 from workers.tools.base import ToolContext, error_result, run_checked
 
 
@@ -51,6 +51,7 @@ def handle(request: dict[str, Any], workspace: Path, cancel: threading.Event) ->
         deadline=time.monotonic() + float(seconds) if seconds is not None else None,
         cancelled=cancel.is_set,
         max_output_chars=cap if isinstance(cap := request.get("max_output_chars"), int) else None,
+        output_dir=outputs.CONTAINER_FOLDER,
     )
     arguments = request.get("args")
     result = run_checked(tool, context, arguments if isinstance(arguments, dict) else {})

@@ -74,6 +74,10 @@ class ToolContext:
     """The most a result may hold for this agent's model (`result_chars`); each tool
     keeps the most useful part within it. None: each tool's own maximum."""
 
+    output_dir: Path | None = None
+    """Where a command's whole output is saved when too long to show (in a container, a
+    folder of its own); None: the workspace's state folder (workers/tools/outputs.py)."""
+
     def output_cap(self, own_max: int) -> int:
         return own_max if self.max_output_chars is None else min(own_max, self.max_output_chars)
 

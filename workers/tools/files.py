@@ -11,6 +11,7 @@ from typing import BinaryIO
 from pydantic import Field
 
 from workers.facts import Facts
+from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, first_line
 from workers.tools.workspace import (
@@ -73,6 +74,11 @@ class ReadFileArgs(Args):
 
 
 def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
+    where = outputs.folder(ctx) if os.path.isabs(args.path.strip()) else None
+    if where is not None and (name := outputs.saved_name(where, args.path)) is not None:
+        fd = outputs.open_saved(where, name)  # a command's saved output, outside the workspace
+        with os.fdopen(fd, "rb") as f:
+            return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
     real = _existing_file(ctx, args.path)
     with open_confined(ctx.workspace, real) as fd, os.fdopen(fd, "rb", closefd=False) as f:
         return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)

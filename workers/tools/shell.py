@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import signal
 import subprocess
 import time
@@ -16,10 +15,9 @@ from typing import BinaryIO
 from pydantic import Field
 
 from workers.facts import Facts
-from workers.tools import shell_policy
+from workers.tools import outputs, shell_policy
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.git_paths import git_env
-from workers.tools.workspace import GAFFER_DIR, own_dir
 
 DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 600
@@ -62,7 +60,7 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     if ctx.deadline is not None:
         timeout = max(1.0, min(timeout, ctx.deadline - time.monotonic()))
     shown = ctx.output_cap(MAX_OUTPUT_CHARS) - FOOTER_ROOM
-    return execute(ctx.workspace, command, timeout, ctx.cancelled, shown)
+    return execute(ctx.workspace, command, timeout, ctx.cancelled, shown, outputs.folder(ctx))
 
 
 def execute(
@@ -71,9 +69,10 @@ def execute(
     timeout: float,
     cancelled: Callable[[], bool] = lambda: False,
     shown_chars: int = MAX_OUTPUT_CHARS,
+    output_dir: Path | None = None,
 ) -> ToolResult:
     """Run `command` with bash in its own process group; the whole group dies at the end."""
-    out_path, fd = _new_output_file(own_dir(workspace, GAFFER_DIR, "shell"))
+    out_path, fd = outputs.new_file(output_dir or outputs.folder(ToolContext(workspace)))
     started = time.monotonic()
     killed_for = ""
     with os.fdopen(fd, "w+b") as out:
@@ -106,7 +105,7 @@ def execute(
             # Also reaps what the command left in the background: a tool call ends whole.
             _kill_group(proc)
         exit_code = proc.wait()
-        text, saved = _shown_output(workspace, out, out_path, shown_chars)
+        text, saved = _shown_output(out, out_path, shown_chars)
     elapsed = time.monotonic() - started
     status = f"killed: {killed_for}" if killed_for else _exit_status(exit_code)
     footer = f"[{status}; {elapsed:.1f}s]"
@@ -124,24 +123,6 @@ def execute(
     )
 
 
-def _new_output_file(folder: Path) -> tuple[Path, int]:
-    """A new file for a command's output, created here and never through an existing path:
-    .gaffer/shell is writable from a sandbox, and a link planted there must not redirect
-    a host command's output. The random part keeps planted names from blocking it."""
-    for _ in range(8):
-        path = folder / f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}.log"
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            return path, os.open(path, flags, 0o600)
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise ToolError(
-                f"cannot create an output file in {folder}: {error.strerror}"
-            ) from error
-    raise ToolError(f"cannot create an output file in {folder}: every name tried was taken")
-
-
 def _exit_status(code: int) -> str:
     if code >= 0:
         return f"exit code {code}"
@@ -155,9 +136,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _shown_output(
-    workspace: Path, out: BinaryIO, path: Path, shown_chars: int
-) -> tuple[str, str | None]:
+def _shown_output(out: BinaryIO, path: Path, shown_chars: int) -> tuple[str, str | None]:
     """The output as the model sees it, and the saved file's path when it was cut.
 
     Read back through the descriptor the command wrote to, not through its path.
@@ -169,7 +148,7 @@ def _shown_output(
         if len(text) <= shown_chars:
             path.unlink(missing_ok=True)
             return text, None
-    rel = os.path.relpath(path, os.path.realpath(workspace))
+    rel = str(path)
     # The tail is where tests and builds say what failed: it gets the larger part.
     room = max(0, shown_chars - 200)
     head_bytes, tail_bytes = room // 3, room - room // 3

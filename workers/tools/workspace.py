@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from workers import state
 from workers.tools import git_paths
 from workers.tools.base import ToolError
 
@@ -66,10 +67,11 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
 def host_controlled(workspace: Path) -> list[str]:
     """Workspace-relative paths, besides every .git, `.gaffer` and `.mcp.json`, that the
     host runs or obeys: git's hooks folders and config files, and the user's own gaffer
-    and git config when the workspace holds them (a workspace that is a home folder)."""
+    and git config and gaffer's state folder when the workspace holds them (a workspace
+    that is a home folder)."""
     root = os.path.realpath(workspace)
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    own = [config / "gaffer", config / "git", Path.home() / ".gitconfig"]
+    own = [config / "gaffer", config / "git", Path.home() / ".gitconfig", state.root_path()]
     paths = [p for p in git_paths.controlled(workspace) if not _in_git_dir(p)]
     for path in own:
         real = os.path.realpath(path)
@@ -220,49 +222,6 @@ def read_all(fd: int, limit: int) -> bytes:
 def descriptor_path(fd: int) -> str:
     """Where an open descriptor really points, whatever path opened it."""
     return os.readlink(f"/proc/self/fd/{fd}")
-
-
-def own_dir(workspace: Path, *parts: str) -> Path:
-    """A folder of gaffer's inside the workspace (`.gaffer/shell`), made when missing and
-    refused when any part of it is a symlink or not a folder: a repository may ship a
-    `.gaffer` that links elsewhere, and gaffer would then write, or chown, out there."""
-    folder = Path(os.path.realpath(workspace))
-    for part in parts:
-        folder = folder / part
-        if not os.path.lexists(folder):
-            with contextlib.suppress(FileExistsError):
-                folder.mkdir()
-        info = os.lstat(folder)
-        if not stat.S_ISDIR(info.st_mode):
-            raise ToolError(
-                f"{folder} is a symlink or a file, not a folder; gaffer will not write through "
-                "it (remove it, and gaffer makes a real folder)"
-            )
-        if part == GAFFER_DIR and folder.parent == Path(os.path.realpath(workspace)):
-            _keep_out_of_git(folder)
-    return folder
-
-
-GAFFER_GITIGNORE = """\
-# Written by gaffer: its run logs (they hold file contents), snapshots and command
-# output stay out of git. Profiles, tools, skills and config.toml here can be committed.
-logs/
-changes/
-shell/
-quarantine/
-worktrees/
-"""
-
-
-def _keep_out_of_git(folder: Path) -> None:
-    """`.gaffer/.gitignore`, written once: never committing a log by accident."""
-    ignore = folder / ".gitignore"
-    if os.path.lexists(ignore):
-        return  # the user's own, or ours from before
-    with contextlib.suppress(OSError):
-        fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as file:
-            file.write(GAFFER_GITIGNORE)
 
 
 def relative(workspace: Path, path: Path) -> str:

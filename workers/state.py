@@ -1,0 +1,157 @@
+"""gaffer's own state, kept outside every workspace: run logs with their pages and diffs,
+the change store, isolated editors' copies, saved command output and what a container
+planted. A repository controls everything inside the workspace, links included, so
+nothing gaffer writes and later trusts may live there (a workspace's `.gaffer/` is input
+only: config, profiles, tools and skills, read when trusted, never written).
+
+The state folder is `$XDG_STATE_HOME/gaffer/` (default `~/.local/state/gaffer/`), one
+folder per workspace under `workspaces/`, named by the workspace's real path. Every
+folder on the way is made by gaffer with mode 0700, must be a real folder (never a link)
+owned by the user gaffer runs as, and is refused otherwise with one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import stat
+from pathlib import Path
+
+STATE_VAR = "XDG_STATE_HOME"
+# Folder names in a workspace's state: one place names them all.
+LOGS, CHANGES, WORKTREES, OUTPUT, QUARANTINE = (
+    "logs",
+    "changes",
+    "worktrees",
+    "output",
+    "quarantine",
+)
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Enough of the path's digest that two workspaces never share a folder; the readable
+# part before it is the workspace's own name, cut short.
+DIGEST_CHARS = 16
+NAME_CHARS = 40
+
+
+class UnsafeState(OSError):
+    """A state folder that is a link, not a folder, or someone else's; one line."""
+
+
+def root() -> Path:
+    """`$XDG_STATE_HOME/gaffer`, made and checked (a relative XDG_STATE_HOME is ignored,
+    as the XDG spec says)."""
+    return _checked(_base() / "gaffer")
+
+
+def root_path() -> Path:
+    """Where `root` is, without making or checking anything (to protect it from writes)."""
+    return _base() / "gaffer"
+
+
+def _base() -> Path:
+    given = os.environ.get(STATE_VAR, "")
+    if given and os.path.isabs(given):
+        return Path(given)
+    return Path.home() / ".local" / "state"
+
+
+def workspace_dir(workspace: Path, *parts: str) -> Path:
+    """The state folder of one workspace (by its real path), or a folder inside it; made
+    and checked on the way."""
+    real = os.path.realpath(workspace)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:DIGEST_CHARS]
+    name = _UNSAFE_NAME.sub("_", os.path.basename(real))[:NAME_CHARS].strip("._") or "root"
+    folder = folder_in(root(), "workspaces", f"{name}-{digest}")
+    _note_workspace(folder, real)
+    return folder_in(folder, *parts)
+
+
+def folder_in(base: Path, *parts: str) -> Path:
+    """`base/parts…`, each part made (0700) when missing and checked: a real folder of
+    this user's, never a link. `base` must be checked already."""
+    folder = base
+    for part in parts:
+        if not part or "/" in part or part in (".", ".."):
+            raise UnsafeState(f"not a folder name: {part!r}")
+        folder = _checked(folder / part)
+    return folder
+
+
+def _checked(folder: Path) -> Path:
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700, parents=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeState(
+            f"{folder} is a link or a file, not a folder; gaffer keeps its state only in "
+            "folders it made (remove it, and gaffer makes one)"
+        )
+    if info.st_uid != os.geteuid():
+        raise UnsafeState(
+            f"{folder} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}); "
+            f"gaffer keeps its state only in your own folders (set {STATE_VAR} elsewhere)"
+        )
+    if info.st_mode & 0o077:
+        os.chmod(folder, 0o700)  # ours: nobody else reads run logs or file contents
+    return folder
+
+
+def _note_workspace(folder: Path, real: str) -> None:
+    """A `workspace` file naming the real path, for a person looking in the folder."""
+    with contextlib.suppress(FileExistsError, OSError):
+        fd = os.open(
+            folder / "workspace", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+        )
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as file:
+            file.write(real + "\n")
+
+
+def create_file(folder: Path, name: str, mode: int = 0o600) -> int:
+    """A new file in a checked folder, opened for writing; never through an existing path
+    (a link or a file already there is refused: FileExistsError)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(folder / name, flags, mode)
+
+
+def write_file(folder: Path, name: str, data: bytes) -> Path:
+    """Write `folder/name` whole: a new file moved over the old one, so a link or another
+    file planted by that name is replaced, never written through."""
+    path = folder / name
+    temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}"
+    fd = create_file(folder, temp)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(folder / temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(folder / temp)
+        raise
+    return path
+
+
+def open_append(folder: Path, name: str) -> int:
+    """`folder/name` opened to append, made when missing; never through a link."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(folder / name, flags, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeState(f"{folder / name} is not a regular file; gaffer will not write to it")
+    return fd
+
+
+def legacy_logs(workspace: Path) -> int:
+    """How many run logs an older gaffer left in `<workspace>/.gaffer/logs` (counted
+    without following links; never read: a repository can ship such files)."""
+    folder = os.path.join(os.path.realpath(workspace), ".gaffer", "logs")
+    try:
+        if any(stat.S_ISLNK(os.lstat(p).st_mode) for p in (os.path.dirname(folder), folder)):
+            return 0
+        with os.scandir(folder) as entries:
+            return sum(
+                1 for e in entries if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+            )
+    except OSError:
+        return 0
