@@ -34,7 +34,7 @@ def frame(payload: bytes, stream: int = 1) -> bytes:
 
 def sandbox() -> DockerSandbox:
     container = SimpleNamespace(short_id="c0ffee", id="c0ffee")
-    return DockerSandbox(container, Survey((), (), {}, (), ()))
+    return DockerSandbox(container, Survey((), (), {}, (), (), {}))
 
 
 def test_a_reply_longer_than_the_cap_ends_the_worker_without_growing() -> None:

@@ -52,7 +52,14 @@ READY_TIMEOUT_S = 30.0
 ANSWER_GRACE_S = 10.0
 # A call with no deadline still cannot hang the run forever.
 NO_DEADLINE_WAIT_S = 3600.0
-ENVIRONMENT = {"HOME": HOME, "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+# No compiled caches written by the container's own Python: one that appears in the
+# workspace was planted, and is taken out (host_runs.py).
+ENVIRONMENT = {
+    "HOME": HOME,
+    "LANG": "C.UTF-8",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 # Isolated mode (-I): neither /workspace nor any PYTHON* variable is on the server's
 # import path, so nothing the agent writes there can stand in for gaffer's own code.
 SERVER_COMMAND = [

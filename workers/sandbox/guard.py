@@ -7,6 +7,11 @@ it includes, `.mcp.json` and `.gaffer`. Files hard-linked to
 files outside the workspace (package caches link them in) get their own copies, since a
 write inside the container would otherwise change the cache for every project.
 
+What the host runs without being asked from anywhere in the workspace, git-ignored or
+not (host_runs.py: `*.pth`, `sitecustomize.py`, `*.pyc`, `node_modules/.bin`, a virtual
+environment's `bin`), is fingerprinted too: the command folders that exist are read-only,
+and any such file that is new or changed at the end is taken out like a planted `.git`.
+
 A container can still create such a thing where none existed (`git init` and a
 `core.fsmonitor` in a folder without a repository), or rename a folder above a mount
 point and plant a new one under the old name. After it is removed, `sweep` moves every
@@ -24,6 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers import state
+from workers.sandbox.host_runs import (
+    Fingerprint,
+    command_folders,
+    fingerprint,
+    runs_on_its_own,
+)
 from workers.sandbox import SandboxUnavailable
 from workers.tools.git_paths import is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
@@ -49,6 +60,8 @@ class Survey:
     unshared: tuple[str, ...]
     """Files that were hard-linked outside the workspace and now have their own copy
     (or, for a survey that only looks, would get one)."""
+    host_runs: dict[str, Fingerprint]
+    """Every file the host runs on its own (host_runs.py), as it was."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,11 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     watched = (MCP_CONFIG, GAFFER_DIR, *host_controlled(workspace))
     protected = [p for p in watched if os.path.lexists(os.path.join(root, p))]
     linked: dict[tuple[int, int], list[str]] = {}
+    commands: set[str] = set()
+    runs: dict[str, Fingerprint] = {}
     for rel, entries in _folders(root):
         protected += _repositories(rel, entries)
+        _note_host_runs(root, rel, entries, commands, runs)
         for entry in entries:
             if entry.is_file(follow_symlinks=False):
                 info = entry.stat(follow_symlinks=False)
@@ -79,6 +95,8 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
             mounts.append(rel)
         elif inside(target := os.path.realpath(full), root) and target != root:
             mounts.append(os.path.relpath(target, root))  # what the link stands for
+    # The command folders there are now stay as they are (a replaced `jest` is not lost).
+    mounts += [c for c in sorted(commands) if _shallow(c) and not os.path.islink(f"{root}/{c}")]
     if len(mounts) > MAX_PROTECTED:
         raise SandboxUnavailable(
             f"the workspace holds {len(mounts)} git folders and other paths the container "
@@ -107,12 +125,14 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
         identity={rel: _identity(os.path.join(root, rel)) for rel in protected},
         watched=watched,
         unshared=tuple(sorted(unshared)),
+        host_runs=runs,
     )
 
 
 def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
-    """Move aside every repository, hooks folder, git config or `.mcp.json` that appeared
-    or was replaced since `survey`."""
+    """Move aside every repository, hooks folder, git config, `.mcp.json` or `.gaffer`
+    that appeared or was replaced since `survey`, and every file the host runs on its own
+    that is new or changed."""
     root = os.path.realpath(workspace)
     found = [rel for rel, entries in _folders(root) for rel in _repositories(rel, entries)]
     found += [rel for rel in before.watched if os.path.lexists(os.path.join(root, rel))]
@@ -121,6 +141,7 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
         for rel in dict.fromkeys(found)
         if before.identity.get(rel) != _identity(os.path.join(root, rel))
     ]
+    planted += [rel for rel, now in _host_runs(root).items() if before.host_runs.get(rel) != now]
     if not planted:
         return []
     return quarantine(workspace, planted, label)
@@ -143,6 +164,38 @@ def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quaranti
         shutil.move(os.path.join(root, rel), target)  # renamed, or copied links-as-links
         moved.append(Quarantined(rel, str(target)))
     return moved
+
+
+def _host_runs(root: str) -> dict[str, Fingerprint]:
+    """Every file under root the host runs on its own, with its fingerprint."""
+    commands: set[str] = set()
+    found: dict[str, Fingerprint] = {}
+    for rel, entries in _folders(root):
+        _note_host_runs(root, rel, entries, commands, found)
+    return found
+
+
+def _note_host_runs(
+    root: str,
+    rel: str,
+    entries: list[os.DirEntry[str]],
+    commands: set[str],
+    found: dict[str, Fingerprint],
+) -> None:
+    """Add one folder's command folders and host-run files (a folder is walked before
+    what is in it, so `commands` already holds those above)."""
+    commands.update(command_folders(rel, {e.name for e in entries}))
+    for entry in entries:
+        child = _join(rel, entry.name)
+        if not entry.is_dir(follow_symlinks=False) and runs_on_its_own(child, commands):
+            if (seen := fingerprint(os.path.join(root, child))) is not None:
+                found[child] = seen
+
+
+def _shallow(folder: str) -> bool:
+    """A command folder of the project's own, not of a package inside node_modules: one
+    read-only mount each, and a project has few."""
+    return folder.split("/").count("node_modules") <= 1
 
 
 def _repositories(folder: str, entries: list[os.DirEntry[str]]) -> list[str]:

@@ -1,0 +1,98 @@
+"""What the host runs without being asked, planted by a sandboxed worker in places git
+ignores (workers/sandbox/host_runs.py): each attack played through the real CLI and a
+real container, then followed by what the user runs next on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docker_support import require_docker, user_workspace
+from tests.fake_openai import Reply
+from tests.helpers import gaffer_replying, shell_reply
+
+PLANT_PYC = """python3 - <<'EOF'
+import importlib.util, marshal, os, struct
+st = os.stat('app.py')
+code = compile("open('PWNED-pyc', 'w').write('x')\\n", 'app.py', 'exec')
+os.makedirs('__pycache__', exist_ok=True)
+header = importlib.util.MAGIC_NUMBER + struct.pack('<III', 0, int(st.st_mtime), st.st_size)
+with open('__pycache__/app.cpython-311.pyc', 'wb') as f:
+    f.write(header + marshal.dumps(code))
+EOF"""
+SITE = ".venv/lib/python3.11/site-packages"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    require_docker()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text("GREETING = 'hi'\n")
+    (ws / ".gitignore").write_text(".venv/\n__pycache__/\nnode_modules/\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(ws / ".venv")], check=True)
+    (ws / SITE).mkdir(parents=True, exist_ok=True)
+    bin_folder = ws / "node_modules" / ".bin"
+    bin_folder.mkdir(parents=True)
+    (bin_folder / "jest").write_text("#!/bin/sh\necho the real jest\n")
+    (bin_folder / "jest").chmod(0o755)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    return user_workspace(ws)
+
+
+def records(ws: Path) -> list[dict[str, object]]:
+    [log] = sorted((ws.parent / "logs").glob("*.jsonl"))
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_start_up_code_planted_in_ignored_folders_never_runs_on_the_host(ws: Path) -> None:
+    commands = [
+        f"echo \"import os; open('{ws}/PWNED-pth', 'w')\" > {SITE}/evil.pth",
+        f"echo \"open('{ws}/PWNED-site', 'w')\" > {SITE}/sitecustomize.py",
+        PLANT_PYC,
+        "printf '#!/bin/sh\\ntouch PWNED-jest\\n' > node_modules/.bin/jest; echo tried",
+        "mkdir -p sub/node_modules/.bin && ln -s ../../../evil sub/node_modules/.bin/tsc",
+    ]
+    replies = [*(shell_reply(c) for c in commands), Reply(text="done")]
+    done, _ = gaffer_replying(ws, "run", "--profile", "coder", "--no-verify", "go", replies=replies)
+    assert done.returncode == 0, done.stderr
+    moved = {r["path"] for r in records(ws) if r.get("action") == "quarantined"}
+    assert moved == {
+        f"{SITE}/evil.pth",
+        f"{SITE}/sitecustomize.py",
+        "__pycache__/app.cpython-311.pyc",
+        "sub/node_modules/.bin/tsc",
+    }
+    assert "moved it aside" in done.stderr
+    # What the user runs next, on the host.
+    subprocess.run([str(ws / ".venv" / "bin" / "python"), "-c", "pass"], cwd=ws, check=True)
+    subprocess.run([sys.executable, "-c", "import app"], cwd=ws, check=True)
+    jest = subprocess.run([str(ws / "node_modules/.bin/jest")], capture_output=True, text=True)
+    assert jest.stdout == "the real jest\n", "the command folder was read-only inside"
+    assert not [p.name for p in ws.iterdir() if p.name.startswith("PWNED")]
+    status = subprocess.run(
+        ["git", "-c", "safe.directory=*", "status", "--porcelain"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "__pycache__" not in status.stdout
+
+
+def test_a_compiled_cache_the_host_wrote_itself_stays(ws: Path) -> None:
+    subprocess.run([sys.executable, "-m", "py_compile", "app.py"], cwd=ws, check=True)
+    [cached] = (ws / "__pycache__").iterdir()
+    before = cached.read_bytes()
+    replies = [shell_reply("python3 -c 'import app' && ls __pycache__"), Reply(text="done")]
+    done, _ = gaffer_replying(ws, "run", "--profile", "coder", "--no-verify", "go", replies=replies)
+    assert done.returncode == 0, done.stderr
+    assert cached.read_bytes() == before
+    assert not [r for r in records(ws) if r.get("action") == "quarantined"]
+    assert "moved it aside" not in done.stderr
+    assert os.path.exists(cached)
