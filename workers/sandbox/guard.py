@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers import state
+from workers.sandbox import SandboxUnavailable
 from workers.sandbox.host_runs import (
     Fingerprint,
     command_folders,
     fingerprint,
     runs_on_its_own,
 )
-from workers.sandbox import SandboxUnavailable
 from workers.tools.git_paths import is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
 
@@ -187,9 +187,10 @@ def _note_host_runs(
     commands.update(command_folders(rel, {e.name for e in entries}))
     for entry in entries:
         child = _join(rel, entry.name)
-        if not entry.is_dir(follow_symlinks=False) and runs_on_its_own(child, commands):
-            if (seen := fingerprint(os.path.join(root, child))) is not None:
-                found[child] = seen
+        if entry.is_dir(follow_symlinks=False) or not runs_on_its_own(child, commands):
+            continue
+        if (seen := fingerprint(os.path.join(root, child))) is not None:
+            found[child] = seen
 
 
 def _shallow(folder: str) -> bool:
