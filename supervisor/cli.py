@@ -20,6 +20,7 @@ import click
 from supervisor import cluster_commands, history, settings, timeline_commands
 from supervisor.exits import EXIT_USAGE, fail, log_dir_here
 from supervisor.local import commands as local_commands
+from supervisor.terminal import echo
 from workers.tools.git_paths import workspace_for
 
 # workers.trust.TRUST_ENV, written out: importing workers.trust would load every tool.
@@ -64,7 +65,7 @@ def _reap_leftovers_meanwhile() -> None:
         from workers.sandbox.leftovers import remove_leftovers_if_reachable
 
         if removed := remove_leftovers_if_reachable():
-            click.echo(
+            echo(
                 f"gaffer: removed {len(removed)} container(s) left by runs that were killed: "
                 + ", ".join(removed),
                 err=True,
@@ -234,9 +235,8 @@ def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
 @main.command(name="profiles")
 def list_profiles() -> None:
     """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
-    from rich.console import Console
-
     from supervisor import trust as trust_view
+    from supervisor.terminal import console as safe_console
     from supervisor.view import profiles_table
     from workers.profiles import ProfileError, load_profiles, search_path
     from workers.tools import BUILTIN_TOOLS
@@ -247,16 +247,15 @@ def list_profiles() -> None:
         profiles = load_profiles(search_path(), BUILTIN_TOOLS, workspace_trust.sources("profile"))
     except ProfileError as error:
         fail(str(error))
-    Console(highlight=False, soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
+    safe_console(soft_wrap=True).print(profiles_table(profiles, BUILTIN_TOOLS))
     trust_view.print_skipped(workspace_trust, ("profile",))
 
 
 @main.command(name="tools")
 def list_tools() -> None:
     """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
-    from rich.console import Console
-
     from supervisor import trust as trust_view
+    from supervisor.terminal import console as safe_console
     from supervisor.view import TerminalView, tools_table
     from workers.events import Emitter
     from workers.extensions import load_extensions
@@ -286,7 +285,7 @@ def list_tools() -> None:
         listed: dict[str, Tool[Any]] = dict(tools)
         if extensions.skills and (use_skill := extensions.use_skill()) is not None:
             listed["use_skill"] = use_skill
-        Console(highlight=False, soft_wrap=True).print(tools_table(listed, grants))
+        safe_console(soft_wrap=True).print(tools_table(listed, grants))
     except ProfileError as error:
         fail(str(error))
     finally:
@@ -339,16 +338,15 @@ def doctor(profile_name: str, sandbox_uid: int | None) -> None:
 )
 def logs(run_ref: str | None, log_dir: Path | None) -> None:
     """List runs, or show RUN (an id, a prefix of one, `last`, or a .jsonl path) step by step."""
-    from rich.console import Console
-
     from supervisor import runlog
+    from supervisor.terminal import console as safe_console
 
     directory = log_dir_here(log_dir)
-    console = Console(highlight=False, soft_wrap=True)
+    console = safe_console(soft_wrap=True)
     if run_ref is None:
         runs = runlog.list_runs(directory) if directory.is_dir() else []
         if not runs:
-            click.echo(f"no runs in {directory}")
+            echo(f"no runs in {directory}")
             return
         for run_summary in runs:
             task = run_summary.task if len(run_summary.task) <= 60 else run_summary.task[:59] + "…"
@@ -374,9 +372,8 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
 )
 def stats(run_ref: str, log_dir: Path | None) -> None:
     """Tokens, time and tool calls of RUN (default: the last one)."""
-    from rich.console import Console
-
     from supervisor import runlog
+    from supervisor.terminal import console as safe_console
 
     try:
         path = runlog.find_run(log_dir_here(log_dir), run_ref)
@@ -384,7 +381,7 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
     # Piped, a table is as wide as it needs: a script reads whole cells, never "superv…".
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    console = safe_console(width=None if sys.stdout.isatty() else 200)
     console.print(f"run {path.stem}", markup=False)
     for table in runlog.stats(records):
         console.print(table)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from supervisor.exits import fail
+from supervisor.terminal import echo
 from workers.cluster.driver import Cluster
 from workers.sandbox import SandboxFault, SandboxUnavailable
 from workers.sandbox.options import DockerOptions
@@ -34,9 +35,9 @@ def status(address: str | None) -> None:
         rows = joined.status(DockerOptions().image)
     except (SandboxUnavailable, SandboxFault) as error:
         fail(str(error))
-    click.echo(f"{'node':<22} {'state':<6} {'readers':>9} {'sandboxes':>10}  image")
+    echo(f"{'node':<22} {'state':<6} {'readers':>9} {'sandboxes':>10}  image")
     for row in rows:
-        click.echo(
+        echo(
             f"{row.node:<22} {'alive' if row.alive else 'dead':<6} "
             f"{row.readers[0]:>4}/{row.readers[1]:<4} {row.sandboxes[0]:>5}/{row.sandboxes[1]:<4}  "
             f"{row.image}"

@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from supervisor import trust as trust_view
+from supervisor.terminal import echo
 from workers import state, trust
 from workers.events import Emitter
 from workers.extensions import load_extensions
@@ -368,22 +367,22 @@ def check_here(workspace: Path, profile_name: str, sandbox_uid: int | None) -> i
         return _refused(f"{profile_name!r} is not a docker profile; try --profile coder")
     try:
         removed = remove_leftovers(client())
-        click.echo(
+        echo(
             "leftover containers of killed runs: "
             + (f"removed {', '.join(removed)}" if removed else "none")
         )
         protected = guard.survey(workspace, unshare=False).mounts
         spec = container_spec(workspace, profile.docker, sandbox_uid, protected)
         for line in describe(spec, workspace_trust):
-            click.echo(line)
+            echo(line)
         probes = run_probes(workspace, profile.docker, sandbox_uid)
     except SandboxUnavailable as error:
         return _refused(str(error))
     for probe in probes:
-        click.echo(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
+        echo(f"{'PASS' if probe.ok else 'FAIL'}  {probe.name} ({probe.detail})")
     return 0 if all(p.ok for p in probes) else 1
 
 
 def _refused(message: str) -> int:
-    click.echo(f"gaffer: {message}", err=True)
+    echo(f"gaffer: {message}", err=True)
     return 1

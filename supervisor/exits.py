@@ -10,8 +10,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-import click
-
+from supervisor.terminal import echo
 from workers.tools.git_paths import workspace_for
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -39,7 +38,7 @@ def end_on_sigterm() -> None:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """The command ends with one line on stderr and its exit code."""
-    click.echo(f"gaffer: {message}", err=True)
+    echo(f"gaffer: {message}", err=True)
     sys.exit(code)
 
 
@@ -69,7 +68,7 @@ def say_legacy_logs(workspace: Path, log_dir: Path | None) -> None:
     count = state.legacy_logs(workspace) if log_dir is None else 0
     if count:
         old = workspace / ".gaffer" / "logs"
-        click.echo(
+        echo(
             f"gaffer: {old} holds {count} run log(s) from an older gaffer; they are not read "
             "(a repository can ship such files). If they are your own runs, move them: "
             f"mv {shlex.quote(str(old))}/* {shlex.quote(str(state.workspace_dir(workspace, state.LOGS)))}/",

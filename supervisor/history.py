@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from supervisor.exits import EXIT_ERROR, fail, log_dir_here
+from supervisor.terminal import echo
 from workers.tools.git_paths import workspace_for
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
 
     store, found = _load(run_ref, log_dir, agent)
     for unfinished in (f for f in found if not f.finished):
-        click.echo(
+        echo(
             f"gaffer: {unfinished.agent_id} never ended: shown is what changed since it started",
             err=True,
         )
@@ -204,11 +205,11 @@ def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     store, found = _load(run_ref, log_dir, agent)
     changes = _combined(found)
     if not changes:
-        click.echo("nothing to undo: no file was changed")
+        echo("nothing to undo: no file was changed")
         return
     try:
         undone = put_back(store, changes)
     except CannotUndo as error:
         fail(f"nothing undone: {error}", EXIT_ERROR)
     for label in undone:
-        click.echo(f"undone: {label}")
+        echo(f"undone: {label}")

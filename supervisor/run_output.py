@@ -16,8 +16,6 @@ import sys
 import threading
 from typing import Any, Literal, NoReturn
 
-import click
-
 from supervisor.exits import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -28,6 +26,7 @@ from supervisor.exits import (
     TERMINATED,
 )
 from supervisor.session import Session
+from supervisor.terminal import echo
 from workers.events import LOGGED_EVENTS, Record
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 
@@ -72,16 +71,16 @@ def finish(
     printable = answer is not None and not isinstance(outcome, Aborted | Failed)
     if output == "text":
         if printable and (rest := _not_yet_shown(str(answer), shown)):
-            click.echo(rest)
+            echo(rest)
     else:
         result = _result(session, outcome, answer, code, problem)
         if output == "stream-json":
             result = {"event": "result", **result}
-        click.echo(json.dumps(result, default=str))
+        echo(json.dumps(result, default=str))
     if problem:
-        click.echo(f"gaffer: {problem}", err=True)
+        echo(f"gaffer: {problem}", err=True)
     if not quiet:
-        click.echo(f"gaffer: {_summary(session, outcome)}", err=True)
+        echo(f"gaffer: {_summary(session, outcome)}", err=True)
     sys.exit(code)
 
 

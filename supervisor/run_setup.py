@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
 from rich.console import Console
 from rich.progress import Progress
 
@@ -29,6 +28,7 @@ from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
 from supervisor.session import RunPlan, Session, gaffer_version
+from supervisor.terminal import echo
 from supervisor.view import stderr_console
 from workers.cluster.driver import Cluster
 from workers.events import Subscriber
@@ -60,7 +60,7 @@ def set_up(
     workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
     flags.pop("yes", None)
     if flags.get("api_key"):
-        click.echo(
+        echo(
             "gaffer: warning: --api-key shows the key to every user of this machine (`ps`); "
             "set OPENAI_API_KEY, or api_key_file in ~/.config/gaffer/config.toml, instead",
             err=True,
@@ -91,7 +91,7 @@ def set_up(
                 "runs its bundled local model"
             )
         config = _with_local_model(config, stack)
-        click.echo(
+        echo(
             f"gaffer: no endpoint set: using the bundled local model {config.model} at "
             f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
             err=True,
@@ -188,7 +188,7 @@ def run_task(
         rebuilt = rebuild(records, Store(session.workspace))
         resumed, resumed_from = rebuilt.messages, path.stem
         for worker in rebuilt.interrupted_workers:
-            click.echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
+            echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
     result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
     finish(session, result.outcome, output, quiet, shown())
 
@@ -215,7 +215,7 @@ def chat(
         repl.loop(line_reader(history_path()))
     finally:
         session.close()
-    click.echo(f"log: {session.log.path}", err=True)
+    echo(f"log: {session.log.path}", err=True)
 
 
 def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:

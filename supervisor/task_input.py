@@ -8,9 +8,8 @@ import select
 import stat
 import sys
 
-import click
-
 from supervisor.exits import EXIT_USAGE, fail
+from supervisor.terminal import echo
 
 # How long a pipe may stay silent before gaffer takes it to carry nothing.
 STDIN_WAIT_S = 0.5
@@ -45,9 +44,7 @@ def _read_stdin(wait: float | None) -> str | None:
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return None
     if stat.S_ISFIFO(mode) and wait is not None and not select.select([sys.stdin], [], [], wait)[0]:
-        click.echo(
-            f"gaffer: stdin said nothing for {wait:g} s; it is not part of the task", err=True
-        )
+        echo(f"gaffer: stdin said nothing for {wait:g} s; it is not part of the task", err=True)
         return None
     data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     if len(data) > MAX_STDIN_BYTES:

@@ -12,6 +12,7 @@ import click
 
 from supervisor import runlog
 from supervisor.exits import fail, log_dir_here
+from supervisor.terminal import echo
 from supervisor.timeline import build
 from supervisor.timeline_page import render
 from workers import state
@@ -42,7 +43,7 @@ def view(run_ref: str, log_dir: Path | None, open_page: bool, serve: bool, port:
         fail(str(error))
     except OSError as error:
         fail(f"cannot write the page beside {run_ref}'s log: {error}")
-    click.echo(str(page))
+    echo(str(page))
     if open_page:
         webbrowser.open(page.resolve().as_uri())
     if serve:
@@ -65,7 +66,7 @@ def _serve(page: Path, port: int) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    click.echo(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
+    echo(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

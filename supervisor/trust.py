@@ -6,8 +6,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-import click
-
+from supervisor.terminal import confirm, echo
 from workers import trust
 from workers.events import Emitter
 from workers.log_schema import Boundary
@@ -97,36 +96,34 @@ def review_and_approve(workspace: Path, *, yes: bool, revoke: bool) -> None:
     store = TrustStore(trust.default_store())
     if revoke:
         found = store.revoke(workspace)
-        click.echo(
-            f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}"
-        )
+        echo(f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}")
         return
     workspace_trust = trust.evaluate(workspace)
     if not workspace_trust.items and not workspace_trust.refused:
-        click.echo(
+        echo(
             f"nothing in {workspace} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
         )
         return
-    click.echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
+    echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
     for line in review(workspace_trust):
-        click.echo(line)
+        echo(line)
     pending = [i for i in workspace_trust.items if i.state != "trusted"]
     if not pending:
-        click.echo("everything here is trusted as it is now")
+        echo("everything here is trusted as it is now")
         return
     if not yes:
         if not sys.stdin.isatty():
-            click.echo(
+            echo(
                 f"not trusted yet: run `gaffer trust --yes` to trust the {len(pending)} new or changed item(s)"
             )
             return
-        if not click.confirm(
+        if not confirm(
             f"trust the {len(pending)} new or changed item(s) as they are now?", default=False
         ):
-            click.echo("nothing trusted")
+            echo("nothing trusted")
             return
     store.approve(workspace, workspace_trust.items)
-    click.echo(
+    echo(
         f"trusted {len(workspace_trust.items)} item(s) of {workspace}; a change to any of them asks again"
     )
 
@@ -138,8 +135,8 @@ def print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> No
         return
     skipped = [i for i in items if not workspace_trust.allowed(i)]
     how = "for this run (--trust-workspace)" if workspace_trust.trust_all else "by `gaffer trust`"
-    click.echo(
+    echo(
         f"\nworkspace: {len(items) - len(skipped)} item(s) trusted {how}, {len(skipped)} not loaded"
     )
     for item in skipped:
-        click.echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
+        echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")

@@ -19,6 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from supervisor.terminal import console as safe_console
 from workers.events import Record
 from workers.profiles import Profile, is_parallel_safe
 from workers.tools.base import Tool
@@ -26,7 +27,7 @@ from workers.tools.base import Tool
 
 def stderr_console() -> Console:
     # rich drops colour by itself when stderr is not a TTY or NO_COLOR is set.
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return safe_console(stderr=True, soft_wrap=True)
 
 
 @dataclass

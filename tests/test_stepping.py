@@ -5,70 +5,12 @@ workers' calls asked about as one batch; and no terminal, no step mode."""
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import add_host_coder, cli_env, gaffer
+from tests.helpers import Terminal, add_host_coder, gaffer
 
 PROMPT = "run? [r]/s/s N…/e N/q:"
-
-
-class Terminal:
-    """`gaffer ARGS` with a pseudo-terminal for stdin and stderr; stdout piped apart."""
-
-    def __init__(self, workspace: Path, server: FakeOpenAI, *args: str) -> None:
-        master, slave = os.openpty()
-        self.master = master
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", *args],
-            cwd=workspace,
-            env={**cli_env(workspace, server, None), "COLUMNS": "200"},
-            stdin=slave,
-            stderr=slave,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        os.close(slave)
-        self.seen = ""
-
-    def wait_for(self, text: str, timeout: float = 60) -> str:
-        """Everything shown up to `text`'s next appearance."""
-        deadline = time.monotonic() + timeout
-        while text not in self.seen:
-            left = deadline - time.monotonic()
-            assert left > 0, f"never saw {text!r}; saw:\n{self.seen}"
-            ready, _, _ = select.select([self.master], [], [], left)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 4096).decode(errors="replace")
-                except OSError:
-                    chunk = ""
-                assert chunk or text in self.seen, f"the terminal closed; saw:\n{self.seen}"
-                self.seen += chunk
-        shown, _, self.seen = self.seen.partition(text)
-        return shown
-
-    def answer(self, line: str) -> None:
-        os.write(self.master, (line + "\n").encode())
-
-    def finish(self) -> tuple[int, str]:
-        """The exit code and stdout; what the terminal showed last is in `seen`."""
-        stdout, _ = self.process.communicate(timeout=60)
-        while select.select([self.master], [], [], 0.5)[0]:
-            try:
-                chunk = os.read(self.master, 4096)
-            except OSError:  # the other end closed: all is read
-                break
-            if not chunk:
-                break
-            self.seen += chunk.decode(errors="replace")
-        os.close(self.master)
-        return self.process.returncode, stdout
 
 
 def write(path: str, content: str) -> Reply:

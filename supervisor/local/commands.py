@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from supervisor.exits import fail
+from supervisor.terminal import echo
 
 
 @click.group()
@@ -23,7 +24,7 @@ def local_pull() -> None:
     except local_store.PullError as error:
         fail(str(error))
         return
-    click.echo(f"model ready: {path}")
+    echo(f"model ready: {path}")
 
 
 @local.command(name="start")
@@ -34,7 +35,7 @@ def local_start() -> None:
     from supervisor.run_setup import pull_with_progress
 
     if (found := local_server.running()) is not None:
-        click.echo(f"already running: {found.base_url} (pid {found.pid})")
+        echo(f"already running: {found.base_url} (pid {found.pid})")
         return
     try:
         if not local_store.is_pulled():
@@ -43,7 +44,7 @@ def local_start() -> None:
     except (local_store.PullError, local_server.LocalUnavailable) as error:
         fail(str(error))
         return
-    click.echo(
+    echo(
         f"serving {found.model} at {found.base_url} (pid {found.pid}); `gaffer local stop` ends it"
     )
 
@@ -53,7 +54,7 @@ def local_stop() -> None:
     """Stop the server `gaffer local start` left running."""
     from supervisor.local import server as local_server
 
-    click.echo("stopped" if local_server.stop_running() else "no local server was running")
+    echo("stopped" if local_server.stop_running() else "no local server was running")
 
 
 @local.command(name="status")
@@ -64,10 +65,10 @@ def local_status() -> None:
 
     model = local_store.QWEN_CODER_1_5B
     pulled = local_store.is_pulled()
-    click.echo(
+    echo(
         f"model   {model.name}: {'pulled, ' + str(local_store.model_path()) if pulled else 'not pulled (gaffer local pull)'}"
     )
     found = local_server.running()
-    click.echo(
+    echo(
         f"server  {'running at ' + found.base_url + f' (pid {found.pid})' if found else 'not running'}"
     )
