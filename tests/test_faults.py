@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
 from tests.helpers import gaffer, gaffer_replying, outcome_line, trust_workspace
+from workers.calls import MAX_CALLS_PER_REPLY
 
 
 def test_a_plugin_that_exits_at_import_is_skipped_and_the_run_goes_on(workspace: Path) -> None:
@@ -221,3 +222,23 @@ def test_a_disk_that_fills_mid_run_keeps_the_answer_and_says_so(workspace: Path)
     line = outcome_line(done.stderr)
     assert "the answer is above, but the run log stopped at" in line and "No space left" in line
     assert "Traceback" not in done.stderr
+
+
+def test_a_reply_of_five_thousand_calls_runs_the_first_few_and_answers_the_rest(
+    workspace: Path,
+) -> None:
+    calls = [("find_files", json.dumps({"pattern": f"f{n}*"})) for n in range(5000)]
+    started = time.monotonic()
+    done, server = gaffer_replying(
+        workspace,
+        *("run", "--no-verify", "--max-seconds", "60", "look"),
+        replies=[Reply(tool_calls=calls, chunk_size=4000), Reply(text="nothing there")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 50, "read and answered in linear time"
+    [log] = (workspace.parent / "logs").glob("*.jsonl")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len([r for r in lines if r["event"] == "tool_call"]) == MAX_CALLS_PER_REPLY
+    answers = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(answers) == 5000, "every call has its answer"
+    assert answers[-1]["content"].startswith("not run: a reply may make at most 64 calls")

@@ -91,6 +91,17 @@ def call_model(
     return turn
 
 
+# Calls one reply may have run: far more than any real plan needs in one turn, few enough
+# that a runaway reply cannot occupy the run. The rest are answered, not run.
+MAX_CALLS_PER_REPLY = 64
+TOO_MANY = ToolResult(
+    output=f"not run: a reply may make at most {MAX_CALLS_PER_REPLY} calls; make this one again "
+    "in your next reply if it is still needed",
+    summary="over the calls cap",
+    is_error=True,
+)
+
+
 def run_batch(
     agent: Agent, turn: AssistantTurn, step: int, guard: RepetitionGuard
 ) -> list[ToolResult]:
@@ -101,9 +112,12 @@ def run_batch(
     seen: set[tuple[str, str]] = set()
     decisions = _decide(agent, turn.tool_calls)
     try:
-        for call, decision in zip(turn.tool_calls, decisions, strict=True):
+        for number, (call, decision) in enumerate(zip(turn.tool_calls, decisions, strict=True)):
             if guard.stop or limit_if_spent(agent):
                 break
+            if number >= MAX_CALLS_PER_REPLY:  # its llm_call line lists it; one answer each
+                pending.append(TOO_MANY)
+                continue
             if decision.arguments is not None:
                 call = dataclasses.replace(call, arguments=decision.arguments)
             arguments = executor.parse_arguments(call.arguments)

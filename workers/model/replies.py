@@ -15,6 +15,10 @@ class IncompleteStream(Exception):
 def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
     text: list[str] = []
     calls: dict[int, dict[str, str]] = {}
+    finished: set[tuple[str, str]] = set()
+    """(name, arguments) of every call the stream has moved past: one set, so a reply
+    of thousands of calls is read in linear time."""
+    last = -1
     finish: str | None = None
     usage: Any = None
     for chunk in stream:
@@ -27,13 +31,18 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
                 text.append(delta.content)
                 echo.feed(delta.content)
             for part in (delta.tool_calls or []) if delta is not None else []:
-                index = part.index if part.index is not None else max(calls, default=-1) + 1
-                if index not in calls and _repeats_a_call(calls):
-                    # A small model can write the same call dozens of times in one reply,
-                    # minutes of writing on two cores. Copies are never run: stop reading
-                    # (closing the stream stops the server) and keep what came before.
-                    del calls[max(calls)]
-                    return _turn(text, calls, usage, "tool_calls", model)
+                index = part.index if part.index is not None else last + 1
+                if index not in calls and last in calls:
+                    done = (calls[last]["name"], calls[last]["arguments"])
+                    if done in finished:
+                        # A small model can write the same call dozens of times in one
+                        # reply, minutes of writing on two cores. Copies are never run:
+                        # stop reading (closing the stream stops the server) and keep
+                        # what came before.
+                        del calls[last]
+                        return _turn(text, calls, usage, "tool_calls", model)
+                    finished.add(done)
+                last = max(last, index)
                 slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
                 if part.id:
                     slot["id"] = part.id
@@ -49,18 +58,6 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
             f"the stream ended without a finish_reason after {len(''.join(text))} characters"
         )
     return _turn(text, calls, usage, finish, model)
-
-
-def _repeats_a_call(calls: dict[int, dict[str, str]]) -> bool:
-    """Whether the last complete call of a stream is a copy of an earlier one."""
-    if len(calls) < 2:
-        return False
-    last = calls[max(calls)]
-    return any(
-        (slot["name"], slot["arguments"]) == (last["name"], last["arguments"])
-        for index, slot in calls.items()
-        if index != max(calls)
-    )
 
 
 def _turn(
