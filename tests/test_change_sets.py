@@ -278,7 +278,7 @@ def test_the_diff_is_a_patch_git_can_apply(ws: Path) -> None:
         "uv run pytest",
         "(cd sub; pytest) 2>&1",
         "pytest -n 4 -q",
-        "source .venv/bin/activate && pytest",
+        ".venv/bin/pytest -q",
         "tox -e py311",
     ],
 )
@@ -310,6 +310,10 @@ def test_a_test_run_is_a_command_whose_status_is_a_runner_s(command: str) -> Non
         "trap 'exit 0' EXIT; pytest",
         "PATH=./bin:$PATH pytest",
         "export PATH=/tmp/fake; pytest",
+        "source ./ci.sh; pytest -q",  # ci.sh may define a function `pytest`
+        "source .venv/bin/activate && pytest",  # a file the agent could have written
+        ". ./ci.sh && pytest -q",
+        "cd app && source env.sh && python -m pytest",
         "PYTEST_ADDOPTS=--co pytest",
         "./pytest",
         "/tmp/x/pytest",

@@ -41,8 +41,11 @@ RUN_WRAPPERS = frozenset({"uv", "poetry", "pipenv", "hatch", "pdm", "rye"})
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 
 
-# Commands that change what a later name runs, or what the shell returns.
-REDEFINING = frozenset({"alias", "trap", "shopt", "enable", "hash", "eval", "unalias"})
+# Commands that change what a later name runs, or what the shell returns: `source` and
+# `.` run a file in the same shell, which may define a function named like the runner.
+REDEFINING = frozenset(
+    {"alias", "trap", "shopt", "enable", "hash", "eval", "unalias", "source", ".", "builtin"}
+)
 # Variables that change which program a name runs, or what a runner does.
 STEERING_VARIABLES = frozenset({"PATH", "PYTEST_ADDOPTS", "BASH_ENV", "ENV", "PYTHONSTARTUP"})
 # Options that make a runner report on itself, list, or plan instead of running tests.
