@@ -15,25 +15,36 @@ from workers.tools.git_paths import workspace_for
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_USAGE = 64  # a flag or argument gaffer cannot take (sysexits' EX_USAGE)
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as a shell reports it
 EXIT_LOG_LOST = 74
 """The run finished and its answer is on stdout, but its log could not be written in full
 (sysexits' EX_IOERR)."""
 
 
 TERMINATED = threading.Event()
-"""SIGTERM arrived: the run ends as on Ctrl-C, and exits EXIT_TERMINATED."""
+"""SIGTERM, SIGHUP or SIGQUIT arrived: the run ends as on Ctrl-C (every worker and
+container ended and swept, the log's last lines written), and exits 128 + the signal."""
+# Every signal that asks a process to end, besides Ctrl-C: a closed terminal is SIGHUP.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_ending: list[signal.Signals] = []
 
 
 def end_on_sigterm() -> None:
-    """SIGTERM ends a run as Ctrl-C does (every worker and container ended, the log's
-    last lines written), instead of killing gaffer where it stands."""
+    """SIGTERM, SIGHUP and SIGQUIT end a run as Ctrl-C does, instead of killing gaffer
+    where it stands (which would leave its containers up and unswept)."""
 
-    def terminate(_signum: int, _frame: FrameType | None) -> None:
+    def terminate(signum: int, _frame: FrameType | None) -> None:
+        _ending.append(signal.Signals(signum))
         TERMINATED.set()
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, terminate)
+    for ending in ENDING_SIGNALS:
+        signal.signal(ending, terminate)
+
+
+def terminated_by() -> tuple[int, str]:
+    """The exit code and name of the signal that ended the run (SIGTERM if unknown)."""
+    ending = _ending[0] if _ending else signal.SIGTERM
+    return 128 + ending.value, ending.name
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:

@@ -22,8 +22,8 @@ from supervisor.exits import (
     EXIT_LIMIT,
     EXIT_LOG_LOST,
     EXIT_OK,
-    EXIT_TERMINATED,
     TERMINATED,
+    terminated_by,
 )
 from supervisor.session import Session
 from supervisor.terminal import echo
@@ -115,7 +115,8 @@ def _exit_of(session: Session, outcome: Outcome) -> tuple[int, str]:
         case LimitHit():
             return EXIT_LIMIT, f"stopped: {reason_of(outcome)} (log: {log})"
         case Aborted() if TERMINATED.is_set():
-            return EXIT_TERMINATED, f"terminated (SIGTERM) (log: {log})"
+            code, name = terminated_by()
+            return code, f"terminated ({name}) (log: {log})"
         case Aborted():
             return EXIT_INTERRUPTED, f"interrupted: {reason_of(outcome)} (log: {log})"
         case _:

@@ -166,11 +166,17 @@ def containers_of(run_id: str) -> list[str]:
     return [c.short_id for c in found]
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGQUIT, 131)],
+)
 def test_a_signal_during_a_docker_worker_ends_everything_cleanly(
     ws: Path, sig: signal.Signals, code: int
 ) -> None:
-    replies = [delegate("wait a long time"), shell("sleep 300"), Reply(text="never")]
+    plant = (
+        "git init -q planted && git -C planted config core.fsmonitor 'touch ../PWNED' && sleep 300"
+    )
+    replies = [delegate("wait a long time"), shell(plant), Reply(text="never")]
     with FakeOpenAI(replies) as server:
         proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "run", "go"],
@@ -192,38 +198,72 @@ def test_a_signal_during_a_docker_worker_ends_everything_cleanly(
     lines = records(ws)
     run_id = lines[0]["session_id"]
     assert containers_of(run_id) == [], "no container left"
+    assert not (ws / "planted" / ".git").exists(), "swept on the way out"
     assert [r["status"] for r in lines if r["event"] == "delegate_end"] == ["cancelled"]
     assert {r["agent_id"] for r in lines if r["event"] == "agent_end"} == {"supervisor", "w1"}
     assert lines[-1]["event"] == "session_end" and lines[-1]["status"] == "cancelled"
 
 
-def test_any_gaffer_start_removes_containers_a_killed_run_left(ws: Path) -> None:
-    """A run killed with -9 leaves its container: the next gaffer command of any kind
-    removes it, with one line saying so."""
+def test_a_killed_run_s_container_is_swept_then_removed_by_the_next_gaffer(ws: Path) -> None:
+    """A run killed with -9 mid-command leaves its container up, and what it planted: the
+    next gaffer command of any kind stops it, moves the plant out, removes it, and says so."""
+    plant = "git init -q planted && git -C planted config core.fsmonitor 'touch ../PWNED'"
+    replies = [shell(f"{plant} && sleep 300"), Reply(text="never")]
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "--profile", "coder", "go"],
+            cwd=ws,
+            env=cli_env(ws, server, None),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not (ws / "planted" / ".git" / "config").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.kill()
+        proc.wait()
+    run_id = records(ws)[0]["session_id"]
+    assert len(containers_of(run_id)) == 1, "kill -9 left the container up"
+    done, _ = gaffer(ws, "profiles")
+    assert done.returncode == 0, done.stderr
+    assert containers_of(run_id) == []
+    assert "removed 1 container(s) left by runs that were killed" in done.stderr
+    assert not (ws / "planted" / ".git").exists(), "swept before it was removed"
+    assert list(state.workspace_dir(ws, state.QUARANTINE).rglob("config"))
+    subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=ws / "planted", check=False)
+    assert not (ws / "PWNED").exists()
+
+
+def test_a_container_whose_owner_is_not_proven_gone_stays(ws: Path) -> None:
+    """An owner in another PID namespace, or with no owner token, is never taken for dead
+    because its pid is not visible here."""
     docker_client = require_docker()
-    dead = subprocess.Popen(["true"])
-    dead.wait()  # a pid no process has any more
-    left = docker_client.containers.run(
-        "gaffer-sandbox:latest",
-        ["sleep", "infinity"],
-        detach=True,
-        labels={
-            "gaffer.sandbox": "1",
-            "gaffer.run": "killed-run",
-            "gaffer.pid": str(dead.pid),
-            "gaffer.host": socket.gethostname(),
-        },
-    )
+    tokens = {"elsewhere": "4026530000.999999999.1", "untokened": ""}
+    left = [
+        docker_client.containers.run(
+            "gaffer-sandbox:latest",
+            ["sleep", "infinity"],
+            detach=True,
+            labels={
+                "gaffer.sandbox": "1",
+                "gaffer.run": run,
+                "gaffer.owner": token,
+                "gaffer.pid": "999999999",
+                "gaffer.host": socket.gethostname(),
+            },
+        )
+        for run, token in tokens.items()
+    ]
     try:
         done, _ = gaffer(ws, "profiles")
         assert done.returncode == 0, done.stderr
-        assert containers_of("killed-run") == []
-        assert f"removed 1 container(s) left by runs that were killed: {left.short_id}" in (
-            done.stderr
-        )
+        assert len(containers_of("elsewhere")) == len(containers_of("untokened")) == 1
+        assert "removed" not in done.stderr
     finally:
-        with contextlib.suppress(Exception):
-            left.remove(force=True)
+        for container in left:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
 
 
 def test_isolated_coders_work_in_parallel_containers_and_both_land(ws: Path) -> None:

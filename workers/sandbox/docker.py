@@ -19,11 +19,12 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from workers import state
 from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
-from workers.sandbox import SandboxFault, SandboxUnavailable, guard
+from workers.processes import owner_token
+from workers.sandbox import SandboxFault, SandboxUnavailable, guard, leftovers
 from workers.sandbox.frames import FrameReader
 from workers.sandbox.guard import Quarantined, Survey
 from workers.sandbox.image import image_hash
@@ -43,7 +45,6 @@ from workers.tools.base import Args, Tool, ToolResult
 
 WORKSPACE = "/workspace"
 HOME = "/home/gaffer"
-LABEL = "gaffer.sandbox"
 # Time for the tool server to start and say it is ready; an image cold from disk can
 # take a second or two on a busy machine.
 READY_TIMEOUT_S = 30.0
@@ -181,10 +182,62 @@ def docker_sandbox(
     before = guard.survey(workspace)
     output_dir = _output_folder(workspace, f"{run_id}-{agent_id}", uid)
     spec = container_spec(workspace, options, uid, before.mounts, git_dir, output_dir)
+    name, owner = f"gaffer-{run_id}-{agent_id}-{secrets.token_hex(3)}", owner_token()
+    # Written first: a run killed at any moment after this is swept by the next gaffer.
+    leftovers.write_record(name, workspace, before, owner)
+    sandbox: DockerSandbox | None = None
+    try:
+        sandbox = DockerSandbox(
+            _create(docker_client, spec, name, owner, run_id, agent_id), before, output_dir
+        )
+        sandbox.container.start()
+        sandbox.connect(docker_client, spec.user)
+        yield sandbox
+    finally:
+        # Whole, even when a second Ctrl-C lands in the middle of it.
+        quarantined = _until_done(
+            lambda: _clean_up(docker_client, name, workspace, before, output_dir)
+        )
+        leftovers.forget(name)
+        if sandbox is not None:
+            sandbox.quarantined = quarantined
+
+
+def _clean_up(
+    docker_client: Any, name: str, workspace: Path, before: Survey, output_dir: Path
+) -> list[Quarantined]:
+    """Remove the container, then move out what it planted; its output folder goes too."""
+    with contextlib.suppress(Exception):
+        docker_client.containers.get(name).remove(force=True)
+    shutil.rmtree(output_dir, ignore_errors=True)
+    try:
+        return guard.sweep(workspace, before, name)
+    except OSError as error:
+        raise SandboxFault(f"cannot move aside what the container planted: {error}") from error
+
+
+def _until_done(clean_up: Callable[[], list[Quarantined]]) -> list[Quarantined]:
+    """Run the clean-up to its end, again if an interrupt cut it; the interrupt after."""
+    interrupted = False
+    while True:
+        try:
+            done = clean_up()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
+    return done
+
+
+def _create(
+    docker_client: Any, spec: ContainerSpec, name: str, owner: str, run_id: str, agent_id: str
+) -> Any:
     from docker.types import LogConfig, Mount
 
-    container = docker_client.containers.create(
+    return docker_client.containers.create(
         spec.image,
+        name=name,
         # The main process only keeps the container alive; the tool server is exec'd.
         command=["sleep", "infinity"],
         init=True,  # an init as PID 1 reaps what commands leave behind
@@ -205,26 +258,13 @@ def docker_sandbox(
         log_config=LogConfig(type=LogConfig.types.NONE),
         mounts=[Mount(target=t, source=s, type="bind", read_only=ro) for s, t, ro in spec.mounts],
         labels={
-            LABEL: "1",
+            leftovers.LABEL: "1",
             "gaffer.run": run_id,
             "gaffer.agent": agent_id,
-            "gaffer.pid": str(os.getpid()),
+            leftovers.OWNER_LABEL: owner,
             "gaffer.host": socket.gethostname(),
         },
     )
-    sandbox = DockerSandbox(container, before, output_dir)
-    try:
-        container.start()
-        sandbox.connect(docker_client, spec.user)
-        yield sandbox
-    finally:
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
-        shutil.rmtree(output_dir, ignore_errors=True)
-        try:
-            sandbox.quarantined = guard.sweep(workspace, before, f"{run_id}-{agent_id}")
-        except OSError as error:
-            raise SandboxFault(f"cannot move aside what the container planted: {error}") from error
 
 
 def _output_folder(workspace: Path, label: str, uid: int | None) -> Path:

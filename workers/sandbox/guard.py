@@ -21,12 +21,14 @@ state folder's `quarantine/` (workers/state.py), kept rather than deleted, and s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from workers import state
 from workers.sandbox import SandboxUnavailable
@@ -62,6 +64,26 @@ class Survey:
     (or, for a survey that only looks, would get one)."""
     host_runs: dict[str, Fingerprint]
     """Every file the host runs on its own (host_runs.py), as it was."""
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Survey:
+        """A survey as `as_json` wrote it (a reaper's record); TypeError or ValueError
+        when it is not one."""
+        return cls(
+            protected=tuple(str(p) for p in data["protected"]),
+            mounts=tuple(str(p) for p in data["mounts"]),
+            identity={str(k): (int(v[0]), int(v[1])) for k, v in data["identity"].items()},
+            watched=tuple(str(p) for p in data["watched"]),
+            unshared=tuple(str(p) for p in data["unshared"]),
+            host_runs={
+                str(k): cast(Fingerprint, tuple(int(n) for n in v))
+                for k, v in data["host_runs"].items()
+                if len(v) == 6
+            },
+        )
 
 
 @dataclass(frozen=True)
