@@ -349,9 +349,8 @@ def test_a_repository_by_another_name_is_moved_aside_and_never_run(ws: Path) -> 
         "printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"touch ../../pwned-bare; false\"\\n' > evil/config"
     )
     done = as_coder(ws, plant)
-    assert "planted evil, which the host would run" in done.stderr
-    assert not (ws / "evil").exists()
-    (ws / "evil").mkdir()
+    assert "planted evil/HEAD, which the host would run" in done.stderr
+    assert not (ws / "evil" / "HEAD").exists(), "no HEAD: no repository to git"
     git(ws / "evil", "status")
     assert not list(ws.parent.rglob("pwned-bare"))
 

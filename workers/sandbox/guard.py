@@ -38,7 +38,7 @@ from workers.sandbox.host_runs import (
     fingerprint,
     runs_on_its_own,
 )
-from workers.tools.git_paths import is_git_dir_name, looks_like_git_dir
+from workers.tools.git_paths import git_takes_for_repository, is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
 
 # Each protected path is one bind mount; a workspace with more nested repositories than
@@ -103,7 +103,7 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     commands: set[str] = set()
     runs: dict[str, Fingerprint] = {}
     for rel, entries in _folders(root):
-        protected += _repositories(rel, entries)
+        protected += _repositories(root, rel, entries)
         _note_host_runs(root, rel, entries, commands, runs)
         for entry in entries:
             if entry.is_file(follow_symlinks=False):
@@ -156,7 +156,11 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
     that appeared or was replaced since `survey`, and every file the host runs on its own
     that is new or changed."""
     root = os.path.realpath(workspace)
-    found = [rel for rel, entries in _folders(root) for rel in _repositories(rel, entries)]
+    found = [
+        path
+        for rel, entries in _folders(root)
+        for path in _repositories(root, rel, entries, markers=rel not in before.identity)
+    ]
     found += [rel for rel in before.watched if os.path.lexists(os.path.join(root, rel))]
     planted = [
         rel
@@ -221,12 +225,21 @@ def _shallow(folder: str) -> bool:
     return folder.split("/").count("node_modules") <= 1
 
 
-def _repositories(folder: str, entries: list[os.DirEntry[str]]) -> list[str]:
-    """In one folder: its `.git` entries, and the folder itself if git would take it for
-    a repository whatever its name (HEAD, objects and refs in it)."""
+def _repositories(
+    root: str, folder: str, entries: list[os.DirEntry[str]], *, markers: bool = False
+) -> list[str]:
+    """In one folder: its `.git` entries, and the folder itself when git would take it for
+    a repository whatever its name (with `markers`, the HEAD and commondir that make it one)."""
     found = [_join(folder, e.name) for e in entries if is_git_dir_name(e.name)]
-    if folder != "." and looks_like_git_dir({e.name for e in entries}):
-        found.append(folder)
+    names = {e.name for e in entries}
+    if folder == "." or "HEAD" not in names:
+        return found
+    if looks_like_git_dir(names) or git_takes_for_repository(Path(root, folder)):
+        if not markers:
+            found.append(folder)  # one that was there is protected whole
+        else:  # without its HEAD (and commondir) git takes it for no repository; the
+            # rest, the project's own files perhaps, stays where it is
+            found += [_join(folder, name) for name in ("HEAD", "commondir") if name in names]
     return found
 
 

@@ -16,8 +16,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-# What makes a folder a repository to git, whatever its name.
-GIT_DIR_MARKERS = frozenset({"HEAD", "objects", "refs"})
+# What makes a folder a repository to git, whatever its name: HEAD, with objects and refs
+# of its own or, through `commondir`, of another folder (git's own is_git_directory).
+GIT_DIR_MARKERS = frozenset({"HEAD", "objects", "refs", "commondir"})
 # Config forced on every git gaffer runs, or runs for an agent on the host: git must
 # never run a workspace's fsmonitor, nor treat a planted folder as a bare repository.
 FORCED_GIT_CONFIG = {
@@ -67,8 +68,25 @@ def is_git_dir_name(name: str) -> bool:
 
 
 def looks_like_git_dir(names: set[str]) -> bool:
-    """A folder holding these names is a repository to git, even one not named .git."""
-    return names >= GIT_DIR_MARKERS
+    """A folder holding these names may be a repository to git, even one not named .git:
+    HEAD with objects and refs, or HEAD with a commondir that lends them (a superset of
+    git's own test, which also reads what they hold)."""
+    return "HEAD" in names and ({"objects", "refs"} <= names or "commondir" in names)
+
+
+def git_takes_for_repository(folder: Path) -> bool:
+    """Whether git itself takes `folder` for a repository's git directory (asked with the
+    forced config, bare repositories allowed so the question is answered, and a ceiling
+    at its parent); for a folder that holds a HEAD but not what `looks_like_git_dir`
+    names, in case git accepts more than that."""
+    done = run_git(
+        folder,
+        *("-c", "safe.bareRepository=all", "rev-parse", "--absolute-git-dir"),
+        only_here=True,
+    )
+    if done is None or done.returncode != 0:
+        return False
+    return os.path.realpath(os.fsdecode(done.stdout).strip()) == os.path.realpath(folder)
 
 
 def controlled(workspace: Path) -> list[str]:
@@ -98,7 +116,23 @@ def _from_git(root: str) -> tuple[list[str], list[str]] | None:
         origin = line.split("\t", 1)[0]
         if origin.startswith("file:"):  # relative to the top, where git works from
             configs.append(os.path.join(base, origin.removeprefix("file:")))
-    return hooks, configs
+    return hooks, configs + _included(root, base)
+
+
+def _included(root: str, base: str) -> list[str]:
+    """Every file an `include.path` or `includeIf.*.path` names, there or not yet: one
+    that a worker could create would be read as config by the user's next git."""
+    listing = _git(root, "config", "--show-origin", "--get-regexp", r"^include(if\..*)?\.path$")
+    found = []
+    for line in (listing or "").splitlines():
+        origin, _, rest = line.partition("\t")
+        value = rest.partition(" ")[2].strip()
+        if not origin.startswith("file:") or not value:
+            continue
+        # Relative to the folder of the file that names it (git-config(1), "Includes").
+        config = os.path.join(base, origin.removeprefix("file:"))
+        found.append(os.path.join(os.path.dirname(config), os.path.expanduser(value)))
+    return found
 
 
 def run_git(

@@ -50,7 +50,9 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
     if any(git_paths.is_git_dir_name(part) for part in parts):
         return "a .git folder or file (git runs its hooks and config on your machine)"
     if _completes_git_dir(Path(os.path.realpath(workspace)), parts):
-        return "a folder git would take for a repository (it holds HEAD, objects and refs)"
+        return (
+            "a folder git would take for a repository (HEAD with objects and refs, or a commondir)"
+        )
     if parts and parts[0] == GAFFER_DIR:
         return "gaffer's own folder (profiles, plugins, config and logs of later runs)"
     if parts == [MCP_CONFIG]:
@@ -89,11 +91,15 @@ def _in_git_dir(rel: str) -> bool:
 
 
 def _completes_git_dir(root: Path, parts: list[str]) -> bool:
-    """Whether a folder on this path holds, or would with this write, HEAD, objects and refs."""
+    """Whether a folder on this path is, or would be with this write, one git may take for
+    a repository (`git_paths.looks_like_git_dir`; git itself is asked about a folder that
+    holds a HEAD and nothing else it names)."""
     folder = root
     for part in parts:
         present = {m for m in git_paths.GIT_DIR_MARKERS if os.path.lexists(folder / m)}
         if git_paths.looks_like_git_dir(present | ({part} & git_paths.GIT_DIR_MARKERS)):
+            return True
+        if "HEAD" in present and git_paths.git_takes_for_repository(folder):
             return True
         folder = folder / part
     return False
