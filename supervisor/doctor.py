@@ -28,12 +28,8 @@ from workers.extensions import load_extensions
 from workers.limits import Budget
 from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable, docker, guard
-from workers.sandbox.docker import (
-    ContainerSpec,
-    DockerSandbox,
-    client,
-    container_spec,
-)
+from workers.sandbox.container import ContainerSpec, container_spec
+from workers.sandbox.docker import DockerSandbox, client
 from workers.sandbox.leftovers import remove_leftovers
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import SECRET, must_run_here
 from tests.docker_support import USER_UID, chown_tree, require_docker, user_workspace
 from workers.limits import Budget
-from workers.sandbox import SandboxUnavailable, docker, leftovers
+from workers.sandbox import SandboxUnavailable, container, docker, leftovers
 from workers.sandbox.docker import DockerSandbox, docker_sandbox
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
@@ -345,5 +345,5 @@ def test_a_protected_path_that_is_a_symlink_is_never_mounted(ws: Path, outside: 
     (ws / "hooks-real").mkdir()
     before = guard.survey(ws, unshare=False)
     assert ".mcp.json" in before.protected and ".mcp.json" not in before.mounts
-    spec = docker.container_spec(ws, DockerOptions(), protected=before.mounts)
+    spec = container.container_spec(ws, DockerOptions(), protected=before.mounts)
     assert all(not host.endswith("secret.txt") for host, _, _ in spec.mounts)

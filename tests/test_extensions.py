@@ -388,3 +388,28 @@ def test_session_closes_mcp_servers(workspace: Path, tmp_path: Path) -> None:
     )
     assert session.run("t", plan).outcome.__class__.__name__ == "Finished"
     assert extensions.hub is None
+
+
+def test_a_workspace_server_runs_where_its_files_were_hashed_whatever_the_folder(
+    tmp_path: Path,
+) -> None:
+    """Trusted from the top with `sh tools/serve.sh`: started from `sub/`, the server is
+    still the top's `tools/serve.sh`, never an unhashed `sub/tools/serve.sh`."""
+    import subprocess
+
+    from tests.helpers import gaffer_replying, trust_workspace
+
+    top = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    for folder, name in ((top, "top"), (top / "sub", "sub")):
+        (folder / "tools").mkdir(parents=True)
+        (folder / "tools" / "serve.sh").write_text(f"echo {name} >> {tmp_path}/ran\n")
+    servers = {"helper": {"command": "sh", "args": ["tools/serve.sh"]}}
+    (top / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    trust_workspace(top)  # as the user would, in the config folder of tmp_path/home
+    home = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config")}
+    done, _ = gaffer_replying(
+        top / "sub", "run", "--no-verify", "hi", replies=[Reply(text="ok")], env=home
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ran").read_text() == "top\n"

@@ -83,3 +83,31 @@ def test_a_container_s_commondir_repository_and_include_are_taken_out(ws: Path) 
     git(ws, "status")
     git(ws, "-c", "core.pager=touch PWNED-pager", "-p", "diff")
     assert not list(ws.glob("PWNED*")) and not list(ws.parent.glob("PWNED*"))
+
+
+def test_host_git_diff_never_runs_a_repository_s_diff_programs(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    git(workspace, "init", "-q")
+    (workspace / "a.py").write_text("x = 1\n")
+    (workspace / ".gitattributes").write_text("*.py diff=evil\n")
+    for key, value in [
+        ("diff.evil.textconv", f"touch {workspace}/PWNED-textconv; cat"),
+        ("diff.external", f"touch {workspace}/PWNED-external"),
+        ("user.email", "u@x"),
+        ("user.name", "u"),
+    ]:
+        git(workspace, "config", key, value)
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-qm", "start")
+    (workspace / "a.py").write_text("x = 2\n")
+    plain = run_tool("run_shell", command="git diff")
+    assert plain.is_error and "add --no-ext-diff --no-textconv" in plain.output
+    for command in (
+        "git diff --no-ext-diff --no-textconv",
+        "git log -p --no-ext-diff --no-textconv",
+    ):
+        result = run_tool("run_shell", command=command)
+        assert not result.is_error, result.output
+    assert "+x = 2" in run_tool("run_shell", command="git diff --no-ext-diff --no-textconv").output
+    assert not list(workspace.glob("PWNED*"))

@@ -18,24 +18,28 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import secrets
 import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from workers import state
 from workers.facts import TOOL_FACTS, BadFacts, Facts
 from workers.limits import Budget
 from workers.processes import owner_token
 from workers.sandbox import SandboxFault, SandboxUnavailable, guard, leftovers
+from workers.sandbox.container import (
+    ENVIRONMENT,
+    WORKSPACE,
+    container_spec,
+    create,
+    output_folder,
+)
 from workers.sandbox.frames import FrameReader
 from workers.sandbox.guard import Quarantined, Survey
 from workers.sandbox.image import image_hash
@@ -43,8 +47,6 @@ from workers.sandbox.options import DockerOptions
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolResult
 
-WORKSPACE = "/workspace"
-HOME = "/home/gaffer"
 # Time for the tool server to start and say it is ready; an image cold from disk can
 # take a second or two on a busy machine.
 READY_TIMEOUT_S = 30.0
@@ -53,14 +55,6 @@ READY_TIMEOUT_S = 30.0
 ANSWER_GRACE_S = 10.0
 # A call with no deadline still cannot hang the run forever.
 NO_DEADLINE_WAIT_S = 3600.0
-# No compiled caches written by the container's own Python: one that appears in the
-# workspace was planted, and is taken out (host_runs.py).
-ENVIRONMENT = {
-    "HOME": HOME,
-    "LANG": "C.UTF-8",
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 # Isolated mode (-I): neither /workspace nor any PYTHON* variable is on the server's
 # import path, so nothing the agent writes there can stand in for gaffer's own code.
 SERVER_COMMAND = [
@@ -71,60 +65,6 @@ SERVER_COMMAND = [
     "import sys; sys.path[:0] = ['/opt/gaffer/app', '/opt/gaffer/site']; "
     "from workers.sandbox.tool_server import main; main()",
 ]
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """Everything that decides what the container can reach: printed by `sandbox doctor`."""
-
-    image: str
-    user: str
-    network: str
-    memory: str
-    cpus: float
-    pids: int
-    mounts: list[tuple[str, str, bool]]
-    """(host path, container path, read-only)."""
-
-
-def container_spec(
-    workspace: Path,
-    options: DockerOptions,
-    uid: int | None = None,
-    protected: tuple[str, ...] = (),
-    git_dir: Path | None = None,
-    output_dir: Path | None = None,
-) -> ContainerSpec:
-    """The container for this workspace; `protected` paths (guard.survey) are read-only;
-    `output_dir`, a folder of this container's own outside the workspace, is where its
-    commands' long output is saved.
-    `git_dir`: for an isolated editor's worktree, the repository it belongs to, read-only
-    at its own path, where the worktree's `.git` file points (so git works inside)."""
-    real = Path(os.path.realpath(workspace))
-    owner = real.stat()
-    user_id = owner.st_uid if uid is None else uid
-    if user_id == 0:
-        raise SandboxUnavailable(
-            f"the workspace {real} is owned by root and workers never run as root; "
-            "chown it to your user, or name a uid with --sandbox-uid"
-        )
-    group = owner.st_gid if uid is None else uid
-    mounts = [(str(real), WORKSPACE, False)]
-    for rel in dict.fromkeys(protected):
-        mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
-    if output_dir is not None:  # command output too long for the model is saved here
-        mounts.append((str(output_dir), str(outputs.CONTAINER_FOLDER), False))
-    if git_dir is not None:
-        mounts.append((str(git_dir), str(git_dir), True))
-    return ContainerSpec(
-        image=options.image,
-        user=f"{user_id}:{group}",
-        network=options.network,
-        memory=options.memory,
-        cpus=options.cpus,
-        pids=options.pids,
-        mounts=mounts,
-    )
 
 
 def client() -> Any:
@@ -180,7 +120,7 @@ def docker_sandbox(
     docker_client = docker_client or client()
     check_image(docker_client, options.image, tools_hash)
     before = guard.survey(workspace)
-    output_dir = _output_folder(workspace, f"{run_id}-{agent_id}", uid)
+    output_dir = output_folder(workspace, f"{run_id}-{agent_id}", uid)
     spec = container_spec(workspace, options, uid, before.mounts, git_dir, output_dir)
     name, owner = f"gaffer-{run_id}-{agent_id}-{secrets.token_hex(3)}", owner_token()
     # Written first: a run killed at any moment after this is swept by the next gaffer.
@@ -188,7 +128,7 @@ def docker_sandbox(
     sandbox: DockerSandbox | None = None
     try:
         sandbox = DockerSandbox(
-            _create(docker_client, spec, name, owner, run_id, agent_id), before, output_dir
+            create(docker_client, spec, name, owner, run_id, agent_id), before, output_dir
         )
         sandbox.container.start()
         sandbox.connect(docker_client, spec.user)
@@ -228,58 +168,6 @@ def _until_done(clean_up: Callable[[], list[Quarantined]]) -> list[Quarantined]:
     if interrupted:
         raise KeyboardInterrupt
     return done
-
-
-def _create(
-    docker_client: Any, spec: ContainerSpec, name: str, owner: str, run_id: str, agent_id: str
-) -> Any:
-    from docker.types import LogConfig, Mount
-
-    return docker_client.containers.create(
-        spec.image,
-        name=name,
-        # The main process only keeps the container alive; the tool server is exec'd.
-        command=["sleep", "infinity"],
-        init=True,  # an init as PID 1 reaps what commands leave behind
-        user=spec.user,
-        working_dir=WORKSPACE,
-        environment=ENVIRONMENT,
-        network_mode=spec.network,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={"/tmp": "rw,exec,size=512m,mode=1777", HOME: "rw,size=128m,mode=1777"},
-        mem_limit=spec.memory,
-        memswap_limit=spec.memory,
-        nano_cpus=int(spec.cpus * 1e9),
-        pids_limit=spec.pids,
-        # Nothing reads the main process's output, and a command that floods /proc/1/fd/1
-        # must not fill the host's disk with Docker's log of it.
-        log_config=LogConfig(type=LogConfig.types.NONE),
-        mounts=[Mount(target=t, source=s, type="bind", read_only=ro) for s, t, ro in spec.mounts],
-        labels={
-            leftovers.LABEL: "1",
-            "gaffer.run": run_id,
-            "gaffer.agent": agent_id,
-            leftovers.OWNER_LABEL: owner,
-            "gaffer.host": socket.gethostname(),
-        },
-    )
-
-
-def _output_folder(workspace: Path, label: str, uid: int | None) -> Path:
-    """A folder of this container's own in the workspace's state folder, for saved output:
-    writable by the container's user, reachable by nobody else (its parents are 0700)."""
-    try:
-        folder = state.workspace_dir(workspace, state.OUTPUT, label)
-    except OSError as error:
-        raise SandboxUnavailable(f"cannot make a folder for command output: {error}") from error
-    owner = os.stat(os.path.realpath(workspace))
-    if os.geteuid() == 0:
-        os.chown(folder, owner.st_uid if uid is None else uid, owner.st_gid if uid is None else uid)
-    elif (owner.st_uid if uid is None else uid) != os.geteuid():
-        os.chmod(folder, 0o777)
-    return folder
 
 
 class _Reply(BaseModel):

@@ -248,6 +248,25 @@ def _find(args: list[str]) -> tuple[str | None, list[str]]:
     return None, paths
 
 
+# Options that make `git log` show diffs, which run a repository's diff programs (an
+# external diff, textconv) unless told not to.
+_LOG_DIFFS = re.compile(
+    r"^(-p|--patch|-u|-U\d*|--unified.*|--stat|--numstat|--shortstat|--dirstat.*|--summary"
+    r"|--word-diff.*|--color-words.*|-L.*|--raw|--patch-with-stat|-[MC].*)$"
+)
+
+
+def _shows_diffs(sub: str, rest: list[str]) -> bool:
+    if sub == "diff":
+        return True
+    if sub == "log":
+        return any(_LOG_DIFFS.match(a) for a in rest)
+    if sub == "show":  # a commit shows its patch; `git show REV:path` shows a file
+        operands = [a for a in rest if not a.startswith("-")]
+        return "--no-patch" not in rest and not (operands and all(":" in a for a in operands))
+    return False
+
+
 def _git(args: list[str]) -> tuple[str | None, list[str]]:
     if not args:
         return "git without a subcommand", []
@@ -259,7 +278,14 @@ def _git(args: list[str]) -> tuple[str | None, list[str]]:
         return f"git {sub} is not a read-only git command", []
     if sub == "branch" and not all(a in BRANCH_LISTING for a in rest):
         return "git branch with arguments can change branches", []
-    return _options(f"git {sub}", GIT, rest)
+    problem, paths = _options(f"git {sub}", GIT, rest)
+    safe = {"--no-ext-diff", "--no-textconv"} <= set(rest)
+    if problem is None and _shows_diffs(sub, rest) and not safe:
+        problem = (
+            f"git {sub} runs the programs a repository's config names for diffs (an "
+            "external diff, textconv); add --no-ext-diff --no-textconv"
+        )
+    return problem, paths
 
 
 def _check_redirect(node: Node, state: _Check) -> str | None:
