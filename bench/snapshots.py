@@ -4,7 +4,10 @@ The tree: 500 folders of 100 small source files, their times an hour back as in 
 checkout. Measured: the first snapshot (every file hashed and kept), a new run's
 snapshot of the unchanged tree (the stat cache read from disk), a snapshot after one
 call changed one file, and the change set of that call, each as a plain folder and as
-a git repository (the files listed by `git ls-files`).
+a git repository (the files listed by `git ls-files`). Then a repository of 10,000 source
+files beside an ignored `node_modules` of 40,000: a new run's snapshot, the look at the
+ignored files an editing agent makes when it starts and again when it ends
+(workers/ignored_changes.py), and an editor's start and end all told.
 """
 
 from __future__ import annotations
@@ -16,18 +19,21 @@ import time
 from pathlib import Path
 
 from bench.common import Row
-from workers import snapshots
-from workers.change_sets import compare
+from workers import ignored_changes, snapshots
+from workers.change_sets import ChangeTracker, compare
 from workers.snapshots import Store
 
 FILES, PER_FOLDER = 50_000, 100
 UNCHANGED_TARGET_S = 1.0
+IGNORED = 40_000
+# An editor's start and end, change set and ignored files together, on that tree.
+EDITOR_TARGET_S = 2.0
 
 
-def make_tree(root: Path) -> None:
+def make_tree(root: Path, files: int = FILES, top: str = "pkg") -> None:
     past = time.time() - 3600
-    for n in range(FILES):
-        folder = root / f"pkg{n // PER_FOLDER:03d}"
+    for n in range(files):
+        folder = root / f"{top}{n // PER_FOLDER:03d}"
         if n % PER_FOLDER == 0:
             folder.mkdir(parents=True)
         path = folder / f"mod{n % PER_FOLDER:03d}.py"
@@ -68,6 +74,43 @@ def measure(root: Path, kind: str) -> list[Row]:
     ]
 
 
+def measure_ignored(root: Path) -> list[Row]:
+    make_tree(root, FILES - IGNORED)
+    make_tree(root / "node_modules", IGNORED, "dep")
+    (root / ".gitignore").write_text("node_modules/\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    time.sleep(snapshots.RACY_NS / 1e9 + 0.1)
+    Store(root).snapshot()
+    unchanged, (_, tree) = timed(lambda: Store(root).snapshot())  # type: ignore[misc]
+    looking, seen = timed(lambda: ignored_changes.look(root, tree))  # type: ignore[arg-type]
+    assert len(seen) == IGNORED  # type: ignore[arg-type]
+
+    def editor() -> None:
+        tracker = ChangeTracker(Store(root))
+        tracker.finish()
+
+    whole, _ = timed(editor)
+    kind = f"repository + {IGNORED} ignored"
+    return [
+        Row(
+            f"snapshot, {kind}: unchanged, new run",
+            round(unchanged, 2),
+            "s",
+            f"≤ {UNCHANGED_TARGET_S:g}",
+            unchanged <= UNCHANGED_TARGET_S,
+        ),
+        Row(f"look at the {IGNORED} ignored files (start or end)", round(looking, 2), "s"),
+        Row(
+            f"an editor's start and end, {kind}",
+            round(whole, 2),
+            "s",
+            f"≤ {EDITOR_TARGET_S:g}",
+            whole <= EDITOR_TARGET_S,
+        ),
+    ]
+
+
 def run() -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,4 +123,6 @@ def run() -> list[Row]:
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
         rows += measure(repo, "git repository")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows += measure_ignored(Path(tmp) / "ignored")
     return rows

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from supervisor.exits import EXIT_ERROR, fail, log_dir_here
-from supervisor.terminal import echo
+from supervisor.terminal import echo, visible
 from workers.tools.git_paths import workspace_for
 
 if TYPE_CHECKING:
     from workers.change_sets import Change
+    from workers.ignored_changes import IgnoredChange
     from workers.snapshots import Store
 
 Record = dict[str, Any]
@@ -34,6 +35,8 @@ class AgentChanges:
     changes: list[Change]
     finished: bool
     """False: the agent never ended; its changes are measured against the workspace now."""
+    ignored: list[IgnoredChange] = field(default_factory=list)
+    """What it changed among git-ignored files and caches (workers/ignored_changes.py)."""
 
 
 class NoChanges(Exception):
@@ -44,6 +47,7 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
     """The change sets of `agent` (each turn of a chat's top agent is one), or of the
     run's outermost editing agents, in the order they started."""
     from workers.change_sets import Change, compare
+    from workers.ignored_changes import IgnoredChange
 
     # An isolated editor (or one on a cluster node) changed the workspace only through
     # its merge.
@@ -77,11 +81,12 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
         if end is not None:
             try:
                 changes = [Change.from_json(f) for f in end.get("files") or []]
+                ignored = [IgnoredChange.from_json(f) for f in end.get("ignored") or []]
             except (KeyError, TypeError, ValueError) as error:
                 raise NoChanges(
                     f"{agent_id}'s change set in the log is damaged ({error})"
                 ) from None
-            found.append(AgentChanges(agent_id, changes, finished=True))
+            found.append(AgentChanges(agent_id, changes, finished=True, ignored=ignored))
             continue
         try:
             tree = store.tree(before)
@@ -163,6 +168,7 @@ _LOG_DIR = click.option(
 def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     """What RUN (default: the last) changed in the workspace, as a unified diff."""
     from workers.change_sets import unified_diff
+    from workers.ignored_changes import section
 
     store, found = _load(run_ref, log_dir, agent)
     for unfinished in (f for f in found if not f.finished):
@@ -171,10 +177,14 @@ def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
             err=True,
         )
     text = unified_diff(store, _combined(found))
-    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    text += section([c for f in found for c in f.ignored])
+    terminal = sys.stdout.isatty()
+    colour = terminal and not os.environ.get("NO_COLOR")
     out = sys.stdout.buffer
     for line in text.split("\n")[:-1] if text else []:
-        shown = _coloured(line) if colour else line
+        # On a terminal, what a file holds is shown, never sent; to a pipe, bytes as they are.
+        shown = visible(line) if terminal else line
+        shown = _coloured(shown) if colour else shown
         # Content and names are bytes as they were: never an encoding error on the way out.
         out.write(shown.encode("utf-8", "surrogateescape") + b"\n")
     out.flush()
@@ -199,17 +209,24 @@ def _coloured(line: str) -> str:
 def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     """Put back what RUN (default: the last) changed, or one agent's part of it: all of
     it, or nothing when a file has changed since."""
+    from workers.ignored_changes import undo_added
     from workers.undo import CannotUndo
     from workers.undo import undo as put_back
 
     store, found = _load(run_ref, log_dir, agent)
     changes = _combined(found)
-    if not changes:
+    ignored = [c for f in found for c in f.ignored]
+    if not changes and not ignored:
         echo("nothing to undo: no file was changed")
         return
     try:
-        undone = put_back(store, changes)
+        undone = put_back(store, changes) if changes else []
     except CannotUndo as error:
         fail(f"nothing undone: {error}", EXIT_ERROR)
+    removed, left = undo_added(store.workspace, ignored)
+    for path in removed:
+        echo(f"removed: {path} (git-ignored, added by the run)")
+    for why in left:
+        echo(f"not put back: {why}")
     for label in undone:
         echo(f"undone: {label}")

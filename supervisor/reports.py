@@ -73,6 +73,10 @@ def worker_report(
     )
 
 
+# A report names this many ignored files at most; `gaffer diff` lists them all.
+MAX_IGNORED_SHOWN = 20
+
+
 def report_text(
     agent_id: str,
     profile: str,
@@ -92,6 +96,14 @@ def report_text(
     if report.status != "completed":
         lines.append(f"reason: {report.reason}")
     lines.append("files changed: " + (", ".join(files) if files else "none"))
+    if ignored := result.ignored_changes:
+        shown = ", ".join(c.label for c in ignored[:MAX_IGNORED_SHOWN])
+        more = (
+            f", and {len(ignored) - MAX_IGNORED_SHOWN} more"
+            if len(ignored) > MAX_IGNORED_SHOWN
+            else ""
+        )
+        lines.append(f"git-ignored and cache files changed: {shown}{more}")
     if (merge := result.merge) is not None:
         lines.extend(_merge_lines(agent_id, merge))
     for moved in report.quarantined:

@@ -56,6 +56,12 @@ def _serve(page: Path, port: int) -> None:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            # A page in a browser can be made to ask a name that resolves to 127.0.0.1
+            # (DNS rebinding): only a request for this machine by its own name is served.
+            host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
+            if host not in ("127.0.0.1", "localhost"):
+                self.send_error(421, "this page is served to 127.0.0.1 and localhost only")
+                return
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))

@@ -331,3 +331,43 @@ def test_a_call_of_its_own_temperature_is_sent_and_the_next_uses_the_configured(
         model.complete([{"role": "user", "content": "hi"}], [], temperature=0.8)
         model.complete([{"role": "user", "content": "hi"}], [])
     assert [r["temperature"] for r in server.requests] == [0.8, 0.1]
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_a_reply_past_the_size_cap_is_cut_and_not_asked_again(
+    responses: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workers.model import cancel
+
+    monkeypatch.setattr(cancel, "MAX_REPLY_BYTES", 2 * 1024 * 1024)
+    huge = Reply(text="x" * (8 * 1024 * 1024), chunk_size=256 * 1024)  # one long line
+    with FakeOpenAI([huge, Reply(text="never asked")]) as server:
+        kind = ResponsesModel if responses else OpenAIModel
+        model = kind(model="fake-model", base_url=server.base_url, api_key="k", max_attempts=3)
+        with pytest.raises(ModelError) as raised:
+            model.complete([{"role": "user", "content": "x"}], [])
+    assert "more than 2 MB for one reply" in raised.value.message
+    assert len(server.requests) == 1, "a reply too large is not asked for again"
+
+
+def test_one_call_with_every_retry_is_capped_whatever_the_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workers.model import openai_client
+
+    monkeypatch.setattr(openai_client, "MAX_CALL_S", 3.0)
+    slow = Reply(text="a trickle", chunk_size=1, drip_s=0.5)
+    with FakeOpenAI([slow] * 20) as server:
+        model = OpenAIModel(
+            model="fake-model",
+            base_url=server.base_url,
+            api_key="k",
+            max_attempts=20,
+            request_timeout=2,
+            backoff_initial=0.01,
+            backoff_max=0.05,
+        )
+        started = time.monotonic()
+        with pytest.raises(ModelError):
+            model.complete([{"role": "user", "content": "x"}], [])
+    assert time.monotonic() - started < 6, "20 tries of 2 s stop at the 3 s cap"

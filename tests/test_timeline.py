@@ -252,6 +252,7 @@ def test_the_page_in_chromium(
 def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
     import subprocess
     import sys
+    import urllib.error
     import urllib.request
 
     from tests.helpers import cli_env
@@ -275,6 +276,11 @@ def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url, timeout=10) as response:
             assert b"timeline-data" in response.read()
+        # A rebound name (evil.example resolving to 127.0.0.1) is refused.
+        rebound = urllib.request.Request(url, headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(rebound, timeout=10)
+        assert refused.value.code == 421
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -11,6 +11,7 @@ from workers.context import ContextKeeper
 from workers.editing import EditGuard
 from workers.events import Emitter
 from workers.facts import Facts
+from workers.ignored_changes import IgnoredChange
 from workers.limits import Budget, Limits
 from workers.log_schema import UserMessage
 from workers.merging import Merged
@@ -77,6 +78,8 @@ class AgentResult:
     changes: list[Change] | None = None
     """What it changed in the workspace, its workers included; None when it could
     change nothing. An isolated editor's: what came into the workspace."""
+    ignored_changes: list[IgnoredChange] = field(default_factory=list)
+    """What it changed among git-ignored files and caches (workers/ignored_changes.py)."""
     merge: Merged | None = None
     """An isolated editor's: how its change set came into the workspace, or why not."""
 

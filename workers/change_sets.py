@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from workers import state
+from workers import ignored_changes, state
 from workers.events import Emitter
+from workers.ignored_changes import IgnoredChange
 from workers.log_schema import ChangeSet
 from workers.snapshots import LINK_MODE, Entry, Store, Tree
 
@@ -120,6 +121,9 @@ class ChangeTracker:
         """Where the change set's unified diff is written at the end (beside the log)."""
         self.before_id, self._start = store.snapshot()
         self._last = self._start
+        self._ignored_start = ignored_changes.look(store.workspace, self._start)
+        self.ignored: list[IgnoredChange] = []
+        """What changed among the files the change set leaves out (set by `finish`)."""
         self.worktree = store.workspace.name if store.home != store.workspace else None
         """An isolated editor's copy (workers/worktrees.py): its folder's name in the
         workspace's state folder."""
@@ -155,6 +159,9 @@ class ChangeTracker:
         """The snapshot id at the end and everything changed since the start."""
         after_id, now = self.store.snapshot()
         self._last = now
+        self.ignored = ignored_changes.compare(
+            self._ignored_start, ignored_changes.look(self.store.workspace, now)
+        )
         return after_id, compare(self._start, now)
 
 
@@ -166,7 +173,7 @@ def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] |
     except OSError:
         return None
     diff_file = None
-    if tracker.diff_file is not None and changes:
+    if tracker.diff_file is not None and (changes or tracker.ignored):
         path = tracker.diff_file
         turn = 1
         while os.path.lexists(path):  # the top agent of a chat: one change set per turn
@@ -174,7 +181,7 @@ def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] |
             path = tracker.diff_file.with_name(f"{tracker.diff_file.stem}-{turn}.diff")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            text = unified_diff(tracker.store, changes)
+            text = unified_diff(tracker.store, changes) + ignored_changes.section(tracker.ignored)
             state.write_file(path.parent, path.name, text.encode("utf-8", "surrogateescape"))
             diff_file = f"{path.parent.name}/{path.name}"
         except OSError:
@@ -185,6 +192,7 @@ def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] |
             after=after_id,
             files=[c.as_json() for c in changes],
             diff_file=diff_file,
+            ignored=[c.as_json() for c in tracker.ignored] or None,
         )
     )
     return changes

@@ -131,6 +131,9 @@ class ChangeSet(Event):
     """Each change (workers/change_sets.py Change.as_json): path, kind, hashes, sizes."""
     diff_file: str | None
     """The unified diff, relative to the log's folder; None when it could not be written."""
+    ignored: list[Record] | None = absent_when_none()
+    """What changed among git-ignored files and caches (workers/ignored_changes.py):
+    path, change, size, mtime_ns; absent when nothing did."""
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ def run_agent(
     calls.answer_unanswered(messages, reason_of(result.outcome))
     if agent.changes is not None:
         result.changes = record_change_set(agent.changes, agent.events)
+        result.ignored_changes = agent.changes.ignored
     if isinstance(result.outcome, LimitHit):
         agent.events.emit(Limit(limit=result.outcome.limit, detail=result.outcome.detail))
     agent.events.emit(

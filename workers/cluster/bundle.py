@@ -8,6 +8,7 @@ the node the same way, with every config file but git's defaults left out.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -52,11 +53,39 @@ def git_alone(folder: str | Path, *args: str, stdin: bytes | None = None) -> byt
     return done.stdout
 
 
+# Files named like secrets never leave this machine, whatever git's ignore rules say:
+# environment files, private keys, credentials of package registries and clouds.
+SECRET_NAMES = re.compile(
+    r"(^|/)(\.env(\..*)?|\.envrc|\.netrc|\.npmrc|\.pypirc|\.git-credentials|"
+    r"id_(rsa|dsa|ecdsa|ed25519)[^/]*|[^/]*\.(pem|key|p12|pfx|keystore|jks)|"
+    r"credentials(\.[^/]*)?|secrets?\.[^/]*)$|(^|/)\.(ssh|aws|gnupg|docker)/",
+    re.IGNORECASE,
+)
+
+
+def travelling(store: Store, tree: Tree) -> Tree:
+    """What of `tree` goes to the nodes: never a file named like a secret, and, for a
+    workspace that is no git repository, nothing its `.gitignore` files ignore."""
+    kept = {rel: entry for rel, entry in tree.items() if not SECRET_NAMES.search(rel)}
+    if os.path.isdir(store.workspace / ".git"):
+        return kept  # the snapshot is what git lists: ignored files are out already
+    with tempfile.TemporaryDirectory(prefix="gaffer-ignore-") as git_dir:
+        git_alone(git_dir, "init", "-q", "--bare", ".")
+        listed = git_alone(
+            store.workspace,
+            *(f"--git-dir={git_dir}", f"--work-tree={store.workspace}"),
+            *("ls-files", "-z", "--others", "--exclude-standard"),
+        )
+    wanted = {os.fsdecode(p) for p in listed.split(b"\0") if p}
+    return {rel: entry for rel, entry in kept.items() if rel in wanted}
+
+
 def make_bundle(store: Store, tree: Tree) -> bytes:
-    """`tree` (a snapshot of `store`'s workspace) as the bytes of a git bundle."""
+    """`tree` (a snapshot of `store`'s workspace) as the bytes of a git bundle, of what
+    of it may travel (`travelling`)."""
     stream = bytearray(b"commit " + BRANCH.encode() + b"\n")
     stream += b"committer gaffer <gaffer@localhost> 0 +0000\ndata 8\nsnapshot\n"
-    for rel, entry in sorted(tree.items()):
+    for rel, entry in sorted(travelling(store, tree).items()):
         data = _content(store, rel, entry)
         mode = {LINK_MODE: b"120000", 0o100755: b"100755"}.get(entry.mode, b"100644")
         stream += b"M " + mode + b" inline " + _quoted(rel) + b"\n"

@@ -19,6 +19,13 @@ from typing import Any
 
 # How often a waiting call looks up to see whether it was cancelled.
 POLL_S = 0.1
+# The most one reply may send, streamed events and all: a long reply at gaffer's output
+# caps is a few MB; a server that sends more (a 300 MB line) is cut before it fills memory.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+
+class ReplyTooLarge(Exception):
+    """The server sent more than MAX_REPLY_BYTES for one reply."""
 
 
 class Readers:
@@ -27,6 +34,29 @@ class Readers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_thread: dict[int, socket.socket] = {}
+        self._received: dict[int, int] = {}
+        """Bytes read so far by the call each thread is making (`interruptible`)."""
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        """While the block runs, this thread's reads count towards MAX_REPLY_BYTES."""
+        thread = threading.get_ident()
+        self._received[thread] = 0
+        try:
+            yield
+        finally:
+            self._received.pop(thread, None)
+
+    def count(self, size: int) -> None:
+        """Note bytes read by this thread's call; ReplyTooLarge past MAX_REPLY_BYTES."""
+        thread = threading.get_ident()
+        if thread not in self._received:
+            return
+        self._received[thread] += size
+        if self._received[thread] > MAX_REPLY_BYTES:
+            raise ReplyTooLarge(
+                f"the server sent more than {MAX_REPLY_BYTES // (1024 * 1024)} MB for one reply"
+            )
 
     @contextlib.contextmanager
     def reading(self, sock: socket.socket | None) -> Iterator[None]:
@@ -58,7 +88,9 @@ class _Stream:
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         with self._readers.reading(self._sock):
-            return bytes(self._inner.read(max_bytes, timeout))
+            data = bytes(self._inner.read(max_bytes, timeout))
+        self._readers.count(len(data))
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         with self._readers.reading(self._sock):
@@ -125,6 +157,7 @@ def interruptible(readers: Readers | None, cancelled: Callable[[], bool] | None)
     watcher = threading.Thread(target=watch, name="gaffer-cancel-watch", daemon=True)
     watcher.start()
     try:
-        yield
+        with readers.counting():
+            yield
     finally:
         done.set()

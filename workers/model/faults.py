@@ -23,6 +23,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 # A server asking to wait longer than this (Retry-After) is not waited for: the call
 # stops at once with the reason, as it does when the run has less time left than that.
 MAX_RETRY_AFTER_S = 60.0
+# One model call, every try and every wait together, past the longest a request may
+# take: a server that drips a byte at a time, or fails slowly, is given up on here
+# rather than after max_attempts full request timeouts (an hour at the defaults).
+MAX_CALL_S = 900.0
 # The server could not read the model's reply as its tool-call format (llama.cpp says
 # so in a 500, or in an error event mid-stream). That is the model's mistake: retrying
 # the same prompt repeats it.

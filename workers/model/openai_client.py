@@ -29,9 +29,10 @@ from workers.model import (
     TextSink,
     shown_url,
 )
-from workers.model.cancel import install, interruptible
+from workers.model.cancel import ReplyTooLarge, install, interruptible
 from workers.model.faults import (
     CONTEXT_ERROR,
+    MAX_CALL_S,
     RETRYABLE_STATUS,
     UNREADABLE_OUTPUT,
     CallTooLong,
@@ -121,7 +122,9 @@ class OpenAIModel:
         temperature: float | None = None,
     ) -> AssistantTurn:
         echo = Echo(on_text)
-        deadline = time.monotonic() + timeout if timeout is not None else None
+        whole = max(MAX_CALL_S, self.request_timeout)
+        timeout = whole if timeout is None else min(timeout, whole)
+        deadline = time.monotonic() + timeout
         stop: stop_base = stop_after_attempt(self.max_attempts) | stop_if_asked_to_wait_too_long(
             deadline
         )
@@ -229,6 +232,8 @@ class OpenAIModel:
             with interruptible(self._readers, stop_reading):
                 return self._once(messages, tools, echo, seconds, asking)
         except Exception as error:
+            if (too_large := _caused_by(error, ReplyTooLarge)) is not None:
+                raise ModelError("malformed_output", str(too_large)) from error
             if time.monotonic() > ends and not (cancelled is not None and cancelled()):
                 raise CallTooLong(
                     f"no whole reply within {seconds:.0f} s; the server kept the connection open"
@@ -337,3 +342,13 @@ def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
     return dataclasses.replace(turn, attempt=attempt)
+
+
+def _caused_by(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`error`, or the first exception in its chain of causes, that is a `kind`."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

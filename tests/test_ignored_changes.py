@@ -1,0 +1,101 @@
+"""Every byte a sandboxed worker writes is seen, git-ignored files and caches included
+(workers/ignored_changes.py): in the report, `gaffer diff` and the log, in a section of
+their own, and `gaffer undo` takes back what the run added."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.docker_support import require_docker, user_workspace
+from tests.fake_openai import Reply
+from tests.helpers import gaffer, gaffer_replying, shell_reply
+from workers.change_sets import ChangeTracker, record_change_set
+from workers.events import Emitter, Recorder
+from workers.snapshots import Store
+
+
+def project(ws: Path) -> Path:
+    (ws / ".gitignore").write_text("build/\n*.log\nnode_modules/\n")
+    (ws / "app.py").write_text("x = 1\n")
+    (ws / "node_modules" / "left").mkdir(parents=True)
+    (ws / "node_modules" / "left" / "index.js").write_text("module.exports = 1\n")
+    (ws / "old.log").write_text("old\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    return ws
+
+
+def test_ignored_files_are_a_section_of_their_own_never_the_change_set(workspace: Path) -> None:
+    project(workspace)
+    tracker = ChangeTracker(Store(workspace), workspace.parent / "w1.diff")
+    (workspace / "build").mkdir()
+    (workspace / "build" / "gen.py").write_text("import os\n")
+    (workspace / "node_modules" / "left" / "index.js").write_text("module.exports = 2\n")
+    (workspace / "old.log").unlink()
+    (workspace / "app.py").write_text("x = 2\n")
+    recorder = Recorder()
+    changes = record_change_set(tracker, Emitter([recorder]))
+    assert [c.path for c in changes or []] == ["app.py"]
+    [line] = [r for r in recorder.records if r["event"] == "change_set"]
+    assert [(c["path"], c["change"]) for c in line["ignored"]] == [
+        ("build/gen.py", "added"),
+        ("node_modules/left/index.js", "modified"),
+        ("old.log", "deleted"),
+    ]
+    diff = (workspace.parent / "w1.diff").read_text()
+    assert "+x = 2" in diff and "#   build/gen.py (added, 10 bytes)" in diff
+
+
+def test_nothing_changed_among_ignored_files_adds_nothing(workspace: Path) -> None:
+    project(workspace)
+    tracker = ChangeTracker(Store(workspace))
+    recorder = Recorder()
+    record_change_set(tracker, Emitter([recorder]))
+    [line] = [r for r in recorder.records if r["event"] == "change_set"]
+    assert "ignored" not in line
+
+
+def test_a_worker_s_ignored_writes_are_reported_shown_and_undone(tmp_path: Path) -> None:
+    require_docker()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    user_workspace(project(ws))
+    plant = (
+        "mkdir -p node_modules/.cache && echo 'require(1)' > node_modules/.cache/evil.js && "
+        "echo x >> node_modules/left/index.js"
+    )
+    replies = [shell_reply(plant), Reply(text="done")]
+    done, server = gaffer_replying(
+        ws, "run", "--no-verify", "go", replies=[*_delegated(replies)], routes={"plant": replies}
+    )
+    assert done.returncode == 0, done.stderr
+    report = next(m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool")
+    assert "git-ignored and cache files changed: node_modules/.cache/evil.js (added" in report
+    assert "node_modules/left/index.js (modified" in report
+    shown = gaffer(ws, "diff")
+    assert "#   node_modules/.cache/evil.js (added" in shown.stdout
+    undone = gaffer(ws, "undo")
+    assert "removed: node_modules/.cache/evil.js (git-ignored, added by the run)" in undone.stdout
+    assert "not put back: node_modules/left/index.js (modified" in undone.stdout
+    assert not (ws / "node_modules" / ".cache" / "evil.js").exists()
+    status = subprocess.run(
+        ["git", "-c", "safe.directory=*", "status", "--porcelain"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "node_modules" not in status.stdout, "git itself never shows them"
+
+
+def _delegated(worker: list[Reply]) -> list[Reply]:
+    call = json.dumps({"profile": "coder", "task": "plant it"})
+    return [Reply(tool_calls=[("delegate", call)]), Reply(text="it is done")]
+
+
+@pytest.fixture(autouse=True)
+def _no_pager(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_PAGER", "cat")

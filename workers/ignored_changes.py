@@ -1,0 +1,147 @@
+"""What an agent changed among the files its change set leaves out: those git ignores and
+the folders no tool looks into (`node_modules`, virtual environments, caches, build
+output). Every byte a sandbox writes is seen, there too: these are listed in a section
+of their own (the report, `gaffer diff`, the `change_set` line), one line each, and
+`gaffer undo` removes the ones the agent added. Their contents are not kept (a large
+`node_modules` would fill the store), so one the agent modified or deleted is named,
+not put back.
+
+A look is a walk of the workspace by `lstat` alone, never following a link and never
+entering a `.git`: a 50,000-file tree takes a fraction of a second, and nothing is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from workers import state
+from workers.tools.git_paths import is_git_dir_name
+
+# A walk past this many files stops counting: a tree that large is reported as cut.
+MAX_LOOKED_AT = 500_000
+# A change set section longer than this is shortened to a count.
+MAX_LISTED = 200
+
+Seen = dict[str, tuple[int, int, int, int, int]]
+"""Path to (size, mtime, ctime, inode, mode): ctime moves on any change and cannot be
+set back from inside a container."""
+Kind = Literal["added", "modified", "deleted"]
+
+
+@dataclass(frozen=True)
+class IgnoredChange:
+    path: str
+    kind: Kind
+    size: int
+    """The file's size now (before, for a deleted one)."""
+    mtime_ns: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "change": self.kind,
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IgnoredChange:
+        kind = data["change"]
+        if kind not in ("added", "modified", "deleted"):
+            raise ValueError(f"unknown change {kind!r}")
+        return cls(str(data["path"]), kind, int(data["size"]), int(data["mtime_ns"]))
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} ({self.kind}, {self.size} bytes)"
+
+
+def look(workspace: Path, listed: Iterable[str]) -> Seen:
+    """Every file of the workspace not in `listed` (the change set's own tree)."""
+    root = os.path.realpath(workspace)
+    skip = set(listed)
+    own = os.path.realpath(state.root_path())  # gaffer's own, in a workspace that is a home
+    seen: Seen = {}
+    stack = [""]
+    while stack and len(seen) < MAX_LOOKED_AT:
+        folder = stack.pop()
+        with contextlib.suppress(OSError), os.scandir(os.path.join(root, folder)) as entries:
+            for entry in entries:
+                rel = f"{folder}/{entry.name}" if folder else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if not is_git_dir_name(entry.name) and entry.path != own:
+                        stack.append(rel)
+                    continue
+                if rel in skip:
+                    continue
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                        seen[rel] = (
+                            info.st_size,
+                            info.st_mtime_ns,
+                            info.st_ctime_ns,
+                            info.st_ino,
+                            info.st_mode,
+                        )
+    return seen
+
+
+def compare(before: Seen, after: Seen) -> list[IgnoredChange]:
+    changes = [
+        IgnoredChange(path, "added" if path not in before else "modified", now[0], now[1])
+        for path, now in after.items()
+        if before.get(path) != now
+    ]
+    changes += [
+        IgnoredChange(path, "deleted", was[0], was[1])
+        for path, was in before.items()
+        if path not in after
+    ]
+    return sorted(changes, key=lambda c: c.path)
+
+
+def section(changes: list[IgnoredChange]) -> str:
+    """The change set's section of them, as `gaffer diff` and the diff file end."""
+    if not changes:
+        return ""
+    lines = [f"# git-ignored and cache files changed ({len(changes)}; not kept, not shown):"]
+    lines += [f"#   {c.label}" for c in changes[:MAX_LISTED]]
+    if len(changes) > MAX_LISTED:
+        lines.append(f"#   … and {len(changes) - MAX_LISTED} more")
+    return "\n".join(lines) + "\n"
+
+
+def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str], list[str]]:
+    """Remove the files the agent added that are still as it left them; (removed, left as
+    they are, with why). A path under a link is never followed."""
+    root = os.path.realpath(workspace)
+    removed, left = [], []
+    for change in changes:
+        if change.kind != "added":
+            left.append(f"{change.path} ({change.kind}: its content was not kept)")
+            continue
+        parts = change.path.split("/")
+        if change.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            left.append(f"{change.path!r} (not a path inside the workspace)")
+            continue
+        full = os.path.join(root, change.path)
+        if os.path.realpath(os.path.dirname(full)) != os.path.dirname(full):
+            left.append(f"{change.path} (it now lies under a link)")
+            continue
+        try:
+            info = os.lstat(full)
+        except FileNotFoundError:
+            continue  # gone already
+        if (info.st_size, info.st_mtime_ns) != (change.size, change.mtime_ns):
+            left.append(f"{change.path} (changed since)")
+            continue
+        os.unlink(full)
+        removed.append(change.path)
+    return removed, left
