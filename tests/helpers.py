@@ -137,6 +137,17 @@ def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: in
     proc.wait()
 
 
+def git_status(workspace: Path) -> str:
+    """`git status --porcelain` as the user runs it in their own checkout."""
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", "status", "--porcelain"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
 # -- at a terminal --------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.docker_support import require_docker, user_workspace
 from tests.fake_openai import Reply
-from tests.helpers import gaffer_replying, shell_reply
+from tests.helpers import gaffer_replying, git_status, shell_reply
 
 PLANT_PYC = """python3 - <<'EOF'
 import importlib.util, marshal, os, struct
@@ -75,14 +75,7 @@ def test_start_up_code_planted_in_ignored_folders_never_runs_on_the_host(ws: Pat
     jest = subprocess.run([str(ws / "node_modules/.bin/jest")], capture_output=True, text=True)
     assert jest.stdout == "the real jest\n", "the command folder was read-only inside"
     assert not [p.name for p in ws.iterdir() if p.name.startswith("PWNED")]
-    status = subprocess.run(
-        ["git", "-c", "safe.directory=*", "status", "--porcelain"],
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "__pycache__" not in status.stdout
+    assert "__pycache__" not in git_status(ws)
 
 
 def test_a_compiled_cache_the_host_wrote_itself_stays(ws: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.docker_support import require_docker, user_workspace
 from tests.fake_openai import Reply
-from tests.helpers import gaffer, gaffer_replying, shell_reply
+from tests.helpers import gaffer, gaffer_replying, git_status, shell_reply
 from workers.change_sets import ChangeTracker, record_change_set
 from workers.events import Emitter, Recorder
 from workers.snapshots import Store
@@ -81,14 +81,7 @@ def test_a_worker_s_ignored_writes_are_reported_shown_and_undone(tmp_path: Path)
     assert "removed: node_modules/.cache/evil.js (git-ignored, added by the run)" in undone.stdout
     assert "not put back: node_modules/left/index.js (modified" in undone.stdout
     assert not (ws / "node_modules" / ".cache" / "evil.js").exists()
-    status = subprocess.run(
-        ["git", "-c", "safe.directory=*", "status", "--porcelain"],
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "node_modules" not in status.stdout, "git itself never shows them"
+    assert "node_modules" not in git_status(ws), "git itself never shows them"
 
 
 def _delegated(worker: list[Reply]) -> list[Reply]:
