@@ -27,7 +27,7 @@ from workers.events import Emitter
 from workers.extensions import load_extensions
 from workers.limits import Budget
 from workers.profiles import ProfileError, load_profiles, search_path
-from workers.sandbox import SandboxUnavailable, docker, guard
+from workers.sandbox import SandboxUnavailable, docker, guard, leftovers
 from workers.sandbox.container import ContainerSpec, container_spec
 from workers.sandbox.docker import DockerSandbox, client
 from workers.sandbox.leftovers import remove_leftovers
@@ -102,14 +102,28 @@ def run_probes(workspace: Path, options: DockerOptions, uid: int | None) -> list
         ) as box:
             probes += [probe(box) for probe in _container_checks(canary)]
             probes.append(_hard_links_unshared(box, outside_twin, linked))
+            probes.append(_recorded_for_the_reaper(box))
             _shell(
                 box,
                 f"mkdir -p {planted} && git init -q {planted} 2>/dev/null || mkdir -p {planted}/.git",
             )
+            # What the host runs on its own, planted where git ignores it, and a folder
+            # git takes for a repository by its commondir.
+            _shell(
+                box,
+                f"mkdir -p {planted}-x/__pycache__ {planted}-x/node_modules/.bin && "
+                f"echo 'import os' > {planted}-x/evil.pth && "
+                f"echo x > {planted}-x/__pycache__/m.cpython-311.pyc && "
+                f"echo x > {planted}-x/node_modules/.bin/jest && "
+                f"echo 'ref: refs/heads/main' > {planted}-x/HEAD && echo .. > {planted}-x/commondir",
+            )
         probes.append(_planted_git_moved_aside(box, planted))
+        probes += _planted_host_runs_moved_aside(box, f"{planted}-x")
     finally:
         os.environ.pop(CANARY_VAR, None)
-        _clean_up(workspace, [planted, linked.name if linked else ""], outside_twin, token)
+        _clean_up(
+            workspace, [planted, f"{planted}-x", linked.name if linked else ""], outside_twin, token
+        )
     return probes + [probe() for probe in _host_checks()]
 
 
@@ -253,6 +267,37 @@ def _planted_git_moved_aside(box: DockerSandbox | None, planted: str) -> Probe:
         bool(moved),
         f"moved to {moved[0].moved_to}" if moved else "it stayed in the workspace",
     )
+
+
+def _recorded_for_the_reaper(box: DockerSandbox) -> Probe:
+    name = box.container.name
+    kept = (state.root() / leftovers.RECORDS / f"{name}.json").is_file()
+    return Probe(
+        "a killed run's container is swept by the next gaffer (its record is kept)",
+        kept,
+        f"record for {name} in the state folder"
+        if kept
+        else "no record: a kill -9 leaves it unswept",
+    )
+
+
+def _planted_host_runs_moved_aside(box: DockerSandbox | None, folder: str) -> list[Probe]:
+    moved = {q.path for q in (box.quarantined if box else [])}
+    runs = {f"{folder}/{p}" for p in ("evil.pth", "__pycache__/m.cpython-311.pyc")}
+    runs.add(f"{folder}/node_modules/.bin/jest")
+    repository = {f"{folder}/HEAD", f"{folder}/commondir"}
+    return [
+        Probe(
+            "start-up files, compiled caches and command folders planted anywhere are taken out",
+            runs <= moved,
+            "all moved aside" if runs <= moved else f"left: {', '.join(sorted(runs - moved))}",
+        ),
+        Probe(
+            "a folder git takes for a repository by its commondir loses its HEAD",
+            repository <= moved,
+            "moved aside" if repository <= moved else "it stayed a repository",
+        ),
+    ]
 
 
 def _clean_up(workspace: Path, names: list[str], twin: Path, token: str) -> None:

@@ -245,7 +245,9 @@ def _repositories(
 
 def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
     """Every folder under root with its entries, never following links and never entering
-    a repository (protected whole) or gaffer's own folder (read-only in the container)."""
+    a `.git` (protected, or moved out, whole) or gaffer's own folder. A folder git takes
+    for a repository by another name is entered: when it loses its HEAD, what it holds is
+    an ordinary folder's, and must be as clean."""
     stack = ["."]
     while stack:
         rel = stack.pop()
@@ -255,8 +257,6 @@ def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
         except OSError:
             continue
         yield rel, entries
-        if rel != "." and looks_like_git_dir({e.name for e in entries}):
-            continue
         for entry in entries:
             child = _join(rel, entry.name)
             if (
