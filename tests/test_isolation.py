@@ -219,12 +219,22 @@ def test_a_plain_copy_sees_its_changes_outside_git_and_before_a_commit(workspace
         copy.remove()
 
 
-def test_a_change_set_that_would_make_a_git_repository_is_refused(workspace: Path) -> None:
+@pytest.mark.parametrize(
+    "planted",
+    [
+        [("HEAD", "ref: refs/heads/m\n"), ("objects/x", "x"), ("refs/heads/m", "0")],
+        [("HEAD", "ref: refs/heads/m\n"), ("commondir", "../.git\n")],  # git's own test
+    ],
+    ids=["HEAD objects refs", "HEAD commondir"],
+)
+def test_a_change_set_that_would_make_a_git_repository_is_refused(
+    workspace: Path, planted: list[tuple[str, str]]
+) -> None:
     repository(workspace)
     store = Store(workspace)
     _, base = store.snapshot()
     copy = make_worktree(store, "w8")
-    for name, text in [("HEAD", "ref: refs/heads/m\n"), ("objects/x", "x"), ("refs/heads/m", "0")]:
+    for name, text in planted:
         (copy.path / "evil" / name).parent.mkdir(parents=True, exist_ok=True)
         (copy.path / "evil" / name).write_text(text)
     (copy.path / "evil" / "config").write_text("[core]\n\tfsmonitor = touch /tmp/pwned\n")
