@@ -10,21 +10,16 @@ files through links, the host shell policy, gaffer's own environment).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor import trust as trust_view
+from supervisor.doctor_host import Probe, host_checks
 from supervisor.terminal import echo
 from workers import state, trust
-from workers.events import Emitter
-from workers.extensions import load_extensions
 from workers.limits import Budget
 from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable, docker, guard, leftovers
@@ -34,31 +29,8 @@ from workers.sandbox.leftovers import remove_leftovers
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
-from workers.tools.memory import project_instructions
-from workers.tools.shell import looks_secret
-from workers.tools.shell_policy import check
 
 CANARY_VAR = "GAFFER_DOCTOR_CANARY"
-# Commands that once slipped past the host allowlist; each must now need approval.
-POLICY_BYPASSES = (
-    "find . -de''lete",
-    "find . \\-delete",
-    "find . ${PWD:+-delete}",
-    "find . -ex''ec id ;",
-    "git log --out''put=F",
-    "sort -uoF x",
-    "pytest --basetemp=/tmp/x",
-    "cat /proc/$PPID/environ",
-    "cat /proc/1/environ",
-    "cat ~/.ssh/id_rsa",
-)
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    ok: bool
-    detail: str
 
 
 def describe(spec: ContainerSpec, workspace_trust: trust.WorkspaceTrust | None = None) -> list[str]:
@@ -124,7 +96,7 @@ def run_probes(workspace: Path, options: DockerOptions, uid: int | None) -> list
         _clean_up(
             workspace, [planted, f"{planted}-x", linked.name if linked else ""], outside_twin, token
         )
-    return probes + [probe() for probe in _host_checks()]
+    return probes + [probe() for probe in host_checks()]
 
 
 def _shell(box: DockerSandbox, command: str) -> str:
@@ -311,71 +283,6 @@ def _clean_up(workspace: Path, names: list[str], twin: Path, token: str) -> None
     twin.unlink(missing_ok=True)
     quarantine = state.workspace_dir(workspace, state.QUARANTINE)
     shutil.rmtree(quarantine / f"doctor-{token}", ignore_errors=True)
-
-
-def _host_checks() -> list[Callable[[], Probe]]:
-    def untrusted_content_does_not_run() -> Probe:
-        with tempfile.TemporaryDirectory() as scratch:
-            workspace, marker = Path(scratch, "ws"), Path(scratch, "ran")
-            (workspace / ".gaffer" / "tools").mkdir(parents=True)
-            server = {"command": "sh", "args": ["-c", f"touch {marker}"]}
-            (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"x": server}}))
-            (workspace / ".gaffer" / "tools" / "x.py").write_text(f"open({str(marker)!r}, 'w')\n")
-            judged = trust.evaluate(workspace, store=Path(scratch, "trusted.json"))
-            extensions = load_extensions(
-                judged, Emitter(), taken=set(BUILTIN_TOOLS), log_dir=Path(scratch, "logs")
-            )
-            extensions.close()
-            ran = marker.exists()
-        return Probe(
-            "a workspace's MCP servers and plugins do not run until trusted",
-            not ran,
-            "an untrusted server and plugin ran" if ran else "both were skipped",
-        )
-
-    def instructions_confined() -> Probe:
-        with tempfile.TemporaryDirectory() as scratch:
-            workspace = Path(scratch)
-            (workspace / "AGENTS.md").symlink_to("/proc/self/environ")
-            (workspace / "AGENT.md").symlink_to("/etc/hostname")
-            text = project_instructions(workspace)
-        return Probe(
-            "AGENT.md and AGENTS.md are never read through a link out of the workspace",
-            text == "",
-            "links to /proc/self/environ and /etc/hostname refused" if not text else "one was read",
-        )
-
-    def policy_holds() -> Probe:
-        with tempfile.TemporaryDirectory() as scratch:
-            slipped = [c for c in POLICY_BYPASSES if check(c, Path(scratch)).allowed]
-        return Probe(
-            "the host shell policy sees through quoting, expansion and paths out",
-            not slipped,
-            f"allowed: {'; '.join(slipped)}"
-            if slipped
-            else f"{len(POLICY_BYPASSES)} known bypasses need approval",
-        )
-
-    def own_environment_hidden() -> Probe:
-        names = [n for n in os.environ if looks_secret(n) and os.environ[n]]
-        seen = subprocess.run(
-            ["cat", f"/proc/{os.getpid()}/environ"], capture_output=True, check=False
-        ).stdout
-        shown = [n for n in names if os.environ[n].encode() in seen]
-        return Probe(
-            "gaffer's own secrets are not readable in /proc/<pid>/environ",
-            not shown,
-            f"readable: {', '.join(shown)}"
-            if shown
-            else f"{len(names)} secret-looking variable(s) hidden",
-        )
-
-    return [
-        untrusted_content_does_not_run,
-        instructions_confined,
-        policy_holds,
-        own_environment_hidden,
-    ]
 
 
 # Set inside the container by gaffer or the shell itself, whatever the host has.
