@@ -4,10 +4,12 @@ real container, then followed by what the user runs next on the host."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,46 @@ def test_a_compiled_cache_the_host_wrote_itself_stays(ws: Path) -> None:
     assert not [r for r in records(ws) if r.get("action") == "quarantined"]
     assert "moved it aside" not in done.stderr
     assert os.path.exists(cached)
+
+
+def test_a_planted_tree_is_taken_out_across_file_systems_without_its_fifos(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workers.sandbox import guard
+
+    ws = tmp_path / "plain"
+    (ws / "sub").mkdir(parents=True)
+    before = guard.survey(ws, unshare=False)
+    planted = ws / "sub" / ".git"
+    (planted / "hooks").mkdir(parents=True)
+    (planted / "config").write_text("[core]\n\tfsmonitor = touch PWNED\n")
+    os.mkfifo(planted / "hooks" / "pipe")  # a copy would block on it, or fail
+    (ws / "sub").chmod(0o555)  # made read-only by the container
+    real_rename = os.rename
+
+    def across(source: object, target: object) -> None:  # the state folder elsewhere
+        if str(source).startswith(str(ws)):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_rename(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(guard.os, "rename", across)
+    [moved] = guard.sweep(ws, before, "t")
+    assert moved.path == "sub/.git" and not planted.exists()
+    kept = Path(moved.moved_to)
+    assert (kept / "config").is_file() and not (kept / "hooks" / "pipe").exists()
+
+
+def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_path: Path) -> None:
+    from workers.sandbox import guard
+
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    before = guard.survey(ws, unshare=False)
+    (ws / "planted.pth").write_text("import os\n")
+    ended = time.time_ns()
+    time.sleep(0.05)
+    (ws / "mine" / "__pycache__").mkdir(parents=True)
+    (ws / "mine" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"the user's own")
+    moved = guard.sweep(ws, before, "late", not_after_ns=ended)
+    assert [q.path for q in moved] == ["planted.pth"]
+    assert (ws / "mine" / "__pycache__" / "m.cpython-311.pyc").exists()

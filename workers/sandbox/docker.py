@@ -138,7 +138,7 @@ def docker_sandbox(
         quarantined = _until_done(
             lambda: _clean_up(docker_client, name, workspace, before, output_dir)
         )
-        leftovers.forget(name)
+        leftovers.forget(name)  # only once swept: a fault above keeps it for the reaper
         if sandbox is not None:
             sandbox.quarantined = quarantined
 
@@ -146,9 +146,15 @@ def docker_sandbox(
 def _clean_up(
     docker_client: Any, name: str, workspace: Path, before: Survey, output_dir: Path
 ) -> list[Quarantined]:
-    """Remove the container, then move out what it planted; its output folder goes too."""
-    with contextlib.suppress(Exception):
-        docker_client.containers.get(name).remove(force=True)
+    """Remove the container, then move out what it planted; its output folder goes too.
+    Nothing is swept while the container may still run: it could swap a folder for a link
+    under the sweep's feet. Then the record stays, and the next gaffer sweeps."""
+    if not leftovers.remove_container(docker_client, name):
+        raise SandboxFault(
+            f"the container {name} could not be removed, so its workspace was not swept; "
+            "the next gaffer command will (or run `docker rm -f` on it)"
+        )
+    leftovers.mark_removed(name)
     shutil.rmtree(output_dir, ignore_errors=True)
     try:
         return guard.sweep(workspace, before, name)

@@ -21,9 +21,12 @@ state folder's `quarantine/` (workers/state.py), kept rather than deleted, and s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from workers import state
-from workers.sandbox import SandboxUnavailable
+from workers.sandbox import SandboxFault, SandboxUnavailable
 from workers.sandbox.host_runs import (
     Fingerprint,
     command_folders,
@@ -41,6 +44,9 @@ from workers.sandbox.host_runs import (
 from workers.tools.git_paths import git_takes_for_repository, is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
 
+# What is copied into the quarantine when the state folder is on another file system;
+# more is removed without being kept (a planted sparse file could fill the disk).
+MAX_KEPT_COPY_BYTES = 64 * 1024 * 1024
 # Each protected path is one bind mount; a workspace with more nested repositories than
 # this is refused rather than half protected.
 MAX_PROTECTED = 256
@@ -151,10 +157,13 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     )
 
 
-def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
+def sweep(
+    workspace: Path, before: Survey, label: str, not_after_ns: int | None = None
+) -> list[Quarantined]:
     """Move aside every repository, hooks folder, git config, `.mcp.json` or `.gaffer`
     that appeared or was replaced since `survey`, and every file the host runs on its own
-    that is new or changed."""
+    that is new or changed. `not_after_ns`: for a late sweep (the reaper's), only what
+    changed before then, when the container ended; the user's own since stays."""
     root = os.path.realpath(workspace)
     found = [
         path
@@ -168,9 +177,18 @@ def sweep(workspace: Path, before: Survey, label: str) -> list[Quarantined]:
         if before.identity.get(rel) != _identity(os.path.join(root, rel))
     ]
     planted += [rel for rel, now in _host_runs(root).items() if before.host_runs.get(rel) != now]
+    if not_after_ns is not None:
+        planted = [rel for rel in planted if _changed_at(os.path.join(root, rel)) <= not_after_ns]
     if not planted:
         return []
     return quarantine(workspace, planted, label)
+
+
+def _changed_at(path: str) -> int:
+    try:
+        return os.lstat(path).st_ctime_ns
+    except OSError:
+        return 0
 
 
 def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quarantined]:
@@ -181,15 +199,81 @@ def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quaranti
         aside = state.workspace_dir(workspace, state.QUARANTINE, label)
     except OSError as error:
         raise SandboxUnavailable(f"cannot move planted files aside: {error}") from error
-    moved = []
+    moved, stuck = [], []
     for rel in planted:
         if not os.path.lexists(os.path.join(root, rel)):
             continue  # inside something already moved aside
         target = aside / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(os.path.join(root, rel), target)  # renamed, or copied links-as-links
-        moved.append(Quarantined(rel, str(target)))
+        try:
+            moved.append(Quarantined(rel, _move_out(os.path.join(root, rel), target)))
+        except OSError as error:
+            stuck.append(f"{rel} ({error.strerror or error})")
+    if stuck:  # the rest were moved; these still stand, and the run says so
+        raise SandboxFault(f"could not take out what the container planted: {', '.join(stuck)}")
     return moved
+
+
+def _move_out(source: str, target: Path) -> str:
+    """Move one planted path out: renamed when it can be (its folder made writable first,
+    as a container can make it read-only), else copied links as links, without device
+    files or FIFOs and only when small, then removed. Where it is kept, or why not."""
+    _writable(os.path.dirname(source))
+    if os.path.isdir(source) and not os.path.islink(source):
+        _writable(source)
+    try:
+        os.rename(source, target)
+        return str(target)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+    kept = str(target) if _size(source) <= MAX_KEPT_COPY_BYTES else "not kept (too large)"
+    if kept == str(target):
+        if os.path.isdir(source) and not os.path.islink(source):
+            shutil.copytree(source, target, symlinks=True, ignore=_special_files)
+        elif not _special_files(os.path.dirname(source), [os.path.basename(source)]):
+            shutil.copy2(source, target, follow_symlinks=False)
+    if os.path.isdir(source) and not os.path.islink(source):
+        shutil.rmtree(source, onerror=_writable_and_retry)
+    else:
+        os.unlink(source)
+    return kept
+
+
+def _writable(folder: str) -> None:
+    with contextlib.suppress(OSError):
+        info = os.lstat(folder)
+        if stat.S_ISDIR(info.st_mode):
+            os.chmod(folder, stat.S_IMODE(info.st_mode) | stat.S_IRWXU)
+
+
+def _writable_and_retry(function: object, path: str, _error: object) -> None:
+    _writable(os.path.dirname(path))
+    if callable(function):
+        function(path)
+
+
+def _special_files(folder: str, names: list[str]) -> set[str]:
+    """Entries that are no file, link or folder (FIFOs, sockets, devices): never copied."""
+    special = set()
+    for name in names:
+        with contextlib.suppress(OSError):
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+                special.add(name)
+    return special
+
+
+def _size(path: str) -> int:
+    """Bytes under a path, as stored (a sparse file counts what it takes), links as links."""
+    total = 0
+    for folder, _dirs, files in os.walk(path) if os.path.isdir(path) else [("", [], [path])]:
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            if total > MAX_KEPT_COPY_BYTES:
+                return total
+    return total
 
 
 def _host_runs(root: str) -> dict[str, Fingerprint]:

@@ -13,20 +13,25 @@ took, is never taken for a dead owner, and a container without a token is left a
 from __future__ import annotations
 
 import contextlib
+import datetime
+import fcntl
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 from workers import state
 from workers.processes import owner_gone
-from workers.sandbox import SandboxUnavailable, guard
+from workers.sandbox import SandboxFault, SandboxUnavailable, guard
 from workers.sandbox.guard import Survey
 
 LABEL = "gaffer.sandbox"
 OWNER_LABEL = "gaffer.owner"
 RECORDS = "containers"
+# A record holds one survey: a workspace's protected paths and host-run files.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
 def write_record(name: str, workspace: Path, survey: Survey, owner: str) -> None:
@@ -35,9 +40,37 @@ def write_record(name: str, workspace: Path, survey: Survey, owner: str) -> None
     state.write_file(_records(), f"{name}.json", json.dumps(data).encode())
 
 
+def mark_removed(name: str) -> None:
+    """The container is gone: a sweep by the next gaffer, if this one's is cut short,
+    takes what changed up to now."""
+    with contextlib.suppress(OSError):
+        os.utime(_records() / f"{name}.json")
+
+
 def forget(name: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(_records() / f"{name}.json")
+
+
+def remove_container(docker_client: Any, name: str) -> bool:
+    """Force-remove a container by name; True once Docker says it is gone."""
+    import docker.errors
+
+    for _ in range(3):
+        try:
+            docker_client.containers.get(name).remove(force=True)
+        except docker.errors.NotFound:
+            return True
+        except Exception:
+            time.sleep(0.5)
+            continue
+    try:
+        docker_client.containers.get(name)
+    except docker.errors.NotFound:
+        return True
+    except Exception:
+        return False
+    return False
 
 
 def remove_leftovers(docker_client: Any) -> list[str]:
@@ -50,30 +83,64 @@ def remove_leftovers(docker_client: Any) -> list[str]:
             continue
         if not owner_gone(labels.get(OWNER_LABEL, "")):
             continue
-        with contextlib.suppress(Exception):
-            container.kill()  # nothing more is planted while its workspace is swept
-        _sweep_after(container.name)
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
-            removed.append(container.short_id)
+        ended = _ended_ns(container)
+        # Removed first: nothing more is planted, and nothing races the sweep.
+        if not remove_container(docker_client, container.name):
+            continue
+        removed.append(container.short_id)
+        _sweep_after(container.name, not_after_ns=ended)
     for path in sorted(_records().glob("*.json")):
-        _sweep_after(path.stem, only_if_gone=True)
+        _sweep_after(path.stem, not_after_ns=_record_time(path), only_if_gone=True)
     return removed
 
 
-def _sweep_after(name: str, only_if_gone: bool = False) -> None:
+def _ended_ns(container: Any) -> int:
+    """When the container stopped (now, for one still running): what changed in its
+    workspace after that is the user's, not the container's."""
+    finished = ((container.attrs or {}).get("State") or {}).get("FinishedAt") or ""
+    if container.status == "running" or finished.startswith("0001-"):
+        return time.time_ns()
+    with contextlib.suppress(ValueError):
+        seconds, _, fraction = finished.rstrip("Z").partition(".")
+        stamp = datetime.datetime.fromisoformat(seconds).replace(tzinfo=datetime.UTC)
+        return int(stamp.timestamp()) * 1_000_000_000 + int((fraction + "0" * 9)[:9])
+    return time.time_ns()
+
+
+def _record_time(path: Path) -> int:
+    """For a record whose container is gone: touched when its container was removed (or
+    written, when none was made), so nothing of the container's changed after then."""
     try:
-        data = json.loads((_records() / f"{name}.json").read_bytes())
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _sweep_after(name: str, not_after_ns: int, only_if_gone: bool = False) -> None:
+    """Sweep a record's workspace against its survey, once (a lock on the record keeps
+    two gaffers from sweeping the same one), then forget it."""
+    path = _records() / f"{name}.json"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        data = json.loads(os.read(fd, MAX_RECORD_BYTES))
         workspace, owner = Path(data["workspace"]), str(data["owner"])
         survey = Survey.from_json(data["survey"])
     except (OSError, ValueError, KeyError, TypeError):
-        return
-    if only_if_gone and not owner_gone(owner):
-        return
-    with contextlib.suppress(OSError, SandboxUnavailable):
-        if workspace.is_dir():
-            guard.sweep(workspace, survey, f"{name}-left")
-    forget(name)
+        os.close(fd)
+        return  # another gaffer sweeps it now, or it is not a record of ours
+    try:
+        if only_if_gone and not owner_gone(owner):
+            return
+        with contextlib.suppress(OSError, SandboxUnavailable, SandboxFault):
+            if workspace.is_dir():
+                guard.sweep(workspace, survey, f"{name}-left", not_after_ns)
+        forget(name)
+    finally:
+        os.close(fd)
 
 
 def _records() -> Path:
