@@ -226,8 +226,13 @@ def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:
     def ask(command: str, reason: str) -> bool:
         if command in allowed:
             return True
+        lines = command.split("\n")
+        # Every line of the command marked as the command's, and counted: blank lines
+        # could otherwise push its real end out of view, or mimic gaffer's own text.
+        shown = "\n".join(f"  │ {line}" for line in lines)
+        count = f" ({len(lines)} lines)" if len(lines) > 1 else ""
         console.print(
-            f"run on this machine? {command}\n  ({reason})", markup=False, highlight=False
+            f"run on this machine?{count}\n{shown}\n  ({reason})", markup=False, highlight=False
         )
         try:
             answer = read("  [y]es / [N]o / [a]lways this command in this session: ")

@@ -17,9 +17,12 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
 
-# C0 controls but tab and newline, DEL, C1 controls, and the marks that reorder or hide
-# text (bidirectional overrides and isolates, line and paragraph separators).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls, the marks that reorder or hide text
+# (bidirectional overrides and isolates, line and paragraph separators), and the lone
+# surrogates that stand for bytes that were not UTF-8 (written back, some are C1 bytes).
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\udc80-\udcff]"
+)
 
 
 def visible(text: str) -> str:
@@ -29,6 +32,8 @@ def visible(text: str) -> str:
 
 def _written(match: re.Match[str]) -> str:
     code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

@@ -23,6 +23,8 @@ def project(ws: Path) -> Path:
         "deploy/id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\n",
         "certs/server.pem": "-----BEGIN PRIVATE KEY-----\n",
         ".aws/credentials": "[default]\naws_secret_access_key=x\n",
+        ".kube/config": "token: x\n",
+        "infra/prod.tfvars": 'db_password = "x"\n',
     }.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)

@@ -59,17 +59,22 @@ def test_start_up_code_planted_in_ignored_folders_never_runs_on_the_host(ws: Pat
         PLANT_PYC,
         "printf '#!/bin/sh\\ntouch PWNED-jest\\n' > node_modules/.bin/jest; echo tried",
         "mkdir -p sub/node_modules/.bin && ln -s ../../../evil sub/node_modules/.bin/tsc",
+        # A folder of its own, not a venv's: a .pth and a sitecustomize.py anywhere go too.
+        "mkdir -p lib/site && echo 'import os' > lib/site/x.pth && touch lib/site/sitecustomize.py",
     ]
     replies = [*(shell_reply(c) for c in commands), Reply(text="done")]
     done, _ = gaffer_replying(ws, "run", "--profile", "coder", "--no-verify", "go", replies=replies)
     assert done.returncode == 0, done.stderr
     moved = {r["path"] for r in records(ws) if r.get("action") == "quarantined"}
     assert moved == {
-        f"{SITE}/evil.pth",
-        f"{SITE}/sitecustomize.py",
         "__pycache__/app.cpython-311.pyc",
         "sub/node_modules/.bin/tsc",
+        "lib/site/x.pth",
+        "lib/site/sitecustomize.py",
     }
+    [log] = sorted((ws.parent / "logs").glob("*.jsonl"))
+    assert log.read_text().count("Read-only file system") >= 3, "the venv and node_modules"
+    assert not (ws / SITE / "evil.pth").exists() and not (ws / SITE / "sitecustomize.py").exists()
     assert "moved it aside" in done.stderr
     # What the user runs next, on the host.
     subprocess.run([str(ws / ".venv" / "bin" / "python"), "-c", "pass"], cwd=ws, check=True)

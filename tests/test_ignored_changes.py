@@ -19,10 +19,12 @@ from workers.snapshots import Store
 
 
 def project(ws: Path) -> Path:
-    (ws / ".gitignore").write_text("build/\n*.log\nnode_modules/\n")
+    (ws / ".gitignore").write_text("build/\n*.log\nnode_modules/\n.pytest_cache/\n.tox/\n")
     (ws / "app.py").write_text("x = 1\n")
     (ws / "node_modules" / "left").mkdir(parents=True)
     (ws / "node_modules" / "left" / "index.js").write_text("module.exports = 1\n")
+    (ws / ".tox").mkdir()
+    (ws / ".tox" / "left.txt").write_text("left\n")
     (ws / "old.log").write_text("old\n")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     return ws
@@ -63,25 +65,22 @@ def test_a_worker_s_ignored_writes_are_reported_shown_and_undone(tmp_path: Path)
     ws = tmp_path / "ws"
     ws.mkdir()
     user_workspace(project(ws))
-    plant = (
-        "mkdir -p node_modules/.cache && echo 'require(1)' > node_modules/.cache/evil.js && "
-        "echo x >> node_modules/left/index.js"
-    )
+    plant = "mkdir -p .pytest_cache/v && echo 'x' > .pytest_cache/v/evil && echo x >> .tox/left.txt"
     replies = [shell_reply(plant), Reply(text="done")]
     done, server = gaffer_replying(
         ws, "run", "--no-verify", "go", replies=[*_delegated(replies)], routes={"plant": replies}
     )
     assert done.returncode == 0, done.stderr
     report = next(m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool")
-    assert "git-ignored and cache files changed: node_modules/.cache/evil.js (added" in report
-    assert "node_modules/left/index.js (modified" in report
+    assert "git-ignored and cache files changed: .pytest_cache/v/evil (added" in report
+    assert ".tox/left.txt (modified" in report
     shown = gaffer(ws, "diff")
-    assert "#   node_modules/.cache/evil.js (added" in shown.stdout
+    assert "#   .pytest_cache/v/evil (added" in shown.stdout
     undone = gaffer(ws, "undo")
-    assert "removed: node_modules/.cache/evil.js (git-ignored, added by the run)" in undone.stdout
-    assert "not put back: node_modules/left/index.js (modified" in undone.stdout
-    assert not (ws / "node_modules" / ".cache" / "evil.js").exists()
-    assert "node_modules" not in git_status(ws), "git itself never shows them"
+    assert "removed: .pytest_cache/v/evil (git-ignored, added by the run)" in undone.stdout
+    assert "not put back: .tox/left.txt (modified" in undone.stdout
+    assert not (ws / ".pytest_cache" / "v" / "evil").exists()
+    assert ".pytest_cache" not in git_status(ws), "git itself never shows them"
 
 
 def _delegated(worker: list[Reply]) -> list[Reply]:

@@ -111,3 +111,8 @@ def test_host_git_diff_never_runs_a_repository_s_diff_programs(
         assert not result.is_error, result.output
     assert "+x = 2" in run_tool("run_shell", command="git diff --no-ext-diff --no-textconv").output
     assert not list(workspace.glob("PWNED*"))
+    # A clean filter runs on a plain `git status`: with one named, every git is asked.
+    git(workspace, "config", "filter.evil.clean", f"touch {workspace}/PWNED-filter; cat")
+    status = run_tool("run_shell", command="git status")
+    assert status.is_error and "filter.evil.clean" in status.output
+    assert not list(workspace.glob("PWNED*"))

@@ -62,6 +62,10 @@ def test_the_approval_prompt_shows_the_whole_command() -> None:
     shown = out.getvalue()
     assert not raw_in(shown)
     assert "ls $HOME\\x1b[1A\\x1b[2K\\x0d; id > MARK" in shown
+    out.truncate(0)
+    assert not asked("ls\n\n\n\n\nid > MARK", "not read-only")
+    assert "run on this machine? (6 lines)" in out.getvalue()
+    assert "  │ id > MARK" in out.getvalue()
 
 
 def test_a_model_s_answer_and_a_planted_log_reach_the_terminal_shown(workspace: Path) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from workers import state
 from workers.tools.git_paths import is_git_dir_name
 
-# A walk past this many files stops counting: a tree that large is reported as cut.
+# A walk stops past this many files (a bound on memory); what lies beyond is not seen.
 MAX_LOOKED_AT = 500_000
 # A change set section longer than this is shortened to a count.
 MAX_LISTED = 200
@@ -142,6 +142,10 @@ def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str]
         if (info.st_size, info.st_mtime_ns) != (change.size, change.mtime_ns):
             left.append(f"{change.path} (changed since)")
             continue
-        os.unlink(full)
+        try:
+            os.unlink(full)
+        except OSError as error:  # a folder by that name now, or not ours to remove
+            left.append(f"{change.path} ({error.strerror or error})")
+            continue
         removed.append(change.path)
     return removed, left

@@ -56,9 +56,10 @@ def git_alone(folder: str | Path, *args: str, stdin: bytes | None = None) -> byt
 # Files named like secrets never leave this machine, whatever git's ignore rules say:
 # environment files, private keys, credentials of package registries and clouds.
 SECRET_NAMES = re.compile(
-    r"(^|/)(\.env(\..*)?|\.envrc|\.netrc|\.npmrc|\.pypirc|\.git-credentials|"
-    r"id_(rsa|dsa|ecdsa|ed25519)[^/]*|[^/]*\.(pem|key|p12|pfx|keystore|jks)|"
-    r"credentials(\.[^/]*)?|secrets?\.[^/]*)$|(^|/)\.(ssh|aws|gnupg|docker)/",
+    r"(^|/)(\.env(\..*)?|\.envrc|\.netrc|\.npmrc|\.pypirc|\.pgpass|\.git-credentials|"
+    r"\.terraformrc|id_(rsa|dsa|ecdsa|ed25519)[^/]*|[^/]*\.(pem|key|p12|pfx|keystore|jks)|"
+    r"[^/]*\.tfvars(\.json)?|application_default_credentials\.json|"
+    r"credentials(\.[^/]*)?|secrets?\.[^/]*)$|(^|/)\.(ssh|aws|gnupg|docker|kube|azure)/",
     re.IGNORECASE,
 )
 

@@ -54,6 +54,13 @@ def container_spec(
     `git_dir`: for an isolated editor's worktree, the repository it belongs to, read-only
     at its own path, where the worktree's `.git` file points (so git works inside)."""
     real = Path(os.path.realpath(workspace))
+    own = os.path.realpath(state.root_path())
+    if own == str(real) or own.startswith(str(real) + os.sep):
+        raise SandboxUnavailable(
+            f"gaffer's state folder {own} is inside the workspace {real}, where a container "
+            "could rename a folder above it and forge what gaffer reads back; set "
+            "XDG_STATE_HOME to a folder outside the workspace"
+        )
     owner = real.stat()
     user_id = owner.st_uid if uid is None else uid
     if user_id == 0:

@@ -39,11 +39,14 @@ from workers.sandbox.host_runs import (
     Fingerprint,
     command_folders,
     fingerprint,
+    package_trees,
     runs_on_its_own,
 )
 from workers.tools.git_paths import git_takes_for_repository, is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
 
+# Virtual environments and node_modules mounted read-only, one mount each.
+MAX_TREES = 64
 # What is copied into the quarantine when the state folder is on another file system;
 # more is removed without being kept (a planted sparse file could fill the disk).
 MAX_KEPT_COPY_BYTES = 64 * 1024 * 1024
@@ -108,9 +111,12 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     linked: dict[tuple[int, int], list[str]] = {}
     commands: set[str] = set()
     runs: dict[str, Fingerprint] = {}
+    trees: list[str] = []
     for rel, entries in _folders(root):
         protected += _repositories(root, rel, entries)
         _note_host_runs(root, rel, entries, commands, runs)
+        if rel != ".":
+            trees += package_trees(rel, {e.name for e in entries})
         for entry in entries:
             if entry.is_file(follow_symlinks=False):
                 info = entry.stat(follow_symlinks=False)
@@ -123,8 +129,11 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
             mounts.append(rel)
         elif inside(target := os.path.realpath(full), root) and target != root:
             mounts.append(os.path.relpath(target, root))  # what the link stands for
-    # The command folders there are now stay as they are (a replaced `jest` is not lost).
-    mounts += [c for c in sorted(commands) if _shallow(c) and not os.path.islink(f"{root}/{c}")]
+    # The virtual environments and node_modules there are now stay as they are (a
+    # replaced `jest`, a patched `_pytest`, is not lost); a monorepo's many beyond the
+    # first MAX_TREES are left to the sweep.
+    shallow = [t for t in trees if _shallow(t) and not _inside_any(t, trees)]
+    mounts += [t for t in shallow if not os.path.islink(f"{root}/{t}")][:MAX_TREES]
     if len(mounts) > MAX_PROTECTED:
         raise SandboxUnavailable(
             f"the workspace holds {len(mounts)} git folders and other paths the container "
@@ -301,6 +310,10 @@ def _note_host_runs(
             continue
         if (seen := fingerprint(os.path.join(root, child))) is not None:
             found[child] = seen
+
+
+def _inside_any(folder: str, others: list[str]) -> bool:
+    return any(folder.startswith(other + "/") for other in others)
 
 
 def _shallow(folder: str) -> bool:

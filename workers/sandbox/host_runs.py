@@ -3,7 +3,8 @@ git or not: Python's start-up hooks (`*.pth`, `sitecustomize.py`, `usercustomize
 its compiled caches (`*.pyc`, which Python prefers to the source when size and time
 match), and the folders of commands tools run by name (`node_modules/.bin`, a virtual
 environment's `bin`). A container may not leave one new or changed (workers/sandbox/
-guard.py takes it out); existing command folders are read-only inside.
+guard.py takes it out); existing virtual environments and `node_modules` are read-only
+inside, whole.
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ def command_folders(folder: str, names: set[str]) -> list[str]:
     if "pyvenv.cfg" in names:
         found += [_join(folder, d) for d in ("bin", "Scripts") if d in names]
     return found
+
+
+def package_trees(folder: str, names: set[str]) -> list[str]:
+    """A folder that is a virtual environment or a `node_modules`: the host runs what it
+    holds (a venv's `pytest` imports its site-packages; `node_modules/.bin/jest` is a
+    link into a package), so one that exists is read-only inside, whole."""
+    if os.path.basename(folder) == "node_modules" or "pyvenv.cfg" in names:
+        return [folder]
+    return []
 
 
 def runs_on_its_own(rel: str, commands: set[str]) -> bool:

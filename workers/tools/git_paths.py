@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -24,8 +25,15 @@ GIT_DIR_MARKERS = frozenset({"HEAD", "objects", "refs", "commondir"})
 FORCED_GIT_CONFIG = {
     "core.fsmonitor": "false",
     "safe.bareRepository": "explicit",
+    # A plain `git log` would verify signatures with the program the config names.
+    "log.showSignature": "false",
+    "gpg.program": "false",
+    "gpg.ssh.program": "false",
+    "gpg.x509.program": "false",
 }
 GIT_TIMEOUT_S = 10
+# A HEAD git reads is one line: a ref or an object id.
+MAX_HEAD_BYTES = 4096
 
 
 def git_env(base: dict[str, str], extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,6 +87,12 @@ def git_takes_for_repository(folder: Path) -> bool:
     forced config, bare repositories allowed so the question is answered, and a ceiling
     at its parent); for a folder that holds a HEAD but not what `looks_like_git_dir`
     names, in case git accepts more than that."""
+    try:  # a FIFO named HEAD would hold git (and the sweep) until its timeout
+        head = os.lstat(os.path.join(folder, "HEAD"))
+    except OSError:
+        return False
+    if not stat.S_ISREG(head.st_mode) or head.st_size > MAX_HEAD_BYTES:
+        return False
     done = run_git(
         folder,
         *("-c", "safe.bareRepository=all", "rev-parse", "--absolute-git-dir"),

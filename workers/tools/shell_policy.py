@@ -10,6 +10,7 @@ a file. Anything the checker does not understand needs approval: the policy fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from workers.tools.git_paths import run_git
 from workers.tools.shell_allowlist import (
     ALLOWLIST,
     BRANCH_LISTING,
@@ -147,6 +149,11 @@ def _check_command(node: Node, state: _Check) -> str | None:
         problem, paths = _find(args)
     elif name == "git":
         problem, paths = _git(args)
+        if problem is None and (programs := repository_programs(state.root)):
+            return (
+                f"the repository's config names programs git runs on its own ({programs}); "
+                "a git command here needs your approval"
+            )
     elif name in ("python", "python3", "pytest"):
         return f"`{name}` runs the project's own code (tests, conftest.py), which can do anything"
     elif (options := ALLOWLIST.get(name)) is not None:
@@ -252,12 +259,13 @@ def _find(args: list[str]) -> tuple[str | None, list[str]]:
 # external diff, textconv) unless told not to.
 _LOG_DIFFS = re.compile(
     r"^(-p|--patch|-u|-U\d*|--unified.*|--stat|--numstat|--shortstat|--dirstat.*|--summary"
-    r"|--word-diff.*|--color-words.*|-L.*|--raw|--patch-with-stat|-[MC].*)$"
+    r"|--word-diff.*|--color-words.*|-L.*|--raw|--patch-with-stat|-[MC].*|-[SG].*|-[cm]"
+    r"|--cc|--pickaxe.*|--find-object.*)$"
 )
 
 
 def _shows_diffs(sub: str, rest: list[str]) -> bool:
-    if sub == "diff":
+    if sub in ("diff", "blame"):  # blame runs textconv unless told not to
         return True
     if sub == "log":
         return any(_LOG_DIFFS.match(a) for a in rest)
@@ -265,6 +273,29 @@ def _shows_diffs(sub: str, rest: list[str]) -> bool:
         operands = [a for a in rest if not a.startswith("-")]
         return "--no-patch" not in rest and not (operands and all(":" in a for a in operands))
     return False
+
+
+# Filters git runs by itself, even on `git status`; diff programs are kept off by flags.
+_PROGRAM_KEYS = r"^filter\..+\.(clean|smudge|process)$"
+
+
+@lru_cache(maxsize=64)
+def _programs_named(root: str, config_stamp: tuple[float, ...]) -> str:
+    done = run_git(root, "config", "--name-only", "--get-regexp", _PROGRAM_KEYS)
+    if done is None or done.returncode != 0:
+        return ""
+    names = sorted({os.fsdecode(line).strip() for line in done.stdout.splitlines() if line})
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def repository_programs(root: str) -> str:
+    """The config keys of filters git would run by itself in this repository (a clean or
+    smudge filter, even on `git status`), or ""."""
+    stamps = []
+    for config in (".git/config", ".git/commondir"):
+        with contextlib.suppress(OSError):
+            stamps.append(os.stat(os.path.join(root, config)).st_mtime)
+    return _programs_named(root, tuple(stamps))
 
 
 def _git(args: list[str]) -> tuple[str | None, list[str]]:
@@ -279,11 +310,11 @@ def _git(args: list[str]) -> tuple[str | None, list[str]]:
     if sub == "branch" and not all(a in BRANCH_LISTING for a in rest):
         return "git branch with arguments can change branches", []
     problem, paths = _options(f"git {sub}", GIT, rest)
-    safe = {"--no-ext-diff", "--no-textconv"} <= set(rest)
-    if problem is None and _shows_diffs(sub, rest) and not safe:
+    needed = {"--no-textconv"} if sub == "blame" else {"--no-ext-diff", "--no-textconv"}
+    if problem is None and _shows_diffs(sub, rest) and not needed <= set(rest):
         problem = (
             f"git {sub} runs the programs a repository's config names for diffs (an "
-            "external diff, textconv); add --no-ext-diff --no-textconv"
+            f"external diff, textconv); add {' '.join(sorted(needed))}"
         )
     return problem, paths
 
