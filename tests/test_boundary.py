@@ -250,12 +250,13 @@ def test_a_file_hard_linked_to_a_cache_outside_is_not_changed_through_the_contai
     cache = tmp_path / "store" / "index.js"
     cache.parent.mkdir()
     cache.write_text("module.exports = 'clean'\n")
-    (ws / "node_modules").mkdir()
-    os.link(cache, ws / "node_modules" / "index.js")
+    # A vendored copy: node_modules and virtual environments are read-only inside whole.
+    (ws / "vendor").mkdir()
+    os.link(cache, ws / "vendor" / "index.js")
     chown_tree(ws)
-    done = as_coder(ws, "echo \"module.exports = 'poisoned'\" > node_modules/index.js")
+    done = as_coder(ws, "echo \"module.exports = 'poisoned'\" > vendor/index.js")
     assert cache.read_text() == "module.exports = 'clean'\n"
-    assert (ws / "node_modules" / "index.js").read_text() == "module.exports = 'poisoned'\n"
+    assert (ws / "vendor" / "index.js").read_text() == "module.exports = 'poisoned'\n"
     assert "their own copies" in done.stderr
 
 

@@ -10,7 +10,6 @@ a file. Anything the checker does not understand needs approval: the policy fail
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
-from workers.tools.git_paths import run_git
+from workers.tools.git_programs import diff_programs_unsaid, repository_programs
 from workers.tools.shell_allowlist import (
     ALLOWLIST,
     BRANCH_LISTING,
@@ -255,49 +254,6 @@ def _find(args: list[str]) -> tuple[str | None, list[str]]:
     return None, paths
 
 
-# Options that make `git log` show diffs, which run a repository's diff programs (an
-# external diff, textconv) unless told not to.
-_LOG_DIFFS = re.compile(
-    r"^(-p|--patch|-u|-U\d*|--unified.*|--stat|--numstat|--shortstat|--dirstat.*|--summary"
-    r"|--word-diff.*|--color-words.*|-L.*|--raw|--patch-with-stat|-[MC].*|-[SG].*|-[cm]"
-    r"|--cc|--pickaxe.*|--find-object.*)$"
-)
-
-
-def _shows_diffs(sub: str, rest: list[str]) -> bool:
-    if sub in ("diff", "blame"):  # blame runs textconv unless told not to
-        return True
-    if sub == "log":
-        return any(_LOG_DIFFS.match(a) for a in rest)
-    if sub == "show":  # a commit shows its patch; `git show REV:path` shows a file
-        operands = [a for a in rest if not a.startswith("-")]
-        return "--no-patch" not in rest and not (operands and all(":" in a for a in operands))
-    return False
-
-
-# Filters git runs by itself, even on `git status`; diff programs are kept off by flags.
-_PROGRAM_KEYS = r"^filter\..+\.(clean|smudge|process)$"
-
-
-@lru_cache(maxsize=64)
-def _programs_named(root: str, config_stamp: tuple[float, ...]) -> str:
-    done = run_git(root, "config", "--name-only", "--get-regexp", _PROGRAM_KEYS)
-    if done is None or done.returncode != 0:
-        return ""
-    names = sorted({os.fsdecode(line).strip() for line in done.stdout.splitlines() if line})
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
-def repository_programs(root: str) -> str:
-    """The config keys of filters git would run by itself in this repository (a clean or
-    smudge filter, even on `git status`), or ""."""
-    stamps = []
-    for config in (".git/config", ".git/commondir"):
-        with contextlib.suppress(OSError):
-            stamps.append(os.stat(os.path.join(root, config)).st_mtime)
-    return _programs_named(root, tuple(stamps))
-
-
 def _git(args: list[str]) -> tuple[str | None, list[str]]:
     if not args:
         return "git without a subcommand", []
@@ -310,13 +266,7 @@ def _git(args: list[str]) -> tuple[str | None, list[str]]:
     if sub == "branch" and not all(a in BRANCH_LISTING for a in rest):
         return "git branch with arguments can change branches", []
     problem, paths = _options(f"git {sub}", GIT, rest)
-    needed = {"--no-textconv"} if sub == "blame" else {"--no-ext-diff", "--no-textconv"}
-    if problem is None and _shows_diffs(sub, rest) and not needed <= set(rest):
-        problem = (
-            f"git {sub} runs the programs a repository's config names for diffs (an "
-            f"external diff, textconv); add {' '.join(sorted(needed))}"
-        )
-    return problem, paths
+    return problem or diff_programs_unsaid(sub, rest), paths
 
 
 def _check_redirect(node: Node, state: _Check) -> str | None:
