@@ -134,3 +134,12 @@ def test_the_state_folder_is_the_user_s_own_and_never_a_link(
     done = gaffer(ws, "logs", env={"XDG_STATE_HOME": str(home), **DEFAULT_LOGS})
     assert done.returncode == 1 and "gaffer keeps its state only in" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_isolated_copy_keeps_its_workspace_s_state_folder(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    copy = state.workspace_dir(ws, state.WORKTREES) / "4026531836.1.2-w1"
+    copy.mkdir()
+    assert state.workspace_dir(copy, state.OUTPUT) == state.workspace_dir(ws, state.OUTPUT)
+    assert len(list((state.root() / "workspaces").iterdir())) == 1, "no folder per copy"

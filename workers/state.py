@@ -61,11 +61,23 @@ def workspace_dir(workspace: Path, *parts: str) -> Path:
     """The state folder of one workspace (by its real path), or a folder inside it; made
     and checked on the way."""
     real = os.path.realpath(workspace)
+    if (home := _copy_of(real)) is not None:
+        return folder_in(home, *parts)  # an isolated editor's copy keeps its workspace's
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:DIGEST_CHARS]
     name = _UNSAFE_NAME.sub("_", os.path.basename(real))[:NAME_CHARS].strip("._") or "root"
     folder = folder_in(root(), "workspaces", f"{name}-{digest}")
     _note_workspace(folder, real)
     return folder_in(folder, *parts)
+
+
+def _copy_of(real: str) -> Path | None:
+    """The state folder of the workspace whose isolated copy (`worktrees/NAME`) `real` is."""
+    workspaces = os.path.join(os.path.realpath(root_path()), "workspaces")
+    rel = os.path.relpath(real, workspaces)
+    parts = rel.split(os.sep)
+    if rel.startswith("..") or len(parts) != 3 or parts[1] != WORKTREES:
+        return None
+    return folder_in(root(), "workspaces", parts[0])
 
 
 def folder_in(base: Path, *parts: str) -> Path:

@@ -7,6 +7,10 @@ from typing import Any
 
 from workers.model import AssistantTurn, TextSink, ToolCall, Usage
 
+# Calls read from one reply at most; the stream is closed there (the server stops
+# writing), and of those the loop runs the first few (workers/calls.py).
+MAX_CALLS_READ = 256
+
 
 class IncompleteStream(Exception):
     """The stream or response ended before the reply did: retried like a dropped connection."""
@@ -32,6 +36,8 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
                 echo.feed(delta.content)
             for part in (delta.tool_calls or []) if delta is not None else []:
                 index = part.index if part.index is not None else last + 1
+                if index not in calls and len(calls) >= MAX_CALLS_READ:
+                    return _turn(text, calls, usage, "tool_calls", model)
                 if index not in calls and last in calls:
                     done = (calls[last]["name"], calls[last]["arguments"])
                     if done in finished:
@@ -84,7 +90,7 @@ def from_response(response: Any, echo: Echo) -> AssistantTurn:
     echo.feed(text)
     tool_calls = tuple(
         ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
-        for i, c in enumerate(choice.message.tool_calls or [])
+        for i, c in enumerate((choice.message.tool_calls or [])[:MAX_CALLS_READ])
     )
     return AssistantTurn(
         text=text,
