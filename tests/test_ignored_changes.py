@@ -91,3 +91,21 @@ def _delegated(worker: list[Reply]) -> list[Reply]:
 @pytest.fixture(autouse=True)
 def _no_pager(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_PAGER", "cat")
+
+
+def test_undo_never_removes_through_a_folder_swapped_for_a_link(
+    workspace: Path, outside: Path
+) -> None:
+    from workers.ignored_changes import IgnoredChange, undo_added
+
+    victim = outside / "secret.txt"
+    info = victim.stat()
+    (workspace / "build").symlink_to(outside)  # where build/ was when the run added to it
+    added = IgnoredChange("build/secret.txt", "added", info.st_size, info.st_mtime_ns)
+    escaping = IgnoredChange("../outside/secret.txt", "added", info.st_size, info.st_mtime_ns)
+    removed, left = undo_added(workspace, [added, escaping])
+    assert removed == [] and victim.exists()
+    assert left == [
+        "build/secret.txt (it now lies under a link)",
+        "'../outside/secret.txt' (not a path inside the workspace)",
+    ]

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from workers import state
 from workers.tools.git_paths import is_git_dir_name
+from workers.tree_writes import open_folder
 
 # A walk stops past this many files (a bound on memory); what lies beyond is not seen.
 MAX_LOOKED_AT = 500_000
@@ -120,8 +121,9 @@ def section(changes: list[IgnoredChange]) -> str:
 
 def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str], list[str]]:
     """Remove the files the agent added that are still as it left them; (removed, left as
-    they are, with why). A path under a link is never followed."""
-    root = os.path.realpath(workspace)
+    they are, with why). Each is reached through folder handles opened without following
+    a link, so a folder swapped for one never leads out."""
+    root = Path(os.path.realpath(workspace))
     removed, left = [], []
     for change in changes:
         if change.kind != "added":
@@ -131,21 +133,24 @@ def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str]
         if change.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
             left.append(f"{change.path!r} (not a path inside the workspace)")
             continue
-        full = os.path.join(root, change.path)
-        if os.path.realpath(os.path.dirname(full)) != os.path.dirname(full):
+        try:
+            folder = open_folder(root, parts[:-1], create=False)
+        except FileNotFoundError:
+            continue  # gone already
+        except OSError:
             left.append(f"{change.path} (it now lies under a link)")
             continue
         try:
-            info = os.lstat(full)
+            info = os.lstat(parts[-1], dir_fd=folder)
+            if (info.st_size, info.st_mtime_ns) != (change.size, change.mtime_ns):
+                left.append(f"{change.path} (changed since)")
+                continue
+            os.unlink(parts[-1], dir_fd=folder)
+            removed.append(change.path)
         except FileNotFoundError:
-            continue  # gone already
-        if (info.st_size, info.st_mtime_ns) != (change.size, change.mtime_ns):
-            left.append(f"{change.path} (changed since)")
             continue
-        try:
-            os.unlink(full)
         except OSError as error:  # a folder by that name now, or not ours to remove
             left.append(f"{change.path} ({error.strerror or error})")
-            continue
-        removed.append(change.path)
+        finally:
+            os.close(folder)
     return removed, left

@@ -51,7 +51,7 @@ def write_entries(store: Store, removals: list[str], writes: dict[str, Entry]) -
             _remove(workspace, path)
         for path, temp in staged.items():
             parts = path.split("/")
-            folder_fd = _open_folder(workspace, parts[:-1], create=True)
+            folder_fd = open_folder(workspace, parts[:-1], create=True)
             try:
                 os.replace(temp, parts[-1], src_dir_fd=staging_fd, dst_dir_fd=folder_fd)
             finally:
@@ -77,7 +77,7 @@ def _drop_staging(root_fd: int, name: str, staging_fd: int) -> None:
     os.close(root_fd)
 
 
-def _open_folder(root: Path, parts: list[str], *, create: bool) -> int:
+def open_folder(root: Path, parts: list[str], *, create: bool) -> int:
     """A handle on root/parts, each step opened without following a link (made first
     when `create`); OSError when one is a link or not a folder."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
@@ -116,7 +116,7 @@ def _remove(workspace: Path, path: str) -> None:
     parts = path.split("/")
     for depth in range(len(parts), 0, -1):
         try:
-            folder_fd = _open_folder(workspace, parts[: depth - 1], create=False)
+            folder_fd = open_folder(workspace, parts[: depth - 1], create=False)
         except FileNotFoundError:
             continue  # its folder is gone already
         try:
