@@ -113,16 +113,17 @@ def test_a_planted_tree_is_taken_out_across_file_systems_without_its_fifos(
     (ws / "sub").chmod(0o555)  # made read-only by the container
     real_rename = os.rename
 
-    def across(source: object, target: object) -> None:  # the state folder elsewhere
-        if str(source).startswith(str(ws)):
+    def across(source: object, target: object, **fds: int) -> None:
+        if "dst_dir_fd" not in fds:  # out to the state folder, on another file system
             raise OSError(errno.EXDEV, "Invalid cross-device link")
-        real_rename(source, target)  # type: ignore[arg-type]
+        real_rename(source, target, **fds)  # type: ignore[arg-type]
 
     monkeypatch.setattr(guard.os, "rename", across)
     [moved] = guard.sweep(ws, before, "t")
     assert moved.path == "sub/.git" and not planted.exists()
     kept = Path(moved.moved_to)
     assert (kept / "config").is_file() and not (kept / "hooks" / "pipe").exists()
+    assert not [p for p in ws.iterdir() if p.name.startswith(".gaffer-held-")]
 
 
 def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_path: Path) -> None:
@@ -139,3 +140,17 @@ def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_pa
     moved = guard.sweep(ws, before, "late", not_after_ns=ended)
     assert [q.path for q in moved] == ["planted.pth"]
     assert (ws / "mine" / "__pycache__" / "m.cpython-311.pyc").exists()
+
+
+def test_a_folder_swapped_for_a_link_never_leads_the_sweep_out(
+    tmp_path: Path, outside: Path
+) -> None:
+    from workers.sandbox import SandboxFault, guard
+
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    (outside / ".git").mkdir()  # another repository, the user's own
+    (ws / "sub").symlink_to(outside)  # swapped in after the walk found sub/.git planted
+    with pytest.raises(SandboxFault, match="sub/.git"):
+        guard.quarantine(ws, ["sub/.git"], "race")
+    assert (outside / ".git").is_dir(), "nothing outside the workspace was moved"

@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import secrets
 import shutil
 import stat
 import tempfile
@@ -44,6 +45,7 @@ from workers.sandbox.host_runs import (
 )
 from workers.tools.git_paths import git_takes_for_repository, is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside
+from workers.tree_writes import open_folder
 
 # Virtual environments and node_modules mounted read-only, one mount each.
 MAX_TREES = 64
@@ -215,7 +217,7 @@ def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quaranti
         target = aside / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
-            moved.append(Quarantined(rel, _move_out(os.path.join(root, rel), target)))
+            moved.append(Quarantined(rel, _move_out(root, rel, target)))
         except OSError as error:
             stuck.append(f"{rel} ({error.strerror or error})")
     if stuck:  # the rest were moved; these still stand, and the run says so
@@ -223,30 +225,54 @@ def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quaranti
     return moved
 
 
-def _move_out(source: str, target: Path) -> str:
-    """Move one planted path out: renamed when it can be (its folder made writable first,
-    as a container can make it read-only), else copied links as links, without device
-    files or FIFOs and only when small, then removed. Where it is kept, or why not."""
-    _writable(os.path.dirname(source))
-    if os.path.isdir(source) and not os.path.islink(source):
-        _writable(source)
+def _move_out(root: str, rel: str, target: Path) -> str:
+    """Move one planted path out, reached through folder handles that never follow a
+    link (a folder swapped for one never leads the move out of the workspace): renamed
+    when it can be (its folder made writable first, as a container can make it read-only),
+    else first renamed to a name of its own at the workspace's top, then copied from there
+    links as links, without device files or FIFOs and only when small, and removed.
+    Where it is kept, or why not."""
+    parts = rel.split("/")
+    parent = open_folder(Path(root), parts[:-1], create=False)
     try:
-        os.rename(source, target)
-        return str(target)
-    except OSError as error:
-        if error.errno != errno.EXDEV:
-            raise
+        _writable_fd(parent)
+        with contextlib.suppress(OSError):  # a folder of its own: writable, to be moved
+            inner = os.open(parts[-1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            _writable_fd(inner)
+            os.close(inner)
+        try:
+            os.rename(parts[-1], target, src_dir_fd=parent)
+            return str(target)
+        except OSError as error:
+            if error.errno != errno.EXDEV:
+                raise
+        held = f".gaffer-held-{secrets.token_hex(6)}"
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.rename(parts[-1], held, src_dir_fd=parent, dst_dir_fd=top)
+        finally:
+            os.close(top)
+    finally:
+        os.close(parent)
+    source = os.path.join(root, held)  # right under the top: no folder on the way to swap
     kept = str(target) if _size(source) <= MAX_KEPT_COPY_BYTES else "not kept (too large)"
+    is_folder = os.path.isdir(source) and not os.path.islink(source)
     if kept == str(target):
-        if os.path.isdir(source) and not os.path.islink(source):
+        if is_folder:
             shutil.copytree(source, target, symlinks=True, ignore=_special_files)
-        elif not _special_files(os.path.dirname(source), [os.path.basename(source)]):
+        elif not _special_files(root, [held]):
             shutil.copy2(source, target, follow_symlinks=False)
-    if os.path.isdir(source) and not os.path.islink(source):
+    if is_folder:
         shutil.rmtree(source, onerror=_writable_and_retry)
     else:
         os.unlink(source)
     return kept
+
+
+def _writable_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        mode = os.fstat(fd).st_mode
+        os.fchmod(fd, stat.S_IMODE(mode) | stat.S_IRWXU)
 
 
 def _writable(folder: str) -> None:
