@@ -151,6 +151,6 @@ def test_a_folder_swapped_for_a_link_never_leads_the_sweep_out(
     ws.mkdir()
     (outside / ".git").mkdir()  # another repository, the user's own
     (ws / "sub").symlink_to(outside)  # swapped in after the walk found sub/.git planted
-    with pytest.raises(SandboxFault, match="sub/.git"):
+    with pytest.raises(SandboxFault, match=r"sub/\.git"):
         guard.quarantine(ws, ["sub/.git"], "race")
     assert (outside / ".git").is_dir(), "nothing outside the workspace was moved"
