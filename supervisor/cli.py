@@ -196,7 +196,7 @@ def run(
         session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
         if step:
-            from supervisor.stepping import for_run
+            from supervisor.step_mode import for_run
 
             plan.stepper, plan.step_workers = for_run(view, session), step_all
         run_task(
@@ -235,7 +235,7 @@ def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
 @main.command(name="profiles")
 def list_profiles() -> None:
     """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
-    from supervisor import trust as trust_view
+    from supervisor import trust_view
     from supervisor.terminal import console as safe_console
     from supervisor.view import profiles_table
     from workers.profiles import ProfileError, load_profiles, search_path
@@ -254,7 +254,7 @@ def list_profiles() -> None:
 @main.command(name="tools")
 def list_tools() -> None:
     """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
-    from supervisor import trust as trust_view
+    from supervisor import trust_view
     from supervisor.terminal import console as safe_console
     from supervisor.view import TerminalView, tools_table
     from workers.events import Emitter
@@ -303,7 +303,7 @@ def trust_command(yes: bool, revoke: bool) -> None:
     .gaffer/config.toml and skills in .gaffer/skills are used only once trusted; a
     change to any of them asks again. Approvals live in your own config folder.
     """
-    from supervisor import trust as trust_view
+    from supervisor import trust_view
 
     trust_view.review_and_approve(workspace_for(Path.cwd()), yes=yes, revoke=revoke)
 

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from supervisor import trust as trust_view
+from supervisor import trust_view
 from supervisor.doctor_host import Probe, host_checks
 from supervisor.terminal import echo
 from workers import state, trust

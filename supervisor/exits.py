@@ -56,8 +56,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 def log_dir_here(log_dir: Path | None) -> Path:
     """Where this workspace's run logs are: `log_dir`, else config, else the workspace's
     folder in gaffer's state folder."""
-    from supervisor import settings
-    from supervisor import trust as trust_view
+    from supervisor import settings, trust_view
 
     workspace = workspace_for(Path.cwd())
     try:

@@ -85,7 +85,7 @@ class Repl:
             team.stepper, team.step_workers = None, False
             self._say("step mode off: tool calls run without asking")
             return
-        from supervisor.stepping import TerminalStepper
+        from supervisor.step_mode import TerminalStepper
 
         team.stepper = TerminalStepper(
             self.console, stop=self.session.cancel, pause=self.session.paused

@@ -18,8 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from supervisor import runlog, settings
-from supervisor import trust as trust_view
+from supervisor import runlog, settings, trust_view
 from supervisor.delegation import Ceiling
 from supervisor.exits import end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server

@@ -37,7 +37,7 @@ TIMEOUT_GRACE_S = 5.0
 SHUTDOWN_WAIT_S = 5.0
 
 MovedAside = list[Any]
-"""What a worker's sandbox planted that the host would run, moved aside (guard.Quarantined)."""
+"""What a worker's sandbox planted that the host would run, moved aside (quarantine.Quarantined)."""
 
 
 class NotStarted(Exception):

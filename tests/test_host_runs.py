@@ -118,7 +118,7 @@ def test_a_planted_tree_is_taken_out_across_file_systems_without_its_fifos(
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         real_rename(source, target, **fds)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(guard.os, "rename", across)
+    monkeypatch.setattr(os, "rename", across)
     [moved] = guard.sweep(ws, before, "t")
     assert moved.path == "sub/.git" and not planted.exists()
     kept = Path(moved.moved_to)
@@ -145,12 +145,13 @@ def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_pa
 def test_a_folder_swapped_for_a_link_never_leads_the_sweep_out(
     tmp_path: Path, outside: Path
 ) -> None:
-    from workers.sandbox import SandboxFault, guard
+    from workers.sandbox import SandboxFault
+    from workers.sandbox.quarantine import quarantine
 
     ws = tmp_path / "plain"
     ws.mkdir()
     (outside / ".git").mkdir()  # another repository, the user's own
     (ws / "sub").symlink_to(outside)  # swapped in after the walk found sub/.git planted
     with pytest.raises(SandboxFault, match=r"sub/\.git"):
-        guard.quarantine(ws, ["sub/.git"], "race")
+        quarantine(ws, ["sub/.git"], "race")
     assert (outside / ".git").is_dir(), "nothing outside the workspace was moved"

@@ -124,3 +124,31 @@ def test_no_source_file_is_over_the_limit() -> None:
 def test_the_circle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+# The files allowed a function past ruff's complexity limit (pyproject.toml), as on the
+# day the limit came: a file may leave this list, none may join it.
+COMPLEX_TODAY = {
+    "supervisor/resume.py",
+    "supervisor/run_setup.py",
+    "supervisor/runlog.py",
+    "supervisor/scheduler.py",
+    "supervisor/timeline.py",
+    "tests/fake_openai.py",
+    "workers/loop.py",
+    "workers/merging.py",
+    "workers/model/replies.py",
+    "workers/sandbox/guard.py",
+    "workers/tools/files.py",
+    "workers/tools/shell_policy.py",
+}
+
+
+def test_complexity_exceptions_only_shrink() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    lint = config["tool"]["ruff"]["lint"]
+    assert "C901" in lint["select"] and lint["mccabe"]["max-complexity"] <= 12
+    excepted = {path for path, rules in lint["per-file-ignores"].items() if "C901" in rules}
+    assert excepted <= COMPLEX_TODAY, f"new exceptions: {sorted(excepted - COMPLEX_TODAY)}"

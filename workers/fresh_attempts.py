@@ -34,7 +34,7 @@ from workers.focused_write import (
     fenced,
     texts,
 )
-from workers.joins import Failed, Joins
+from workers.joins import FailedSample, Joins
 from workers.log_schema import FreshAttempt
 from workers.model import AssistantTurn, Message, ModelError, ToolCall
 from workers.repetition import RepetitionGuard
@@ -254,7 +254,7 @@ class Sample:
         # its calls' ids: fresh2-5-1, fresh2-5-test; the second join's: join2-5-1
         self.label = f"join{join}" if made_from else f"fresh{attempt}"
         self.files: list[str] = []
-        self.failed: Failed | None = None
+        self.failed: FailedSample | None = None
         """When the tests failed with it: what it wrote, for joins."""
 
     def logged(self, kept: bool, reason: str, run: Facts | None = None) -> None:
@@ -348,7 +348,7 @@ class Sample:
             self.failed = self._as_written(edits.full_output(run))
         return written, run.facts
 
-    def _as_written(self, output: str) -> Failed | None:
+    def _as_written(self, output: str) -> FailedSample | None:
         """The sample's files as it wrote them and the tests it failed; None when a file
         cannot be read back (gone, a link, too large)."""
         edits = self.agent.edits
@@ -365,7 +365,7 @@ class Sample:
                 files[path] = data.decode()
             except UnicodeDecodeError:
                 return None
-        return Failed(self.attempt, files, failed_tests(output))
+        return FailedSample(self.attempt, files, failed_tests(output))
 
     def _take_back(self, before: Tree, why: str, ran: Facts | None = None) -> None:
         """Every file as the agent left it; CannotTakeBack (logged) when that fails."""

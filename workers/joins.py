@@ -20,7 +20,7 @@ MAX_JOINS = 6
 
 
 @dataclass(frozen=True)
-class Failed:
+class FailedSample:
     """A sample that failed the tests: the files as it wrote them, the tests it failed
     (None when the run named none)."""
 
@@ -36,11 +36,13 @@ class Joins:
     one sample's files with one function or class of another's in its place, tried only
     where the other passed a test the one failed; no model call, only a test run."""
 
-    failed: list[Failed] = field(default_factory=list)
+    failed: list[FailedSample] = field(default_factory=list)
     tried: set[frozenset[tuple[str, str]]] = field(default_factory=set)
     left: int = MAX_JOINS
 
-    def after(self, sample: Failed) -> Iterator[tuple[int, tuple[int, int], str, dict[str, str]]]:
+    def after(
+        self, sample: FailedSample
+    ) -> Iterator[tuple[int, tuple[int, int], str, dict[str, str]]]:
         """Joins of a failed sample with each earlier one, the one with fewer failing tests
         as the base first: the join's number in the run, (base, donor), the definition
         taken, the files to write."""
@@ -62,18 +64,18 @@ class Joins:
                 yield number, (base.attempt, donor.attempt), f"{name} in {path}", files
 
 
-def _failing_count(sample: Failed) -> int:
+def _failing_count(sample: FailedSample) -> int:
     return len(sample.failing) if sample.failing is not None else 1_000_000
 
 
-def _helps(donor: Failed, base: Failed) -> bool:
+def _helps(donor: FailedSample, base: FailedSample) -> bool:
     """The donor passed a test the base failed (any, when the base's run named none)."""
     if donor.failing is None:
         return False  # it failed in a way no test names: a collection error, a crash
     return base.failing is None or bool(base.failing - donor.failing)
 
 
-def _swaps(base: Failed, donor: Failed) -> Iterator[tuple[str, str, dict[str, str]]]:
+def _swaps(base: FailedSample, donor: FailedSample) -> Iterator[tuple[str, str, dict[str, str]]]:
     """The base's files with one definition of the donor's in place; first those named in
     the tests the donor passed and the base failed (`decode` in `test_decode`)."""
     helped = " ".join((base.failing or frozenset()) - (donor.failing or frozenset()))

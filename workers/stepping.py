@@ -1,7 +1,7 @@
 """Step mode (`gaffer run --step`): before an agent's tool calls run, someone decides
 each one: run it, run it with other arguments, skip it (the model is told the user
 skipped it), or stop the run. The loop asks; who answers (a terminal, a test) is the
-caller's (supervisor/stepping.py)."""
+caller's (supervisor/step_mode.py)."""
 
 from __future__ import annotations
 

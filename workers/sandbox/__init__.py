@@ -28,7 +28,7 @@ class Sandbox(Protocol):
     """The container the tools run in, for the log; None on the host."""
     quarantined: list[Any]
     """What the sandbox planted that the host would run, moved aside when it ended
-    (guard.Quarantined); always empty on the host."""
+    (quarantine.Quarantined); always empty on the host."""
 
     def run(
         self, tool: Tool[Any], args: Args, budget: Budget, output_chars: int | None = None

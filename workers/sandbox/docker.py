@@ -41,9 +41,10 @@ from workers.sandbox.container import (
     output_folder,
 )
 from workers.sandbox.frames import FrameReader
-from workers.sandbox.guard import Quarantined, Survey
+from workers.sandbox.guard import Survey
 from workers.sandbox.image import image_hash
 from workers.sandbox.options import DockerOptions
+from workers.sandbox.quarantine import Quarantined
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolResult
 
