@@ -141,7 +141,10 @@ def _load(
     if workspace is None or os.path.realpath(str(workspace)) != str(here):
         # A log is data: one that names another folder is not this workspace's to act on.
         fail(f"that run worked in {workspace or 'an unknown folder'}, not here ({here})")
-    store = Store(here)
+    try:
+        store = Store(here)
+    except OSError as error:  # gaffer's state folder cannot be used
+        fail(str(error))
     try:
         return store, agent_changes(records, store, agent)
     except NoChanges as error:

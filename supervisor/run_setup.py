@@ -29,6 +29,7 @@ from supervisor.run_output import OutputFormat, finish
 from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.terminal import echo
 from supervisor.view import stderr_console
+from workers import state
 from workers.cluster.driver import Cluster
 from workers.events import Subscriber
 from workers.extensions import load_extensions
@@ -95,7 +96,8 @@ def set_up(
             f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
             err=True,
         )
-    try:
+    try:  # the state folder holds the change store too, whichever folder holds the logs
+        state.workspace_dir(workspace)
         log_dir = config.logs_in(workspace)
     except OSError as error:
         fail(str(error))

@@ -131,9 +131,16 @@ def test_the_state_folder_is_the_user_s_own_and_never_a_link(
         state.workspace_dir(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    done = gaffer(ws, "logs", env={"XDG_STATE_HOME": str(home), **DEFAULT_LOGS})
-    assert done.returncode == 1 and "gaffer keeps its state only in" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    unusable = {"XDG_STATE_HOME": str(home)}
+    ran, server = gaffer_replying(ws, "run", "hi", replies=[Reply(text="x")], env=unusable)
+    done = [
+        gaffer(ws, "logs", env={**unusable, **DEFAULT_LOGS}),
+        ran,  # its logs in --log-dir's folder, but the change store is the state folder's
+    ]
+    for one in done:
+        assert one.returncode == 1 and "gaffer keeps its state only in" in one.stderr
+        assert len(one.stderr.strip().splitlines()) == 1, one.stderr
+    assert not server.requests
 
 
 def test_an_isolated_copy_keeps_its_workspace_s_state_folder(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTra
         return ChangeTracker(
             setting.store, setting.diff_folder / name if setting.diff_folder else None
         )
-    except OSError as error:  # a full disk, a read-only .gaffer: the agent runs without
+    except OSError as error:  # a full disk, an unusable state folder: it runs without
         events.emit(
             Boundary(
                 action="skipped",

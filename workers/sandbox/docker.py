@@ -125,7 +125,10 @@ def docker_sandbox(
     spec = container_spec(workspace, options, uid, before.mounts, git_dir, output_dir)
     name, owner = f"gaffer-{run_id}-{agent_id}-{secrets.token_hex(3)}", owner_token()
     # Written first: a run killed at any moment after this is swept by the next gaffer.
-    leftovers.write_record(name, workspace, before, owner)
+    try:
+        leftovers.write_record(name, workspace, before, owner)
+    except OSError as error:
+        raise SandboxUnavailable(f"cannot keep a record of the container: {error}") from error
     sandbox: DockerSandbox | None = None
     try:
         sandbox = DockerSandbox(

@@ -89,7 +89,11 @@ def remove_leftovers(docker_client: Any) -> list[str]:
             continue
         removed.append(container.short_id)
         _sweep_after(container.name, not_after_ns=ended)
-    for path in sorted(_records().glob("*.json")):
+    try:
+        records = sorted(_records().glob("*.json"))
+    except OSError:  # no state folder to be had: nothing was recorded there either
+        records = []
+    for path in records:
         _sweep_after(path.stem, not_after_ns=_record_time(path), only_if_gone=True)
     return removed
 
@@ -119,9 +123,8 @@ def _record_time(path: Path) -> int:
 def _sweep_after(name: str, not_after_ns: int, only_if_gone: bool = False) -> None:
     """Sweep a record's workspace against its survey, once (a lock on the record keeps
     two gaffers from sweeping the same one), then forget it."""
-    path = _records() / f"{name}.json"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(_records() / f"{name}.json", os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return
     try:
