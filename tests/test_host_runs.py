@@ -98,7 +98,7 @@ def test_a_compiled_cache_the_host_wrote_itself_stays(ws: Path) -> None:
     assert os.path.exists(cached)
 
 
-def test_a_planted_tree_is_taken_out_across_file_systems_without_its_fifos(
+def test_a_planted_tree_is_taken_out_across_file_systems_fifos_and_all(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from workers.sandbox import guard
@@ -120,10 +120,8 @@ def test_a_planted_tree_is_taken_out_across_file_systems_without_its_fifos(
 
     monkeypatch.setattr(os, "rename", across)
     [moved] = guard.sweep(ws, before, "t")
-    assert moved.path == "sub/.git" and not planted.exists()
-    kept = Path(moved.moved_to)
-    assert (kept / "config").is_file() and not (kept / "hooks" / "pipe").exists()
-    assert not [p for p in ws.iterdir() if p.name.startswith(".gaffer-held-")]
+    assert moved.path == "sub/.git" and not planted.exists(), "removed, FIFO and all"
+    assert moved.moved_to.startswith("removed, not kept (a folder")
 
 
 def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_path: Path) -> None:
@@ -155,3 +153,15 @@ def test_a_folder_swapped_for_a_link_never_leads_the_sweep_out(
     with pytest.raises(SandboxFault, match=r"sub/\.git"):
         quarantine(ws, ["sub/.git"], "race")
     assert (outside / ".git").is_dir(), "nothing outside the workspace was moved"
+
+
+def test_what_lies_under_a_planted_folder_goes_with_it(tmp_path: Path) -> None:
+    from workers.sandbox.quarantine import quarantine
+
+    ws = tmp_path / "plain"
+    (ws / "evil" / ".git").mkdir(parents=True)
+    (ws / "evil" / "HEAD").write_text("ref: refs/heads/main\n")
+    moved = quarantine(ws, ["evil/.git", "evil", "evil/HEAD"], "nested")
+    assert [q.path for q in moved] == ["evil"] and not (ws / "evil").exists()
+    again = quarantine(ws.parent / "plain", [], "none")
+    assert again == []

@@ -159,9 +159,10 @@ class ChangeTracker:
         """The snapshot id at the end and everything changed since the start."""
         after_id, now = self.store.snapshot()
         self._last = now
-        self.ignored = ignored_changes.compare(
-            self._ignored_start, ignored_changes.look(self.store.workspace, now)
-        )
+        looked = ignored_changes.look(self.store.workspace, now)
+        cut = ignored_changes.MAX_LOOKED_AT in (len(looked), len(self._ignored_start))
+        # A look cut short would call the user's own files, beyond the first cut, added.
+        self.ignored = [] if cut else ignored_changes.compare(self._ignored_start, looked)
         return after_id, compare(self._start, now)
 
 

@@ -22,7 +22,7 @@ def process_alive(pid: int) -> bool:
 
 def owner_token(pid: int | None = None) -> str:
     """Who owns a thing gaffer leaves on the machine while it runs (a container, a copy):
-    `<pid namespace>.<pid>.<start time>`, so `owner_gone` can prove its owner ended."""
+    `<pid namespace>_<boot>.<pid>.<start time>`, so `owner_gone` can prove its owner ended."""
     pid = os.getpid() if pid is None else pid
     return f"{_pid_namespace()}.{pid}.{_start_time(pid)}"
 
@@ -46,10 +46,18 @@ def owner_gone(token: str) -> bool:
 
 
 def _pid_namespace() -> str:
+    """This PID namespace on this boot of this machine: the namespace's inode alone is the
+    same number on most machines' hosts, so the boot's id goes with it."""
     try:
-        return os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
+        namespace = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").rstrip("]")
     except OSError:
-        return "0"
+        namespace = "0"
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip().replace("-", "")[:12]
+    except OSError:
+        boot = "0"
+    return f"{namespace}_{boot}"
 
 
 def _start_time(pid: int) -> str:

@@ -156,7 +156,7 @@ def _clean_up(
     if not leftovers.remove_container(docker_client, name):
         raise SandboxFault(
             f"the container {name} could not be removed, so its workspace was not swept; "
-            "the next gaffer command will (or run `docker rm -f` on it)"
+            "the next gaffer command removes it and sweeps"
         )
     leftovers.mark_removed(name)
     shutil.rmtree(output_dir, ignore_errors=True)

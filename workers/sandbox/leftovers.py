@@ -36,20 +36,26 @@ MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 def write_record(name: str, workspace: Path, survey: Survey, owner: str) -> None:
     """What a later gaffer needs to sweep after this container if its run is killed."""
-    data = {"workspace": os.path.realpath(workspace), "owner": owner, "survey": survey.as_json()}
+    data = {
+        "workspace": os.path.realpath(workspace),
+        "owner": owner,
+        "host": socket.gethostname(),
+        "survey": survey.as_json(),
+    }
     state.write_file(_records(), f"{name}.json", json.dumps(data).encode())
 
 
 def mark_removed(name: str) -> None:
     """The container is gone: a sweep by the next gaffer, if this one's is cut short,
-    takes what changed up to now."""
+    takes what changed up to now (kept beside the record, never in a file's time)."""
     with contextlib.suppress(OSError):
-        os.utime(_records() / f"{name}.json")
+        state.write_file(_records(), f"{name}.removed", str(time.time_ns()).encode())
 
 
 def forget(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(_records() / f"{name}.json")
+    for suffix in (".json", ".removed"):
+        with contextlib.suppress(OSError):
+            os.unlink(_records() / f"{name}{suffix}")
 
 
 def remove_container(docker_client: Any, name: str) -> bool:
@@ -83,10 +89,13 @@ def remove_leftovers(docker_client: Any) -> list[str]:
             continue
         if not owner_gone(labels.get(OWNER_LABEL, "")):
             continue
+        running = container.status == "running"
         ended = _ended_ns(container)
         # Removed first: nothing more is planted, and nothing races the sweep.
         if not remove_container(docker_client, container.name):
             continue
+        if running:  # it planted until it was removed: that moment is its end
+            ended = time.time_ns()
         removed.append(container.short_id)
         _sweep_after(container.name, not_after_ns=ended)
     try:
@@ -112,8 +121,11 @@ def _ended_ns(container: Any) -> int:
 
 
 def _record_time(path: Path) -> int:
-    """For a record whose container is gone: touched when its container was removed (or
-    written, when none was made), so nothing of the container's changed after then."""
+    """For a record whose container is gone: when the container was removed, or, with no
+    word of that, when the record was written (its run was killed before the container
+    could plant anything, or the container was removed by hand and when is unknown)."""
+    with contextlib.suppress(OSError, ValueError):
+        return int(path.with_suffix(".removed").read_text())
     try:
         return path.stat().st_mtime_ns
     except OSError:
@@ -129,18 +141,24 @@ def _sweep_after(name: str, not_after_ns: int, only_if_gone: bool = False) -> No
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_nlink == 0:
+            raise OSError("swept and forgotten by another gaffer meanwhile")
         data = json.loads(os.read(fd, MAX_RECORD_BYTES))
         workspace, owner = Path(data["workspace"]), str(data["owner"])
         survey = Survey.from_json(data["survey"])
+        if data.get("host") != socket.gethostname():
+            raise ValueError("a record of another machine (a state folder shared)")
     except (OSError, ValueError, KeyError, TypeError):
         os.close(fd)
-        return  # another gaffer sweeps it now, or it is not a record of ours
+        return  # another gaffer sweeps it now, or it is not a record of this machine's
     try:
         if only_if_gone and not owner_gone(owner):
             return
-        with contextlib.suppress(OSError, SandboxUnavailable, SandboxFault):
+        try:
             if workspace.is_dir():
                 guard.sweep(workspace, survey, f"{name}-left", not_after_ns)
+        except (OSError, SandboxUnavailable, SandboxFault):
+            return  # kept: the next gaffer tries again
         forget(name)
     finally:
         os.close(fd)
