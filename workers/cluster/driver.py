@@ -28,10 +28,12 @@ from workers.tools.base import Args, Tool, ToolResult
 
 CONNECT_TIMEOUT_S = 60.0
 # The head's client proxy starts a server process for each driver; on a busy head that
-# start can fail once ("Starting Ray client server failed") and work on a second try.
-_SERVER_DID_NOT_START = "Starting Ray client server failed"
-CONNECT_TRIES = 2
+# start can fail ("Starting Ray client server failed", from `start_specific_server`) and
+# work on a later try: a 2-core machine running a whole test suite saw two in a row.
+_SERVER_DID_NOT_START = ("Starting Ray client server failed", "start_specific_server")
+CONNECT_TRIES = 4
 CONNECT_RETRY_S = 2.0
+"""The wait before the second try; each later one waits this much longer."""
 # A worker waits this long for a node with a free slot before it fails, naming the slot.
 PLACEMENT_TIMEOUT_S = 120.0
 # Beyond a call's own deadline: the node's reply, and the kill of a timed-out command.
@@ -111,10 +113,10 @@ class Cluster:
             failure = self._join(runtime_env)
             if failure is None:
                 break
-            if attempt < CONNECT_TRIES and _SERVER_DID_NOT_START in str(failure):
+            if attempt < CONNECT_TRIES and any(m in str(failure) for m in _SERVER_DID_NOT_START):
                 with contextlib.suppress(Exception):
                     self._ray.shutdown()  # the half-made client connection, before the next
-                time.sleep(CONNECT_RETRY_S)
+                time.sleep(CONNECT_RETRY_S * attempt)
                 continue
             hint = " (is the token the cluster's?)" if "timeout" in str(failure) else ""
             raise SandboxUnavailable(
