@@ -108,7 +108,7 @@ def check_out(bundle: bytes, folder: Path) -> None:
         git_alone(folder, "init", "-q", ".")
         git_alone(folder, "fetch", "-q", f"../{folder.name}.bundle", f"{BRANCH}:{BRANCH}")
         git_alone(folder, "checkout", "-q", "-f", BRANCH.removeprefix("refs/heads/"))
-        # gaffer's own folder there (the node's snapshots) is no change of the worker's.
+        # A .gaffer there (the workspace's config, as shipped) is no change of the worker's.
         (folder / ".git" / "info").mkdir(exist_ok=True)
         (folder / ".git" / "info" / "exclude").write_text(".gaffer/\n")
     finally:

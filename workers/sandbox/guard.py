@@ -243,7 +243,7 @@ def _repositories(
 
 def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
     """Every folder under root with its entries, never following links and never entering
-    a `.git` (protected, or moved out, whole) or gaffer's own folder. A folder git takes
+    a `.git` (protected, or moved out, whole) or a workspace's `.gaffer`. A folder git takes
     for a repository by another name is entered: when it loses its HEAD, what it holds is
     an ordinary folder's, and must be as clean."""
     stack = ["."]

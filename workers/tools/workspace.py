@@ -54,7 +54,7 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
             "a folder git would take for a repository (HEAD with objects and refs, or a commondir)"
         )
     if parts and parts[0] == GAFFER_DIR:
-        return "gaffer's own folder (profiles, plugins, config and logs of later runs)"
+        return "gaffer's config folder (profiles, plugins, config and skills it obeys once trusted)"
     if parts == [MCP_CONFIG]:
         return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
     for path in host_controlled(workspace) if controlled is None else controlled:
