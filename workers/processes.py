@@ -60,11 +60,17 @@ def _pid_namespace() -> str:
     return f"{namespace}_{boot}"
 
 
+def _stat_fields(pid: int | str) -> list[bytes]:
+    """/proc/PID/stat's fields after the command name (field 3 first); OSError, or
+    IndexError when there are none."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot (/proc/PID/stat, field 22)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+        return _stat_fields(pid)[19].decode()
     except (OSError, IndexError):
         return "0"
 
@@ -78,9 +84,7 @@ def hide_environment_secrets(is_secret: Callable[[str], bool]) -> list[str]:
     Python keeps its own copy in os.environ, so gaffer still reads the real values.
     """
     try:
-        with open("/proc/self/stat", "rb") as f:
-            # Fields after the command name; env_start and env_end are fields 50 and 51.
-            fields = f.read().rsplit(b")", 1)[1].split()
+        fields = _stat_fields("self")  # env_start and env_end are fields 50 and 51
         start, end = int(fields[47]), int(fields[48])
         block = ctypes.string_at(start, end - start)
     except (OSError, ValueError, IndexError):

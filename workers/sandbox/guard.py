@@ -35,6 +35,7 @@ from workers.sandbox.host_runs import (
     Fingerprint,
     command_folders,
     fingerprint,
+    join,
     package_trees,
     runs_on_its_own,
 )
@@ -107,7 +108,7 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
             if entry.is_file(follow_symlinks=False):
                 info = entry.stat(follow_symlinks=False)
                 if info.st_nlink > 1:
-                    linked.setdefault((info.st_dev, info.st_ino), []).append(_join(rel, entry.name))
+                    linked.setdefault((info.st_dev, info.st_ino), []).append(join(rel, entry.name))
     mounts = []
     for rel in dict.fromkeys(protected):
         full = os.path.join(root, rel)
@@ -206,7 +207,7 @@ def _note_host_runs(
     what is in it, so `commands` already holds those above)."""
     commands.update(command_folders(rel, {e.name for e in entries}))
     for entry in entries:
-        child = _join(rel, entry.name)
+        child = join(rel, entry.name)
         if entry.is_dir(follow_symlinks=False) or not runs_on_its_own(child, commands):
             continue
         if (seen := fingerprint(os.path.join(root, child))) is not None:
@@ -228,7 +229,7 @@ def _repositories(
 ) -> list[str]:
     """In one folder: its `.git` entries, and the folder itself when git would take it for
     a repository whatever its name (with `markers`, the HEAD and commondir that make it one)."""
-    found = [_join(folder, e.name) for e in entries if is_git_dir_name(e.name)]
+    found = [join(folder, e.name) for e in entries if is_git_dir_name(e.name)]
     names = {e.name for e in entries}
     if folder == "." or "HEAD" not in names:
         return found
@@ -237,7 +238,7 @@ def _repositories(
             found.append(folder)  # one that was there is protected whole
         else:  # without its HEAD (and commondir) git takes it for no repository; the
             # rest, the project's own files perhaps, stays where it is
-            found += [_join(folder, name) for name in ("HEAD", "commondir") if name in names]
+            found += [join(folder, name) for name in ("HEAD", "commondir") if name in names]
     return found
 
 
@@ -256,17 +257,13 @@ def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
             continue
         yield rel, entries
         for entry in entries:
-            child = _join(rel, entry.name)
+            child = join(rel, entry.name)
             if (
                 entry.is_dir(follow_symlinks=False)
                 and not is_git_dir_name(entry.name)
                 and child != GAFFER_DIR
             ):
                 stack.append(child)
-
-
-def _join(folder: str, name: str) -> str:
-    return name if folder == "." else f"{folder}/{name}"
 
 
 def _identity(path: str) -> tuple[int, int]:

@@ -21,9 +21,9 @@ def command_folders(folder: str, names: set[str]) -> list[str]:
     """In one folder (workspace-relative, "." for the top): the command folders it holds."""
     found = []
     if os.path.basename(folder) == "node_modules" and ".bin" in names:
-        found.append(_join(folder, ".bin"))
+        found.append(join(folder, ".bin"))
     if "pyvenv.cfg" in names:
-        found += [_join(folder, d) for d in ("bin", "Scripts") if d in names]
+        found += [join(folder, d) for d in ("bin", "Scripts") if d in names]
     return found
 
 
@@ -60,5 +60,6 @@ def fingerprint(path: str) -> Fingerprint | None:
     )
 
 
-def _join(folder: str, name: str) -> str:
+def join(folder: str, name: str) -> str:
+    """A name in a workspace-relative folder ("." for the top)."""
     return name if folder == "." else f"{folder}/{name}"

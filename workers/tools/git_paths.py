@@ -127,26 +127,23 @@ def _from_git(root: str) -> tuple[list[str], list[str]] | None:
     hooks = [_hooks_folder(base, value) for value in hooks_values.splitlines() if value.strip()]
     configs = []
     for line in listing.splitlines():
-        origin = line.split("\t", 1)[0]
-        if origin.startswith("file:"):  # relative to the top, where git works from
-            configs.append(os.path.join(base, origin.removeprefix("file:")))
-    return hooks, configs + _included(root, base)
-
-
-def _included(root: str, base: str) -> list[str]:
-    """Every file an `include.path` or `includeIf.*.path` names, there or not yet: one
-    that a worker could create would be read as config by the user's next git."""
-    listing = _git(root, "config", "--show-origin", "--get-regexp", r"^include(if\..*)?\.path$")
-    found = []
-    for line in (listing or "").splitlines():
-        origin, _, rest = line.partition("\t")
-        value = rest.partition(" ")[2].strip()
-        if not origin.startswith("file:") or not value:
+        origin, _, entry = line.partition("\t")
+        if not origin.startswith("file:"):
             continue
-        # Relative to the folder of the file that names it (git-config(1), "Includes").
-        config = os.path.join(base, origin.removeprefix("file:"))
-        found.append(os.path.join(os.path.dirname(config), os.path.expanduser(value)))
-    return found
+        config = os.path.join(base, origin.removeprefix("file:"))  # relative to the top
+        configs.append(config)
+        key, _, value = entry.partition("=")
+        if _INCLUDE.match(key) and value.strip():
+            # Every file an include names, there or not yet: one a worker could create
+            # would be read as config by the user's next git. Relative to the folder of
+            # the file that names it (git-config(1), "Includes").
+            path = os.path.expanduser(value.strip())
+            configs.append(os.path.join(os.path.dirname(config), path))
+    return hooks, configs
+
+
+# `include.path` and `includeIf.<condition>.path`, as `git config --list` names them.
+_INCLUDE = re.compile(r"^include(if\..*)?\.path$", re.IGNORECASE)
 
 
 def run_git(
