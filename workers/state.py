@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -63,11 +64,24 @@ def workspace_dir(workspace: Path, *parts: str) -> Path:
     real = os.path.realpath(workspace)
     if (home := _copy_of(real)) is not None:
         return folder_in(home, *parts)  # an isolated editor's copy keeps its workspace's
-    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:DIGEST_CHARS]
-    name = _UNSAFE_NAME.sub("_", os.path.basename(real))[:NAME_CHARS].strip("._") or "root"
-    folder = folder_in(root(), "workspaces", f"{name}-{digest}")
+    folder = folder_in(root(), "workspaces", _folder_name(real))
     _note_workspace(folder, real)
     return folder_in(folder, *parts)
+
+
+def forget_workspace(workspace: Path) -> None:
+    """Remove a workspace's whole state folder, when it has one: a workspace that is
+    itself gone (a cluster node's checkout) leaves nothing behind."""
+    folder = root_path() / "workspaces" / _folder_name(os.path.realpath(workspace))
+    if os.path.isdir(folder) and not os.path.islink(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _folder_name(real: str) -> str:
+    """A workspace's folder in the state folder: its own name, cut short, and its path's digest."""
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:DIGEST_CHARS]
+    name = _UNSAFE_NAME.sub("_", os.path.basename(real))[:NAME_CHARS].strip("._") or "root"
+    return f"{name}-{digest}"
 
 
 def _copy_of(real: str) -> Path | None:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers import state
 from workers.change_sets import Change, ChangeTracker
 from workers.cluster.bundle import check_out
 from workers.limits import Budget
@@ -183,6 +184,7 @@ class NodeHands:
         with contextlib.suppress(Exception):
             self._stack.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        state.forget_workspace(self.workspace)  # its snapshots, output and quarantine
 
 
 def _reap_checkouts(root: Path) -> None:
@@ -194,3 +196,4 @@ def _reap_checkouts(root: Path) -> None:
         pid = folder.name.partition("-")[0]
         if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
+            state.forget_workspace(folder / "workspace")
