@@ -13,7 +13,7 @@ ways are measured in the same run, each in a fresh workspace:
   instructions: what a user could paste into a chat, and an upper bound on one shot.
 
 Both one-shot replies are applied with gaffer's own file-block reader
-(workers/file_blocks.py), so a reply counts the way it would count in gaffer.
+(workers/aids/file_blocks.py), so a reply counts the way it would count in gaffer.
 
 An exercise counts as solved only when its tests pass on the host afterwards; what the
 model says counts for nothing. Printed per exercise: solved, tokens, wall time.
@@ -38,8 +38,8 @@ from rich.console import Console
 from rich.table import Table
 
 from supervisor.local import server, store
+from workers.aids.file_blocks import HOW_TO_WRITE, read_blocks
 from workers.editing import EditGuard
-from workers.file_blocks import HOW_TO_WRITE, read_blocks
 from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 from workers.tools.workspace import resolve
@@ -132,7 +132,7 @@ def with_gaffer(exercise: Exercise) -> Result:
         return Result(passes(workspace), tokens, wall, str(end.get("status")), calls)
 
 
-# The same words and example gaffer's agents get (workers/file_blocks.py).
+# The same words and example gaffer's agents get (workers/aids/file_blocks.py).
 ONE_SHOT_ASK = HOW_TO_WRITE
 
 

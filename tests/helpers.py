@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.fake_openai import FakeOpenAI, Reply
 from workers import trust
 from workers.agent import Agent, AgentResult
+from workers.aids import aids_for
 from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
 from workers.loop import run_agent
@@ -215,11 +216,23 @@ def make_agent(
     **kwargs: object,
 ) -> Agent:
     """An agent on the host with every built-in tool, logging to `recorder`; `kwargs`
-    set any other field of Agent."""
+    set any other field of Agent, or choose its aids as assembly would (`file_blocks`,
+    `attach_task_files`, `container_root`)."""
     limits = limits or Limits()
+    tools = kwargs.pop("tools", dict(BUILTIN_TOOLS))
+    kwargs.setdefault(
+        "aids",
+        aids_for(
+            tools,  # type: ignore[arg-type]
+            kwargs.pop("container_root", None),  # type: ignore[arg-type]
+            attach_task_files=bool(kwargs.pop("attach_task_files", False)),
+            file_blocks=bool(kwargs.pop("file_blocks", False)),
+            tracks_changes=kwargs.get("changes") is not None,
+        ),
+    )
     return Agent(
         model=model,
-        tools=kwargs.pop("tools", dict(BUILTIN_TOOLS)),  # type: ignore[arg-type]
+        tools=tools,  # type: ignore[arg-type]
         sandbox=kwargs.pop("sandbox", None) or HostSandbox(ToolContext(workspace)),  # type: ignore[arg-type]
         events=Emitter([recorder]).bind(session_id="s1", agent_id="main"),
         limits=limits,

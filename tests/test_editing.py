@@ -10,7 +10,8 @@ from workers.agent import Agent
 from workers.editing import EditGuard, failure_focus
 from workers.events import Emitter, Recorder
 from workers.facts import Facts
-from workers.loop import ATTACHED, run_agent
+from workers.hooks import ATTACHED
+from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
@@ -87,7 +88,7 @@ def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
         tools=dict(BUILTIN_TOOLS),
         sandbox=approved,
         events=Emitter(),
-        edits=EditGuard(workspace, write_hint="Write the fix as a block."),
+        edits=EditGuard(workspace, hint="Write the fix as a block."),
     )
     result = run_agent(agent, [{"role": "user", "content": "run the tests"}])
     shown = tool_messages(result)[0]["content"]

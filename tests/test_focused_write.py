@@ -1,5 +1,5 @@
 """A block writer that stalls with a change to make is asked for it in a call of its own,
-with the files in front of it (workers/focused_write.py)."""
+with the files in front of it (workers/aids/focused_write.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from supervisor.resume import rebuild
 from tests.helpers import make_agent
 from workers.agent import AgentResult
+from workers.aids.focused_write import asks_for_change, prompt
 from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
-from workers.focused_write import asks_for_change, prompt
 from workers.limits import Budget
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, Usage

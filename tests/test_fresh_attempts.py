@@ -1,6 +1,6 @@
 """A block writer stuck on a failing test gets fresh samples of the change, from the
 files as they were; one that passes the tests is kept, the others are taken back
-(workers/fresh_attempts.py)."""
+(workers/aids/fresh_attempts.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 from supervisor.resume import rebuild
 from tests.helpers import make_agent
 from workers.agent import AgentResult
+from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
+from workers.aids.python_merge import definitions, merge, with_what_it_uses
 from workers.change_sets import ChangeTracker
 from workers.editing import EditGuard
 from workers.events import Emitter, Recorder
-from workers.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
-from workers.python_merge import definitions, merge, with_what_it_uses
 from workers.sandbox.host import HostSandbox
 from workers.snapshots import Store
 from workers.test_runs import failed_tests, named_test_command

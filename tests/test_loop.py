@@ -392,7 +392,7 @@ def test_replies_that_cannot_be_read_four_times_in_a_row_end_the_agent(workspace
 
 
 def test_an_agent_that_writes_blocks_is_told_how_when_it_repeats_itself() -> None:
-    guard = RepetitionGuard(pauses=False, write_hint="Write it as a block.")
+    guard = RepetitionGuard(pauses=False, hint="Write it as a block.")
     key = ("read_file", '{"path": "a.py"}')
     assert guard.check("read_file", key) is None
     refused = guard.check("read_file", key)

@@ -323,7 +323,7 @@ def test_the_whole_call_deadline_holds_whatever_the_server_sends(reply: Reply) -
 def test_a_call_of_its_own_temperature_is_sent_and_the_next_uses_the_configured(
     responses: bool,
 ) -> None:
-    """A fresh attempt samples one call hotter (workers/fresh_attempts.py); the calls
+    """A fresh attempt samples one call hotter (workers/aids/fresh_attempts.py); the calls
     around it keep the configured temperature, on either API."""
     with FakeOpenAI([Reply(text="one"), Reply(text="two")]) as server:
         kind = ResponsesModel if responses else OpenAIModel

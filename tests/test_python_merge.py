@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.python_merge import MergeProblem, defines, merge
+from workers.aids.python_merge import MergeProblem, defines, merge
 
 STATS = '''"""Small statistics."""
 

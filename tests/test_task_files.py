@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from workers.task_files import task_files, task_words
+from workers.aids.task_files import task_files, task_words
 
 
 def shop(workspace: Path) -> None:

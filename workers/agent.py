@@ -11,6 +11,7 @@ from workers.context import ContextKeeper
 from workers.editing import EditGuard
 from workers.events import Emitter
 from workers.facts import Facts
+from workers.hooks import Aids
 from workers.ignored_changes import IgnoredChange
 from workers.limits import Budget, Limits
 from workers.log_schema import UserMessage
@@ -47,13 +48,8 @@ class Agent:
     look_first: bool = False
     """Its first reply must be a tool call: a worker with a task about the code looks
     before it answers (small models otherwise answer from what they imagine)."""
-    attach_task_files: bool = False
-    """Read the files its task is about before the first step (it has read_file)."""
-    container_root: str | None = None
-    """Where its sandbox mounts the workspace (`/workspace`), if anywhere."""
-    file_blocks: bool = False
-    """It writes files as fenced blocks in its replies (workers/file_blocks.py): it is not
-    offered write_file and edit_file, and each block becomes a write_file call."""
+    aids: Aids = field(default_factory=Aids)
+    """What steps in at the loop's seam (workers/hooks.py), chosen by assembly."""
     stepper: Stepper | None = None
     """Step mode: asked before its tool calls run (workers/stepping.py)."""
 
@@ -71,10 +67,6 @@ class AgentResult:
     tool_calls: int = 0
     facts: list[Facts] = field(default_factory=list)
     """What each tool call taught the harness (files written, exit codes), in order."""
-    focused_writes: int = 0
-    """Times it was asked for the change outside the conversation (workers/focused_write.py)."""
-    fresh_attempts: int = 0
-    """Samples of the change drawn afresh when it was stuck (workers/fresh_attempts.py)."""
     changes: list[Change] | None = None
     """What it changed in the workspace, its workers included; None when it could
     change nothing. An isolated editor's: what came into the workspace."""

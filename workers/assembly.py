@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from workers.agent import Agent
+from workers.aids import aids_for
+from workers.aids.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
 from workers.change_sets import ChangeTracker
 from workers.context import ContextKeeper, window_for
 from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.events import Emitter
-from workers.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS, WRITE_NOW
 from workers.limits import Budget
 from workers.log_schema import Boundary
 from workers.model import Model
@@ -87,11 +88,15 @@ def build_agent(
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,
     )
-    edits = EditGuard(
-        setting.workspace,
+    aids = aids_for(
+        tools,
         container_root,
-        write_hint=WRITE_NOW if file_blocks else "",
-        test_runners=setting.test_runners,
+        attach_task_files=given_a_task and "read_file" in tools,
+        file_blocks=file_blocks,
+        tracks_changes=setting.store is not None and spec.changes_files,
+    )
+    edits = EditGuard(
+        setting.workspace, container_root, hint=aids.hint, test_runners=setting.test_runners
     )
     agent = Agent(
         model=model,
@@ -102,9 +107,7 @@ def build_agent(
         budget=budget,
         gate=gate if setting.verify else None,
         look_first=must_look,
-        attach_task_files=given_a_task and "read_file" in tools,
-        container_root=container_root,
-        file_blocks=file_blocks,
+        aids=aids,
         context=ContextKeeper(
             window, rules=setting.instructions, test_runners=setting.test_runners
         ),

@@ -62,8 +62,8 @@ class EditGuard:
     whole: after reading it, or after writing it itself."""
     untested_edit: bool = False
     """It changed a file and has not run the tests since."""
-    write_hint: str = ""
-    """How to write a fix, added after a failed test's focus (for file blocks)."""
+    hint: str = ""
+    """How to make a change, added after a failed test's focus."""
     last_failure: str = ""
     """The last test run, when it failed: the command and where it failed."""
     test_runners: tuple[str, ...] = ()
@@ -158,7 +158,7 @@ class EditGuard:
                 )
                 self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
             if focus:
-                hint = f"\n\n[{self.write_hint}]" if self.write_hint else ""
+                hint = f"\n\n[{self.hint}]" if self.hint else ""
                 return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
 

@@ -256,7 +256,7 @@ class Verification(Event):
 @dataclass(frozen=True)
 class FreshAttempt(Event):
     """A sample of the change drawn afresh for an agent stuck on a failing test
-    (workers/fresh_attempts.py): kept when the tests passed, else taken back."""
+    (workers/aids/fresh_attempts.py): kept when the tests passed, else taken back."""
 
     event = "fresh_attempt"
     attempt: int

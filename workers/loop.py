@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import traceback
 from typing import Any
 
-from workers import calls, executor
+from workers import calls
 from workers.agent import Agent, AgentResult, first_task, tell
+from workers.agent_view import AgentView
 from workers.change_sets import record_change_set
-from workers.editing import EDIT_TOOLS
-from workers.file_blocks import WRITE_NOW, write_blocks
-from workers.focused_write import ask_for_the_change, prose
-from workers.fresh_attempts import Kept, try_afresh
+from workers.hooks import Finish, Note, looked
 from workers.log_schema import AgentEnd, AgentStart, Limit
-from workers.model import Message, ModelError, ToolCall, written_call
+from workers.model import AssistantTurn, Message, ModelError, written_call
 from workers.outcome import (
     Aborted,
     Failed,
@@ -29,8 +26,6 @@ from workers.outcome import (
 from workers.repetition import RepetitionGuard
 from workers.sandbox import NodeLost, SandboxFault
 from workers.stepping import StoppedByUser
-from workers.task_files import task_files
-from workers.verification import named_paths
 
 UNREADABLE = (
     "Your last reply could not be read ({error}). Reply again: fewer tool calls, each one "
@@ -50,11 +45,6 @@ ANSWER_NOW = (
     "sentences, from the tool results above and the workspace at a glance in your "
     "instructions, naming the files and folders: {task}"
 )
-WRITE_OR_ANSWER = (
-    "Tools are paused for this reply. If you know the change, write it now: the file's "
-    "path on a line of its own, then its corrected code in a fenced block. Otherwise "
-    "answer the task from the tool results above: {task}"
-)
 TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
     "made before, or give your final answer in plain sentences."
@@ -62,11 +52,6 @@ TOOLS_BACK = (
 # Replies the server could not read, in a row, before the agent ends: the same prompt
 # at near-greedy sampling tends to give the same reply.
 MAX_UNREADABLE = 4
-# The files a task is about are read for the agent before its first step, as a user's
-# @-mention would attach them (workers/task_files.py): a small model that sees the code
-# and its tests at once writes the change instead of spending steps finding them.
-ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
-MAX_ATTACHED = 5
 WRITTEN_CALL = (
     "Your reply is a tool call written as text, which runs nothing. To use a tool, call it "
     "in the tool-call format; to finish, answer in plain sentences."
@@ -95,8 +80,6 @@ def run_agent(
     )
     crash: str | None = None
     try:
-        if agent.attach_task_files and not _looked(messages):
-            _attach_task_files(agent, messages)
         result.outcome = _loop(agent, result)
     except KeyboardInterrupt:
         agent.budget.cancel()  # workers below this agent stop at their next step
@@ -134,97 +117,159 @@ def run_agent(
 
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
-    messages = result.messages
-    # An editor is paused only when it writes in blocks: paused, it can still write.
-    guard = RepetitionGuard(
-        pauses=agent.edits is None or agent.file_blocks,
-        write_hint=WRITE_NOW if agent.file_blocks else "",
-        reads_only=agent.edits is None,  # it edits nothing itself: a result cannot move
-    )
-    offered = [
-        tool for name, tool in agent.tools.items() if not (agent.file_blocks and name in EDIT_TOOLS)
-    ]
-    schemas = [tool.schema() for tool in offered]
-    paused, unreadable, must_call, noted_echo = False, 0, False, False
+    messages, aids, guard = result.messages, agent.aids, _repetition_guard(agent)
+    schemas = [tool.schema() for n, tool in agent.tools.items() if n not in aids.hidden_tools]
+    view = AgentView(agent, result, guard, schemas)
+    aids.before_first_step(view)
+    paused = must_call = False
     for step in range(1, agent.limits.max_steps + 1):
-        if stop := calls.limit_if_spent(agent):
+        if stop := _before_step(agent, result, step):
             return stop
-        result.steps = step
-        if agent.context is not None and (
-            full := agent.context.prepare(
-                messages,
-                result.facts,
-                step,
-                model=agent.model,
-                budget=agent.budget,
-                events=agent.events,
-            )
-        ):
-            return full
         if step == agent.limits.max_steps:
             return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
+        view.step, must_call = step, must_call or (agent.look_first and not looked(messages))
         try:
-            must_call |= agent.look_first and not _looked(messages)
             turn = calls.call_model(
                 agent, messages, schemas, step, tools_off=paused, require_tool=must_call
             )
         except ModelError as error:
-            if error.kind != "malformed_output" or (unreadable := unreadable + 1) >= MAX_UNREADABLE:
-                raise
-            tell(agent, messages, UNREADABLE.format(error=error.message), source="model_error")
-            paused = unreadable > 1  # asked again, the same reply would fail again: prose
+            paused = _unreadable(agent, messages, error)
             continue
-        unreadable, must_call = 0, False
-        result.tokens += turn.usage.total
+        must_call, result.tokens = False, result.tokens + turn.usage.total
         messages.append(turn.as_message())
-        # Files written as blocks are written before the reply's calls run (a test run),
-        # tools paused or not: a block is the model's work, not a call.
-        written, echo = write_blocks(
-            agent, result, turn, step, guard, note_unchanged=not noted_echo
-        )
-        noted_echo |= echo
-        if not turn.tool_calls and not written:
-            if ask_for_the_change(agent, result, step, guard, said=turn.text):
-                paused, must_call = False, True  # the next reply runs the tests
-                continue
-            if kept := try_afresh(agent, result, step, guard):
-                return _answer_after(agent, result, schemas, kept)
-            if (answer := _answer(agent, result, turn.text, paused, guard)) is not None:
-                return answer
-            paused, must_call = False, agent.gate is not None and agent.gate.take_wants_call()
+        note = aids.after_reply(view, turn)  # blocks written before the reply's calls run
+        if not turn.tool_calls and note is None:
+            ending = _would_stop(agent, view, result, turn.text, paused, guard)
+            if isinstance(ending, Finished):
+                return ending
+            paused, must_call = False, ending
             continue
-        for call, tool_result in zip(
-            turn.tool_calls, calls.run_batch(agent, turn, step, guard), strict=False
-        ):
-            result.tool_calls += 1
-            result.facts.append(tool_result.facts)
-            messages.append(
-                {"role": "tool", "tool_call_id": call.id, "content": tool_result.output}
-            )
-            if tool_result is not calls.DUPLICATE:
-                guard.observe(call, tool_result)
-        if written:
-            tell(agent, messages, written, source="file_blocks")
-        if guard.stop is not None:  # stopped for going in circles: still ask what it found
-            calls.answer_unanswered(messages, reason_of(guard.stop))
-            return _wrap_up(agent, result, schemas, guard.stop)
-        if stop := calls.limit_if_spent(agent):
-            return stop  # calls the batch did not reach are answered as not run
+        _run_calls(agent, result, turn, step, guard, note)
+        if stop := _after_calls(agent, result, schemas, guard):
+            return stop
         nudge, paused = guard.take_nudge(), guard.take_pause()
-        if (nudge or paused) and ask_for_the_change(agent, result, step, guard, said=""):
-            if nudge:  # the warning is shown all the same: going round again ends the run
-                tell(agent, messages, nudge, source="repetition")
-            paused, must_call = False, True
-            continue
-        if (nudge or paused) and (kept := try_afresh(agent, result, step, guard)):
-            return _answer_after(agent, result, schemas, kept)
         if nudge or paused:
-            now = WRITE_OR_ANSWER if agent.file_blocks else ANSWER_NOW
-            answer_now = now.format(task=_task(messages)) if paused else ""
-            tell(
-                agent, messages, "\n\n".join(filter(None, [nudge, answer_now])), source="repetition"
-            )
+            step_on = _going_round(agent, view, result, nudge, paused)
+            if isinstance(step_on, Finished):
+                return step_on
+            if step_on:  # an aid told it what to do: tools back, a call next
+                paused, must_call = False, True
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
+
+
+def _repetition_guard(agent: Agent) -> RepetitionGuard:
+    return RepetitionGuard(
+        pauses=agent.edits is None or agent.aids.writes_while_paused,
+        hint=agent.aids.hint,
+        reads_only=agent.edits is None,  # it edits nothing itself: a result cannot move
+    )
+
+
+def _before_step(agent: Agent, result: AgentResult, step: int) -> Outcome | None:
+    """Why the agent stops before this step (out of budget, or its context is full), or None."""
+    if stop := calls.limit_if_spent(agent):
+        return stop
+    result.steps = step
+    if agent.context is None:
+        return None
+    return agent.context.prepare(
+        result.messages,
+        result.facts,
+        step,
+        model=agent.model,
+        budget=agent.budget,
+        events=agent.events,
+    )
+
+
+def _unreadable(agent: Agent, messages: list[Message], error: ModelError) -> bool:
+    """A reply the server could not read is asked for again, with tools paused from the
+    second in a row (the same prompt tends to give the same reply); the error goes on up
+    when it is not that, or the MAX_UNREADABLE-th in a row. Whether tools are paused."""
+    if error.kind != "malformed_output":
+        raise error
+    in_a_row = 1
+    for message in reversed(messages):
+        if message["role"] != "user" or not str(message["content"]).startswith(UNREADABLE[:25]):
+            break
+        in_a_row += 1
+    if in_a_row >= MAX_UNREADABLE:
+        raise error
+    tell(agent, messages, UNREADABLE.format(error=error.message), source="model_error")
+    return in_a_row > 1
+
+
+def _would_stop(
+    agent: Agent,
+    view: AgentView,
+    result: AgentResult,
+    said: str,
+    paused: bool,
+    guard: RepetitionGuard,
+) -> Finished | bool:
+    """A reply with no call that did nothing: the run's answer (an aid's, or the model's
+    once the gate takes it), or whether the next reply must be a call."""
+    step_on = agent.aids.when_stuck(view, said=said)
+    if isinstance(step_on, Finish):
+        return Finished(_stamped(agent, step_on.answer, result))
+    if step_on is not None:
+        return True  # the aid told it what to do next
+    return _answer(agent, result, said, paused, guard) or _wants_call(agent)
+
+
+def _going_round(
+    agent: Agent, view: AgentView, result: AgentResult, nudge: str | None, paused: bool
+) -> Finished | bool:
+    """After a batch that went round in circles: an aid's answer, or whether an aid
+    stepped in. The warning is shown all the same (going round again ends the run), and
+    a paused agent no aid helped is asked to answer now."""
+    step_on = agent.aids.when_stuck(view, said="")
+    if isinstance(step_on, Finish):
+        return Finished(_stamped(agent, step_on.answer, result))
+    ask = agent.aids.answer_now or ANSWER_NOW
+    answer_now = ask.format(task=_task(result.messages)) if paused and step_on is None else ""
+    if told := "\n\n".join(filter(None, [nudge, answer_now])):
+        tell(agent, result.messages, told, source="repetition")
+    return step_on is not None
+
+
+def _after_calls(
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], guard: RepetitionGuard
+) -> Outcome | None:
+    """Why the run ends after a batch: going in circles (it is still asked what it
+    found), or out of budget (calls the batch did not reach are answered as not run)."""
+    if guard.stop is not None:
+        calls.answer_unanswered(result.messages, reason_of(guard.stop))
+        return _wrap_up(agent, result, schemas, guard.stop)
+    return calls.limit_if_spent(agent)
+
+
+def _run_calls(
+    agent: Agent,
+    result: AgentResult,
+    turn: AssistantTurn,
+    step: int,
+    guard: RepetitionGuard,
+    note: Note | None,
+) -> None:
+    """The reply's calls run, each result in the conversation and seen by the guard;
+    then what an aid had to say about the reply."""
+    for call, tool_result in zip(
+        turn.tool_calls, calls.run_batch(agent, turn, step, guard), strict=False
+    ):
+        result.tool_calls += 1
+        result.facts.append(tool_result.facts)
+        messages = result.messages
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_result.output})
+        if tool_result is not calls.DUPLICATE:
+            guard.observe(call, tool_result)
+    if note is not None:
+        tell(agent, result.messages, note.content, source=note.source)
+
+
+def _wants_call(agent: Agent) -> bool:
+    """The gate sent the answer back asking for a call (a test run) first."""
+    return agent.gate is not None and agent.gate.take_wants_call()
 
 
 def _answer(
@@ -235,53 +280,12 @@ def _answer(
     if written_call(text, agent.tools):
         tell(agent, result.messages, TOOLS_BACK if paused else WRITTEN_CALL, source="model_error")
         return None
-    looked = _looked(result.messages)
-    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text, looked)):
+    seen = looked(result.messages)
+    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text, seen)):
         tell(agent, result.messages, send_back, source="verification")
         guard.sent_back()
         return None
     return Finished(_stamped(agent, text, result))
-
-
-def _looked(messages: list[Message]) -> bool:
-    """Whether the conversation has tool results or attached files (in this run, or the
-    one it resumes)."""
-    return any(
-        m.get("role") == "tool" or str(m.get("content") or "").startswith(ATTACHED)
-        for m in messages
-    )
-
-
-def _attach_task_files(agent: Agent, messages: list[Message]) -> None:
-    """The files the task is about, read with the agent's own read_file in its own
-    sandbox and told to it as one message: those it names, or for an agent that edits,
-    those its words are in, and what they import. A name that is not a readable file is
-    left out unsaid; together they take at most two results' share of the window."""
-    room = agent.room_for_files()
-    last = messages[-1] if messages and messages[-1]["role"] == "user" else None
-    task, root = str(last["content"]) if last else "", agent.container_root
-    paths = (
-        task_files(agent.edits.workspace, task, root)
-        if agent.edits is not None
-        else named_paths(task, root)
-    )
-    attached: list[str] = []
-    for path in paths:
-        arguments = {"path": path}
-        call = ToolCall(id="attach", name="read_file", arguments=json.dumps(arguments))
-        result = executor.execute(
-            call, arguments, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
-        )
-        if result.is_error or len(result.output) > room:
-            continue
-        room -= len(result.output)
-        attached.append(f'<file path="{path}">\n{result.output.rstrip()}\n</file>')
-        if agent.edits is not None:
-            agent.edits.after("read_file", arguments, result)
-        if len(attached) == MAX_ATTACHED:
-            break
-    if attached:
-        tell(agent, messages, "\n\n".join([ATTACHED, *attached]), source="attachment")
 
 
 def _wrap_up(
@@ -307,27 +311,6 @@ def _wrap_up(
     return dataclasses.replace(
         stop, detail=f"{stop.detail}; the model gave no answer, only tool calls"
     )
-
-
-def _answer_after(
-    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], kept: Kept
-) -> Finished:
-    """The tests pass, run by gaffer (with a change it drew afresh, or with the agent's own
-    code under its task's test command): the run ends with the model's account of it,
-    asked with tools off and its code blocks not written (a small model writes its own
-    failing code back), or gaffer's account when the model gives none."""
-    messages, said = result.messages, ""
-    try:
-        turn = calls.call_model(agent, messages, schemas, result.steps, tools_off=True)
-    except ModelError:
-        turn = None  # the change stands; the account is gaffer's
-    if turn is not None:
-        result.tokens += turn.usage.total
-        messages.append(turn.as_message())
-        calls.answer_unanswered(messages, "tools are off: the tests pass and the run ends")
-        if not turn.tool_calls and not written_call(turn.text, agent.tools):
-            said = prose(turn.text)
-    return Finished(_stamped(agent, said or kept.account, result))
 
 
 def _task(messages: list[Message]) -> str:

@@ -63,16 +63,16 @@ class Seen:
 
 
 class RepetitionGuard:
-    def __init__(self, pauses: bool = True, write_hint: str = "", reads_only: bool = False) -> None:
+    def __init__(self, pauses: bool = True, hint: str = "", reads_only: bool = False) -> None:
         self._pauses = pauses
         """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
         edits: with tools off it could only talk, and talk would end its work unfinished."""
         self._reads_only = reads_only
         """The agent edits no file itself: a call that repeats an earlier one with the same
         result learned nothing."""
-        self._write_hint = write_hint
-        """How to write a change, added to refusals and nudges for an agent that writes
-        files as blocks: a small model that keeps reading has usually read enough."""
+        self._hint = hint
+        """How to make a change, added to refusals and nudges (for a small model that
+        keeps reading, which has usually read enough)."""
         self._last: tuple[str, str] | None = None
         self._count = 0
         self._history: list[Seen] = []
@@ -104,7 +104,7 @@ class RepetitionGuard:
             return ToolResult(
                 output=f"refused: this is call {self._count} in a row to {name} with the same "
                 f"arguments, and its result will not change. {paused} Repeating the call once "
-                f"more ends the run.{self._hint()}",
+                f"more ends the run.{self._hinted()}",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -112,7 +112,7 @@ class RepetitionGuard:
             return ToolResult(
                 output=f"not run: you just made this call to {name}, and its result is above. "
                 "Make a different call (another file or folder, another search), or give your "
-                f"final answer.{self._hint()}",
+                f"final answer.{self._hinted()}",
                 summary="refused: repeated call",
                 is_error=True,
             )
@@ -139,15 +139,15 @@ class RepetitionGuard:
         self._pause = self._pauses
         next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
         self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
-        self._nudge += self._hint()
+        self._nudge += self._hinted()
 
     def sent_back(self) -> None:
         """The gate sent the answer back to be checked with the tools: looking again is
         what it asked for, so going round again is warned about before it ends the run."""
         self._nudged = False
 
-    def _hint(self) -> str:
-        return f" {self._write_hint}" if self._write_hint else ""
+    def _hinted(self) -> str:
+        return f" {self._hint}" if self._hint else ""
 
     def take_pause(self) -> bool:
         """Whether the next reply is asked for with tools off: an agent caught repeating

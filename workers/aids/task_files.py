@@ -18,11 +18,13 @@ import os
 import re
 from pathlib import Path
 
+from workers.hooks import ATTACHED, Aid, View
 from workers.tools.base import ToolError
 from workers.tools.python_grep import walk_files
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
 
+MAX_ATTACHED = 5
 MAX_FILES_SEEN = 2000
 MAX_FILE_BYTES = 64 * 1024
 MAX_FOUND = 3
@@ -103,6 +105,38 @@ _COMMON = frozenset(
         "works",
     ]
 )
+
+
+class TaskFiles(Aid):
+    """The files the task is about, read with the agent's own read_file in its own
+    sandbox and told to it as one message before its first step, as a user's @-mention
+    would attach them: those it names, or for an agent that edits, those its words are
+    in, and what they import. A name that is not a readable file is left out unsaid;
+    together they take at most the room for files."""
+
+    def __init__(self, container_root: str | None) -> None:
+        self.container_root = container_root
+        """Where the agent's sandbox mounts the workspace, if anywhere."""
+
+    def before_first_step(self, view: View) -> None:
+        if view.looked:
+            return  # a resumed conversation has its files
+        room, root, edits = view.room_for_files, self.container_root, view.edits
+        task = view.latest_request
+        paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
+        attached: list[str] = []
+        for path in paths:
+            result = view.read_in_sandbox(path)
+            if result.is_error or len(result.output) > room:
+                continue
+            room -= len(result.output)
+            attached.append(f'<file path="{path}">\n{result.output.rstrip()}\n</file>')
+            if edits is not None:
+                edits.after("read_file", {"path": path}, result)
+            if len(attached) == MAX_ATTACHED:
+                break
+        if attached:
+            view.tell("\n\n".join([ATTACHED, *attached]), source="attachment")
 
 
 def task_files(workspace: Path, task: str, container_root: str | None = None) -> list[str]:

@@ -1,5 +1,5 @@
 """Samples joined by definition: two fresh samples of a change that each fail some tests
-may make one that passes them all (workers/fresh_attempts.py).
+may make one that passes them all (workers/aids/fresh_attempts.py).
 
 A 1.5B model asked for `encode` and `decode` again and again writes a right `encode` in
 about half its samples and a right `decode` in one in eight, rarely both in one sample.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from workers.python_merge import MergeProblem, definitions, merge, with_what_it_uses
+from workers.aids.python_merge import MergeProblem, definitions, merge, with_what_it_uses
 
 # Test runs (no model call, a second or two each) of samples joined by definition, once a run.
 MAX_JOINS = 6

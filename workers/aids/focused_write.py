@@ -17,11 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from workers.agent import Agent, AgentResult, first_task, tell
-from workers.calls import call_model, limit_if_spent
+from workers.aids.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
 from workers.editing import EditGuard
-from workers.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
-from workers.repetition import RepetitionGuard
+from workers.hooks import Aid, Resume, View
 from workers.test_runs import is_test_file
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
@@ -136,45 +134,45 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def ask_for_the_change(
-    agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard, *, said: str
-) -> bool:
-    """For an agent that writes in blocks and stalls with a change still to make: ask
-    for it in a call of its own, the files in front of the model, and write its blocks.
-    Whether anything was written (the agent is told what, and goes on to test it)."""
-    if (
-        agent.edits is None
-        or not agent.file_blocks
-        or result.focused_writes >= MAX_FOCUSED_WRITES
-        or limit_if_spent(agent) is not None
-        or not stalled(agent, result)
-    ):
-        return False
-    ask = prompt(first_task(result.messages), agent.edits, said, agent.room_for_files())
-    if ask is None:
-        return False
-    result.focused_writes += 1
-    turn = call_model(
-        agent, [{"role": "user", "content": ask}], [], step, tools_off=True, aside=True
-    )
-    result.tokens += turn.usage.total
-    changes = sum(bool(fact.modified) for fact in result.facts)
-    written, _ = write_blocks(
-        agent, result, turn, step, guard, note_unchanged=False, label="focused"
-    )
-    if not written or sum(bool(fact.modified) for fact in result.facts) == changes:
-        return False
-    tell(agent, result.messages, told(turn.text, written), source="focused_write")
-    return True
+class FocusedWrite(Aid):
+    """For an agent that writes in blocks and stalls with a change still to make: asked
+    for it in a call of its own, the files in front of the model, its blocks written, at
+    most MAX_FOCUSED_WRITES times a run. Resumed when anything was written: it has been
+    told what, and goes on to test it."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def before_first_step(self, view: View) -> None:
+        self.asked = 0
+
+    def when_stuck(self, view: View, said: str) -> Resume | None:
+        if (
+            view.edits is None
+            or self.asked >= MAX_FOCUSED_WRITES
+            or view.spent()
+            or not stalled(view)
+        ):
+            return None
+        ask = prompt(view.task, view.edits, said, view.room_for_files)
+        if ask is None:
+            return None
+        self.asked += 1
+        turn = view.ask_aside(ask)
+        changes = sum(bool(fact.modified) for fact in view.facts)
+        written = write_blocks(view, turn, "focused")
+        if not written or sum(bool(fact.modified) for fact in view.facts) == changes:
+            return None
+        view.tell(told(turn.text, written), source="focused_write")
+        return Resume()
 
 
-def stalled(agent: Agent, result: AgentResult) -> bool:
+def stalled(view: View) -> bool:
     """Whether a change is still to make: none made and the task asks for one (or a test
     failed), or the tests failed after the last one."""
-    assert agent.edits is not None
-    runners = agent.gate.test_runners if agent.gate is not None else ()
-    verdict = judge(result.facts, runners)
-    failed = bool(agent.edits.last_failure)
+    assert view.edits is not None
+    verdict = judge(view.facts, view.test_runners)
+    failed = bool(view.edits.last_failure)
     if verdict is None:
-        return failed or asks_for_change(first_task(result.messages))
+        return failed or asks_for_change(view.task)
     return failed and not verdict.verified and not verdict.untested

@@ -8,7 +8,7 @@ edit_file; it replies with the file's path on a line of its own and the content 
 fenced block under it, and each block becomes a write_file call that runs like any other
 (in the agent's sandbox, read-before-edit, logged, verified).
 
-A Python block is merged into its file by definition (workers/python_merge.py): small
+A Python block is merged into its file by definition (workers/aids/python_merge.py): small
 models give the function they changed, not the whole file. A block with no path line is
 for the one Python file the agent has read that defines what the block defines. Blocks
 that cannot be written (a cut reply, a block that is not Python for a .py file, a file
@@ -22,12 +22,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from workers.agent import Agent, AgentResult
-from workers.calls import run_tool, same_call_key
-from workers.editing import EditGuard
+from workers.aids.python_merge import MergeProblem, defines, merge
+from workers.editing import EDIT_TOOLS, EditGuard
+from workers.hooks import Aid, Note, View
 from workers.model import AssistantTurn, ToolCall
-from workers.python_merge import MergeProblem, defines, merge
-from workers.repetition import RepetitionGuard
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 from workers.verification import named_paths
@@ -268,44 +266,63 @@ def _dedented(line: str, indent: int) -> str:
     return line[indent:] if line[:indent].strip() == "" else line.lstrip(" ")
 
 
-def write_blocks(
-    agent: Agent,
-    result: AgentResult,
-    turn: AssistantTurn,
-    step: int,
-    guard: RepetitionGuard,
-    *,
-    note_unchanged: bool,
-    label: str = "block",
-) -> tuple[str | None, bool]:
-    """Runs the file blocks of a reply as write_file calls: what each did, for the agent,
-    or None when the reply has none (or the agent does not write in blocks); and whether
-    that is only the note that the blocks change nothing.
+class FileBlocks(Aid):
+    """An agent that writes files as fenced blocks in its replies: it is not offered
+    write_file and edit_file, each block of a reply becomes a write_file call run before
+    the reply's own calls (a test run), and paused, it may still write."""
 
-    The reply stays in the conversation as the model wrote it and the results go back as
-    one message: the model never sees its code again as an escaped JSON string. A reply
-    of nothing but blocks that change nothing (a small model echoing what it wrote) is
-    told so once, rather than taken for a final answer."""
-    if not agent.file_blocks or agent.edits is None:
-        return None, False
+    hidden_tools = EDIT_TOOLS
+    hint = WRITE_NOW
+    answer_now = (
+        "Tools are paused for this reply. If you know the change, write it now: the file's "
+        "path on a line of its own, then its corrected code in a fenced block. Otherwise "
+        "answer the task from the tool results above: {task}"
+    )
+    writes_while_paused = True
+
+    def __init__(self) -> None:
+        self._noted_unchanged = False
+
+    def before_first_step(self, view: View) -> None:
+        self._noted_unchanged = False
+
+    def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
+        """The reply's blocks written: what each did, for the agent. A reply of nothing
+        but blocks that change nothing (a small model echoing what it wrote) is told so
+        once, rather than taken for a final answer."""
+        if view.edits is None:
+            return None
+        blocks = read_blocks(
+            turn.text, view.edits, f"block-{view.step}", cut=turn.finish_reason == "length"
+        )
+        if blocks.calls or blocks.problems:
+            return Note(write(view, blocks), source="file_blocks")
+        if blocks.unchanged and not self._noted_unchanged and not turn.tool_calls:
+            self._noted_unchanged = True
+            return Note(UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), "file_blocks")
+        return None
+
+
+def write_blocks(view: View, turn: AssistantTurn, label: str, *, checked: bool = True) -> str:
+    """The file blocks of a reply run as the agent's write_file calls: what each did, for
+    the agent ("" when it has none). `checked`: the repetition guard sees the writes."""
+    assert view.edits is not None
     cut = turn.finish_reason == "length"
-    blocks = read_blocks(turn.text, agent.edits, f"{label}-{step}", cut=cut)
-    if not blocks.calls and not blocks.problems:
-        if blocks.unchanged and note_unchanged and not turn.tool_calls:
-            return UNCHANGED_BLOCKS.format(files=", ".join(blocks.unchanged)), True
-        return None, False
+    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=cut)
+    return write(view, blocks, checked=checked)
+
+
+def write(view: View, blocks: BlockWrites, *, checked: bool = True) -> str:
+    """The reply stays in the conversation as the model wrote it and the results go back
+    as one message: the model never sees its code again as an escaped JSON string."""
     outcomes = []
     for call in blocks.calls:
         arguments = json.loads(call.arguments)
         # Checked like any call, so a test run after it is not "the same call again".
-        refusal = guard.check(call.name, same_call_key(call, arguments))
-        tool_result = run_tool(agent, call, arguments, step, refusal, from_block=True)
-        result.tool_calls += 1
-        result.facts.append(tool_result.facts)
-        guard.observe(call, tool_result)
-        path, said = arguments["path"], tool_result.output
+        said = view.run(call, arguments, checked=checked, from_block=True).output
+        path = arguments["path"]
         outcomes.append(said if path in said else f"{path}: {said}")
-    return "\n\n".join(outcomes + blocks.problems), False
+    return "\n\n".join(outcomes + blocks.problems)
 
 
 UNCHANGED_BLOCKS = (

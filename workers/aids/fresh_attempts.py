@@ -9,7 +9,7 @@ focused ask brought nothing new and the tests still fail, gaffer draws up to
 MAX_FRESH_ATTEMPTS samples, once a run, each written as the agent's blocks are
 (read-before-edit, protected paths) and judged by the task's test command in the agent's
 sandbox. One that passes is kept; one that fails, or would change a test, is taken back,
-every file as the agent left it. Two failed samples may be joined (workers/joins.py).
+every file as the agent left it. Two failed samples may be joined (workers/aids/joins.py).
 Keeping the sample that passes the tests is how AlphaCode turns weak tries into solutions.
 
 Every sample is a logged `llm_call` (`aside`, with its `temperature`), every write and
@@ -22,22 +22,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from workers.agent import Agent, AgentResult, first_task, tell
-from workers.calls import call_model, limit_if_spent, run_tool
-from workers.change_sets import Change, compare
-from workers.facts import Facts
-from workers.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write_blocks
-from workers.focused_write import (
+from workers.aids.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write_blocks
+from workers.aids.focused_write import (
     ASK_FOR_CHANGE,
     MAX_TASK_CHARS,
     cut,
     fenced,
+    prose,
     texts,
 )
-from workers.joins import FailedSample, Joins
+from workers.aids.joins import FailedSample, Joins
+from workers.change_sets import Change, compare
+from workers.facts import Facts
+from workers.hooks import Aid, Finish, View
 from workers.log_schema import FreshAttempt
-from workers.model import AssistantTurn, Message, ModelError, ToolCall
-from workers.repetition import RepetitionGuard
+from workers.model import AssistantTurn, ModelError, ToolCall
 from workers.snapshots import Tree
 from workers.test_runs import (
     failed_tests,
@@ -101,133 +100,135 @@ class Kept:
         )
 
 
-def try_afresh(agent: Agent, result: AgentResult, step: int, guard: RepetitionGuard) -> Kept | None:
-    """For an agent that writes in blocks and is stuck on a failing test run: samples of
-    the change, each kept only when the tests pass. The one kept (the agent has been
-    told; its run ends with its answer), or None. `guard` is the loop's: samples answer
-    to one of their own, so gaffer's retries never count as the agent going round."""
-    task = first_task(result.messages)
-    command = _failing_test(agent, result, task)
-    if command is None or result.fresh_attempts:
-        return None
-    if command != _last_test_run(agent, result) and _passes_as_it_is(agent, result, step, command):
-        return Kept(0, "", command)  # the agent had run the wrong command; it has been told
-    asked = prompt(agent, task)
-    if asked is None:
-        return None
-    ask, may_write = asked
-    try:
-        return _samples(agent, result, step, command, ask, may_write)
-    except CannotUndo:
-        return None  # the files cannot be put back as they were: no sample can be tried
-    except CannotTakeBack as error:
-        tell(agent, result.messages, str(error), source="fresh_attempt")
-        return None
+class FreshAttempts(Aid):
+    """For an agent that writes in blocks, can run the tests and is stuck on a failing
+    test run (the focused ask brought nothing new): samples of the change, once a run,
+    each kept only when the tests pass. The run then finishes with the model's account
+    of it, asked with tools off and its code blocks not written (a small model writes its
+    own failing code back), or gaffer's account when the model gives none."""
 
+    def __init__(self) -> None:
+        self.drawn = 0
+        """Samples drawn this run."""
 
-def _samples(
-    agent: Agent, result: AgentResult, step: int, command: str, ask: str, may_write: frozenset[str]
-) -> Kept | None:
-    """Samples drawn and tried, and joins of those that failed, until one passes."""
-    asked: list[Message] = [{"role": "user", "content": ask}]
-    drawn: set[str] = set()
-    joins = Joins()
-    for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
-        if limit_if_spent(agent) is not None:
+    def before_first_step(self, view: View) -> None:
+        self.drawn = 0
+
+    def when_stuck(self, view: View, said: str) -> Finish | None:
+        kept = self._kept(view)
+        if kept is None:
             return None
-        result.fresh_attempts = attempt
+        answer = view.answer_with_tools_off("tools are off: the tests pass and the run ends")
+        return Finish(prose(answer) or kept.account)
+
+    def _kept(self, view: View) -> Kept | None:
+        command = _failing_test(view)
+        if command is None or self.drawn:
+            return None
+        if command != _last_test_run(view) and _passes_as_it_is(view, command):
+            return Kept(0, "", command)  # the agent had run the wrong command; it has been told
+        asked = prompt(view)
+        if asked is None:
+            return None
+        ask, may_write = asked
         try:
-            turn = call_model(
-                agent, asked, [], step, tools_off=True, aside=True, temperature=FRESH_TEMPERATURE
-            )
-        except ModelError:
-            return None  # the agent goes on as it was; the call is in the log
-        result.tokens += turn.usage.total
-        sample = Sample(agent, result, step, attempt, command)
-        if turn.text.strip() in drawn:
-            sample.logged(False, "the same sample as an earlier one")
-            continue
-        drawn.add(turn.text.strip())
-        if (written := sample.tried(turn, may_write)) is not None:
-            return Kept(attempt, written, command)
-        if sample.failed is None:
-            continue
-        for number, made_from, taken, files in joins.after(sample.failed):
-            if limit_if_spent(agent) is not None:
+            return self._samples(view, command, ask, may_write)
+        except CannotUndo:
+            return None  # the files cannot be put back as they were: no sample can be tried
+        except CannotTakeBack as error:
+            view.tell(str(error), source="fresh_attempt")
+            return None
+
+    def _samples(
+        self, view: View, command: str, ask: str, may_write: frozenset[str]
+    ) -> Kept | None:
+        """Samples drawn and tried, and joins of those that failed, until one passes."""
+        drawn: set[str] = set()
+        joins = Joins()
+        for attempt in range(1, MAX_FRESH_ATTEMPTS + 1):
+            if view.spent():
                 return None
-            joined = Sample(agent, result, step, attempt, command, made_from, join=number)
-            reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
-            if (written := joined.tried(AssistantTurn(text=reply), may_write, taken)) is not None:
-                return Kept(attempt, written, command, made_from)
-    return None
+            self.drawn = attempt
+            try:
+                turn = view.ask_aside(ask, temperature=FRESH_TEMPERATURE)
+            except ModelError:
+                return None  # the agent goes on as it was; the call is in the log
+            sample = Sample(view, attempt, command)
+            if turn.text.strip() in drawn:
+                sample.logged(False, "the same sample as an earlier one")
+                continue
+            drawn.add(turn.text.strip())
+            if (written := sample.tried(turn, may_write)) is not None:
+                return Kept(attempt, written, command)
+            if sample.failed is None:
+                continue
+            for number, made_from, taken, files in joins.after(sample.failed):
+                if view.spent():
+                    return None
+                joined = Sample(view, attempt, command, made_from, join=number)
+                reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
+                if (
+                    written := joined.tried(AssistantTurn(text=reply), may_write, taken)
+                ) is not None:
+                    return Kept(attempt, written, command, made_from)
+        return None
 
 
-def _failing_test(agent: Agent, result: AgentResult, task: str) -> str | None:
+def _failing_test(view: View) -> str | None:
     """The test command to judge samples by, when the agent is stuck on a failing test
     run (its last, failed after its last change): the one its task names, else the one
     that failed, if it ran any test. None when that is not where it stands."""
-    if (
-        agent.edits is None
-        or agent.changes is None
-        or not agent.file_blocks
-        or "run_shell" not in agent.tools
-        or not agent.edits.last_failure
-    ):
+    if view.edits is None or view.changes is None or not view.edits.last_failure:
         return None
-    runners = agent.edits.test_runners
-    verdict = judge(result.facts, runners)
+    runners = view.test_runners
+    verdict = judge(view.facts, runners)
     if verdict is None or verdict.verified or verdict.untested:
         return None
-    if named := named_test_command(task, runners):
+    if named := named_test_command(view.task, runners):
         return named
-    if ran_no_tests(agent.edits.last_failure):
+    if ran_no_tests(view.edits.last_failure):
         return None  # `pytest calc.py`: a sample could never pass it
-    return _last_test_run(agent, result)
+    return _last_test_run(view)
 
 
-def _last_test_run(agent: Agent, result: AgentResult) -> str | None:
-    runners = agent.edits.test_runners if agent.edits is not None else ()
-    runs = [f for f in evidence(result.facts) if f.command and is_test_run(f.command, runners)]
+def _last_test_run(view: View) -> str | None:
+    runners = view.test_runners
+    runs = [f for f in evidence(view.facts) if f.command and is_test_run(f.command, runners)]
     last = runs[-1] if runs else None
     if last is None or last.exit_code in (0, None) or last.denied:
         return None
     return last.command
 
 
-def _passes_as_it_is(agent: Agent, result: AgentResult, step: int, command: str) -> bool:
+def _passes_as_it_is(view: View, command: str) -> bool:
     """Whether the task's own test command passes on the agent's code as it is (the
     agent ran another: `pytest calc.py` runs no test); the agent is told either way."""
-    run = run_test(agent, result, command, step, f"fresh0-{step}-test")
+    run = run_test(view, command, f"fresh0-{view.step}-test")
     passed = _passed(run.facts)
     said = AS_IT_IS if passed else AS_IT_IS_FAILING
-    told = said.format(command=command, output=_tail(run.output))
-    tell(agent, result.messages, told, source="fresh_attempt")
+    view.tell(said.format(command=command, output=_tail(run.output)), source="fresh_attempt")
     return passed
 
 
-def run_test(
-    agent: Agent, result: AgentResult, command: str, step: int, call_id: str
-) -> ToolResult:
+def run_test(view: View, command: str, call_id: str) -> ToolResult:
     """The test command, run by gaffer as the agent's own run_shell call, logged and
-    counted as one; its facts join the agent's evidence."""
+    counted as one; its facts join the agent's evidence. The repetition guard does not
+    see it: gaffer's retries never count as the agent going round."""
     arguments = {"command": command}
     call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
-    run = run_tool(agent, call, arguments, step, None)
-    result.tool_calls += 1
-    result.facts.append(run.facts)
-    return run
+    return view.run(call, arguments, checked=False)
 
 
-def prompt(agent: Agent, task: str) -> tuple[str, frozenset[str]] | None:
+def prompt(view: View) -> tuple[str, frozenset[str]] | None:
     """The task and the files the agent has seen, as they were before it began (code
     first, tests last, within the room for files), and the files a sample may write: those
     shown, tests and test setup aside. None when no file can be shown."""
-    assert agent.edits is not None and agent.changes is not None
-    files = texts(agent.edits.seen, agent.changes.original, agent.room_for_files())
+    assert view.edits is not None and view.changes is not None
+    files = texts(view.edits.seen, view.changes.original, view.room_for_files)
     if not files:
         return None
     shown = [f"{path}\n{fenced(text, path)}" for path, text in files]
-    ask = "\n\n".join([cut(task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
+    ask = "\n\n".join([cut(view.task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
     return ask, frozenset(path for path, _ in files if not steers_tests(path))
 
 
@@ -240,16 +241,14 @@ class Sample:
 
     def __init__(
         self,
-        agent: Agent,
-        result: AgentResult,
-        step: int,
+        view: View,
         attempt: int,
         command: str,
         made_from: tuple[int, int] | None = None,
         join: int = 0,
     ) -> None:
-        assert agent.edits is not None and agent.changes is not None
-        self.agent, self.result, self.step = agent, result, step
+        assert view.edits is not None and view.changes is not None
+        self.view, self.edits, self.changes = view, view.edits, view.changes
         self.attempt, self.command, self.made_from = attempt, command, made_from
         # its calls' ids: fresh2-5-1, fresh2-5-test; the second join's: join2-5-1
         self.label = f"join{join}" if made_from else f"fresh{attempt}"
@@ -258,7 +257,7 @@ class Sample:
         """When the tests failed with it: what it wrote, for joins."""
 
     def logged(self, kept: bool, reason: str, run: Facts | None = None) -> None:
-        self.agent.events.emit(
+        self.view.emit(
             FreshAttempt(
                 attempt=self.attempt,
                 temperature=FRESH_TEMPERATURE,
@@ -278,8 +277,7 @@ class Sample:
         said = ""
         if self.made_from:
             said = f"sample {self.made_from[0]} with {taken} from sample {self.made_from[1]}: "
-        edits, changes = self.agent.edits, self.agent.changes
-        assert edits is not None and changes is not None
+        edits, changes = self.edits, self.changes
         found = read_blocks(turn.text, edits, "")
         paths = [json.loads(c.arguments)["path"] for c in found.calls]
         if not paths:
@@ -292,8 +290,7 @@ class Sample:
             )
             return None
         before = changes.look()
-        facts_before = len(self.result.facts)
-        failure, untested = edits.last_failure, edits.untested_edit
+        checkpoint = self.view.checkpoint()
         try:
             written, ran = self._written_and_tested(turn, changes.since_start())
         except CannotUndo as error:
@@ -308,8 +305,7 @@ class Sample:
             return written
         why = "the sample changed nothing" if ran is None else f"the tests failed ({outcome(ran)})"
         self._take_back(before, why, ran)
-        del self.result.facts[facts_before:]  # the workspace is as the agent's evidence says
-        edits.last_failure, edits.untested_edit = failure, untested
+        self.view.restore(checkpoint)  # the workspace is as the agent's evidence says
         self.logged(False, f"{said}{why}; taken back", ran)
         return None
 
@@ -319,28 +315,21 @@ class Sample:
         """The files put back as they were, the sample written over them, and the failing
         test command run again: what was written and how the run went (None, None when
         the sample changes nothing there)."""
-        agent, edits, changes = self.agent, self.agent.edits, self.agent.changes
-        assert edits is not None and changes is not None
+        view, edits, changes = self.view, self.edits, self.changes
         if agents_changes:
             undo(changes.store, agents_changes)
         for change in agents_changes:  # the model saw these as they are now
             edits.after("read_file", {"path": change.path}, ToolResult(output=""))
         changes.look()
-        facts_before = len(self.result.facts)
-        written, _ = write_blocks(
-            agent, self.result, turn, self.step, RepetitionGuard(pauses=False),
-            note_unchanged=False, label=self.label,
-        )  # fmt: skip
-        self.files = sorted({p for f in self.result.facts[facts_before:] for p in f.modified})
-        if not self.files or written is None:
+        facts_before = len(view.facts)
+        # samples answer to no repetition guard: gaffer's retries are not the agent's
+        written = write_blocks(view, turn, self.label, checked=False)
+        self.files = sorted({p for f in view.facts[facts_before:] for p in f.modified})
+        if not self.files or not written:
             return None, None
-        run = run_test(
-            agent, self.result, self.command, self.step, f"{self.label}-{self.step}-test"
-        )
+        run = run_test(view, self.command, f"{self.label}-{view.step}-test")
         if _passed(run.facts):
-            tell(
-                agent,
-                self.result.messages,
+            view.tell(
                 KEPT.format(written=written, command=self.command, output=_tail(run.output)),
                 source="fresh_attempt",
             )
@@ -351,8 +340,7 @@ class Sample:
     def _as_written(self, output: str) -> FailedSample | None:
         """The sample's files as it wrote them and the tests it failed; None when a file
         cannot be read back (gone, a link, too large)."""
-        edits = self.agent.edits
-        assert edits is not None
+        edits = self.edits
         files = {}
         for path in self.files:
             try:
@@ -369,8 +357,7 @@ class Sample:
 
     def _take_back(self, before: Tree, why: str, ran: Facts | None = None) -> None:
         """Every file as the agent left it; CannotTakeBack (logged) when that fails."""
-        edits, changes = self.agent.edits, self.agent.changes
-        assert edits is not None and changes is not None
+        edits, changes = self.edits, self.changes
         touched = compare(before, changes.store.scan())
         if not touched:
             return

@@ -1,0 +1,35 @@
+"""Small-model aids: what steps in at the loop's seam (workers/hooks.py) for a model that
+needs it. Each is a layer beside the loop, never a branch in it; assembly gives an agent
+its aids once, here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from workers.aids.file_blocks import FileBlocks
+from workers.aids.focused_write import FocusedWrite
+from workers.aids.fresh_attempts import FreshAttempts
+from workers.aids.task_files import TaskFiles
+from workers.hooks import Aid, Aids
+
+
+def aids_for(
+    tools: Mapping[str, object],
+    container_root: str | None,
+    *,
+    attach_task_files: bool,
+    file_blocks: bool,
+    tracks_changes: bool,
+) -> Aids:
+    """The aids of an agent with these tools: the files its task is about read before
+    its first step; for one that writes in blocks, the blocks written, a focused ask when
+    it stalls and, when it can run the tests and its changes are tracked, fresh attempts
+    when it is stuck on them (asked in that order)."""
+    chosen: list[Aid] = []
+    if attach_task_files:
+        chosen.append(TaskFiles(container_root))
+    if file_blocks:
+        chosen += [FileBlocks(), FocusedWrite()]
+        if "run_shell" in tools and tracks_changes:
+            chosen.append(FreshAttempts())
+    return Aids(chosen)

@@ -1,0 +1,215 @@
+"""The loop's seam: the moments an aid may step in, and all it may see there.
+
+The loop (workers/loop.py) knows no aid by name. It calls an agent's aids, in the order
+assembly gave them, at three moments:
+
+- `before_first_step`: before the first model call of a run (the task's files are read
+  for the agent);
+- `after_reply`: once a reply is in the conversation and before its calls run. What the
+  reply holds besides its calls is acted on (file blocks become write_file calls); a
+  `Note` is told to the agent after the reply's calls;
+- `when_stuck`: the agent would stop (a reply with no call and nothing done), or the
+  repetition guard paused it. An aid may `Resume` it (it has told the agent what to do
+  next, and the next reply must be a call) or `Finish` the run with an answer; None
+  leaves the agent to the loop (its answer goes to the gate, or it is told to answer).
+
+An aid sees the agent through a `View` only: it can ask the model aside, run a tool as
+the agent, tell the agent something, read its evidence and its files, see whether the
+budget is spent, and checkpoint and restore what its tries taught the guards. It never
+holds the Agent, its result or the loop's guards, so an aid is tested with a fake view
+and no loop, and a new one touches its own file and the assembly line that gives it.
+Counters live in the aids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from workers.facts import Facts
+from workers.model import AssistantTurn, Message, ToolCall
+from workers.tools.base import ToolResult
+
+if TYPE_CHECKING:
+    from workers.change_sets import ChangeTracker
+    from workers.editing import EditGuard
+    from workers.log_schema import Event
+
+ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
+"""How the files read for an agent before its first step are told: it has looked."""
+
+
+def looked(messages: Sequence[Message]) -> bool:
+    """Whether the conversation has tool results or attached files (in this run, or the
+    one it resumes)."""
+    return any(
+        m.get("role") == "tool" or str(m.get("content") or "").startswith(ATTACHED)
+        for m in messages
+    )
+
+
+@dataclass(frozen=True)
+class Note:
+    """A message for the agent, told after the reply's calls have their results."""
+
+    content: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The agent goes on: the aid has told it what to do, and its next reply must be a call."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The run ends here with this answer (the gate still stamps it)."""
+
+    answer: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What an aid's tries may teach the agent's evidence and its edit guard, as it was."""
+
+    facts: int
+    last_failure: str
+    untested_edit: bool
+
+
+class View(Protocol):
+    """What an aid may see of the agent, and do as it."""
+
+    step: int
+
+    @property
+    def task(self) -> str:
+        """The first thing the agent was asked."""
+        ...
+
+    @property
+    def latest_request(self) -> str:
+        """The conversation's last message when it is the user's (what a run begins
+        with), else ""."""
+        ...
+
+    @property
+    def facts(self) -> Sequence[Facts]:
+        """What each of its tool calls taught the harness, in order."""
+        ...
+
+    @property
+    def looked(self) -> bool:
+        """Whether the conversation already has tool results or attached files."""
+        ...
+
+    @property
+    def edits(self) -> EditGuard | None:
+        """Its edit guard (read before edit, the last failure); None for a reader."""
+        ...
+
+    @property
+    def changes(self) -> ChangeTracker | None:
+        """What its calls changed, seen by the harness; None when it changes nothing."""
+        ...
+
+    @property
+    def room_for_files(self) -> int:
+        """Characters the files shown to it at once may take."""
+        ...
+
+    @property
+    def test_runners(self) -> tuple[str, ...]:
+        """Test runners besides the known ones (workers/test_runs.py)."""
+        ...
+
+    def spent(self) -> bool:
+        """Whether it must stop now: cancelled, or out of tokens or time."""
+        ...
+
+    def tell(self, content: str, *, source: str) -> None: ...
+
+    def ask_aside(self, prompt: str, *, temperature: float | None = None) -> AssistantTurn:
+        """One model call outside the conversation, tools off, logged as an aside and
+        counted in the agent's tokens. Raises ModelError."""
+        ...
+
+    def answer_with_tools_off(self, unanswered: str) -> str:
+        """One more reply in the conversation, tools off: its text when it is prose,
+        else "" (a call, or the model failed). A call it made anyway is answered
+        `unanswered`."""
+        ...
+
+    def run(
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        *,
+        checked: bool = True,
+        from_block: bool = False,
+    ) -> ToolResult:
+        """A tool call run, logged and counted as the agent's own, its facts in the
+        evidence. `checked`: the repetition guard sees it, as it sees the agent's."""
+        ...
+
+    def read_in_sandbox(self, path: str) -> ToolResult:
+        """The file read with the agent's own read_file in its sandbox, unlogged."""
+        ...
+
+    def emit(self, event: Event) -> None: ...
+
+    def checkpoint(self) -> Checkpoint: ...
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """The evidence and the edit guard as they were at `checkpoint`."""
+        ...
+
+
+class Aid:
+    """A small-model aid: each moment does nothing unless the aid says otherwise."""
+
+    hidden_tools: frozenset[str] = frozenset()
+    """Tools the agent may run but is not offered: the aid makes those calls for it."""
+    hint: str = ""
+    """How to make a change, added to the guards' refusals and pointers."""
+    answer_now: str = ""
+    """What a paused agent is asked for instead of an answer alone ({task} is the task)."""
+    writes_while_paused: bool = False
+    """An editor is paused like a reader: with tools off it can still change files."""
+
+    def before_first_step(self, view: View) -> None:
+        return None
+
+    def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
+        return None
+
+    def when_stuck(self, view: View, said: str) -> Resume | Finish | None:
+        return None
+
+
+class Aids:
+    """An agent's aids, called in order: the first that resumes or finishes wins."""
+
+    def __init__(self, aids: Sequence[Aid] = ()) -> None:
+        self.each = tuple(aids)
+        self.hidden_tools = frozenset().union(*(aid.hidden_tools for aid in self.each))
+        self.hint = next((aid.hint for aid in self.each if aid.hint), "")
+        self.answer_now = next((aid.answer_now for aid in self.each if aid.answer_now), "")
+        self.writes_while_paused = any(aid.writes_while_paused for aid in self.each)
+
+    def before_first_step(self, view: View) -> None:
+        for aid in self.each:
+            aid.before_first_step(view)
+
+    def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
+        notes = [note for aid in self.each if (note := aid.after_reply(view, turn))]
+        if not notes:
+            return None
+        return Note("\n\n".join(n.content for n in notes), notes[0].source)
+
+    def when_stuck(self, view: View, said: str) -> Resume | Finish | None:
+        for aid in self.each:
+            if (step_on := aid.when_stuck(view, said)) is not None:
+                return step_on
+        return None
