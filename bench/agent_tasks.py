@@ -39,7 +39,7 @@ from rich.table import Table
 
 from supervisor.local import server, store
 from workers.aids.file_blocks import HOW_TO_WRITE, read_blocks
-from workers.editing import EditGuard
+from workers.guards.editing import EditGuard
 from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 from workers.tools.workspace import resolve

@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers.changes.snapshots import Store
+from workers.changes.worktrees import make_worktree
 from workers.cluster.bundle import make_bundle
 from workers.cluster.driver import Cluster
 from workers.limits import Budget
 from workers.sandbox import docker
 from workers.sandbox.host import HostSandbox
 from workers.sandbox.options import DockerOptions
-from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext
-from workers.worktrees import make_worktree
 
 WORKERS = 4
 CALLS = 30

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from bench.common import Row
-from workers.eventlog import JsonlLog
-from workers.events import Emitter
-from workers.log_schema import ToolCalled
+from workers.log.eventlog import JsonlLog
+from workers.log.events import Emitter
+from workers.log.schema import ToolCalled
 
 THREADS = 16
 LINES_PER_THREAD = 2000

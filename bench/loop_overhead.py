@@ -15,9 +15,9 @@ from pydantic import Field
 
 from bench.common import Row
 from workers.agent import Agent
-from workers.eventlog import JsonlLog
-from workers.events import Emitter
 from workers.limits import Budget, Limits
+from workers.log.eventlog import JsonlLog
+from workers.log.events import Emitter
 from workers.loop import run_agent
 from workers.model.scripted import LoopingModel
 from workers.sandbox.host import HostSandbox

@@ -16,8 +16,8 @@ from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
 from workers import state
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, calls, say
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 
 LATENCY_S = 0.2

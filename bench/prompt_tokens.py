@@ -14,11 +14,11 @@ from pathlib import Path
 from bench.common import Row
 from supervisor.delegation import Team
 from supervisor.local import server, store
-from workers.events import Emitter
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget
+from workers.log.events import Emitter
 from workers.model import Model
 from workers.model.openai_client import OpenAIModel
-from workers.profiles import builtin_dir, load_profiles
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext

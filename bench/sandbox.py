@@ -14,9 +14,9 @@ from typing import Any
 from bench.common import Row
 from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget
 from workers.model.scripted import RoutedModel, Step, call, say
-from workers.profiles import builtin_dir, load_profiles
 from workers.sandbox import SandboxUnavailable, docker, guard
 from workers.sandbox.host import HostSandbox
 from workers.sandbox.options import DockerOptions

@@ -1,4 +1,4 @@
-"""Snapshots and change sets on a 50,000-file tree (workers/snapshots.py).
+"""Snapshots and change sets on a 50,000-file tree (workers/changes/snapshots.py).
 
 The tree: 500 folders of 100 small source files, their times an hour back as in any
 checkout. Measured: the first snapshot (every file hashed and kept), a new run's
@@ -7,7 +7,7 @@ call changed one file, and the change set of that call, each as a plain folder a
 a git repository (the files listed by `git ls-files`). Then a repository of 10,000 source
 files beside an ignored `node_modules` of 40,000: a new run's snapshot, the look at the
 ignored files an editing agent makes when it starts and again when it ends
-(workers/ignored_changes.py), and an editor's start and end all told.
+(workers/changes/ignored_changes.py), and an editor's start and end all told.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from bench.common import Row
-from workers import ignored_changes, snapshots
-from workers.change_sets import ChangeTracker, compare
-from workers.snapshots import Store
+from workers.changes import ignored_changes, snapshots
+from workers.changes.change_sets import ChangeTracker, compare
+from workers.changes.snapshots import Store
 
 FILES, PER_FOLDER = 50_000, 100
 UNCHANGED_TARGET_S = 1.0

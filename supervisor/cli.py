@@ -238,7 +238,7 @@ def list_profiles() -> None:
     from supervisor import trust_view
     from supervisor.terminal import console as safe_console
     from supervisor.view import profiles_table
-    from workers.profiles import ProfileError, load_profiles, search_path
+    from workers.assembly.profiles import ProfileError, load_profiles, search_path
     from workers.tools import BUILTIN_TOOLS
 
     workspace = workspace_for(Path.cwd())
@@ -257,10 +257,10 @@ def list_tools() -> None:
     from supervisor import trust_view
     from supervisor.terminal import console as safe_console
     from supervisor.view import TerminalView, tools_table
-    from workers.events import Emitter
+    from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+    from workers.assembly.specs import resolve
     from workers.extensions import load_extensions
-    from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
-    from workers.specs import resolve
+    from workers.log.events import Emitter
     from workers.tools import BUILTIN_TOOLS
     from workers.tools.base import Tool
 

@@ -1,8 +1,8 @@
 """Delegation: the `delegate` tool and the run's rules for it (which profiles, how deep,
 how many), and the identity each agent gets in the log.
 
-Profiles are resolved once per run into specs (workers/specs.py), agents are built from
-them in workers/assembly.py, and workers run under one lock in supervisor/scheduler.py.
+Profiles are resolved once per run into specs (workers/assembly/specs.py), agents are built from
+them in workers/assembly/build.py, and workers run under one lock in supervisor/scheduler.py.
 A worker's report to its caller is written by the harness (supervisor/reports.py),
 never by the worker's model.
 """
@@ -25,31 +25,31 @@ from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
-from workers.assembly import RunSetting, build_agent
+from workers.assembly.build import RunSetting, build_agent
+from workers.assembly.profiles import Profile
+from workers.assembly.specs import AgentSpec, resolve
+from workers.changes.snapshots import Store
+from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import Cluster, RemoteCopy
-from workers.events import Emitter
+from workers.guards.verification import DEFAULT_MAX_SEND_BACKS
 from workers.limits import Budget
-from workers.log_schema import Boundary, DelegateStart
+from workers.log.events import Emitter
+from workers.log.schema import Boundary, DelegateStart
 from workers.loop import run_agent
 from workers.model import MakeModel, Message
 from workers.outcome import Aborted
-from workers.profiles import Profile
 from workers.sandbox import Sandbox
-from workers.snapshots import Store
-from workers.specs import AgentSpec, resolve
 from workers.stepping import Stepper
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
-from workers.verification import DEFAULT_MAX_SEND_BACKS
-from workers.worktrees import Worktree, make_worktree
 
 Copy = Worktree | RemoteCopy
 """The workspace as an isolated editor, or a worker on the cluster, sees it."""
 
 MakeSandbox = Callable[[AgentSpec, str, "Copy | None"], AbstractContextManager[Sandbox]]
 """(spec, agent_id, the worker's copy of the workspace or None) -> a context that yields
-the sandbox and tears it down after (workers/sandbox/factory.py)."""
+the sandbox and tears it down after (workers/placement.py)."""
 
 
 @dataclass(frozen=True)

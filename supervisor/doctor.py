@@ -20,8 +20,8 @@ from supervisor import trust_view
 from supervisor.doctor_host import Probe, host_checks
 from supervisor.terminal import echo
 from workers import state, trust
+from workers.assembly.profiles import ProfileError, load_profiles, search_path
 from workers.limits import Budget
-from workers.profiles import ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable, docker, guard, leftovers
 from workers.sandbox.container import ContainerSpec, container_spec
 from workers.sandbox.docker import DockerSandbox, client

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers import trust
-from workers.events import Emitter
 from workers.extensions import load_extensions
+from workers.log.events import Emitter
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.memory import project_instructions
 from workers.tools.shell import looks_secret

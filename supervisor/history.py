@@ -22,9 +22,9 @@ from supervisor.terminal import echo, visible
 from workers.tools.git_paths import workspace_for
 
 if TYPE_CHECKING:
-    from workers.change_sets import Change
-    from workers.ignored_changes import IgnoredChange
-    from workers.snapshots import Store
+    from workers.changes.change_sets import Change
+    from workers.changes.ignored_changes import IgnoredChange
+    from workers.changes.snapshots import Store
 
 Record = dict[str, Any]
 
@@ -36,7 +36,7 @@ class AgentChanges:
     finished: bool
     """False: the agent never ended; its changes are measured against the workspace now."""
     ignored: list[IgnoredChange] = field(default_factory=list)
-    """What it changed among git-ignored files and caches (workers/ignored_changes.py)."""
+    """What it changed among git-ignored files and caches (workers/changes/ignored_changes.py)."""
 
 
 class NoChanges(Exception):
@@ -46,8 +46,8 @@ class NoChanges(Exception):
 def agent_changes(records: list[Record], store: Store, agent: str | None) -> list[AgentChanges]:
     """The change sets of `agent` (each turn of a chat's top agent is one), or of the
     run's outermost editing agents, in the order they started."""
-    from workers.change_sets import Change, compare
-    from workers.ignored_changes import IgnoredChange
+    from workers.changes.change_sets import Change, compare
+    from workers.changes.ignored_changes import IgnoredChange
 
     # An isolated editor (or one on a cluster node) changed the workspace only through
     # its merge.
@@ -128,7 +128,7 @@ def _load(
     run_ref: str, log_dir: Path | None, agent: str | None
 ) -> tuple[Store, list[AgentChanges]]:
     from supervisor import runlog
-    from workers.snapshots import Store
+    from workers.changes.snapshots import Store
 
     try:
         records = runlog.read_records(runlog.find_run(log_dir_here(log_dir), run_ref))
@@ -152,7 +152,7 @@ def _load(
 
 
 def _combined(found: list[AgentChanges]) -> list[Change]:
-    from workers.change_sets import combine
+    from workers.changes.change_sets import combine
 
     return combine([f.changes for f in found])
 
@@ -170,8 +170,8 @@ _LOG_DIR = click.option(
 @_LOG_DIR
 def diff(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     """What RUN (default: the last) changed in the workspace, as a unified diff."""
-    from workers.change_sets import unified_diff
-    from workers.ignored_changes import section
+    from workers.changes.change_sets import unified_diff
+    from workers.changes.ignored_changes import section
 
     store, found = _load(run_ref, log_dir, agent)
     for unfinished in (f for f in found if not f.finished):
@@ -212,9 +212,9 @@ def _coloured(line: str) -> str:
 def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
     """Put back what RUN (default: the last) changed, or one agent's part of it: all of
     it, or nothing when a file has changed since."""
-    from workers.ignored_changes import undo_added
-    from workers.undo import CannotUndo
-    from workers.undo import undo as put_back
+    from workers.changes.ignored_changes import undo_added
+    from workers.changes.undo import CannotUndo
+    from workers.changes.undo import undo as put_back
 
     store, found = _load(run_ref, log_dir, agent)
     changes = _combined(found)

@@ -1,7 +1,7 @@
 """An isolated editor's run (`--isolate`, or `isolate = true` in its profile): a copy of
 the workspace made while no editor writes, the worker's whole run on that copy beside
 other isolated editors, then its change set brought into the workspace under the editor
-lock, all or nothing (workers/merging.py), and the copy removed however it ended.
+lock, all or nothing (workers/changes/merging.py), and the copy removed however it ended.
 
 A conflict writes nothing; the worker's report names the files and their hunks, and its
 whole change set stays in the run's diff folder, so the supervisor can hand a resolution
@@ -15,15 +15,15 @@ from typing import Any
 
 from supervisor.scheduler import NotStarted, Scheduler, Work
 from workers.agent import AgentResult
-from workers.change_sets import compare
-from workers.events import Emitter
+from workers.changes.change_sets import compare
+from workers.changes.merging import Merged, merge_change_set
+from workers.changes.snapshots import Store, Tree
+from workers.changes.worktrees import CannotIsolate
 from workers.limits import Budget
-from workers.log_schema import Merge
-from workers.merging import Merged, merge_change_set
+from workers.log.events import Emitter
+from workers.log.schema import Merge
 from workers.outcome import Failed
 from workers.sandbox import SandboxUnavailable
-from workers.snapshots import Store, Tree
-from workers.worktrees import CannotIsolate
 
 # How long a finished editor may wait for the editor lock to bring its changes in.
 MERGE_WAIT_S = 600.0

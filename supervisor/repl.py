@@ -14,8 +14,8 @@ from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
 from supervisor.session import Session
 from supervisor.view import profiles_table
+from workers.changes.snapshots import Store
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
-from workers.snapshots import Store
 from workers.tools.memory import project_instructions
 
 HELP = """\

@@ -8,12 +8,12 @@ import dataclasses
 import time
 
 from supervisor.scheduler import WorkerRun
-from workers.events import Emitter
+from workers.changes.merging import Merged
 from workers.facts import Facts
-from workers.log_schema import DelegateEnd
-from workers.merging import Merged
+from workers.guards.verification import evidence, files_changed, judge, outcome
+from workers.log.events import Emitter
+from workers.log.schema import DelegateEnd
 from workers.tools.base import ToolResult
-from workers.verification import evidence, files_changed, judge, outcome
 
 
 def _commands(facts: list[Facts]) -> list[Facts]:

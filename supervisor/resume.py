@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.history import NoChanges, agent_changes
+from workers.changes.snapshots import Store
 from workers.model import REASONING_KEY, Message
-from workers.snapshots import Store
 
 Record = dict[str, Any]
 TOP_AGENT_ID = "supervisor"

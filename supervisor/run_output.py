@@ -27,7 +27,7 @@ from supervisor.exits import (
 )
 from supervisor.session import Session
 from supervisor.terminal import echo
-from workers.events import LOGGED_EVENTS, Record
+from workers.log.events import LOGGED_EVENTS, Record
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 
 OutputFormat = Literal["text", "json", "stream-json"]

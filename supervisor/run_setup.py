@@ -30,15 +30,15 @@ from supervisor.session import RunPlan, Session, gaffer_version
 from supervisor.terminal import echo
 from supervisor.view import stderr_console
 from workers import state
+from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
+from workers.changes.snapshots import Store
 from workers.cluster.driver import Cluster
-from workers.events import Subscriber
 from workers.extensions import load_extensions
+from workers.log.events import Subscriber
 from workers.model import Api, MakeModel, Model, shown_url
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
-from workers.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
 from workers.sandbox import SandboxUnavailable
-from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver
 

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from workers.events import LOG_FORMAT
+from workers.log.events import LOG_FORMAT
 
 Record = dict[str, Any]
 

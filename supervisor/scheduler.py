@@ -161,7 +161,7 @@ class Scheduler:
         self._merging: set[str] = set()
         """Isolated editors bringing their change set in (an exclusive `hold`)."""
         self._isolated = WorkspaceLock(max_parallel)
-        """Slots for isolated editors (workers/worktrees.py): each works on a copy of its
+        """Slots for isolated editors (workers/changes/worktrees.py): each works on a copy of its
         own, so they share no lock while they work, only `max_parallel` at once."""
         self._threads: list[threading.Thread] = []
         self._mutex = threading.Lock()

@@ -15,23 +15,23 @@ from typing import Any, cast
 
 from supervisor.delegation import Ceiling, Team
 from workers.agent import AgentResult, tell
+from workers.assembly.profiles import Profile
+from workers.changes.snapshots import Store
+from workers.changes.worktrees import reap_worktrees
 from workers.cluster.driver import Cluster
-from workers.context import ContextKeeper, window_for
-from workers.eventlog import JsonlLog
-from workers.events import Emitter, Recorder, Subscriber
 from workers.extensions import Extensions
+from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
-from workers.log_schema import SessionEnd, SessionStart
+from workers.log.eventlog import JsonlLog
+from workers.log.events import Emitter, Recorder, Subscriber
+from workers.log.schema import SessionEnd, SessionStart
 from workers.loop import run_agent
 from workers.model import Api, MakeModel, Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
-from workers.profiles import Profile
+from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
-from workers.sandbox.factory import SandboxFactory
-from workers.snapshots import Store
 from workers.stepping import Stepper
 from workers.tools.base import Approver, Tool, deny_all
-from workers.worktrees import reap_worktrees
 
 TOP_AGENT_ID = "supervisor"
 

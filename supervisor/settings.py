@@ -91,7 +91,7 @@ class Settings(BaseModel):
     """More commands the verification gate counts as test runs, besides pytest, python
     -m pytest/unittest, make test/check, npm/yarn/pnpm test, go test, cargo test, tox
     and nox: a program (`./run-tests.sh`) or a program and its first word (`bin/rails
-    test`). Only what the shell's exit status comes from counts (workers/test_runs.py)."""
+    test`). Only what the shell's exit status comes from counts (workers/guards/test_runs.py)."""
 
     def logs_in(self, workspace: Path) -> Path:
         """The log folder: the one set, or the workspace's in the state folder (made)."""

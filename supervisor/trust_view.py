@@ -8,9 +8,9 @@ from pathlib import Path
 
 from supervisor.terminal import confirm, echo
 from workers import trust
-from workers.events import Emitter
-from workers.log_schema import Boundary
-from workers.profiles import Profile, ProfileError, parse_profile, search_path, widening
+from workers.assembly.profiles import Profile, ProfileError, parse_profile, search_path, widening
+from workers.log.events import Emitter
+from workers.log.schema import Boundary
 from workers.trust import Item, TrustStore, WorkspaceTrust, read_folder
 
 _STATE_WORDS = {"trusted": "trusted", "new": "NEW", "changed": "CHANGED"}

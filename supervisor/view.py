@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from supervisor.terminal import console as safe_console
-from workers.events import Record
-from workers.profiles import Profile, is_parallel_safe
+from workers.assembly.profiles import Profile, is_parallel_safe
+from workers.log.events import Record
 from workers.tools.base import Tool
 
 

@@ -17,8 +17,8 @@ from tests.fake_openai import FakeOpenAI, Reply
 from workers import trust
 from workers.agent import Agent, AgentResult
 from workers.aids import aids_for
-from workers.events import Emitter, Recorder
 from workers.limits import Budget, Limits
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel

@@ -16,13 +16,13 @@ from workers.aids.file_blocks import FileBlocks
 from workers.aids.focused_write import MAX_FOCUSED_WRITES, FocusedWrite
 from workers.aids.fresh_attempts import FRESH_TEMPERATURE, FreshAttempts
 from workers.aids.task_files import TaskFiles
-from workers.change_sets import ChangeTracker
-from workers.editing import EditGuard
+from workers.changes.change_sets import ChangeTracker
+from workers.changes.snapshots import Store
 from workers.facts import Facts
+from workers.guards.editing import EditGuard
 from workers.hooks import ATTACHED, Checkpoint, Finish, Resume
-from workers.log_schema import Event
+from workers.log.schema import Event
 from workers.model import AssistantTurn, ToolCall
-from workers.snapshots import Store
 from workers.tools.base import ToolResult
 
 TEST_RUN = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from workers import snapshots, tree_writes
-from workers.change_sets import combine, compare, unified_diff
-from workers.snapshots import Store
-from workers.test_runs import is_test_run, ran_no_tests
-from workers.undo import CannotUndo, undo
+from workers.changes import snapshots, tree_writes
+from workers.changes.change_sets import combine, compare, unified_diff
+from workers.changes.snapshots import Store
+from workers.changes.undo import CannotUndo, undo
+from workers.guards.test_runs import is_test_run, ran_no_tests
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ def test_a_planted_path_in_a_change_set_cannot_leave_the_workspace(
     [change] = compare(before, after)
     data = change.as_json()
     data["path"] = "../outside.txt"
-    from workers.change_sets import Change
+    from workers.changes.change_sets import Change
 
     with pytest.raises(CannotUndo, match="not a path inside"):
         undo(store, [Change.from_json(data)])
@@ -448,7 +448,7 @@ def test_a_file_replaced_by_a_folder_and_a_rename_over_a_new_file_undo(ws: Path)
 
 
 def test_undo_never_writes_where_git_or_gaffer_would_run_it(ws: Path) -> None:
-    from workers.change_sets import Change
+    from workers.changes.change_sets import Change
 
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     store = Store(ws)
@@ -464,7 +464,7 @@ def test_undo_never_writes_where_git_or_gaffer_would_run_it(ws: Path) -> None:
 
 def test_what_a_test_run_writes_is_not_an_edit_that_needs_another_run(ws: Path) -> None:
     from workers.facts import Facts
-    from workers.verification import judge
+    from workers.guards.verification import judge
 
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     (ws / "src" / "__pycache__").mkdir()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from workers.changes.snapshots import Store
 from workers.cluster.bundle import check_out, make_bundle, travelling
-from workers.snapshots import Store
 
 
 def project(ws: Path) -> Path:

@@ -6,10 +6,17 @@ from pathlib import Path
 from typing import Any
 
 from workers.agent import Agent
-from workers.context import STUB_PREFIX, SUMMARIZE, ContextKeeper, mask, task_state, window_for
-from workers.events import Emitter, Recorder
 from workers.facts import Facts
+from workers.guards.context import (
+    STUB_PREFIX,
+    SUMMARIZE,
+    ContextKeeper,
+    mask,
+    task_state,
+    window_for,
+)
 from workers.limits import Budget, Limits
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, Usage
 from workers.model.scripted import ScriptedModel, call, calls, say

@@ -18,12 +18,12 @@ from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
 from workers.agent import AgentResult
-from workers.events import Emitter, Record
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget, Limits
+from workers.log.events import Emitter, Record
 from workers.model import AssistantTurn, Message, ModelError, Usage
 from workers.model.scripted import RoutedModel, Step, call, calls, say
 from workers.outcome import Finished
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Args, Tool, ToolContext, ToolResult
 
@@ -568,7 +568,7 @@ def test_the_log_is_one_tree(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_parallel_safe_is_derived_from_the_tools(tmp_path: Path) -> None:
-    from workers.profiles import is_parallel_safe
+    from workers.assembly.profiles import is_parallel_safe
 
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
     read_only = {name: tool.read_only for name, tool in BUILTIN_TOOLS.items()}

@@ -257,8 +257,8 @@ def test_two_coders_never_overlap_and_log_their_container(
 
     from supervisor.runlog import read_records
     from supervisor.session import RunPlan, Session
+    from workers.assembly.profiles import builtin_dir, load_profiles
     from workers.model.scripted import RoutedModel, Step, call, calls, say
-    from workers.profiles import builtin_dir, load_profiles
 
     def delegate(task: str) -> tuple[str, dict[str, Any]]:
         return ("delegate", {"profile": "coder", "task": task})

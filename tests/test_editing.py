@@ -7,10 +7,10 @@ from pathlib import Path
 
 from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
-from workers.editing import EditGuard, failure_focus
-from workers.events import Emitter, Recorder
 from workers.facts import Facts
+from workers.guards.editing import EditGuard, failure_focus
 from workers.hooks import ATTACHED
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from workers.eventlog import JsonlLog
-from workers.events import LIVE_EVENTS, LOGGED_EVENTS, Emitter, Recorder
-from workers.log_schema import EVENTS, AgentEnd, TextDelta, TurnStart, UserMessage
+from workers.log.eventlog import JsonlLog
+from workers.log.events import LIVE_EVENTS, LOGGED_EVENTS, Emitter, Recorder
+from workers.log.schema import EVENTS, AgentEnd, TextDelta, TurnStart, UserMessage
 
 
 def test_many_threads_never_tear_a_line(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_values_json_cannot_encode_are_written_as_text(tmp_path: Path) -> None:
 
 def test_the_first_line_says_the_log_format_and_readers_check_it(tmp_path: Path) -> None:
     from supervisor import runlog
-    from workers.events import LOG_FORMAT
+    from workers.log.events import LOG_FORMAT
 
     path = tmp_path / "run.jsonl"
     log = JsonlLog(path)

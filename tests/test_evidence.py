@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import run_script
-from workers.events import Emitter, Recorder
 from workers.facts import Facts
+from workers.guards.verification import Gate, missing_paths
+from workers.log.events import Emitter, Recorder
 from workers.model.scripted import call, say
 from workers.outcome import Finished
-from workers.verification import Gate, missing_paths
 
 
 def gate(workspace: Path, recorder: Recorder, *, must_look: bool) -> Gate:

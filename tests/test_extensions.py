@@ -18,10 +18,10 @@ from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import cli_env
 from workers import trust
-from workers.events import Emitter, Recorder
+from workers.assembly.profiles import HARNESS_TOOLS, builtin_dir, load_profiles
 from workers.extensions import Extensions, load_extensions
+from workers.log.events import Emitter, Recorder
 from workers.model.scripted import RoutedModel, call, say
-from workers.profiles import HARNESS_TOOLS, builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ExtensionArgs, ToolContext, ToolError
 

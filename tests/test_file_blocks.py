@@ -10,8 +10,8 @@ from pathlib import Path
 from tests.helpers import make_agent, tool_messages
 from workers.agent import Agent
 from workers.aids.file_blocks import calls_from_blocks, read_blocks
-from workers.editing import EditGuard
-from workers.events import Recorder
+from workers.guards.editing import EditGuard
+from workers.log.events import Recorder
 from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say

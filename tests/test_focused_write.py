@@ -10,15 +10,15 @@ from supervisor.resume import rebuild
 from tests.helpers import make_agent
 from workers.agent import AgentResult
 from workers.aids.focused_write import asks_for_change, prompt
-from workers.editing import EditGuard
-from workers.events import Emitter, Recorder
+from workers.guards.editing import EditGuard
+from workers.guards.verification import Gate
 from workers.limits import Budget
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, Usage
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox
 from workers.tools.base import ToolContext, ToolResult
-from workers.verification import Gate
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 FIX = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"

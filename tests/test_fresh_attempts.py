@@ -12,17 +12,17 @@ from tests.helpers import make_agent
 from workers.agent import AgentResult
 from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.aids.python_merge import definitions, merge, with_what_it_uses
-from workers.change_sets import ChangeTracker
-from workers.editing import EditGuard
-from workers.events import Emitter, Recorder
+from workers.changes.change_sets import ChangeTracker
+from workers.changes.snapshots import Store
+from workers.guards.editing import EditGuard
+from workers.guards.test_runs import failed_tests, named_test_command
+from workers.guards.verification import Gate
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
 from workers.sandbox.host import HostSandbox
-from workers.snapshots import Store
-from workers.test_runs import failed_tests, named_test_command
 from workers.tools.base import ToolContext
-from workers.verification import Gate
 
 ORIGINAL = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"

@@ -1,5 +1,5 @@
 """Every byte a sandboxed worker writes is seen, git-ignored files and caches included
-(workers/ignored_changes.py): in the report, `gaffer diff` and the log, in a section of
+(workers/changes/ignored_changes.py): in the report, `gaffer diff` and the log, in a section of
 their own, and `gaffer undo` takes back what the run added."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from tests.docker_support import require_docker, user_workspace
 from tests.fake_openai import Reply
 from tests.helpers import gaffer, gaffer_replying, git_status, shell_reply
-from workers.change_sets import ChangeTracker, record_change_set
-from workers.events import Emitter, Recorder
-from workers.snapshots import Store
+from workers.changes.change_sets import ChangeTracker, record_change_set
+from workers.changes.snapshots import Store
+from workers.log.events import Emitter, Recorder
 
 
 def project(ws: Path) -> Path:
@@ -96,7 +96,7 @@ def _no_pager(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_undo_never_removes_through_a_folder_swapped_for_a_link(
     workspace: Path, outside: Path
 ) -> None:
-    from workers.ignored_changes import IgnoredChange, undo_added
+    from workers.changes.ignored_changes import IgnoredChange, undo_added
 
     victim = outside / "secret.txt"
     info = victim.stat()

@@ -14,12 +14,12 @@ from supervisor.delegation import Ceiling
 from supervisor.history import agent_changes
 from tests.test_delegation import delegate, interval, of, run_session, tool_answers
 from workers import state
-from workers.change_sets import compare
-from workers.merging import merge_change_set
+from workers.changes.change_sets import compare
+from workers.changes.merging import merge_change_set
+from workers.changes.snapshots import Store
+from workers.changes.worktrees import make_worktree, reap_worktrees
 from workers.model.scripted import Step, call, calls, say
 from workers.processes import owner_token
-from workers.snapshots import Store
-from workers.worktrees import make_worktree, reap_worktrees
 
 ISOLATED = Ceiling(isolate=True)
 

@@ -11,8 +11,8 @@ import pytest
 
 from supervisor.local import server, store
 from supervisor.session import RunPlan, Session
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.openai_client import OpenAIModel
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 
 pytestmark = pytest.mark.slow

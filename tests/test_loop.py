@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_agent, run_script, tool_messages
-from workers.editing import EditGuard
-from workers.events import Recorder
+from workers.guards.editing import EditGuard
+from workers.guards.repetition import RepetitionGuard
 from workers.limits import Budget, Limits
+from workers.log.events import Recorder
 from workers.loop import WRAP_UP, WRAP_UP_AGAIN, run_agent
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, Usage, written_call
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
-from workers.repetition import RepetitionGuard
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
 

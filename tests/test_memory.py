@@ -7,8 +7,8 @@ from pathlib import Path
 
 from supervisor.session import RunPlan, Session
 from tests.conftest import RunTool
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, say
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.memory import MAX_INSTRUCTIONS_BYTES, project_instructions
 

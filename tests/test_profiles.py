@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workers import trust
-from workers.profiles import ProfileError, builtin_dir, load_profiles, search_path
+from workers.assembly.profiles import ProfileError, builtin_dir, load_profiles, search_path
 from workers.tools import BUILTIN_TOOLS
 
 GOOD = 'name = "{name}"\ndescription = "d"\ntools = ["read_file"]\nsystem_prompt = "p"\n'

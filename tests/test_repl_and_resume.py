@@ -16,8 +16,8 @@ from supervisor.runlog import read_records
 from supervisor.session import RunPlan, Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import add_host_coder, cli_env, kill_9_mid_run
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, say
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 
 

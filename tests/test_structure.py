@@ -135,7 +135,7 @@ COMPLEX_TODAY = {
     "supervisor/scheduler.py",
     "supervisor/timeline.py",
     "tests/fake_openai.py",
-    "workers/merging.py",
+    "workers/changes/merging.py",
     "workers/model/replies.py",
     "workers/sandbox/guard.py",
     "workers/tools/files.py",
@@ -159,11 +159,11 @@ KNOWS_NO_AID = (
     "workers.calls",
     "workers.agent_view",
     "workers.hooks",
-    "workers.repetition",
-    "workers.editing",
-    "workers.verification",
-    "workers.test_runs",
-    "workers.context",
+    "workers.guards.repetition",
+    "workers.guards.editing",
+    "workers.guards.verification",
+    "workers.guards.test_runs",
+    "workers.guards.context",
 )
 MAX_LOOP_LINES = 50
 MAX_LOOP_FLAGS = 2

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from supervisor.session import RunPlan, Session
 from supervisor.view import TerminalView
+from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, calls, say
-from workers.profiles import builtin_dir, load_profiles
 from workers.tools import BUILTIN_TOOLS
 
 

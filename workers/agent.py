@@ -6,22 +6,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.change_sets import Change, ChangeTracker
-from workers.context import ContextKeeper
-from workers.editing import EditGuard
-from workers.events import Emitter
+from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.ignored_changes import IgnoredChange
+from workers.changes.merging import Merged
 from workers.facts import Facts
+from workers.guards.context import ContextKeeper
+from workers.guards.editing import EditGuard
+from workers.guards.verification import Gate
 from workers.hooks import Aids
-from workers.ignored_changes import IgnoredChange
 from workers.limits import Budget, Limits
-from workers.log_schema import UserMessage
-from workers.merging import Merged
+from workers.log.events import Emitter
+from workers.log.schema import UserMessage
 from workers.model import Message, Model
 from workers.outcome import Outcome
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
 from workers.tools.base import Tool
-from workers.verification import Gate
 
 
 @dataclass
@@ -71,7 +71,7 @@ class AgentResult:
     """What it changed in the workspace, its workers included; None when it could
     change nothing. An isolated editor's: what came into the workspace."""
     ignored_changes: list[IgnoredChange] = field(default_factory=list)
-    """What it changed among git-ignored files and caches (workers/ignored_changes.py)."""
+    """What it changed among git-ignored files and caches (workers/changes/ignored_changes.py)."""
     merge: Merged | None = None
     """An isolated editor's: how its change set came into the workspace, or why not."""
 

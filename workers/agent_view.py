@@ -9,13 +9,13 @@ from typing import Any
 
 from workers import calls, executor
 from workers.agent import Agent, AgentResult, first_task, tell
-from workers.change_sets import ChangeTracker
-from workers.editing import EditGuard
+from workers.changes.change_sets import ChangeTracker
 from workers.facts import Facts
+from workers.guards.editing import EditGuard
+from workers.guards.repetition import RepetitionGuard
 from workers.hooks import Checkpoint, looked
-from workers.log_schema import Event
+from workers.log.schema import Event
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, written_call
-from workers.repetition import RepetitionGuard
 from workers.tools.base import ToolResult
 
 

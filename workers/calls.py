@@ -11,12 +11,12 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
-from workers.log_schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
+from workers.guards.repetition import RepetitionGuard
+from workers.guards.test_runs import is_test_run, ran_no_tests
+from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import AssistantTurn, Message, ToolCall
 from workers.outcome import Aborted, LimitHit, Outcome
-from workers.repetition import RepetitionGuard
 from workers.stepping import SKIPPED, Decision, edited_note
-from workers.test_runs import is_test_run, ran_no_tests
 from workers.tools.base import ToolResult
 
 

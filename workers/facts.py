@@ -27,7 +27,7 @@ class BadFacts(ValueError):
 class Facts:
     modified: tuple[str, ...] = ()
     """Workspace-relative paths the call changed. For an agent that can change files the
-    harness sets them from snapshots, whatever the tool said (workers/change_sets.py)."""
+    harness sets them from snapshots, whatever the tool said (workers/changes/change_sets.py)."""
     command: str | None = None
     """A shell command it ran (or was refused)."""
     exit_code: int | None = None

@@ -32,9 +32,9 @@ from workers.model import AssistantTurn, Message, ToolCall
 from workers.tools.base import ToolResult
 
 if TYPE_CHECKING:
-    from workers.change_sets import ChangeTracker
-    from workers.editing import EditGuard
-    from workers.log_schema import Event
+    from workers.changes.change_sets import ChangeTracker
+    from workers.guards.editing import EditGuard
+    from workers.log.schema import Event
 
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
 """How the files read for an agent before its first step are told: it has looked."""
@@ -121,7 +121,7 @@ class View(Protocol):
 
     @property
     def test_runners(self) -> tuple[str, ...]:
-        """Test runners besides the known ones (workers/test_runs.py)."""
+        """Test runners besides the known ones (workers/guards/test_runs.py)."""
         ...
 
     def spent(self) -> bool:

@@ -9,9 +9,10 @@ from typing import Any
 from workers import calls
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.agent_view import AgentView
-from workers.change_sets import record_change_set
+from workers.changes.change_sets import record_change_set
+from workers.guards.repetition import RepetitionGuard
 from workers.hooks import Finish, Note, looked
-from workers.log_schema import AgentEnd, AgentStart, Limit
+from workers.log.schema import AgentEnd, AgentStart, Limit
 from workers.model import AssistantTurn, Message, ModelError, written_call
 from workers.outcome import (
     Aborted,
@@ -23,7 +24,6 @@ from workers.outcome import (
     reason_of,
     status_of,
 )
-from workers.repetition import RepetitionGuard
 from workers.sandbox import NodeLost, SandboxFault
 from workers.stepping import StoppedByUser
 

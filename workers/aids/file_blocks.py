@@ -23,12 +23,12 @@ import re
 from dataclasses import dataclass, field
 
 from workers.aids.python_merge import MergeProblem, defines, merge
-from workers.editing import EDIT_TOOLS, EditGuard
+from workers.guards.editing import EDIT_TOOLS, EditGuard
+from workers.guards.verification import named_paths
 from workers.hooks import Aid, Note, View
 from workers.model import AssistantTurn, ToolCall
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
-from workers.verification import named_paths
 
 WRITE_NOW = (
     "To change a file, reply with its path on a line of its own and its corrected code in "

@@ -18,12 +18,12 @@ import re
 from collections.abc import Callable, Iterable
 
 from workers.aids.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
-from workers.editing import EditGuard
+from workers.guards.editing import EditGuard
+from workers.guards.test_runs import is_test_file
+from workers.guards.verification import judge
 from workers.hooks import Aid, Resume, View
-from workers.test_runs import is_test_file
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
-from workers.verification import judge
 
 # Each one costs a call with a fresh prompt (no server cache); two cover a stall before
 # the first write and one after a failed test.

@@ -32,23 +32,23 @@ from workers.aids.focused_write import (
     texts,
 )
 from workers.aids.joins import FailedSample, Joins
-from workers.change_sets import Change, compare
+from workers.changes.change_sets import Change, compare
+from workers.changes.snapshots import Tree
+from workers.changes.undo import CannotUndo, undo
 from workers.facts import Facts
-from workers.hooks import Aid, Finish, View
-from workers.log_schema import FreshAttempt
-from workers.model import AssistantTurn, ModelError, ToolCall
-from workers.snapshots import Tree
-from workers.test_runs import (
+from workers.guards.test_runs import (
     failed_tests,
     is_test_run,
     named_test_command,
     ran_no_tests,
     steers_tests,
 )
+from workers.guards.verification import evidence, judge, outcome
+from workers.hooks import Aid, Finish, View
+from workers.log.schema import FreshAttempt
+from workers.model import AssistantTurn, ModelError, ToolCall
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
-from workers.undo import CannotUndo, undo
-from workers.verification import evidence, judge, outcome
 
 # Each costs a call with a prompt of its own (no cache) and a test run, about 15 s on two
 # cores: six give a sample that passes one time in five a three-in-four chance.

@@ -18,11 +18,11 @@ import os
 import re
 from pathlib import Path
 
+from workers.guards.verification import named_paths
 from workers.hooks import ATTACHED, Aid, View
 from workers.tools.base import ToolError
 from workers.tools.python_grep import walk_files
 from workers.tools.workspace import read_confined
-from workers.verification import named_paths
 
 MAX_ATTACHED = 5
 MAX_FILES_SEEN = 2000

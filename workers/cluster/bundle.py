@@ -1,5 +1,5 @@
 """The workspace as it travels to a cluster node: one git bundle of one commit whose
-tree is a snapshot (workers/snapshots.py), uncommitted and untracked files included,
+tree is a snapshot (workers/changes/snapshots.py), uncommitted and untracked files included,
 no history. It is made in a bare repository of its own with `git fast-import`, so
 nothing of the workspace's repository (config, filters, hooks) runs, and checked out on
 the node the same way, with every config file but git's defaults left out.
@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from workers.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
 
 BUNDLE_TIMEOUT_S = 300
 BRANCH = "refs/heads/gaffer-snapshot"

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from workers.changes.snapshots import Store, Tree
 from workers.cluster.bundle import BundleError, make_bundle
 from workers.cluster.node import NodeHands, Placement, SentBack
 from workers.limits import Budget
 from workers.sandbox import NodeLost, SandboxFault, SandboxUnavailable
-from workers.snapshots import Store, Tree
 from workers.tools.base import Args, Tool, ToolResult
 
 CONNECT_TIMEOUT_S = 60.0

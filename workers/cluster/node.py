@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from workers import state
-from workers.change_sets import Change, ChangeTracker
+from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.snapshots import Store
+from workers.changes.worktrees import chown_tree
 from workers.cluster.bundle import check_out
 from workers.limits import Budget
 from workers.sandbox import Sandbox
 from workers.sandbox.host import HostSandbox
 from workers.sandbox.options import DockerOptions
-from workers.snapshots import Store
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolError, ToolResult, error_result
-from workers.worktrees import chown_tree
 
 # Where checkouts go on a node, unless the node's environment names a folder.
 NODE_ROOT_VAR = "GAFFER_NODE_ROOT"

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.events import Emitter
 from workers.extensions.mcp_servers import McpHub, read_configs
 from workers.extensions.plugins import load_plugins
 from workers.extensions.skills import Skill, load_skills, skills_prompt, use_skill_tool
-from workers.log_schema import Extension
+from workers.log.events import Emitter
+from workers.log.schema import Extension
 from workers.tools.base import Tool
 from workers.trust import Kind, Source, WorkspaceTrust, read_folder, user_config_dir
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from workers.events import Emitter
 from workers.extensions.plugins import schema_tool
-from workers.log_schema import McpCall
+from workers.log.events import Emitter
+from workers.log.schema import McpCall
 from workers.state import open_append
 from workers.tools.base import Tool, ToolError
 from workers.tools.workspace import MCP_CONFIG

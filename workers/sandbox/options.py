@@ -1,5 +1,5 @@
 """What a container for an agent is made of: the sandbox's own options type, which
-profiles (workers/profiles.py) use for their `[docker]` table."""
+profiles (workers/assembly/profiles.py) use for their `[docker]` table."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers import state
+from workers.changes.tree_writes import open_folder
 from workers.sandbox import SandboxFault, SandboxUnavailable
-from workers.tree_writes import open_folder
 
 # What of a planted file is kept when the state folder is on another file system; more
 # is removed without being kept (a planted sparse file could fill the disk).

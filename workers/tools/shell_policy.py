@@ -33,7 +33,9 @@ from workers.tools.shell_allowlist import (
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Allowance:
+    """Whether a host command runs without asking, and why not."""
+
     allowed: bool
     reason: str = ""
 
@@ -93,18 +95,18 @@ class _Check:
     judged from each."""
 
 
-def check(command: str, workspace: Path | None = None) -> Verdict:
+def check(command: str, workspace: Path | None = None) -> Allowance:
     """Allowed when every part of the command only reads, inside `workspace` (default:
     the current folder, where host commands run); else the reason to ask."""
     if not command.strip():
-        return Verdict(False, "empty command")
+        return Allowance(False, "empty command")
     if "\\\n" in command:
-        return Verdict(False, "it has a backslash-newline, which bash removes before it runs")
+        return Allowance(False, "it has a backslash-newline, which bash removes before it runs")
     root = os.path.realpath(workspace or Path.cwd())
     tree = parse(command)
     state = _Check(root, [root])
     problem = _check_node(tree.root_node, state)
-    return Verdict(problem is None, problem or "")
+    return Allowance(problem is None, problem or "")
 
 
 def _check_node(node: Node, state: _Check) -> str | None:

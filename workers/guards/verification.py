@@ -2,7 +2,7 @@
 
 Evidence is what the harness recorded (the files each call really changed, seen in
 snapshots of the workspace; commands and their exit codes), never what the model says.
-A test run is a command whose exit status is a test runner's (workers/test_runs.py); it
+A test run is a command whose exit status is a test runner's (workers/guards/test_runs.py); it
 counts only when it exited 0 after the last change having run at least one test. A
 denied or refused command counts as not run. Workers' evidence reaches their caller
 inside the delegate call's facts, in order.
@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.events import Emitter
 from workers.facts import Facts
-from workers.log_schema import Verification
-from workers.test_runs import is_test_run
+from workers.guards.test_runs import is_test_run
+from workers.log.events import Emitter
+from workers.log.schema import Verification
 
 # How often an agent is sent back before its answer goes out marked unverified.
 DEFAULT_MAX_SEND_BACKS = 2
@@ -181,7 +181,7 @@ class Gate:
     events: Emitter
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
     test_runners: tuple[str, ...] = ()
-    """Test runners besides the known ones (workers/test_runs.py)."""
+    """Test runners besides the known ones (workers/guards/test_runs.py)."""
     workspace: Path | None = None
     """Where the paths an answer names are looked up; None skips that check."""
     container_root: str | None = None

@@ -15,15 +15,15 @@ import json
 import time
 from dataclasses import dataclass
 
-from workers.events import Emitter
 from workers.facts import Facts
+from workers.guards.test_runs import is_test_run
+from workers.guards.verification import evidence, files_changed, outcome
 from workers.limits import Budget
-from workers.log_schema import Compaction
+from workers.log.events import Emitter
+from workers.log.schema import Compaction
 from workers.model import Message, Model
 from workers.outcome import LimitHit
-from workers.test_runs import is_test_run
 from workers.tools.base import CHARS_PER_TOKEN
-from workers.verification import evidence, files_changed, outcome
 
 # Known context windows, by model-name prefix; anything else gets the conservative default.
 KNOWN_WINDOWS: dict[str, int] = {
@@ -79,7 +79,7 @@ class ContextKeeper:
     window: int
     rules: str = ""
     test_runners: tuple[str, ...] = ()
-    """Test runners besides the known ones (workers/test_runs.py), for the task state."""
+    """Test runners besides the known ones (workers/guards/test_runs.py), for the task state."""
     """The project's AGENT.md / AGENTS.md text: pinned through every compaction."""
     last_prompt_tokens: int = 0
     """As the endpoint reported for the last call: the only count trusted."""

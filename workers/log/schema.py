@@ -106,7 +106,7 @@ class AgentStart(Event):
     snapshot: str | None = absent_when_none()
     """An agent that can change files: the workspace's snapshot as it starts."""
     worktree: str | None = absent_when_none()
-    """An isolated editor: its copy of the workspace (workers/worktrees.py)."""
+    """An isolated editor: its copy of the workspace (workers/changes/worktrees.py)."""
 
 
 @dataclass(frozen=True)
@@ -125,20 +125,20 @@ class AgentEnd(Event):
 class ChangeSet(Event):
     event = "change_set"
     before: str
-    """The snapshot the agent started from (workers/snapshots.py)."""
+    """The snapshot the agent started from (workers/changes/snapshots.py)."""
     after: str
     files: list[Record]
-    """Each change (workers/change_sets.py Change.as_json): path, kind, hashes, sizes."""
+    """Each change (workers/changes/change_sets.py Change.as_json): path, kind, hashes, sizes."""
     diff_file: str | None
     """The unified diff, relative to the log's folder; None when it could not be written."""
     ignored: list[Record] | None = absent_when_none()
-    """What changed among git-ignored files and caches (workers/ignored_changes.py):
+    """What changed among git-ignored files and caches (workers/changes/ignored_changes.py):
     path, change, size, mtime_ns; absent when nothing did."""
 
 
 @dataclass(frozen=True)
 class Merge(Event):
-    """An isolated editor's change set brought into the workspace (workers/merging.py)."""
+    """An isolated editor's change set brought into the workspace (workers/changes/merging.py)."""
 
     event = "merge"
     status: str

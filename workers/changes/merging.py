@@ -17,11 +17,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers.change_sets import Change, compare
-from workers.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.changes.change_sets import Change, compare
+from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.changes.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 from workers.tools.git_paths import git_env, looks_like_git_dir
 from workers.tools.workspace import host_controlled
-from workers.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 
 MERGE_TIMEOUT_S = 60
 # A conflict's hunks, as the supervisor reads them: enough to resolve, never a flood.

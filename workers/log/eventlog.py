@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from workers.events import LOG_FORMAT, LOGGED_EVENTS, Record
+from workers.log.events import LOG_FORMAT, LOGGED_EVENTS, Record
 from workers.state import open_append
 
 _FIRST_KEYS = ("ts", "event", "session_id", "agent_id", "parent_id", "profile")

@@ -2,7 +2,7 @@
 current tree, uncommitted and untracked files included, in the workspace's state folder
 (workers/state.py), outside the workspace. Its
 container mounts the copy instead of the workspace; what it changed there comes back as
-a change set (workers/merging.py). The copy is removed when the editor ends, and a
+a change set (workers/changes/merging.py). The copy is removed when the editor ends, and a
 killed run's copies are removed by the next gaffer (the owner named by each copy's name
 is proven gone: workers/processes.py).
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers import state
+from workers.changes.snapshots import LINK_MODE, Store, Tree
 from workers.processes import owner_gone, owner_token
-from workers.snapshots import LINK_MODE, Store, Tree
 from workers.tools.git_paths import run_git
 
 # git must run nothing of the repository's while it makes or removes a copy.

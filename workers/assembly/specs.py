@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from workers.profiles import Profile, expand_tools, is_parallel_safe
+from workers.assembly.profiles import Profile, expand_tools, is_parallel_safe
 from workers.tools.base import Tool
 
 
@@ -26,11 +26,11 @@ class AgentSpec:
     """Every tool it has is read-only, so it may run beside other readers."""
     changes_files: bool
     """One of its own tools can change the workspace: the harness snapshots the
-    workspace around it and after each of its calls (workers/change_sets.py)."""
+    workspace around it and after each of its calls (workers/changes/change_sets.py)."""
     refusal: str | None
     """Why this run does not let it be delegated to, or None."""
     isolated: bool = False
-    """An editor that works on a copy of its own (workers/worktrees.py) and runs beside
+    """An editor that works on a copy of its own (workers/changes/worktrees.py) and runs beside
     other isolated editors; never one that delegates (its workers would edit the
     workspace itself)."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.test_runs import is_test_run
+from workers.guards.test_runs import is_test_run
 from workers.tools import outputs
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined, relative, resolve
@@ -67,7 +67,7 @@ class EditGuard:
     last_failure: str = ""
     """The last test run, when it failed: the command and where it failed."""
     test_runners: tuple[str, ...] = ()
-    """Test runners besides the known ones (workers/test_runs.py)."""
+    """Test runners besides the known ones (workers/guards/test_runs.py)."""
     written: set[str] = field(default_factory=set)
     """The files it wrote with the file tools (or blocks)."""
     failed_as: dict[str, set[str]] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """The emitter that carries events to subscribers.
 
-An agent never prints: it emits events, each a dataclass of workers/log_schema.py.
+An agent never prints: it emits events, each a dataclass of workers/log/schema.py.
 Subscribers (the jsonl log, the terminal view, tests) decide what to do with them.
 Logged events become one jsonl line each; live events (streamed text, a tool starting)
 only feed views and are never written.
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workers.log_schema import EVENTS, Event
-from workers.log_schema import Record as Record  # the type of a line, for subscribers
+from workers.log.schema import EVENTS, Event
+from workers.log.schema import Record as Record  # the type of a line, for subscribers
 
 LOG_FORMAT = 4
 """The run log's format, written on its first line as `log_format`. 1: logs without the

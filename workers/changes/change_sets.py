@@ -1,5 +1,5 @@
 """What an agent changed in the workspace, as the harness saw it: the difference of two
-snapshots (workers/snapshots.py), whatever made it. Shown as a unified diff, recorded in
+snapshots (workers/changes/snapshots.py), whatever made it. Shown as a unified diff, recorded in
 the log, and put back by `gaffer undo`.
 """
 
@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from workers import ignored_changes, state
-from workers.events import Emitter
-from workers.ignored_changes import IgnoredChange
-from workers.log_schema import ChangeSet
-from workers.snapshots import LINK_MODE, Entry, Store, Tree
+from workers import state
+from workers.changes import ignored_changes
+from workers.changes.ignored_changes import IgnoredChange
+from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.log.events import Emitter
+from workers.log.schema import ChangeSet
 
 Kind = Literal["added", "modified", "deleted", "renamed", "mode"]
 
@@ -125,7 +126,7 @@ class ChangeTracker:
         self.ignored: list[IgnoredChange] = []
         """What changed among the files the change set leaves out (set by `finish`)."""
         self.worktree = store.workspace.name if store.home != store.workspace else None
-        """An isolated editor's copy (workers/worktrees.py): its folder's name in the
+        """An isolated editor's copy (workers/changes/worktrees.py): its folder's name in the
         workspace's state folder."""
 
     def changed_by_call(self) -> list[Change]:

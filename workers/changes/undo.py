@@ -3,17 +3,17 @@ changed at all when that cannot be done safely.
 
 A change set comes from a log, and a log is data a repository could have planted: every
 path is checked to lie inside the workspace, under no link, and outside what git or
-gaffer would run or read on their own (workers/tree_writes.py).
+gaffer would run or read on their own (workers/changes/tree_writes.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from workers.change_sets import Change
-from workers.snapshots import Entry, Store
+from workers.changes.change_sets import Change
+from workers.changes.snapshots import Entry, Store
+from workers.changes.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 from workers.tools.workspace import host_controlled
-from workers.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 
 
 class CannotUndo(Exception):

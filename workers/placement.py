@@ -13,14 +13,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from workers.assembly.specs import AgentSpec
+from workers.changes.worktrees import Worktree
 from workers.cluster.driver import Cluster, RemoteCopy
-from workers.events import Emitter
-from workers.log_schema import Boundary
+from workers.log.events import Emitter
+from workers.log.schema import Boundary
 from workers.sandbox import Sandbox, SandboxUnavailable, docker, leftovers
 from workers.sandbox.host import HostSandbox
-from workers.specs import AgentSpec
 from workers.tools.base import Approver, ToolContext
-from workers.worktrees import Worktree
 
 
 class SandboxFactory:

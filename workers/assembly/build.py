@@ -12,19 +12,19 @@ from typing import Any
 from workers.agent import Agent
 from workers.aids import aids_for
 from workers.aids.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
-from workers.change_sets import ChangeTracker
-from workers.context import ContextKeeper, window_for
-from workers.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
-from workers.events import Emitter
+from workers.assembly.specs import AgentSpec
+from workers.changes.change_sets import ChangeTracker
+from workers.changes.snapshots import Store
+from workers.guards.context import ContextKeeper, window_for
+from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
+from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate
 from workers.limits import Budget
-from workers.log_schema import Boundary
+from workers.log.events import Emitter
+from workers.log.schema import Boundary
 from workers.model import Model
 from workers.sandbox import Sandbox
-from workers.snapshots import Store
-from workers.specs import AgentSpec
 from workers.stepping import Stepper
 from workers.tools.base import Tool, result_chars
-from workers.verification import DEFAULT_MAX_SEND_BACKS, Gate
 
 # Tools that let an agent look at the code for itself.
 READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
@@ -54,7 +54,7 @@ class RunSetting:
     diff_folder: Path | None = None
     """Where each agent's change set is written as a unified diff (beside the log)."""
     test_runners: tuple[str, ...] = ()
-    """Test runners besides the known ones (workers/test_runs.py), for the gate."""
+    """Test runners besides the known ones (workers/guards/test_runs.py), for the gate."""
 
 
 def build_agent(

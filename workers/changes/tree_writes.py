@@ -4,7 +4,7 @@ checked to lie inside the workspace, under no link, and outside what git or gaff
 would run or read on their own (the file tools' rule, `workspace.protection`).
 
 Used by `gaffer undo` (a change set put back) and by isolated editors (a change set
-brought into the workspace, workers/merging.py): in both, the paths come from data a
+brought into the workspace, workers/changes/merging.py): in both, the paths come from data a
 container or a repository could have shaped.
 """
 
@@ -16,7 +16,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from workers.snapshots import LINK_MODE, Entry, Store, Tree
+from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
 from workers.tools.workspace import protection
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workers import state
+from workers.changes.tree_writes import open_folder
 from workers.tools.git_paths import is_git_dir_name
-from workers.tree_writes import open_folder
 
 # A walk stops past this many files (a bound on memory); what lies beyond is not seen.
 MAX_LOOKED_AT = 500_000

@@ -1,0 +1,1 @@
+"""The run log: the events an agent emits, their schema, and the JSONL writer."""
