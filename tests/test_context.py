@@ -18,7 +18,7 @@ from workers.guards.context import (
 from workers.limits import Budget, Limits
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
-from workers.model import AssistantTurn, Message, Usage
+from workers.model import AssistantTurn, CallOptions, Message, Usage
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
@@ -114,7 +114,10 @@ class LongRunModel:
         self.seen: list[list[Message]] = []
 
     def complete(
-        self, messages: list[Message], tools: list[dict[str, Any]], **_kwargs: Any
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         if messages[0]["content"] == SUMMARIZE:
             self.summaries += 1

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
-from workers.model import ModelError
+from workers.model import CallOptions, ModelError
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
 
@@ -37,7 +37,7 @@ def test_text_answer_with_usage(stream: bool) -> None:
     ) as server:
         shown: list[str] = []
         turn = model_for(server, stream=stream).complete(
-            [{"role": "user", "content": "hi"}], TOOLS, on_text=shown.append
+            [{"role": "user", "content": "hi"}], TOOLS, CallOptions(on_text=shown.append)
         )
     assert turn.text == "Hello there, world."
     assert "".join(shown) == "Hello there, world."
@@ -72,7 +72,9 @@ def test_429_honours_retry_after_and_reports_each_retry() -> None:
     ) as server:
         retries: list[tuple[int, str, float]] = []
         turn = model_for(server).complete(
-            [{"role": "user", "content": "x"}], [], on_retry=lambda *a: retries.append(a)
+            [{"role": "user", "content": "x"}],
+            [],
+            CallOptions(on_retry=lambda *a: retries.append(a)),
         )
     assert turn.text == "ok" and turn.attempt == 2
     assert len(retries) == 1 and retries[0][0] == 1 and "429" in retries[0][1]
@@ -90,7 +92,9 @@ def test_retry_after_ms_header_wins() -> None:
     ) as server:
         waits: list[float] = []
         model_for(server).complete(
-            [{"role": "user", "content": "x"}], [], on_retry=lambda a, e, w: waits.append(w)
+            [{"role": "user", "content": "x"}],
+            [],
+            CallOptions(on_retry=lambda a, e, w: waits.append(w)),
         )
     assert waits == [pytest.approx(0.15)]
 
@@ -134,8 +138,7 @@ def test_stream_cut_midway_is_retried_and_text_is_not_shown_twice() -> None:
         turn = model_for(server).complete(
             [{"role": "user", "content": "x"}],
             [],
-            on_text=shown.append,
-            on_retry=lambda a, e, w: retries.append(e),
+            CallOptions(on_text=shown.append, on_retry=lambda a, e, w: retries.append(e)),
         )
     assert turn.text == text and turn.attempt == 2
     assert "".join(shown) == text
@@ -148,7 +151,7 @@ def test_stream_without_finish_reason_is_retried() -> None:
     ) as server:
         shown: list[str] = []
         turn = model_for(server).complete(
-            [{"role": "user", "content": "x"}], [], on_text=shown.append
+            [{"role": "user", "content": "x"}], [], CallOptions(on_text=shown.append)
         )
     assert turn.text == "partial and whole"
     assert "".join(shown) == "partial and whole"
@@ -161,7 +164,7 @@ def test_a_retry_that_says_something_else_is_marked_not_merged() -> None:
     ) as server:
         shown: list[str] = []
         turn = model_for(server).complete(
-            [{"role": "user", "content": "x"}], [], on_text=shown.append
+            [{"role": "user", "content": "x"}], [], CallOptions(on_text=shown.append)
         )
     assert turn.text == "second"
     assert "".join(shown).endswith("restarts here]\nsecond")
@@ -192,7 +195,9 @@ def test_deadline_stops_retrying() -> None:
     with FakeOpenAI([error_reply(429, "wait", **{"Retry-After": "5"})] * 3) as server:
         started = time.monotonic()
         with pytest.raises(ModelError):
-            model_for(server).complete([{"role": "user", "content": "x"}], [], timeout=1.0)
+            model_for(server).complete(
+                [{"role": "user", "content": "x"}], [], CallOptions(timeout=1.0)
+            )
     assert time.monotonic() - started < 3
     assert len(server.requests) == 1
 
@@ -229,7 +234,9 @@ def test_a_cancelled_call_closes_its_connection_and_the_server_sees_it() -> None
         threading.Timer(0.5, cancel.set).start()
         started = time.monotonic()
         with pytest.raises(ModelError) as raised:
-            model.complete([{"role": "user", "content": "hi"}], [], cancelled=cancel.is_set)
+            model.complete(
+                [{"role": "user", "content": "hi"}], [], CallOptions(cancelled=cancel.is_set)
+            )
         ended = time.monotonic()
         assert raised.value.kind == "cancelled"
         assert ended - started < 5, "the call waited for the server instead of hanging up"
@@ -246,7 +253,9 @@ def test_tools_off_keeps_the_tools_in_the_prompt_and_cached_tokens_are_read() ->
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     with FakeOpenAI([Reply(text="answer", prompt_tokens=900, cached_tokens=880)]) as server:
         model = OpenAIModel(model="m", base_url=server.base_url, api_key="k")
-        turn = model.complete([{"role": "user", "content": "hi"}], tools, tools_off=True)
+        turn = model.complete(
+            [{"role": "user", "content": "hi"}], tools, CallOptions(tools_off=True)
+        )
     assert server.requests[0]["tools"] == tools and server.requests[0]["tool_choice"] == "none"
     assert turn.usage.cached_tokens == 880 and turn.usage.prompt_tokens == 900
 
@@ -269,12 +278,12 @@ def test_a_required_tool_call_is_asked_for_as_the_server_understands() -> None:
     hi = [{"role": "user", "content": "hi"}]
     with FakeOpenAI([Reply(text="a"), Reply(text="b")]) as server:
         OpenAIModel(model="m", base_url=server.base_url, api_key="k").complete(
-            hi, tools, require_tool=True
+            hi, tools, CallOptions(require_tool=True)
         )
         local = OpenAIModel(
             model="m", base_url=server.base_url, api_key="k", tool_prefill="```json\n"
         )
-        local.complete(hi, tools, require_tool=True)
+        local.complete(hi, tools, CallOptions(require_tool=True))
     assert server.requests[0]["tool_choice"] == "required"
     # A llama.cpp server ignores tool_choice with a custom template; a reply begun the
     # way its template opens a call is parsed as one.
@@ -292,7 +301,9 @@ def test_a_long_retry_after_stops_at_once_with_the_reason(
     with FakeOpenAI([error_reply(429, "wait", **{"Retry-After": asked})] * 3) as server:
         started = time.monotonic()
         with pytest.raises(ModelError) as raised:
-            model_for(server).complete([{"role": "user", "content": "x"}], [], timeout=timeout)
+            model_for(server).complete(
+                [{"role": "user", "content": "x"}], [], CallOptions(timeout=timeout)
+            )
     assert time.monotonic() - started < 2 and len(server.requests) == 1
     assert raised.value.kind == "rate_limited"
     assert (
@@ -313,7 +324,7 @@ def test_the_whole_call_deadline_holds_whatever_the_server_sends(reply: Reply) -
         model = model_for(server, max_attempts=2)
         started = time.monotonic()
         with pytest.raises(ModelError) as raised:
-            model.complete([{"role": "user", "content": "x"}], [], timeout=2.0)
+            model.complete([{"role": "user", "content": "x"}], [], CallOptions(timeout=2.0))
         took = time.monotonic() - started
     assert took < 4, f"the 2 s deadline held within 2 s (took {took:.1f} s)"
     assert "no whole reply within 2 s" in raised.value.message
@@ -328,7 +339,7 @@ def test_a_call_of_its_own_temperature_is_sent_and_the_next_uses_the_configured(
     with FakeOpenAI([Reply(text="one"), Reply(text="two")]) as server:
         kind = ResponsesModel if responses else OpenAIModel
         model = kind(model="fake-model", base_url=server.base_url, api_key="k", temperature=0.1)
-        model.complete([{"role": "user", "content": "hi"}], [], temperature=0.8)
+        model.complete([{"role": "user", "content": "hi"}], [], CallOptions(temperature=0.8))
         model.complete([{"role": "user", "content": "hi"}], [])
     assert [r["temperature"] for r in server.requests] == [0.8, 0.1]
 

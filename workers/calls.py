@@ -14,7 +14,7 @@ from workers.agent import Agent
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.test_runs import is_test_run, ran_no_tests
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
-from workers.model import AssistantTurn, Message, ToolCall
+from workers.model import AssistantTurn, CallOptions, Message, ToolCall
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.stepping import SKIPPED, Decision, edited_note
 from workers.tools.base import ToolResult
@@ -51,9 +51,7 @@ def call_model(
     `temperature` samples this call alone at that temperature."""
     agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
-    turn = agent.model.complete(
-        messages,
-        schemas,
+    options = CallOptions(
         on_text=lambda text: agent.events.emit(TextDelta(text=text, step=step)),
         on_retry=lambda attempt, error, wait: agent.events.emit(
             LlmRetry(step=step, attempt=attempt, error=error, wait_s=round(wait, 3))
@@ -64,6 +62,7 @@ def call_model(
         require_tool=require_tool,
         temperature=temperature,
     )
+    turn = agent.model.complete(messages, schemas, options)
     agent.budget.spend(turn.usage.total)
     if agent.context is not None and not aside:
         agent.context.observe(turn.usage.prompt_tokens, messages)

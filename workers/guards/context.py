@@ -21,7 +21,7 @@ from workers.guards.verification import evidence, files_changed, outcome
 from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Compaction
-from workers.model import Message, Model
+from workers.model import CallOptions, Message, Model
 from workers.outcome import LimitHit
 from workers.tools.base import CHARS_PER_TOKEN
 
@@ -173,7 +173,7 @@ class ContextKeeper:
                 {"role": "user", "content": transcript(old)},
             ],
             [],
-            timeout=budget.seconds_left(),
+            CallOptions(timeout=budget.seconds_left()),
         )
         budget.spend(turn.usage.total)
         state = {

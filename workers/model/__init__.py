@@ -74,13 +74,30 @@ class AssistantTurn:
         return message
 
 
-@dataclass(frozen=True)
-class Asking:
-    """What one request asks of the server besides the conversation (Model.complete)."""
+RetryHook = Callable[[int, str, float], None]
+"""Called before each retry with (attempt that failed, error text, seconds to wait)."""
+Cancelled = Callable[[], bool]
+"""True once the call's agent is cancelled: the call ends and its connection closes."""
 
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How one model call is made, besides the conversation and the tools it offers: one
+    object, so a new setting touches the caller that sets it and the client that reads it."""
+
+    on_text: TextSink | None = None
+    """Streamed text, as it arrives."""
+    on_retry: RetryHook | None = None
+    timeout: float | None = None
+    """Seconds for the whole call, retries included; None: the client's own limit."""
+    cancelled: Cancelled | None = None
     tools_off: bool = False
+    """The tools are sent but none may be called: the prompt stays the same as the steps
+    before, so a server's prompt cache still holds it."""
     require_tool: bool = False
+    """A tool call is asked for rather than an answer."""
     temperature: float | None = None
+    """This call alone is sampled at this temperature instead of the configured one."""
 
     def sampled_at(self, configured: float | None) -> float | None:
         """The temperature to send: this call's own, else the configured one (None: the
@@ -147,12 +164,6 @@ class ModelError(Exception):
         self.message = message
 
 
-RetryHook = Callable[[int, str, float], None]
-"""Called before each retry with (attempt that failed, error text, seconds to wait)."""
-Cancelled = Callable[[], bool]
-"""True once the call's agent is cancelled: the call ends and its connection closes."""
-
-
 Api = Literal["chat", "responses"]
 """The wire protocol: Chat Completions, or the Responses API."""
 
@@ -167,23 +178,8 @@ class Model(Protocol):
     name: str
 
     def complete(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        *,
-        on_text: TextSink | None = None,
-        on_retry: RetryHook | None = None,
-        timeout: float | None = None,
-        cancelled: Cancelled | None = None,
-        tools_off: bool = False,
-        require_tool: bool = False,
-        temperature: float | None = None,
+        self, messages: list[Message], tools: list[dict[str, Any]], options: CallOptions = ...
     ) -> AssistantTurn:
-        """One assistant turn; streams text to `on_text`; raises ModelError.
-
-        `tools_off` sends the tools but asks for none to be called: the prompt stays the
-        same as the steps before, so a server's prompt cache still holds it.
-        `require_tool` asks for a tool call rather than an answer.
-        `temperature` samples this call at that temperature instead of the configured one.
-        """
+        """One assistant turn, made as `options` say (default: CallOptions()); raises
+        ModelError."""
         ...

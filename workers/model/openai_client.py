@@ -20,13 +20,10 @@ from tenacity.stop import stop_base
 
 from workers.model import (
     REASONING_KEY,
-    Asking,
     AssistantTurn,
-    Cancelled,
+    CallOptions,
     Message,
     ModelError,
-    RetryHook,
-    TextSink,
     shown_url,
 )
 from workers.model.cancel import ReplyTooLarge, install, interruptible
@@ -112,18 +109,12 @@ class OpenAIModel:
         self,
         messages: list[Message],
         tools: list[dict[str, Any]],
-        *,
-        on_text: TextSink | None = None,
-        on_retry: RetryHook | None = None,
-        timeout: float | None = None,
-        cancelled: Cancelled | None = None,
-        tools_off: bool = False,
-        require_tool: bool = False,
-        temperature: float | None = None,
+        options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
-        echo = Echo(on_text)
+        echo = Echo(options.on_text)
+        cancelled, on_retry = options.cancelled, options.on_retry
         whole = max(MAX_CALL_S, self.request_timeout)
-        timeout = whole if timeout is None else min(timeout, whole)
+        timeout = whole if options.timeout is None else min(options.timeout, whole)
         deadline = time.monotonic() + timeout
         stop: stop_base = stop_after_attempt(self.max_attempts) | stop_if_asked_to_wait_too_long(
             deadline
@@ -152,16 +143,9 @@ class OpenAIModel:
                     call_timeout = self.request_timeout
                     if deadline is not None:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
-                    turn = self._within(
-                        call_timeout,
-                        cancelled,
-                        messages,
-                        tools,
-                        echo,
-                        Asking(tools_off, require_tool, temperature),
-                    )
+                    turn = self._within(call_timeout, messages, tools, echo, options)
                     self._answered = True
-                    if tools_off and tools and self.answer_prefill:
+                    if options.tools_off and tools and self.answer_prefill:
                         turn = _begun_with(turn, self.answer_prefill)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
@@ -215,22 +199,21 @@ class OpenAIModel:
     def _within(
         self,
         seconds: float,
-        cancelled: Cancelled | None,
         messages: list[Message],
         tools: list[dict[str, Any]],
         echo: Echo,
-        asking: Asking,
+        options: CallOptions,
     ) -> AssistantTurn:
         """One request, ended at `seconds` whatever the server sends: keep-alive comments
         or a byte a second reset only a read timeout, not this one."""
-        ends = time.monotonic() + seconds
+        ends, cancelled = time.monotonic() + seconds, options.cancelled
 
         def stop_reading() -> bool:
             return time.monotonic() > ends or (cancelled is not None and cancelled())
 
         try:
             with interruptible(self._readers, stop_reading):
-                return self._once(messages, tools, echo, seconds, asking)
+                return self._once(messages, tools, echo, seconds, options)
         except Exception as error:
             if (too_large := _caused_by(error, ReplyTooLarge)) is not None:
                 raise ModelError("malformed_output", str(too_large)) from error
@@ -246,7 +229,7 @@ class OpenAIModel:
         tools: list[dict[str, Any]],
         echo: Echo,
         timeout: float,
-        asking: Asking,
+        asking: CallOptions,
     ) -> AssistantTurn:
         messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in _sendable(messages)]
         request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}

@@ -16,7 +16,15 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from workers.model import REASONING_KEY, Asking, AssistantTurn, Message, ModelError, ToolCall, Usage
+from workers.model import (
+    REASONING_KEY,
+    AssistantTurn,
+    CallOptions,
+    Message,
+    ModelError,
+    ToolCall,
+    Usage,
+)
 from workers.model.faults import CONTEXT_ERROR, short
 from workers.model.openai_client import OpenAIModel, _sendable
 from workers.model.replies import Echo, IncompleteStream
@@ -36,7 +44,7 @@ class ResponsesModel(OpenAIModel):
         tools: list[dict[str, Any]],
         echo: Echo,
         timeout: float,
-        asking: Asking,
+        asking: CallOptions,
     ) -> AssistantTurn:
         request: dict[str, Any] = {
             "model": self.name,

@@ -11,11 +11,9 @@ from typing import Any
 
 from workers.model import (
     AssistantTurn,
-    Cancelled,
+    CallOptions,
     Message,
     ModelError,
-    RetryHook,
-    TextSink,
     ToolCall,
     Usage,
 )
@@ -77,21 +75,14 @@ class ScriptedModel:
         self,
         messages: list[Message],
         tools: list[dict[str, Any]],
-        *,
-        on_text: TextSink | None = None,
-        on_retry: RetryHook | None = None,
-        timeout: float | None = None,
-        cancelled: Cancelled | None = None,
-        tools_off: bool = False,
-        require_tool: bool = False,
-        temperature: float | None = None,
+        options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         with self._lock:
             self.seen.append([dict(m) for m in messages])
             self.tools_seen.append(list(tools))
-            self.required.append(require_tool)
-            self.paused.append(tools_off)
-            self.temperatures.append(temperature)
+            self.required.append(options.require_tool)
+            self.paused.append(options.tools_off)
+            self.temperatures.append(options.temperature)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
@@ -100,8 +91,8 @@ class ScriptedModel:
         if isinstance(step, ModelError):
             raise step
         turn = step(messages) if callable(step) else step
-        if on_text is not None and turn.text:
-            on_text(turn.text)
+        if options.on_text is not None and turn.text:
+            options.on_text(turn.text)
         return turn
 
     @property
@@ -127,14 +118,7 @@ class LoopingModel:
         self,
         messages: list[Message],
         tools: list[dict[str, Any]],
-        *,
-        on_text: TextSink | None = None,
-        on_retry: RetryHook | None = None,
-        timeout: float | None = None,
-        cancelled: Cancelled | None = None,
-        tools_off: bool = False,
-        require_tool: bool = False,
-        temperature: float | None = None,
+        options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         if self._latency:
             time.sleep(self._latency)
@@ -159,30 +143,13 @@ class RoutedModel:
         self,
         messages: list[Message],
         tools: list[dict[str, Any]],
-        *,
-        on_text: TextSink | None = None,
-        on_retry: RetryHook | None = None,
-        timeout: float | None = None,
-        cancelled: Cancelled | None = None,
-        tools_off: bool = False,
-        require_tool: bool = False,
-        temperature: float | None = None,
+        options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         task = next((m["content"] for m in messages if m["role"] == "user"), "")
         model = self._models.get(task)
         if model is None:
             raise ModelError("config", f"no script for the conversation that starts with {task!r}")
-        return model.complete(
-            messages,
-            tools,
-            on_text=on_text,
-            on_retry=on_retry,
-            timeout=timeout,
-            cancelled=cancelled,
-            tools_off=tools_off,
-            require_tool=require_tool,
-            temperature=temperature,
-        )
+        return model.complete(messages, tools, options)
 
     def seen(self, task: str) -> list[list[Message]]:
         return self._models[task].seen
