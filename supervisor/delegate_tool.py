@@ -50,6 +50,6 @@ def delegate_tool(
         run=run,
         read_only=False,
         begin=lambda args: begin(args.profile, args.task),
-        harness=True,
+        kind="harness",
         origin="harness",
     )

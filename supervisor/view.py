@@ -265,7 +265,7 @@ def _edit_preview(record: Record, indent: str) -> list[Text]:
 def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:
     """Profiles with their tools, sandbox, limits, parallel safety and source."""
     read_only = {name: tool.read_only for name, tool in tools.items()}
-    extensions = {n for n, t in tools.items() if t.is_extension}
+    extensions = {n for n, t in tools.items() if t.kind == "extension"}
     table = Table(box=None, pad_edge=False)
     for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
         table.add_column(column, overflow="fold")

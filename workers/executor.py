@@ -88,7 +88,7 @@ def _execute(
             f"the arguments for {call.name} are {arguments}. Send one JSON object, e.g. "
             f"{example(tool)}."
         )
-    if tool.harness:
+    if tool.kind == "harness":
         context = ToolContext(
             Path.cwd(),
             deadline=budget.deadline_at(),

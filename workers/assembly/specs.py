@@ -60,7 +60,7 @@ def resolve(
     read-only ones: the others would change the workspace, not its copy.
     """
     reads_only = {name: tool.read_only for name, tool in tools.items()}
-    extensions = {name for name, tool in tools.items() if tool.is_extension}
+    extensions = {name for name, tool in tools.items() if tool.kind == "extension"}
     specs = {}
     for name, profile in profiles.items():
         granted = [n for n in expand_tools(profile.tools, reads_only, extensions) if n in tools]

@@ -117,5 +117,6 @@ def schema_tool(
         run=run,
         read_only=read_only,
         parameters=parameters,
+        kind="extension",
         origin=origin,
     )

@@ -103,6 +103,6 @@ def use_skill_tool(skills: dict[str, Skill]) -> Tool[Any]:
         args=UseSkillArgs,
         run=run,
         read_only=True,
-        harness=True,
+        kind="harness",
         origin="harness",
     )

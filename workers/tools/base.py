@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -85,6 +85,15 @@ class ToolContext:
 A = TypeVar("A", bound=Args)
 
 
+ToolKind = Literal["sandboxed", "harness", "extension"]
+"""Where a tool runs:
+- "sandboxed": in the agent's sandbox (on the host confined to the workspace, or in its
+  container): every built-in tool;
+- "harness": in gaffer itself, touching no workspace file (delegate, use_skill);
+- "extension": in gaffer's own process on the host (a plugin's or an MCP server's), so
+  never granted to an agent whose tools run in a container."""
+
+
 @dataclass(frozen=True)
 class Tool(Generic[A]):
     name: str
@@ -98,16 +107,11 @@ class Tool(Generic[A]):
     None to run it in order. Other calls run one after another, in order."""
     parameters: dict[str, Any] | None = None
     """A JSON schema given as data (plugins, MCP) instead of generated from `args`."""
-    harness: bool = False
-    """Runs in gaffer itself, never in a sandbox, and touches no workspace file
-    (delegate, use_skill)."""
+    kind: ToolKind = "sandboxed"
+    """Where it runs, the one thing that decides it (workers/executor.py,
+    workers/assembly/specs.py)."""
     origin: str = "built-in"
-    """Where the tool comes from: built-in, harness, plugin <path>, mcp <server>."""
-
-    @property
-    def is_extension(self) -> bool:
-        """A plugin or MCP tool: it runs in gaffer's own process, never in a sandbox."""
-        return self.origin.startswith(("plugin", "mcp"))
+    """Where the tool comes from, for people: built-in, harness, plugin <path>, mcp <server>."""
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions `tools` entry."""
