@@ -25,13 +25,12 @@ from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
-from workers.assembly.build import RunSetting, build_agent
+from workers.assembly.build import AgentRules, RunSetting, build_agent
 from workers.assembly.profiles import Profile
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import Cluster, RemoteCopy
-from workers.guards.verification import DEFAULT_MAX_SEND_BACKS
 from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
@@ -92,13 +91,8 @@ class Team:
     events: Emitter
     """Bound to the session only; each agent binds its own identity."""
     ceiling: Ceiling = field(default_factory=Ceiling)
-    verify: bool = True
-    """Run every agent's final answer through the verification gate (--no-verify turns it off)."""
-    max_send_backs: int = DEFAULT_MAX_SEND_BACKS
-    file_blocks: bool = False
-    """Editing agents write files as fenced blocks in their replies, not as calls."""
-    context_window: int | None = None
-    """Tokens; None takes the model's known window or a conservative default."""
+    rules: AgentRules = field(default_factory=AgentRules)
+    """How every agent is held and helped (the gate, file blocks, its window, test runners)."""
     use_skill: Tool[Any] | None = None
     """Given to every agent when there are skills."""
     extra_prompt: str = ""
@@ -109,7 +103,6 @@ class Team:
     """Snapshots of the workspace for agents that can change it (their change sets)."""
     diff_folder: Path | None = None
     """Where each change set's unified diff is written (beside the log)."""
-    test_runners: tuple[str, ...] = ()
     cluster: Cluster | None = None
     """Workers' tools run on its nodes (--cluster), each on the bundle of its batch."""
     stepper: Stepper | None = None
@@ -134,16 +127,12 @@ class Team:
         # the same view of the workspace's layout.
         self.setting = RunSetting(
             workspace=self.workspace,
-            verify=self.verify,
-            max_send_backs=self.max_send_backs,
-            file_blocks=self.file_blocks,
-            context_window=self.context_window,
+            rules=self.rules,
             instructions=project_instructions(self.workspace, self._not_loaded),
             glance=workspace_glance(self.workspace) + started_in(self.workspace),
             extra_prompt=self.extra_prompt,
             store=self.store,
             diff_folder=self.diff_folder,
-            test_runners=self.test_runners,
         )
 
     @property
@@ -303,7 +292,13 @@ class Team:
             )
         self._progress.pop(agent_id, None)
         return worker_report(
-            caller.events, agent_id, profile_name, run, budget.used, started, self.test_runners
+            caller.events,
+            agent_id,
+            profile_name,
+            run,
+            budget.used,
+            started,
+            self.rules.test_runners,
         )
 
     def _why_not(self, caller: Caller, profile_name: str, task: str) -> str | None:

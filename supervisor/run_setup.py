@@ -154,11 +154,8 @@ def set_up(
         approve=approve,
         base_url=shown_url(config.base_url),
         sandbox_uid=config.sandbox_uid,
-        verify=config.verify,
-        file_blocks=config.file_blocks,
-        context_window=config.context_window,
+        rules=config.agent_rules(),
         extensions=extensions,
-        test_runners=tuple(config.test_runners),
         cluster=cluster,
     )
     return session, plan

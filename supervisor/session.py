@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from supervisor.delegation import Ceiling, Team
 from workers.agent import AgentResult, tell
+from workers.assembly.build import AgentRules
 from workers.assembly.profiles import Profile
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import reap_worktrees
@@ -68,16 +69,12 @@ class RunPlan:
     base_url: str | None = None
     sandbox_uid: int | None = None
     """Run containers as this uid instead of the workspace owner's."""
-    verify: bool = True
-    file_blocks: bool = False
-    """Editing agents write files as fenced blocks in their replies (Settings.file_blocks)."""
-    context_window: int | None = None
+    rules: AgentRules = field(default_factory=AgentRules)
+    """How every agent is held and helped (Settings.agent_rules)."""
     extensions: Extensions | None = None
     """Plugins, MCP servers and skills; closed with the session."""
     task_mode: bool = False
     """`gaffer run`: the top agent works on a task and looks at the code before answering."""
-    test_runners: tuple[str, ...] = ()
-    """Commands the gate counts as test runs besides the known ones (Settings.test_runners)."""
     cluster: Cluster | None = None
     """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
     stepper: Stepper | None = None
@@ -191,15 +188,12 @@ class Session:
             ),
             events=self.events,
             ceiling=plan.ceiling,
-            verify=plan.verify,
-            file_blocks=plan.file_blocks,
-            context_window=plan.context_window,
+            rules=plan.rules,
             use_skill=plan.extensions.use_skill() if plan.extensions else None,
             extra_prompt=plan.extensions.prompt() if plan.extensions else "",
             task_mode=plan.task_mode,
             store=Store(self.workspace),
             diff_folder=self.log.path.with_suffix(".changes"),
-            test_runners=plan.test_runners,
             cluster=plan.cluster,
             stepper=plan.stepper,
             step_workers=plan.step_workers,
@@ -209,7 +203,7 @@ class Session:
         self.messages: list[Message] = list(resumed or [])
         model = plan.make_model(self.model_name)
         self.keeper = ContextKeeper(
-            window_for(model.name, plan.context_window), rules=self.team.instructions
+            window_for(model.name, plan.rules.context_window), rules=self.team.instructions
         )
 
     @property

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers import state
+from workers.assembly.build import AgentRules
 
 if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and stays fast
     from workers.trust import Source
@@ -92,6 +93,16 @@ class Settings(BaseModel):
     -m pytest/unittest, make test/check, npm/yarn/pnpm test, go test, cargo test, tox
     and nox: a program (`./run-tests.sh`) or a program and its first word (`bin/rails
     test`). Only what the shell's exit status comes from counts (workers/guards/test_runs.py)."""
+
+    def agent_rules(self) -> AgentRules:
+        """How every agent of the run is held and helped, from these settings: made once
+        per run and handed down whole."""
+        return AgentRules(
+            verify=self.verify,
+            file_blocks=self.file_blocks,
+            context_window=self.context_window,
+            test_runners=tuple(self.test_runners),
+        )
 
     def logs_in(self, workspace: Path) -> Path:
         """The log folder: the one set, or the workspace's in the state folder (made)."""

@@ -18,6 +18,7 @@ from supervisor.delegation import Ceiling
 from supervisor.runlog import read_records, render
 from supervisor.session import RunPlan, Session
 from workers.agent import AgentResult
+from workers.assembly.build import AgentRules
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget, Limits
 from workers.log.events import Emitter, Record
@@ -97,7 +98,7 @@ def run_session(
             profiles=load_profiles([builtin_dir(), extra], tools),
             tools=tools,
             make_model=lambda _name: model,
-            verify=verify,
+            rules=AgentRules(verify=verify),
             **plan,
         ),
     )

@@ -257,6 +257,7 @@ def test_two_coders_never_overlap_and_log_their_container(
 
     from supervisor.runlog import read_records
     from supervisor.session import RunPlan, Session
+    from workers.assembly.build import AgentRules
     from workers.assembly.profiles import builtin_dir, load_profiles
     from workers.model.scripted import RoutedModel, Step, call, calls, say
 
@@ -278,7 +279,7 @@ def test_two_coders_never_overlap_and_log_their_container(
         profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
         tools=dict(BUILTIN_TOOLS),
         make_model=lambda _name: model,
-        verify=False,
+        rules=AgentRules(verify=False),
     )
     result = session.run("refactor", plan)
     assert result.outcome.__class__.__name__ == "Finished", result.outcome

@@ -11,6 +11,7 @@ import pytest
 
 from supervisor.local import server, store
 from supervisor.session import RunPlan, Session
+from workers.assembly.build import AgentRules
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.openai_client import OpenAIModel
 from workers.tools import BUILTIN_TOOLS
@@ -33,7 +34,7 @@ def test_a_short_tool_calling_run_with_the_local_model(workspace: Path, tmp_path
             make_model=lambda _name: model,
             top="explorer",
             max_steps=4,
-            context_window=16384,
+            rules=AgentRules(context_window=16384),
         )
         result = session.run(
             "Use list_dir to list the folder . and then tell me the names of the Python files.",

@@ -5,7 +5,7 @@ agent is put together is decided only here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,10 @@ CONTAINER_ROOT = "/workspace"
 
 
 @dataclass(frozen=True)
-class RunSetting:
-    """What every agent of a run shares."""
+class AgentRules:
+    """How every agent of a run is held and helped: made once from the user's validated
+    settings (supervisor/settings.py) and handed down whole, never copied field by field."""
 
-    workspace: Path
     verify: bool = True
     """Final answers go through the verification gate."""
     max_send_backs: int = DEFAULT_MAX_SEND_BACKS
@@ -43,6 +43,16 @@ class RunSetting:
     """Editing agents write files as fenced blocks in their replies, not as calls."""
     context_window: int | None = None
     """Tokens; None takes the model's known window or a conservative default."""
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/guards/test_runs.py), for the gate."""
+
+
+@dataclass(frozen=True)
+class RunSetting:
+    """What every agent of a run shares: its rules, and what is read once per run."""
+
+    workspace: Path
+    rules: AgentRules = field(default_factory=AgentRules)
     instructions: str = ""
     """The project's AGENT.md / AGENTS.md, read once per run."""
     glance: str = ""
@@ -53,8 +63,6 @@ class RunSetting:
     """Snapshots of the workspace, for agents that can change it; None sees no changes."""
     diff_folder: Path | None = None
     """Where each agent's change set is written as a unified diff (beside the log)."""
-    test_runners: tuple[str, ...] = ()
-    """Test runners besides the known ones (workers/guards/test_runs.py), for the gate."""
 
 
 def build_agent(
@@ -75,16 +83,17 @@ def build_agent(
     run`) with tools to read the code looks before it answers and has the files its task
     is about attached."""
     container_root = CONTAINER_ROOT if spec.in_container else None
-    file_blocks = setting.file_blocks and "write_file" in tools
+    rules = setting.rules
+    file_blocks = rules.file_blocks and "write_file" in tools
     must_look = given_a_task and bool(READ_TOOLS & set(tools))
-    window = window_for(model.name, setting.context_window)
+    window = window_for(model.name, rules.context_window)
     gate = Gate(
         events,
-        setting.max_send_backs,
+        rules.max_send_backs,
         workspace=setting.workspace,
         container_root=container_root,
         must_look=must_look,
-        test_runners=setting.test_runners,
+        test_runners=rules.test_runners,
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,
     )
@@ -96,7 +105,7 @@ def build_agent(
         tracks_changes=setting.store is not None and spec.changes_files,
     )
     edits = EditGuard(
-        setting.workspace, container_root, hint=aids.hint, test_runners=setting.test_runners
+        setting.workspace, container_root, hint=aids.hint, test_runners=rules.test_runners
     )
     agent = Agent(
         model=model,
@@ -105,12 +114,10 @@ def build_agent(
         events=events,
         limits=spec.profile.limits.as_limits(),
         budget=budget,
-        gate=gate if setting.verify else None,
+        gate=gate if rules.verify else None,
         look_first=must_look,
         aids=aids,
-        context=ContextKeeper(
-            window, rules=setting.instructions, test_runners=setting.test_runners
-        ),
+        context=ContextKeeper(window, rules=setting.instructions, test_runners=rules.test_runners),
         max_output_chars=result_chars(window),
         edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
         changes=_tracker(spec, setting, events),
