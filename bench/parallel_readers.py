@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import Row
-from supervisor.delegation import Ceiling
+from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.runlog import read_records
-from supervisor.session import RunPlan, Session
+from supervisor.session import Session
 from workers import state
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, calls, say

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.common import Row
 from supervisor.delegation import Team
 from supervisor.local import server, store
+from supervisor.run_plan import RunPlan
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget
 from workers.log.events import Emitter
@@ -31,8 +32,7 @@ def first_prompt_tokens(model: Model, workspace: Path, profile_name: str) -> int
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
     team = Team(
         workspace,
-        profiles,
-        dict(BUILTIN_TOOLS),
+        RunPlan(profiles, dict(BUILTIN_TOOLS), make_model=lambda _name: model),
         make_model=lambda _name: model,
         make_sandbox=lambda _p, _a: contextlib.nullcontext(HostSandbox(ToolContext(workspace))),
         events=Emitter(),

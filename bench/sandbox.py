@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Row
+from supervisor.run_plan import RunPlan
 from supervisor.runlog import read_records
-from supervisor.session import RunPlan, Session
+from supervisor.session import Session
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.limits import Budget
 from workers.model.scripted import RoutedModel, Step, call, say

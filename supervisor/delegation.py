@@ -23,14 +23,14 @@ from typing import Any
 from supervisor.delegate_tool import delegate_tool
 from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
+from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
-from workers.assembly.build import AgentRules, RunSetting, build_agent
-from workers.assembly.profiles import Profile
+from workers.assembly.build import RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
-from workers.cluster.driver import Cluster, RemoteCopy
+from workers.cluster.driver import RemoteCopy
 from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
@@ -38,7 +38,6 @@ from workers.loop import run_agent
 from workers.model import MakeModel, Message
 from workers.outcome import Aborted
 from workers.sandbox import Sandbox
-from workers.stepping import Stepper
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
@@ -49,21 +48,6 @@ Copy = Worktree | RemoteCopy
 MakeSandbox = Callable[[AgentSpec, str, "Copy | None"], AbstractContextManager[Sandbox]]
 """(spec, agent_id, the worker's copy of the workspace or None) -> a context that yields
 the sandbox and tears it down after (workers/placement.py)."""
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    """What the run allows, whatever a profile asks for."""
-
-    read_only: bool = False
-    """Only parallel-safe (read-only) profiles may be delegated to."""
-    profiles: frozenset[str] | None = None
-    """Only these profiles may be delegated to; None allows all."""
-    max_parallel: int = 4
-    isolate: bool = False
-    """Every editor that does not delegate works on a copy of its own (--isolate)."""
-    max_depth: int = 2
-    max_workers: int = 32
 
 
 @dataclass(frozen=True)
@@ -81,56 +65,46 @@ class Caller:
 
 @dataclass
 class Team:
-    """The run's profiles and the rules for building and delegating to agents."""
+    """The run's agents: the rules for building them and for delegating to them, read
+    from the run's plan."""
 
     workspace: Path
-    profiles: dict[str, Profile]
-    tools: dict[str, Tool[Any]]
+    plan: RunPlan
     make_model: MakeModel
+    """The run's model unless a profile names one (the session's, which knows the top's)."""
     make_sandbox: MakeSandbox
     events: Emitter
     """Bound to the session only; each agent binds its own identity."""
-    ceiling: Ceiling = field(default_factory=Ceiling)
-    rules: AgentRules = field(default_factory=AgentRules)
-    """How every agent is held and helped (the gate, file blocks, its window, test runners)."""
-    use_skill: Tool[Any] | None = None
-    """Given to every agent when there are skills."""
-    extra_prompt: str = ""
-    """Appended to every agent's system prompt (the list of skills)."""
-    task_mode: bool = False
-    """The top agent was given a task to do (`gaffer run`), not a conversation (`gaffer chat`)."""
     store: Store | None = None
     """Snapshots of the workspace for agents that can change it (their change sets)."""
     diff_folder: Path | None = None
     """Where each change set's unified diff is written (beside the log)."""
-    cluster: Cluster | None = None
-    """Workers' tools run on its nodes (--cluster), each on the bundle of its batch."""
-    stepper: Stepper | None = None
-    """Step mode: asked before the top agent's tool calls (and workers' with step_workers)."""
-    step_workers: bool = False
     scheduler: Scheduler = field(init=False)
 
     def __post_init__(self) -> None:
-        self.scheduler = Scheduler(self.ceiling.max_parallel)
+        self.scheduler = Scheduler(self.plan.ceiling.max_parallel)
+        extensions = self.plan.extensions
+        self.use_skill = extensions.use_skill() if extensions else None
+        """Given to every agent when there are skills."""
         self._ids = itertools.count(1)
         self._progress: dict[str, AgentResult] = {}  # each running worker's, as it fills in
         self._started = 0
         self._lock = threading.Lock()
         self.specs = resolve(
-            self.profiles,
-            self.tools,
-            read_only=self.ceiling.read_only,
-            allowed=self.ceiling.profiles,
-            isolate=self.ceiling.isolate,
+            self.plan.profiles,
+            self.plan.tools,
+            read_only=self.plan.ceiling.read_only,
+            allowed=self.plan.ceiling.profiles,
+            isolate=self.plan.ceiling.isolate,
         )
         # Read once per run: every agent starts from the same project instructions and
         # the same view of the workspace's layout.
         self.setting = RunSetting(
             workspace=self.workspace,
-            rules=self.rules,
+            rules=self.plan.rules,
             instructions=project_instructions(self.workspace, self._not_loaded),
             glance=workspace_glance(self.workspace) + started_in(self.workspace),
-            extra_prompt=self.extra_prompt,
+            extra_prompt=extensions.prompt() if extensions else "",
             store=self.store,
             diff_folder=self.diff_folder,
         )
@@ -197,10 +171,10 @@ class Team:
         if node := getattr(sandbox, "node", None):  # placed on a cluster node
             identity["node"] = node
         events = self.events.bind(**identity)
-        tools = {name: self.tools[name] for name in spec.tools}
+        tools = {name: self.plan.tools[name] for name in spec.tools}
         if self.use_skill is not None:
             tools["use_skill"] = self.use_skill
-        if spec.may_delegate and depth < self.ceiling.max_depth:
+        if spec.may_delegate and depth < self.plan.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))
         return build_agent(
@@ -213,9 +187,9 @@ class Team:
             budget=budget,
             events=events,
             setting=setting or self.setting,
-            given_a_task=parent is not None or self.task_mode,
+            given_a_task=parent is not None or self.plan.task_mode,
             profiles_text=self.describe_profiles(),
-            stepper=self.stepper if parent is None or self.step_workers else None,
+            stepper=self.plan.stepper if parent is None or self.plan.step_workers else None,
         )
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
@@ -254,7 +228,7 @@ class Team:
         spec = self.specs[profile_name]
         agent_id = f"w{next(self._ids)}"
         budget = caller.budget.child(spec.profile.limits.as_limits())
-        delegates = spec.may_delegate and caller.depth + 1 < self.ceiling.max_depth
+        delegates = spec.may_delegate and caller.depth + 1 < self.plan.ceiling.max_depth
         caller.events.emit(
             DelegateStart(
                 child_id=agent_id,
@@ -298,14 +272,14 @@ class Team:
             run,
             budget.used,
             started,
-            self.rules.test_runners,
+            self.plan.rules.test_runners,
         )
 
     def _why_not(self, caller: Caller, profile_name: str, task: str) -> str | None:
         if problem := self.refusal(profile_name):
             return problem
-        if caller.depth + 1 > self.ceiling.max_depth:
-            return f"workers may nest at most {self.ceiling.max_depth} deep"
+        if caller.depth + 1 > self.plan.ceiling.max_depth:
+            return f"workers may nest at most {self.plan.ceiling.max_depth} deep"
         if not task.strip():
             return "the task is empty; say what the worker should do"
         if caller.budget.cancelled():
@@ -320,8 +294,8 @@ class Team:
     def _count_worker(self) -> str | None:
         """Count one more worker started; why not, when the run has started its most."""
         with self._lock:
-            if self._started >= self.ceiling.max_workers:
-                return f"this run has already started its maximum of {self.ceiling.max_workers} workers"
+            if self._started >= self.plan.ceiling.max_workers:
+                return f"this run has already started its maximum of {self.plan.ceiling.max_workers} workers"
             self._started += 1
         return None
 
@@ -359,8 +333,8 @@ class Team:
         on the cluster (a reader there takes the bundle of its batch)."""
         # A reader goes to the cluster; an editor there is isolated (its copy is given),
         # and one that delegates, never isolated, stays here with the workspace.
-        if copy is None and self.cluster and self.store and spec.parallel_safe:
-            copy = self.cluster.copy_of(self.store)
+        if copy is None and self.plan.cluster and self.store and spec.parallel_safe:
+            copy = self.plan.cluster.copy_of(self.store)
         setting = self.setting
         if copy is not None:  # snapshots of a copy on a node are the node's to take
             setting = dataclasses.replace(setting, workspace=copy.path or setting.workspace)
@@ -386,8 +360,8 @@ class Team:
     def copy_for(self, agent_id: str) -> Copy:
         """An isolated editor's copy: a worktree here, or the batch's bundle on the cluster."""
         assert self.store is not None
-        if self.cluster is not None:
-            return self.cluster.copy_of(self.store)
+        if self.plan.cluster is not None:
+            return self.plan.cluster.copy_of(self.store)
         return make_worktree(self.store, agent_id)
 
     def shutdown(self) -> None:

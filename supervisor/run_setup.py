@@ -19,14 +19,14 @@ from rich.console import Console
 from rich.progress import Progress
 
 from supervisor import runlog, settings, trust_view
-from supervisor.delegation import Ceiling
 from supervisor.exits import end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
-from supervisor.session import RunPlan, Session, gaffer_version
+from supervisor.run_plan import Ceiling, RunPlan
+from supervisor.session import Session, gaffer_version
 from supervisor.terminal import echo
 from supervisor.view import stderr_console
 from workers import state

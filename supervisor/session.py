@@ -11,28 +11,23 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
-from supervisor.delegation import Ceiling, Team
+from supervisor.delegation import Team
+from supervisor.run_plan import RunPlan
 from workers.agent import AgentResult, tell
-from workers.assembly.build import AgentRules
-from workers.assembly.profiles import Profile
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import reap_worktrees
-from workers.cluster.driver import Cluster
-from workers.extensions import Extensions
 from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
 from workers.log.eventlog import JsonlLog
 from workers.log.events import Emitter, Recorder, Subscriber
 from workers.log.schema import SessionEnd, SessionStart
 from workers.loop import run_agent
-from workers.model import Api, MakeModel, Message, Model
+from workers.model import Api, Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
-from workers.stepping import Stepper
-from workers.tools.base import Approver, Tool, deny_all
 
 TOP_AGENT_ID = "supervisor"
 
@@ -46,41 +41,6 @@ def gaffer_version() -> str:
         return version("gaffer")
     except PackageNotFoundError:
         return "unknown"
-
-
-@dataclass
-class RunPlan:
-    """Everything a run needs besides the task: who works, with what, within which limits."""
-
-    profiles: dict[str, Profile]
-    tools: dict[str, Tool[Any]]
-    make_model: MakeModel
-    """A model by name; None means the run's model."""
-    top: str = "supervisor"
-    """The profile of the agent the user talks to."""
-    max_steps: int | None = None
-    """Overrides the top profile's step limit (--max-steps)."""
-    max_seconds: float | None = None
-    """For every agent together."""
-    max_tokens: int | None = None
-    """For every agent together."""
-    ceiling: Ceiling = field(default_factory=Ceiling)
-    approve: Approver = deny_all
-    base_url: str | None = None
-    sandbox_uid: int | None = None
-    """Run containers as this uid instead of the workspace owner's."""
-    rules: AgentRules = field(default_factory=AgentRules)
-    """How every agent is held and helped (Settings.agent_rules)."""
-    extensions: Extensions | None = None
-    """Plugins, MCP servers and skills; closed with the session."""
-    task_mode: bool = False
-    """`gaffer run`: the top agent works on a task and looks at the code before answering."""
-    cluster: Cluster | None = None
-    """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
-    stepper: Stepper | None = None
-    """Step mode (--step): asked before the top agent's tool calls."""
-    step_workers: bool = False
-    """--step=all: workers' tool calls are asked about too."""
 
 
 @dataclass
@@ -175,8 +135,7 @@ class Session:
         reap_worktrees(self.workspace)  # isolated editors' copies a killed run left
         self.team = Team(
             workspace=self.workspace,
-            profiles=plan.profiles,
-            tools=plan.tools,
+            plan=plan,
             make_model=self._make_model,
             make_sandbox=SandboxFactory(
                 self.workspace,
@@ -187,16 +146,8 @@ class Session:
                 cluster=plan.cluster,
             ),
             events=self.events,
-            ceiling=plan.ceiling,
-            rules=plan.rules,
-            use_skill=plan.extensions.use_skill() if plan.extensions else None,
-            extra_prompt=plan.extensions.prompt() if plan.extensions else "",
-            task_mode=plan.task_mode,
             store=Store(self.workspace),
             diff_folder=self.log.path.with_suffix(".changes"),
-            cluster=plan.cluster,
-            stepper=plan.stepper,
-            step_workers=plan.step_workers,
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)

@@ -14,9 +14,9 @@ import pytest
 from pydantic import BaseModel
 
 from supervisor import delegation, scheduler
-from supervisor.delegation import Ceiling
+from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.runlog import read_records, render
-from supervisor.session import RunPlan, Session
+from supervisor.session import Session
 from workers.agent import AgentResult
 from workers.assembly.build import AgentRules
 from workers.assembly.profiles import builtin_dir, load_profiles
@@ -630,12 +630,15 @@ def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
     profiles = load_profiles([builtin_dir(), extra], BUILTIN_TOOLS)
     team = delegation.Team(
         tmp_path,
-        profiles,
-        dict(BUILTIN_TOOLS),
+        RunPlan(
+            profiles,
+            dict(BUILTIN_TOOLS),
+            make_model=lambda _n: None,
+            ceiling=Ceiling(read_only=True),
+        ),  # type: ignore[arg-type,return-value]
         make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
         make_sandbox=lambda *_: None,  # type: ignore[arg-type,return-value]
         events=Emitter(),
-        ceiling=Ceiling(read_only=True),
     )
     try:
         specs = team.specs

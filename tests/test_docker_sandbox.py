@@ -255,8 +255,9 @@ def test_two_coders_never_overlap_and_log_their_container(
 ) -> None:
     from datetime import datetime
 
+    from supervisor.run_plan import RunPlan
     from supervisor.runlog import read_records
-    from supervisor.session import RunPlan, Session
+    from supervisor.session import Session
     from workers.assembly.build import AgentRules
     from workers.assembly.profiles import builtin_dir, load_profiles
     from workers.model.scripted import RoutedModel, Step, call, calls, say

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.session import RunPlan, Session
+from supervisor.run_plan import RunPlan
+from supervisor.session import Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import cli_env
 from workers import trust
@@ -306,12 +307,11 @@ def test_who_gets_what(workspace: Path, tmp_path: Path) -> None:
         profiles = load_profiles([builtin_dir(), extra], tools)
         team = Team(
             workspace,
-            profiles,
-            tools,
-            make_model=lambda _n: None,
-            make_sandbox=lambda *_: None,
+            RunPlan(profiles, tools, make_model=lambda _n: None),  # type: ignore[arg-type,return-value]
+            make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
+            make_sandbox=lambda *_: None,  # type: ignore[arg-type,return-value]
             events=Emitter(),
-        )  # type: ignore[arg-type,return-value]
+        )
         explorer = team.specs["explorer"].tools
         assert {"word_count", "mcp__calc__add", "mcp__calc__slow_echo"} <= set(explorer)
         assert "stamp" not in explorer and "mcp__calc__write_note" not in explorer

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.delegation import Ceiling
 from supervisor.history import agent_changes
+from supervisor.run_plan import Ceiling
 from tests.test_delegation import delegate, interval, of, run_session, tool_answers
 from workers import state
 from workers.changes.change_sets import compare

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from supervisor.local import server, store
-from supervisor.session import RunPlan, Session
+from supervisor.run_plan import RunPlan
+from supervisor.session import Session
 from workers.assembly.build import AgentRules
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.openai_client import OpenAIModel

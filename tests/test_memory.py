@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from supervisor.session import RunPlan, Session
+from supervisor.run_plan import RunPlan
+from supervisor.session import Session
 from tests.conftest import RunTool
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, say

@@ -12,8 +12,9 @@ from rich.console import Console
 
 from supervisor.repl import Repl
 from supervisor.resume import rebuild
+from supervisor.run_plan import RunPlan
 from supervisor.runlog import read_records
-from supervisor.session import RunPlan, Session
+from supervisor.session import Session
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import add_host_coder, cli_env, kill_9_mid_run
 from workers.assembly.profiles import builtin_dir, load_profiles

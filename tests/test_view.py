@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from supervisor.session import RunPlan, Session
+from supervisor.run_plan import RunPlan
+from supervisor.session import Session
 from supervisor.view import TerminalView
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model.scripted import RoutedModel, Step, call, calls, say
