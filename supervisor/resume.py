@@ -14,6 +14,15 @@ from typing import Any
 
 from supervisor.history import NoChanges, agent_changes
 from workers.changes.snapshots import Store
+from workers.log.reader import Line, lines_of
+from workers.log.schema import (
+    Compaction,
+    DelegateEnd,
+    DelegateStart,
+    LlmCall,
+    ToolCalled,
+    UserMessage,
+)
 from workers.model import REASONING_KEY, Message
 
 Record = dict[str, Any]
@@ -35,7 +44,7 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
     messages: list[Message] = [{"role": "system", "content": ""}]
     pending: dict[str, Message] = {}  # results of the current batch, put in call order
     order: list[str] = []
-    starts: dict[str, Record] = {}
+    starts: dict[str, tuple[Line, DelegateStart]] = {}
     ended: set[str] = set()
 
     def flush() -> None:
@@ -44,59 +53,62 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
                 messages.append(pending.pop(call_id))
         order.clear()
 
-    for record in records:
-        event = record.get("event")
-        if event == "delegate_start":
-            starts[str(record.get("child_id"))] = record
-        elif event == "delegate_end":
-            ended.add(str(record.get("child_id")))
-        if record.get("agent_id") != TOP_AGENT_ID:
+    for line in lines_of(records):
+        match line.event:
+            case DelegateStart(child_id=child):
+                starts[child] = (line, line.event)
+            case DelegateEnd(child_id=child):
+                ended.add(child)
+        if line.agent_id != TOP_AGENT_ID:
             continue
-        if event == "user_message":
-            flush()
-            messages.append({"role": "user", "content": record.get("content", "")})
-        elif event == "llm_call" and not record.get("aside"):
-            flush()
-            calls = record.get("calls") or []
-            message: Message = {"role": "assistant", "content": record.get("text") or None}
-            if reasoning := record.get("reasoning"):
-                message[REASONING_KEY] = list(reasoning)
-            if calls:
-                message["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": c["arguments"]},
-                    }
-                    for c in calls
-                ]
-            messages.append(message)
-            order[:] = [c["id"] for c in calls]
-        elif event == "tool_call":
-            call_id = str(record.get("tool_call_id"))
-            pending[call_id] = {
-                "role": "tool",
-                "tool_call_id": call_id,
-                "content": record.get("content", record.get("result_preview", "")),
-            }
-        elif event == "compaction":
-            flush()
-            folded = int(record.get("messages_folded", 0))
-            messages[1 : 1 + folded] = [{"role": "user", "content": record.get("state", "")}]
+        match line.event:
+            case UserMessage(content=content):
+                flush()
+                messages.append({"role": "user", "content": content})
+            case LlmCall(aside=None | False) as call:
+                flush()
+                messages.append(_assistant(call))
+                order[:] = [c["id"] for c in call.calls]
+            case ToolCalled(tool_call_id=call_id) as tool:
+                pending[call_id] = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": tool.content or tool.result_preview,  # format 1 kept a preview
+                }
+            case Compaction(messages_folded=folded, state=state):
+                flush()
+                messages[1 : 1 + folded] = [{"role": "user", "content": state}]
     flush()
     interrupted, changed = [], []
-    for child, start in starts.items():
-        if child in ended or start.get("agent_id") != TOP_AGENT_ID:
+    for child, (line, start) in starts.items():
+        if child in ended or line.agent_id != TOP_AGENT_ID:
             continue
-        line = f"{child} ({start.get('child_profile')}): {start.get('task')}"
+        said = f"{child} ({start.child_profile}): {start.task}"
         labels = _changed_by(child, records, store) if store is not None else []
         if labels:
-            line += f"; changed since it started: {', '.join(labels)}"
+            said += f"; changed since it started: {', '.join(labels)}"
             changed.append(f"{child}: {', '.join(labels)}")
-        interrupted.append(line)
+        interrupted.append(said)
     _answer_interrupted(messages, changed)
     task = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
     return Rebuilt(messages=messages[1:], interrupted_workers=interrupted, task=task)
+
+
+def _assistant(call: LlmCall) -> Message:
+    """The assistant turn a model call gave, as the model saw it."""
+    message: Message = {"role": "assistant", "content": call.text or None}
+    if call.reasoning:
+        message[REASONING_KEY] = list(call.reasoning)
+    if call.calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in call.calls
+        ]
+    return message
 
 
 def _changed_by(agent: str, records: list[Record], store: Store) -> list[str]:

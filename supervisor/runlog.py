@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +11,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from workers.log.events import LOG_FORMAT
+from workers.log.reader import RunUnreadable as RunUnreadable
+from workers.log.reader import read_raw
 
 Record = dict[str, Any]
 
@@ -21,31 +21,9 @@ class RunNotFound(Exception):
     pass
 
 
-class RunUnreadable(Exception):
-    """A run log this gaffer cannot read: written by a newer one."""
-
-
 def read_records(path: Path) -> list[Record]:
-    """Every whole line; a torn last line (a run killed mid-write) is skipped. A log in a
-    format newer than this gaffer's is RunUnreadable, never half-understood."""
-    records = []
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    version = records[0].get("log_format", 1) if records else LOG_FORMAT
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise RunUnreadable(f"{path.name} says its log format is {version!r}: not a run log")
-    if version > LOG_FORMAT:
-        raise RunUnreadable(
-            f"{path.name} is in log format {version}, written by a newer gaffer; this one "
-            f"reads formats 1 to {LOG_FORMAT}: upgrade gaffer to read it"
-        )
-    return records
+    """Every whole line as written (workers/log/reader.py: read_raw)."""
+    return read_raw(path)
 
 
 @dataclass(frozen=True)
