@@ -19,6 +19,8 @@ import click
 
 from supervisor.exits import EXIT_ERROR, fail, log_dir_here
 from supervisor.terminal import echo, visible
+from workers.log.reader import Line, lines_of, of_type
+from workers.log.schema import AgentStart, ChangeSet, Merge, SessionStart
 from workers.tools.git_paths import workspace_for
 
 if TYPE_CHECKING:
@@ -46,50 +48,42 @@ class NoChanges(Exception):
 def agent_changes(records: list[Record], store: Store, agent: str | None) -> list[AgentChanges]:
     """The change sets of `agent` (each turn of a chat's top agent is one), or of the
     run's outermost editing agents, in the order they started."""
-    from workers.changes.change_sets import Change, compare
-    from workers.changes.ignored_changes import IgnoredChange
+    from workers.changes.change_sets import compare
 
+    lines = lines_of(records)
     # An isolated editor (or one on a cluster node) changed the workspace only through
     # its merge.
-    merges = {r.get("agent_id"): r for r in records if r.get("event") == "merge"}
-    starts = [
-        r
-        for r in records
-        if r.get("event") == "agent_start" and (r.get("snapshot") or r.get("agent_id") in merges)
-    ]
-    ends = _pair_ends(records)
-    parents = {
-        r.get("agent_id"): r.get("parent_id") for r in records if r.get("event") == "agent_start"
-    }
-    editors = {r.get("agent_id") for r in starts}
+    merges = {line.agent_id: merge for line, merge in of_type(lines, Merge)}
+    started = of_type(lines, AgentStart)
+    starts = [(line, s) for line, s in started if s.snapshot or line.agent_id in merges]
+    ends = _pair_ends(lines)
+    parents = {line.agent_id: line.parent_id for line, _ in started}
+    editors = {line.agent_id for line, _ in starts}
     if agent is not None:
         if agent not in parents:
             raise NoChanges(f"no agent {agent!r} in this run; `gaffer logs RUN` shows its agents")
         if agent not in editors:
             raise NoChanges(f"{agent} could change no files: it has no change set")
-        chosen = [r for r in starts if r.get("agent_id") == agent]
+        chosen = [(line, s) for line, s in starts if line.agent_id == agent]
     else:
-        chosen = [r for r in starts if not _has_editor_above(r.get("agent_id"), parents, editors)]
+        chosen = [
+            (line, s)
+            for line, s in starts
+            if not _has_editor_above(line.agent_id, parents, editors)
+        ]
         if not chosen:
             raise NoChanges("no agent of this run could change files")
     found = []
-    for start in chosen:
-        agent_id, before = str(start.get("agent_id")), str(start.get("snapshot"))
-        end = ends.get(id(start))
-        if start.get("worktree") or agent_id in merges:
-            end = merges.get(agent_id) or {"files": []}
+    for line, start in chosen:
+        agent_id = line.agent_id
+        end: ChangeSet | Merge | None = ends.get(id(line))
+        if start.worktree or agent_id in merges:
+            end = merges.get(agent_id) or Merge(status="", files=[], conflicts=[])
         if end is not None:
-            try:
-                changes = [Change.from_json(f) for f in end.get("files") or []]
-                ignored = [IgnoredChange.from_json(f) for f in end.get("ignored") or []]
-            except (KeyError, TypeError, ValueError) as error:
-                raise NoChanges(
-                    f"{agent_id}'s change set in the log is damaged ({error})"
-                ) from None
-            found.append(AgentChanges(agent_id, changes, finished=True, ignored=ignored))
+            found.append(_ended(agent_id, end))
             continue
         try:
-            tree = store.tree(before)
+            tree = store.tree(str(start.snapshot))
         except KeyError:
             raise NoChanges(
                 f"{agent_id} never ended and its starting snapshot is not in {store.folder}"
@@ -98,22 +92,36 @@ def agent_changes(records: list[Record], store: Store, agent: str | None) -> lis
     return found
 
 
-def _pair_ends(records: list[Record]) -> dict[int, Record]:
-    """Each agent start (by id()) with the change set that ended it: the next one of the
-    same agent in the log (a chat's top agent starts once per turn, maybe from the same
-    snapshot)."""
-    open_starts: dict[Any, list[Record]] = {}
-    pairs: dict[int, Record] = {}
-    for record in records:
-        event, agent_id = record.get("event"), record.get("agent_id")
-        if event == "agent_start" and record.get("snapshot"):
-            open_starts.setdefault(agent_id, []).append(record)
-        elif event == "change_set" and open_starts.get(agent_id):
-            pairs[id(open_starts[agent_id].pop(0))] = record
+def _ended(agent_id: str, end: ChangeSet | Merge) -> AgentChanges:
+    """What an agent that ended changed, as its change set (or merge) says."""
+    from workers.changes.change_sets import Change
+    from workers.changes.ignored_changes import IgnoredChange
+
+    ignored = end.ignored if isinstance(end, ChangeSet) else None
+    try:
+        changes = [Change.from_json(f) for f in end.files or []]
+        kept = [IgnoredChange.from_json(f) for f in ignored or []]
+    except (KeyError, TypeError, ValueError) as error:
+        raise NoChanges(f"{agent_id}'s change set in the log is damaged ({error})") from None
+    return AgentChanges(agent_id, changes, finished=True, ignored=kept)
+
+
+def _pair_ends(lines: list[Line]) -> dict[int, ChangeSet]:
+    """Each agent start's line (by id()) with the change set that ended it: the next one
+    of the same agent in the log (a chat's top agent starts once per turn, maybe from
+    the same snapshot)."""
+    open_starts: dict[str, list[Line]] = {}
+    pairs: dict[int, ChangeSet] = {}
+    for line in lines:
+        match line.event:
+            case AgentStart(snapshot=str() as snapshot) if snapshot:
+                open_starts.setdefault(line.agent_id, []).append(line)
+            case ChangeSet() as change_set if open_starts.get(line.agent_id):
+                pairs[id(open_starts[line.agent_id].pop(0))] = change_set
     return pairs
 
 
-def _has_editor_above(agent: Any, parents: dict[Any, Any], editors: set[Any]) -> bool:
+def _has_editor_above(agent: str, parents: dict[str, str | None], editors: set[str]) -> bool:
     seen = set()
     parent = parents.get(agent)
     while parent is not None and parent not in seen:
@@ -135,9 +143,7 @@ def _load(
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
     here = workspace_for(Path.cwd())
-    workspace = next(
-        (r.get("workspace") for r in records if r.get("event") == "session_start"), None
-    )
+    workspace = next((s.workspace for _, s in of_type(lines_of(records), SessionStart)), None)
     if workspace is None or os.path.realpath(str(workspace)) != str(here):
         # A log is data: one that names another folder is not this workspace's to act on.
         fail(f"that run worked in {workspace or 'an unknown folder'}, not here ({here})")
