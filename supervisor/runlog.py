@@ -4,15 +4,28 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
+from workers.log.reader import Line, lines_of, of_type, read_lines, read_raw
 from workers.log.reader import RunUnreadable as RunUnreadable
-from workers.log.reader import read_raw
+from workers.log.schema import (
+    AgentEnd,
+    AgentStart,
+    ChangeSet,
+    DelegateEnd,
+    DelegateStart,
+    Limit,
+    LlmCall,
+    LlmRetry,
+    SessionEnd,
+    SessionStart,
+    ToolCalled,
+)
 
 Record = dict[str, Any]
 
@@ -41,24 +54,28 @@ def list_runs(log_dir: Path) -> list[RunSummary]:
     runs = []
     for path in sorted(log_dir.glob("*.jsonl")):
         try:
-            records = read_records(path)
+            lines = read_lines(path)
         except RunUnreadable:
             runs.append(RunSummary(path.stem, path, "?", "newer format", "", None, None))
             continue
-        start = next((r for r in records if r.get("event") == "session_start"), {})
-        end = next((r for r in reversed(records) if r.get("event") == "session_end"), None)
+        start = next(iter(of_type(lines, SessionStart)), None)
+        end = next(reversed(of_type(lines, SessionEnd)), None)
         runs.append(
             RunSummary(
                 run_id=path.stem,
                 path=path,
-                started=str(start.get("ts", "?"))[:19].replace("T", " "),
-                status=end["status"] if end else "interrupted",
-                task=str(start.get("task", "")),
-                tokens=end.get("tokens") if end else None,
-                elapsed_s=end.get("elapsed_s") if end else None,
+                started=_when(start[0]) if start else "?",
+                status=end[1].status if end else "interrupted",
+                task=start[1].task if start else "",
+                tokens=end[1].tokens if end else None,
+                elapsed_s=end[1].elapsed_s if end else None,
             )
         )
     return runs
+
+
+def _when(line: Line) -> str:
+    return datetime.fromtimestamp(line.ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if line.ts else "?"
 
 
 def find_run(log_dir: Path, ref: str, *, exclude: str | None = None) -> Path:
@@ -81,115 +98,99 @@ def find_run(log_dir: Path, ref: str, *, exclude: str | None = None) -> Path:
 
 def render(records: list[Record]) -> list[Text]:
     """The run as a tree: each agent's steps, and under each delegation the worker's own."""
-    by_agent: dict[str, list[Record]] = defaultdict(list)
-    for record in records:
-        by_agent[str(record.get("agent_id", "?"))].append(record)
-    lines: list[Text] = []
+    by_agent: dict[str, list[Line]] = defaultdict(list)
+    for line in lines_of(records):
+        by_agent[line.agent_id or "?"].append(line)
+    shown: list[Text] = []
 
     def walk(agent_id: str, depth: int, seen: set[str]) -> None:
         seen.add(agent_id)
-        for record in by_agent.get(agent_id, []):
-            line = _render_one(record)
-            if line is not None:
-                lines.append(Text("  " * depth) + line)
-            child = record.get("child_id")
-            if (
-                record.get("event") == "delegate_start"
-                and isinstance(child, str)
-                and child not in seen
-            ):
-                walk(child, depth + 1, seen)
+        for line in by_agent.get(agent_id, []):
+            if (text := _render_one(line)) is not None:
+                shown.append(Text("  " * depth) + text)
+            if isinstance(line.event, DelegateStart) and line.event.child_id not in seen:
+                walk(line.event.child_id, depth + 1, seen)
 
     seen: set[str] = set()
-    for agent_id, agent_records in by_agent.items():
-        if agent_id not in seen and not any("parent_id" in r for r in agent_records):
+    for agent_id, lines in by_agent.items():
+        if agent_id not in seen and all(line.parent_id is None for line in lines):
             walk(agent_id, 0, seen)
     for agent_id in by_agent:  # workers whose delegate_start line was lost
         if agent_id not in seen:
             walk(agent_id, 1, seen)
-    return lines
+    return shown
 
 
-def _render_one(r: Record) -> Text | None:
-    event, step = r.get("event"), r.get("step", "?")
-    match event:
-        case "session_start":
+def _render_one(line: Line) -> Text | None:
+    match line.event:
+        case SessionStart() as e:
             return Text(
-                f"run {r.get('session_id')} · {r.get('model')} · {r.get('workspace')}\n",
-                style="bold",
-            ) + Text(f"task: {r.get('task')}")
-        case "agent_start":
-            who = r.get("profile") or r.get("agent_id")
-            return Text(
-                f"▶ {who} ({r.get('agent_id')}) · tools: {', '.join(r.get('tools', []))}",
-                style="bold",
-            )
-        case "llm_call":
-            text = f"[step {step}] model: {r.get('prompt_tokens')} in / {r.get('completion_tokens')} out, {r.get('elapsed_s')}s"
-            if r.get("attempt", 1) > 1:
-                text += f" (attempt {r['attempt']})"
+                f"run {line.session_id} · {e.model} · {e.workspace}\n", style="bold"
+            ) + Text(f"task: {e.task}")
+        case AgentStart() as e:
+            who = line.profile or line.agent_id
+            return Text(f"▶ {who} ({line.agent_id}) · tools: {', '.join(e.tools)}", style="bold")
+        case LlmCall() as e:
+            text = f"[step {e.step}] model: {e.prompt_tokens} in / {e.completion_tokens} out, {e.elapsed_s}s"
+            if e.attempt > 1:
+                text += f" (attempt {e.attempt})"
             return Text(text, style="dim")
-        case "llm_retry":
+        case LlmRetry() as e:
             return Text(
-                f"[step {step}] retry after attempt {r.get('attempt')}: {r.get('error')} (wait {r.get('wait_s')}s)",
+                f"[step {e.step}] retry after attempt {e.attempt}: {e.error} (wait {e.wait_s}s)",
                 style="yellow",
             )
-        case "tool_call":
-            line = Text(f"[step {step}] ") + Text(str(r.get("name")), style="cyan")
-            if r.get("label"):
-                line += Text(f" {r['label']}")
-            line += Text(" → ") + Text(
-                str(r.get("summary") or ""), style="red" if r.get("is_error") else "green"
+        case ToolCalled() as e:
+            shown = Text(f"[step {e.step}] ") + Text(e.name, style="cyan")
+            if e.label:
+                shown += Text(f" {e.label}")
+            shown += Text(" → ") + Text(e.summary or "", style="red" if e.is_error else "green")
+            return shown + Text(f" ({e.elapsed_s}s)", style="dim")
+        case Limit() as e:
+            return Text(f"stopped: {e.limit} limit: {e.detail}", style="yellow")
+        case DelegateStart() as e:
+            return Text(f"→ {e.child_id} ", style="bold") + Text(
+                f"{e.child_profile}: {e.task}", style="magenta"
             )
-            return line + Text(f" ({r.get('elapsed_s')}s)", style="dim")
-        case "limit":
-            return Text(f"stopped: {r.get('limit')} limit: {r.get('detail')}", style="yellow")
-        case "delegate_start":
-            return Text(f"→ {r.get('child_id')} ", style="bold") + Text(
-                f"{r.get('child_profile')}: {r.get('task')}", style="magenta"
-            )
-        case "delegate_end":
+        case DelegateEnd() as e:
             return Text(
-                f"← {r.get('child_id')} {r.get('status')} · {r.get('steps')} steps · {r.get('tokens')} tok · "
-                f"{r.get('elapsed_s')}s · files changed: {', '.join(r.get('files_changed') or []) or 'none'}",
+                f"← {e.child_id} {e.status} · {e.steps} steps · {e.tokens} tok · "
+                f"{e.elapsed_s}s · files changed: {', '.join(e.files_changed) or 'none'}",
                 style="bold",
             )
-        case "change_set":
-            files = [_change_label(f) for f in r.get("files") or [] if isinstance(f, dict)]
-            line = Text(f"✎ {r.get('agent_id')} changed: " + (", ".join(files) or "nothing"))
-            if r.get("diff_file"):
-                line += Text(f" · diff: {r['diff_file']}", style="dim")
-            return line
-        case "agent_end":
-            line = Text(
-                f"■ {r.get('agent_id')}: {r.get('status')} after {r.get('steps')} steps, {r.get('tokens')} tokens",
+        case ChangeSet() as e:
+            files = [_change_label(f) for f in e.files if isinstance(f, dict)]
+            shown = Text(f"✎ {line.agent_id} changed: " + (", ".join(files) or "nothing"))
+            if e.diff_file:
+                shown += Text(f" · diff: {e.diff_file}", style="dim")
+            return shown
+        case AgentEnd() as e:
+            shown = Text(
+                f"■ {line.agent_id}: {e.status} after {e.steps} steps, {e.tokens} tokens",
                 style="bold",
             )
-            if r.get("answer"):
-                line += Text("\n" + str(r["answer"]).strip())
-            return line
-        case "session_end":
+            if e.answer:
+                shown += Text("\n" + e.answer.strip())
+            return shown
+        case SessionEnd() as e:
             return Text(
-                f"run {r.get('status')}: {r.get('reason')} · {r.get('tokens')} tokens · "
-                f"{r.get('tool_calls')} tool calls · {r.get('elapsed_s')}s",
+                f"run {e.status}: {e.reason} · {e.tokens} tokens · "
+                f"{e.tool_calls} tool calls · {e.elapsed_s}s",
                 style="bold",
             )
     return None
 
 
 def _change_label(change: Record) -> str:
+    """A change of a change set's `files`, as Change.as_json wrote it."""
     if change.get("change") == "renamed":
         return f"{change.get('old_path')} → {change.get('path')} (renamed)"
     return f"{change.get('path')} ({change.get('change')})"
 
 
-def _interval(record: Record) -> tuple[float, float]:
+def _interval(line: Line, elapsed_s: float) -> tuple[float, float]:
     """When a call ran: it is logged as it ends, with how long it took."""
-    try:
-        end = datetime.fromisoformat(str(record["ts"])).timestamp()
-    except (KeyError, ValueError):
-        return (0.0, 0.0)
-    return (end - float(record.get("elapsed_s") or 0.0), end)
+    return (line.ts - elapsed_s, line.ts) if line.ts else (0.0, 0.0)
 
 
 def _covered(intervals: list[tuple[float, float]]) -> float:
@@ -206,30 +207,28 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
 def stats(records: list[Record]) -> list[Table]:
     """Tokens, time and tool calls: per agent, and per tool."""
     agents: dict[str, Counter[str]] = defaultdict(Counter)
-    profiles: dict[str, str] = {}
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
     tools: dict[str, Counter[str]] = defaultdict(Counter)
     tool_time: dict[str, float] = defaultdict(float)
-    for r in records:
-        agent = str(r.get("agent_id", "?"))
-        if "profile" in r:
-            profiles.setdefault(agent, str(r["profile"]))
-        if r.get("event") == "llm_call":
-            agents[agent]["llm_calls"] += 1
-            agents[agent]["prompt_tokens"] += r.get("prompt_tokens", 0)
-            agents[agent]["cached_tokens"] += r.get("cached_tokens") or 0
-            agents[agent]["completion_tokens"] += r.get("completion_tokens", 0)
-            agents[agent]["reasoning_tokens"] += r.get("reasoning_tokens") or 0
-            busy[agent].append(_interval(r))
-        elif r.get("event") == "llm_retry":
-            agents[agent]["retries"] += 1
-        elif r.get("event") == "tool_call":
-            name = str(r.get("name"))
-            agents[agent]["tool_calls"] += 1
-            tools[name]["calls"] += 1
-            tools[name]["errors"] += int(bool(r.get("is_error")))
-            tool_time[name] += r.get("elapsed_s", 0.0)
-            busy[agent].append(_interval(r))
+    lines = lines_of(records)
+    for line in lines:
+        agent = line.agent_id or "?"
+        match line.event:
+            case LlmCall() as e:
+                agents[agent]["llm_calls"] += 1
+                agents[agent]["prompt_tokens"] += e.prompt_tokens
+                agents[agent]["cached_tokens"] += e.cached_tokens or 0
+                agents[agent]["completion_tokens"] += e.completion_tokens
+                agents[agent]["reasoning_tokens"] += e.reasoning_tokens or 0
+                busy[agent].append(_interval(line, e.elapsed_s))
+            case LlmRetry():
+                agents[agent]["retries"] += 1
+            case ToolCalled() as e:
+                agents[agent]["tool_calls"] += 1
+                tools[e.name]["calls"] += 1
+                tools[e.name]["errors"] += int(e.is_error)
+                tool_time[e.name] += e.elapsed_s
+                busy[agent].append(_interval(line, e.elapsed_s))
     # Reasoning tokens (part of the completion tokens) only when a model reported some.
     reasoned = any(c["reasoning_tokens"] for c in agents.values())
     per_agent = Table(title="per agent")
@@ -262,19 +261,14 @@ def stats(records: list[Record]) -> list[Table]:
         per_tool.add_column(column, justify="left" if column == "tool" else "right")
     for name, c in sorted(tools.items()):
         per_tool.add_row(name, str(c["calls"]), str(c["errors"]), f"{tool_time[name]:.3f}")
-    end = next((r for r in reversed(records) if r.get("event") == "session_end"), None)
+    end = next((e for _, e in reversed(of_type(lines, SessionEnd))), None)
     total = Table(title="run")
     total.add_column("status")
     total.add_column("tokens", justify="right")
     total.add_column("tool calls", justify="right")
     total.add_column("wall s", justify="right")
     if end:
-        total.add_row(
-            str(end.get("status")),
-            str(end.get("tokens")),
-            str(end.get("tool_calls")),
-            str(end.get("elapsed_s")),
-        )
+        total.add_row(end.status, str(end.tokens), str(end.tool_calls), str(end.elapsed_s))
     else:
         total.add_row("interrupted", "?", "?", "?")
     return [total, per_agent, per_tool]
