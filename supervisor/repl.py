@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from supervisor import runlog
+from supervisor.delegation import Team
 from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
 from supervisor.session import Session
@@ -74,7 +75,7 @@ class Repl:
         return True
 
     def _step(self, arg: str) -> None:
-        team = getattr(self.session, "team", None)
+        team: Team | None = getattr(self.session, "team", None)
         if team is None:
             self._say("step mode starts with the first turn; say /step again then")
             return
@@ -82,15 +83,15 @@ class Repl:
             self._say("/step, /step all or /step off")
             return
         if arg == "off":
-            team.stepper, team.step_workers = None, False
+            team.plan.stepper, team.plan.step_workers = None, False
             self._say("step mode off: tool calls run without asking")
             return
         from supervisor.step_mode import TerminalStepper
 
-        team.stepper = TerminalStepper(
+        team.plan.stepper = TerminalStepper(
             self.console, stop=self.session.cancel, pause=self.session.paused
         )
-        team.step_workers = arg == "all"
+        team.plan.step_workers = arg == "all"
         whose = "every agent's" if arg == "all" else "the top agent's"
         self._say(f"step mode on: you decide each of {whose} tool calls before it runs")
 

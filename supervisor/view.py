@@ -22,6 +22,24 @@ from rich.text import Text
 from supervisor.terminal import console as safe_console
 from workers.assembly.profiles import Profile, is_parallel_safe
 from workers.log.events import Record
+from workers.log.reader import Line, line_of
+from workers.log.schema import (
+    AgentEnd,
+    Boundary,
+    DelegateEnd,
+    DelegateStart,
+    Extension,
+    FreshAttempt,
+    Limit,
+    LlmCall,
+    LlmRetry,
+    SessionEnd,
+    TextDelta,
+    ToolCalled,
+    ToolStart,
+    TurnStart,
+    Verification,
+)
 from workers.tools.base import Tool
 
 
@@ -53,12 +71,15 @@ class TerminalView:
         """A "thinking…" line is on screen until the first word of the reply replaces it."""
 
     def __call__(self, record: Record) -> None:
+        line = line_of(record)
+        if line is None:
+            return
         with self._lock:
-            handler = getattr(self, "_on_" + record["event"], None)
+            handler = getattr(self, "_on_" + line.event.event, None)
             if handler is not None:
-                handler(record)
-            if record.get("agent_id") in self._workers:
-                self._track(record)
+                handler(line, line.event)
+            if line.agent_id in self._workers:
+                self._track(line)
 
     # -- output ------------------------------------------------------------------
 
@@ -113,129 +134,119 @@ class TerminalView:
         elif self._live is not None:
             self._live.update(self._footer())
 
-    def _track(self, record: Record) -> None:
-        worker = self._workers[record["agent_id"]]
-        match record["event"]:
-            case "turn_start":
-                worker.step, worker.tool = record["step"], "thinking"
-            case "tool_start":
-                worker.tool = f"{record['name']} {record.get('label', '')}".strip()
-            case "llm_call":
-                worker.tokens += record.get("total_tokens", 0)
+    def _track(self, line: Line) -> None:
+        worker = self._workers[line.agent_id]
+        match line.event:
+            case TurnStart(step=step):
+                worker.step, worker.tool = step, "thinking"
+            case ToolStart(name=name, label=label):
+                worker.tool = f"{name} {label}".strip()
+            case LlmCall(total_tokens=tokens):
+                worker.tokens += tokens
                 worker.tool = ""
         self._refresh_live()
 
-    # -- events ------------------------------------------------------------------
+    # -- events: _on_<event> for each event shown, given its line and the event -------
 
-    def _on_turn_start(self, record: Record) -> None:
-        if "parent_id" in record:
+    def _on_turn_start(self, line: Line, e: TurnStart) -> None:
+        if line.parent_id is not None:
             return  # a worker's thinking shows in the footer
         self.shown_reply = ""
-        if record.get("step") == 1 and self.console.is_terminal and not self._mid_line:
+        if e.step == 1 and self.console.is_terminal and not self._mid_line:
             self.console.file.write("thinking…")
             self.console.file.flush()
             self._thinking = True
 
-    def _on_text_delta(self, record: Record) -> None:
-        if "parent_id" in record:
+    def _on_text_delta(self, line: Line, e: TextDelta) -> None:
+        if line.parent_id is not None:
             return  # a worker's prose is in its report; only the top agent streams
-        text: str = record["text"]
-        self.shown_reply += text
-        self._write(text, newline=False)
-        if text:
-            self._mid_line = not text.endswith("\n")
+        self.shown_reply += e.text
+        self._write(e.text, newline=False)
+        if e.text:
+            self._mid_line = not e.text.endswith("\n")
 
-    def _on_tool_call(self, record: Record) -> None:
-        worker = "parent_id" in record
-        line = Text(f"  {record['agent_id']} " if worker else "", style="dim")
-        line.append(f"[step {record['step']}] ", style="dim")
-        line.append(record["name"], style="cyan" if worker else "bold cyan")
-        if record.get("label"):
-            line.append(f" {record['label']}", style="dim" if worker else "")
-        line.append(" → ", style="dim")
-        line.append(record.get("summary") or "done", style="red" if record["is_error"] else "green")
-        facts = record.get("facts") or {}
-        if facts.get("denied"):  # why, in its own words: the policy's reason
-            why = str(record.get("result_preview") or "").split("\n", 1)[0]
-            line.append(f" · {why}", style="red")
-        self._write(line)
-        if not record["is_error"]:
-            for diff_line in _edit_preview(record, "  " if worker else ""):
+    def _on_tool_call(self, line: Line, e: ToolCalled) -> None:
+        worker = line.parent_id is not None
+        shown = Text(f"  {line.agent_id} " if worker else "", style="dim")
+        shown.append(f"[step {e.step}] ", style="dim")
+        shown.append(e.name, style="cyan" if worker else "bold cyan")
+        if e.label:
+            shown.append(f" {e.label}", style="dim" if worker else "")
+        shown.append(" → ", style="dim")
+        shown.append(e.summary or "done", style="red" if e.is_error else "green")
+        if (e.facts or {}).get("denied"):  # why, in its own words: the policy's reason
+            why = (e.result_preview or "").split("\n", 1)[0]
+            shown.append(f" · {why}", style="red")
+        self._write(shown)
+        if not e.is_error:
+            for diff_line in _edit_preview(e, "  " if worker else ""):
                 self._write(diff_line)
 
-    def _on_delegate_start(self, record: Record) -> None:
-        child = record["child_id"]
-        self._workers[child] = _Worker(child, record["child_profile"])
-        task = " ".join(str(record["task"]).split())
-        line = Text(f"→ {child} ", style="bold")
-        line.append(record["child_profile"], style="bold magenta")
-        line.append(f": {task if len(task) <= 100 else task[:99] + '…'}")
-        self._write(line)
+    def _on_delegate_start(self, _line: Line, e: DelegateStart) -> None:
+        self._workers[e.child_id] = _Worker(e.child_id, e.child_profile)
+        task = " ".join(e.task.split())
+        shown = Text(f"→ {e.child_id} ", style="bold")
+        shown.append(e.child_profile, style="bold magenta")
+        shown.append(f": {task if len(task) <= 100 else task[:99] + '…'}")
+        self._write(shown)
         self._refresh_live()
 
-    def _on_delegate_end(self, record: Record) -> None:
-        self._workers.pop(record["child_id"], None)
-        ok = record["status"] == "completed"
-        line = Text(
-            f"{'✓' if ok else '✗'} {record['child_id']} ", style="bold green" if ok else "bold red"
+    def _on_delegate_end(self, _line: Line, e: DelegateEnd) -> None:
+        self._workers.pop(e.child_id, None)
+        ok = e.status == "completed"
+        shown = Text(
+            f"{'✓' if ok else '✗'} {e.child_id} ", style="bold green" if ok else "bold red"
         )
-        line.append(record["child_profile"], style="magenta")
-        line.append(
-            f" {record['status']} · {record['steps']} steps · {record['tokens']} tok · "
-            f"{record['elapsed_s']:.1f}s · {len(record.get('files_changed', []))} files changed"
+        shown.append(e.child_profile, style="magenta")
+        shown.append(
+            f" {e.status} · {e.steps} steps · {e.tokens} tok · "
+            f"{e.elapsed_s:.1f}s · {len(e.files_changed)} files changed"
         )
         if not ok:
-            line.append(f" · {record['reason']}", style="red")
-        self._write(line)
+            shown.append(f" · {e.reason}", style="red")
+        self._write(shown)
         self._refresh_live()
 
-    def _on_verification(self, record: Record) -> None:
-        if record.get("action") == "sent_back":
-            who = f"{record['agent_id']} " if "parent_id" in record else ""
-            self._write(
-                Text(f"  gaffer sent {who}back to work: {record['reason']}", style="yellow")
-            )
+    def _on_verification(self, line: Line, e: Verification) -> None:
+        if e.action == "sent_back":
+            who = f"{line.agent_id} " if line.parent_id is not None else ""
+            self._write(Text(f"  gaffer sent {who}back to work: {e.reason}", style="yellow"))
 
-    def _on_fresh_attempt(self, record: Record) -> None:
-        who = f"{record['agent_id']}: " if "parent_id" in record else ""
-        what = f"drew the change afresh (sample {record['attempt']}, temperature {record['temperature']})"
-        if made_from := record.get("made_from"):
-            what = f"joined samples {made_from[0]} and {made_from[1]}"
+    def _on_fresh_attempt(self, line: Line, e: FreshAttempt) -> None:
+        who = f"{line.agent_id}: " if line.parent_id is not None else ""
+        what = f"drew the change afresh (sample {e.attempt}, temperature {e.temperature})"
+        if e.made_from:
+            what = f"joined samples {e.made_from[0]} and {e.made_from[1]}"
         self._write(
-            Text(
-                f"  {who}gaffer {what}: {record['reason']}",
-                style="green" if record.get("kept") else "yellow",
-            )
+            Text(f"  {who}gaffer {what}: {e.reason}", style="green" if e.kept else "yellow")
         )
 
-    def _on_llm_retry(self, record: Record) -> None:
+    def _on_llm_retry(self, line: Line, e: LlmRetry) -> None:
         self._write(
             Text(
-                f"  {record['agent_id']} [step {record['step']}] model call failed (attempt "
-                f"{record['attempt']}: {record['error']}); retrying in {record['wait_s']:.1f}s",
+                f"  {line.agent_id} [step {e.step}] model call failed (attempt "
+                f"{e.attempt}: {e.error}); retrying in {e.wait_s:.1f}s",
                 style="yellow",
             )
         )
 
-    def _on_limit(self, record: Record) -> None:
-        who = f"{record['agent_id']} " if "parent_id" in record else ""
-        self._write(
-            Text(f"{who}stopped: {record['limit']} limit: {record['detail']}", style="bold yellow")
-        )
+    def _on_limit(self, line: Line, e: Limit) -> None:
+        who = f"{line.agent_id} " if line.parent_id is not None else ""
+        self._write(Text(f"{who}stopped: {e.limit} limit: {e.detail}", style="bold yellow"))
 
-    def _on_agent_end(self, record: Record) -> None:
-        if "parent_id" not in record and self._mid_line:
+    def _on_agent_end(self, line: Line, _e: AgentEnd) -> None:
+        if line.parent_id is None and self._mid_line:
             self.console.print()
             self._mid_line = False
 
-    def _on_extension(self, record: Record) -> None:
-        if record.get("status") == "skipped":
-            self._write(Text(f"gaffer: warning: {record['message']}", style="yellow"))
+    def _on_extension(self, _line: Line, e: Extension) -> None:
+        if e.status == "skipped":
+            self._write(Text(f"gaffer: warning: {e.message}", style="yellow"))
 
-    def _on_boundary(self, record: Record) -> None:
-        self._write(Text(f"gaffer: {record['message']}", style="yellow"))
+    def _on_boundary(self, _line: Line, e: Boundary) -> None:
+        self._write(Text(f"gaffer: {e.message}", style="yellow"))
 
-    def _on_session_end(self, _record: Record) -> None:
+    def _on_session_end(self, _line: Line, _e: SessionEnd) -> None:
         self._workers.clear()
         self._refresh_live()
 
@@ -243,12 +254,12 @@ class TerminalView:
 EDIT_PREVIEW_LINES = 3
 
 
-def _edit_preview(record: Record, indent: str) -> list[Text]:
+def _edit_preview(call: ToolCalled, indent: str) -> list[Text]:
     """A few lines of what an edit changed, under its tool line."""
-    args = record.get("args")
+    args = call.args
     if not isinstance(args, dict):
         return []
-    if record["name"] == "edit_file":
+    if call.name == "edit_file":
         old = str(args.get("old_text", "")).splitlines()
         new = str(args.get("new_text", "")).splitlines()
         shown = [Text(f"{indent}    - {line}", style="red") for line in old[:EDIT_PREVIEW_LINES]]
@@ -256,7 +267,7 @@ def _edit_preview(record: Record, indent: str) -> list[Text]:
         if len(old) > EDIT_PREVIEW_LINES or len(new) > EDIT_PREVIEW_LINES:
             shown.append(Text(f"{indent}    …", style="dim"))
         return shown
-    if record["name"] == "write_file":
+    if call.name == "write_file":
         lines = str(args.get("content", "")).splitlines()
         return [Text(f"{indent}    + {len(lines)} lines written", style="green")]
     return []

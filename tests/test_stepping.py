@@ -102,7 +102,7 @@ def test_step_in_the_chat_asks_then_off_stops_asking(workspace: Path, tmp_path: 
     repl, out, session = repl_for(workspace, tmp_path, scripts)
     answers = iter(["s"])
     repl.handle("/step")
-    session.team.stepper.read = lambda _prompt: next(answers)  # type: ignore[union-attr]
+    session.team.plan.stepper.read = lambda _prompt: next(answers)  # type: ignore[union-attr]
     repl.handle("read it")
     tool = [m for m in session.messages if m["role"] == "tool"]
     assert "the user skipped this call" in str(tool[-1]["content"])
