@@ -16,6 +16,8 @@ from supervisor.resume import rebuild
 from supervisor.session import Session
 from supervisor.view import profiles_table
 from workers.changes.snapshots import Store
+from workers.log.reader import events_of
+from workers.log.schema import UserMessage
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
 from workers.tools.memory import project_instructions
 
@@ -131,7 +133,7 @@ class Repl:
 
     def _stats(self, _arg: str) -> None:
         records = runlog.read_records(self.session.log.path)
-        turns = sum(1 for r in records if r.get("event") == "user_message")
+        turns = len(events_of(records, UserMessage))
         self._say(f"this session: in progress · {turns} turn{'' if turns == 1 else 's'} so far")
         for table in runlog.stats(records):
             self.console.print(table)

@@ -28,6 +28,8 @@ from supervisor.exits import (
 from supervisor.session import Session
 from supervisor.terminal import echo
 from workers.log.events import LOGGED_EVENTS, Record
+from workers.log.reader import events_of
+from workers.log.schema import ChangeSet, SessionEnd
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 
 OutputFormat = Literal["text", "json", "stream-json"]
@@ -128,19 +130,19 @@ def _result(
 ) -> dict[str, Any]:
     end = _session_end(session)
     files: dict[str, None] = {}
-    for change_set in session.recorder.of("change_set"):
-        files.update((f["path"], None) for f in change_set.get("files") or [])
+    for change_set in events_of(session.recorder.records, ChangeSet):
+        files.update((f["path"], None) for f in change_set.files)  # Change.as_json's
     return {
         "answer": answer,
         "status": status_of(outcome),
         "reason": reason_of(outcome),
         "exit_code": code,
         "error": problem or None,
-        "tokens": end.get("tokens"),
-        "prompt_tokens": end.get("prompt_tokens"),
-        "completion_tokens": end.get("completion_tokens"),
-        "steps": end.get("steps"),
-        "elapsed_s": end.get("elapsed_s"),
+        "tokens": end.tokens if end else None,
+        "prompt_tokens": end.prompt_tokens if end else None,
+        "completion_tokens": end.completion_tokens if end else None,
+        "steps": end.steps if end else None,
+        "elapsed_s": end.elapsed_s if end else None,
         "files_changed": list(files),
         "log": str(session.log.path),
         "session_id": session.session_id,
@@ -149,14 +151,13 @@ def _result(
 
 def _summary(session: Session, outcome: Outcome) -> str:
     end = _session_end(session)
-    steps = end.get("steps", 0)
+    steps, tokens, elapsed = (end.steps, end.tokens, end.elapsed_s) if end else (0, 0, 0.0)
     return (
         f"{status_of(outcome)} · {steps} step{'' if steps == 1 else 's'} · "
-        f"{end.get('tokens', 0):,} tokens · {end.get('elapsed_s', 0):.1f} s · "
-        f"log: {session.log.path}"
+        f"{tokens:,} tokens · {elapsed:.1f} s · log: {session.log.path}"
     )
 
 
-def _session_end(session: Session) -> Record:
-    ends = session.recorder.of("session_end")
-    return ends[-1] if ends else {}
+def _session_end(session: Session) -> SessionEnd | None:
+    ends = events_of(session.recorder.records, SessionEnd)
+    return ends[-1] if ends else None

@@ -19,6 +19,7 @@ from workers.log.schema import (
     ChangeSet,
     DelegateEnd,
     DelegateStart,
+    Event,
     Limit,
     LlmCall,
     LlmRetry,
@@ -122,6 +123,7 @@ def render(records: list[Record]) -> list[Text]:
 
 
 def _render_one(line: Line) -> Text | None:
+    """One line of `gaffer logs`: the run, its agents and workers, and their steps."""
     match line.event:
         case SessionStart() as e:
             return Text(
@@ -130,24 +132,6 @@ def _render_one(line: Line) -> Text | None:
         case AgentStart() as e:
             who = line.profile or line.agent_id
             return Text(f"▶ {who} ({line.agent_id}) · tools: {', '.join(e.tools)}", style="bold")
-        case LlmCall() as e:
-            text = f"[step {e.step}] model: {e.prompt_tokens} in / {e.completion_tokens} out, {e.elapsed_s}s"
-            if e.attempt > 1:
-                text += f" (attempt {e.attempt})"
-            return Text(text, style="dim")
-        case LlmRetry() as e:
-            return Text(
-                f"[step {e.step}] retry after attempt {e.attempt}: {e.error} (wait {e.wait_s}s)",
-                style="yellow",
-            )
-        case ToolCalled() as e:
-            shown = Text(f"[step {e.step}] ") + Text(e.name, style="cyan")
-            if e.label:
-                shown += Text(f" {e.label}")
-            shown += Text(" → ") + Text(e.summary or "", style="red" if e.is_error else "green")
-            return shown + Text(f" ({e.elapsed_s}s)", style="dim")
-        case Limit() as e:
-            return Text(f"stopped: {e.limit} limit: {e.detail}", style="yellow")
         case DelegateStart() as e:
             return Text(f"→ {e.child_id} ", style="bold") + Text(
                 f"{e.child_profile}: {e.task}", style="magenta"
@@ -178,6 +162,30 @@ def _render_one(line: Line) -> Text | None:
                 f"{e.tool_calls} tool calls · {e.elapsed_s}s",
                 style="bold",
             )
+    return _render_step(line.event)
+
+
+def _render_step(event: Event) -> Text | None:
+    """A step's line: a model call, a retry, a tool call, a limit."""
+    match event:
+        case LlmCall() as e:
+            text = f"[step {e.step}] model: {e.prompt_tokens} in / {e.completion_tokens} out, {e.elapsed_s}s"
+            if e.attempt > 1:
+                text += f" (attempt {e.attempt})"
+            return Text(text, style="dim")
+        case LlmRetry() as e:
+            return Text(
+                f"[step {e.step}] retry after attempt {e.attempt}: {e.error} (wait {e.wait_s}s)",
+                style="yellow",
+            )
+        case ToolCalled() as e:
+            shown = Text(f"[step {e.step}] ") + Text(e.name, style="cyan")
+            if e.label:
+                shown += Text(f" {e.label}")
+            shown += Text(" → ") + Text(e.summary or "", style="red" if e.is_error else "green")
+            return shown + Text(f" ({e.elapsed_s}s)", style="dim")
+        case Limit() as e:
+            return Text(f"stopped: {e.limit} limit: {e.detail}", style="yellow")
     return None
 
 

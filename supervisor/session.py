@@ -22,7 +22,15 @@ from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
 from workers.log.eventlog import JsonlLog
 from workers.log.events import Emitter, Recorder, Subscriber
-from workers.log.schema import SessionEnd, SessionStart
+from workers.log.reader import events_of
+from workers.log.schema import (
+    DelegateStart,
+    LlmCall,
+    LlmRetry,
+    SessionEnd,
+    SessionStart,
+    ToolCalled,
+)
 from workers.loop import run_agent
 from workers.model import Api, Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
@@ -206,8 +214,8 @@ class Session:
 
     def _end(self) -> None:
         outcome = self._last.outcome if self._last else Aborted("no task was given")
-        llm_calls = self.recorder.of("llm_call")
-        tool_calls = self.recorder.of("tool_call")
+        records = self.recorder.records
+        llm_calls, tool_calls = events_of(records, LlmCall), events_of(records, ToolCalled)
         self.top_events.emit(
             SessionEnd(
                 status=status_of(outcome),
@@ -215,12 +223,12 @@ class Session:
                 elapsed_s=round(time.monotonic() - self._started, 3),
                 steps=self._last.steps if self._last else 0,
                 tokens=self.root.used,
-                prompt_tokens=sum(r["prompt_tokens"] for r in llm_calls),
-                completion_tokens=sum(r["completion_tokens"] for r in llm_calls),
+                prompt_tokens=sum(call.prompt_tokens for call in llm_calls),
+                completion_tokens=sum(call.completion_tokens for call in llm_calls),
                 llm_calls=len(llm_calls),
-                retries=len(self.recorder.of("llm_retry")),
+                retries=len(events_of(records, LlmRetry)),
                 tool_calls=len(tool_calls),
-                tool_errors=sum(1 for r in tool_calls if r["is_error"]),
-                workers=len(self.recorder.of("delegate_start")),
+                tool_errors=sum(1 for call in tool_calls if call.is_error),
+                workers=len(events_of(records, DelegateStart)),
             )
         )

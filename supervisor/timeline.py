@@ -11,9 +11,27 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from workers.log.reader import Line, lines_of, of_type
+from workers.log.schema import (
+    AgentEnd,
+    AgentStart,
+    ChangeSet,
+    Compaction,
+    DelegateStart,
+    FreshAttempt,
+    Limit,
+    LlmCall,
+    LlmRetry,
+    SessionEnd,
+    SessionStart,
+    ToolCalled,
+    TurnStart,
+    Verification,
+)
 
 Record = dict[str, Any]
 # What one bar's detail may carry into the page: enough to read, never a whole log.
@@ -74,177 +92,169 @@ class Timeline:
 
 
 def build(records: list[Record], log_path: Path | None = None) -> Timeline:
-    if not records:
+    lines = lines_of(records)
+    stamped = [line.ts for line in lines if line.ts]
+    if not records or not stamped:
         raise ValueError("the log has no lines")
-    times = [_seconds(r) for r in records if r.get("ts")]
-    zero, last = min(times), max(times)
-    session = next((r for r in records if r.get("event") == "session_start"), {})
-    ended = next((r for r in records if r.get("event") == "session_end"), None)
-    lanes: dict[str, Lane] = {}
-    bars: list[Bar] = []
-    open_turns: dict[str, Record] = {}
-    pending: dict[str, tuple[float, list[str]]] = {}  # calls asked for, not yet answered
-    waits: dict[str, float] = {}  # worker: when its caller asked for it
-    delegate_order: dict[str, list[str]] = {}
-    diffs: dict[str, str] = {}
+    zero, last = min(stamped), max(stamped)
+    built = _Builder(zero, log_path)
+    for line in lines:
+        built.add_line(line)
+    end = last - zero
+    built.close(end)
+    session = next((e for _, e in of_type(lines, SessionStart)), None)
+    first = next((line for line in lines if isinstance(line.event, SessionStart)), lines[0])
+    ended = next((e for _, e in of_type(lines, SessionEnd)), None)
+    ordered = _tree_order(built.lanes)
+    return Timeline(
+        run_id=first.session_id,
+        task=session.task if session else "",
+        started=datetime.fromtimestamp(lines[0].ts, UTC).isoformat(timespec="milliseconds"),
+        wall_s=round(end, 3),
+        status=ended.status if ended else "interrupted",
+        lanes=ordered,
+        bars=built.bars,
+        tools=_tool_totals(built.bars),
+        critical=_critical_path(ordered, built.bars),
+    )
 
-    def at(record: Record) -> float:
-        return _seconds(record) - zero
 
-    def add(agent: str, kind: str, start: float, end: float, label: str, **more: Any) -> Bar:
-        bar = Bar(f"b{len(bars)}", agent, kind, max(0.0, start), max(start, end), label, **more)
-        bars.append(bar)
+class _Builder:
+    """Lanes and bars, line by line: `_on_<event>` for each event the timeline shows."""
+
+    def __init__(self, zero: float, log_path: Path | None) -> None:
+        self.zero, self.log_path = zero, log_path
+        self.lanes: dict[str, Lane] = {}
+        self.bars: list[Bar] = []
+        self.open_turns: dict[str, tuple[float, int]] = {}  # asked, step
+        self.pending: dict[str, tuple[float, list[str]]] = {}  # calls asked for, unanswered
+        self.waits: dict[str, float] = {}  # worker: when its caller asked for it
+        self.delegate_order: dict[str, list[str]] = {}
+        self.diffs: dict[str, str] = {}
+
+    def add(self, agent: str, kind: str, start: float, end: float, label: str, **more: Any) -> Bar:
+        bar = Bar(
+            f"b{len(self.bars)}", agent, kind, max(0.0, start), max(start, end), label, **more
+        )
+        self.bars.append(bar)
         return bar
 
-    for r in records:
-        event, agent = r.get("event"), str(r.get("agent_id", "?"))
-        now = at(r)
-        if event == "agent_start":
-            parent = r.get("parent_id")
-            depth = lanes[parent].depth + 1 if parent in lanes else (0 if not parent else 1)
-            lanes[agent] = Lane(
-                agent, parent, str(r.get("profile", "")), depth, now, now, "running", open=True
-            )
-            if agent in waits and now - waits[agent] > 0.001:
-                add(agent, "wait", waits.pop(agent), now, "waiting for the workspace")
-        if agent in lanes and r.get("node"):
-            lanes[agent].node = str(r["node"])
-        if event == "agent_end" and agent in lanes:
-            lane = lanes[agent]
-            lane.end, lane.open = now, False
-            lane.status, lane.reason = str(r.get("status")), str(r.get("reason", ""))
-        elif event == "turn_start":
-            open_turns[agent] = r
-        elif event == "llm_call":
-            open_turns.pop(agent, None)
-            names = [str(c.get("name")) for c in r.get("calls") or [] if isinstance(c, dict)]
-            pending[agent] = (now, names)
-            elapsed = float(r.get("elapsed_s") or 0)
-            tokens = int(r.get("total_tokens") or 0)
-            if agent in lanes:
-                lanes[agent].tokens += tokens
-                lanes[agent].model_s += elapsed
-            add(
-                agent,
-                "model",
-                now - elapsed,
-                now,
-                f"model · step {r.get('step')}",
-                detail={
-                    "prompt_tokens": r.get("prompt_tokens"),
-                    "completion_tokens": r.get("completion_tokens"),
-                    "attempt": r.get("attempt"),
-                    "finish_reason": r.get("finish_reason"),
-                    "text": _cut(str(r.get("text") or "")),
-                    "calls": r.get("calls") or [],
-                },
-            )
-        elif event == "tool_call":
-            if agent in pending and r.get("name") in pending[agent][1]:
-                pending[agent][1].remove(str(r.get("name")))
-            elapsed = float(r.get("elapsed_s") or 0)
-            if agent in lanes:
-                lanes[agent].tool_s += elapsed
-            name = str(r.get("name"))
-            content = str(r.get("content") or r.get("result_preview") or "")
-            child = None
-            if name == "delegate":  # its worker: named by its report, or the next started
-                order = delegate_order.get(agent, [])
-                found = WORKER_IN_REPORT.match(content)
-                child = found.group(1) if found else (order[0] if order else None)
-                if child in order:
-                    order.remove(child)
-            add(
-                agent,
-                "tool",
-                now - elapsed,
-                now,
-                f"{name} {r.get('label') or ''}".strip(),
-                error=bool(r.get("is_error")),
-                child=child,
-                detail={
-                    "name": name,
-                    "args": r.get("args"),
-                    "summary": r.get("summary"),
-                    "sandbox": r.get("sandbox"),
-                    "elapsed_s": elapsed,
-                    "result": _cut(content),
-                    "result_chars": r.get("result_chars"),
-                },
-            )
-        elif event == "delegate_start":
-            child_id = str(r.get("child_id"))
-            waits[child_id] = now
-            delegate_order.setdefault(agent, []).append(child_id)
-        elif event == "llm_retry":
-            wait = float(r.get("wait_s") or 0)
-            add(agent, "retry", now, now + wait, f"retry {r.get('attempt')}: {r.get('error')}")
-        elif event == "compaction":
-            elapsed = float(r.get("elapsed_s") or 0)
-            add(
-                agent,
-                "compaction",
-                now - elapsed,
-                now,
-                f"compaction ({r.get('reason')}): {r.get('tokens_before')} → "
-                f"{r.get('tokens_after')} tokens",
-                detail={"state": _cut(str(r.get("state") or ""))},
-            )
-        elif event == "verification":
-            add(
-                agent,
-                "verification",
-                now,
-                now,
-                f"verification: {r.get('verdict')} ({r.get('action')})",
-                error=r.get("action") == "sent_back",
-                detail={"reason": r.get("reason")},
-            )
-        elif event == "fresh_attempt":
-            made_from = r.get("made_from")
-            what = (
-                f"join of samples {made_from[0]} and {made_from[1]}"
-                if made_from
-                else f"fresh attempt {r.get('attempt')}"
-            )
-            add(agent, "verification", now, now,
-                f"{what}: {'kept' if r.get('kept') else 'taken back'}", error=not r.get("kept"),
-                detail={"reason": r.get("reason"), "files": r.get("files")})  # fmt: skip
-        elif event == "limit":
-            add(agent, "limit", now, now, f"limit: {r.get('limit')}", error=True,
-                detail={"detail": r.get("detail")})  # fmt: skip
-        elif event == "change_set" and log_path is not None and r.get("diff_file"):
-            diffs[agent] = _read_diff(log_path, str(r["diff_file"]))
-    end = last - zero
-    for agent, turn in open_turns.items():
-        add(agent, "model", at(turn), end, f"model · step {turn.get('step')} (no answer)",
-            open=True)  # fmt: skip
-    for agent, (asked, names) in pending.items():
-        if agent in lanes and lanes[agent].open:
-            for name in names:
-                add(agent, "tool", asked, end, f"{name} (no result)", open=True,
-                    detail={"name": name, "result": "the log ends while it runs"})  # fmt: skip
-    for lane in lanes.values():
-        if lane.open:
-            lane.end, lane.status = end, "interrupted"
-            lane.reason = "the log ends while it runs (killed, or still going)"
-        if lane.agent in diffs:
-            lane_diff = diffs[lane.agent]
-            for bar in bars:
-                if bar.child == lane.agent:
-                    bar.detail["diff"] = lane_diff
-    ordered = _tree_order(lanes)
-    return Timeline(
-        run_id=str(session.get("session_id") or records[0].get("session_id", "")),
-        task=str(session.get("task", "")),
-        started=str(records[0].get("ts", "")),
-        wall_s=round(end, 3),
-        status=str(ended.get("status")) if ended else "interrupted",
-        lanes=ordered,
-        bars=bars,
-        tools=_tool_totals(bars),
-        critical=_critical_path(ordered, bars),
-    )
+    def add_line(self, line: Line) -> None:
+        agent, now = line.agent_id or "?", line.ts - self.zero
+        handler = getattr(self, "_on_" + line.event.event, None)
+        if handler is not None:
+            handler(agent, now, line.event, line)
+        if agent in self.lanes and line.node:
+            self.lanes[agent].node = line.node
+
+    def _on_agent_start(self, agent: str, now: float, _e: AgentStart, line: Line) -> None:
+        parent = line.parent_id
+        depth = self.lanes[parent].depth + 1 if parent in self.lanes else (0 if not parent else 1)
+        self.lanes[agent] = Lane(
+            agent, parent, line.profile or "", depth, now, now, "running", open=True
+        )
+        if agent in self.waits and now - self.waits[agent] > 0.001:
+            self.add(agent, "wait", self.waits.pop(agent), now, "waiting for the workspace")
+
+    def _on_agent_end(self, agent: str, now: float, e: AgentEnd, _line: Line) -> None:
+        if (lane := self.lanes.get(agent)) is not None:
+            lane.end, lane.open, lane.status, lane.reason = now, False, e.status, e.reason
+
+    def _on_turn_start(self, agent: str, now: float, e: TurnStart, _line: Line) -> None:
+        self.open_turns[agent] = (now, e.step)
+
+    def _on_llm_call(self, agent: str, now: float, e: LlmCall, _line: Line) -> None:
+        self.open_turns.pop(agent, None)
+        names = [str(c.get("name")) for c in e.calls if isinstance(c, dict)]
+        self.pending[agent] = (now, names)
+        if (lane := self.lanes.get(agent)) is not None:
+            lane.tokens += e.total_tokens
+            lane.model_s += e.elapsed_s
+        detail = {
+            "prompt_tokens": e.prompt_tokens,
+            "completion_tokens": e.completion_tokens,
+            "attempt": e.attempt,
+            "finish_reason": e.finish_reason,
+            "text": _cut(e.text),
+            "calls": e.calls,
+        }
+        self.add(agent, "model", now - e.elapsed_s, now, f"model · step {e.step}", detail=detail)
+
+    def _on_tool_call(self, agent: str, now: float, e: ToolCalled, _line: Line) -> None:
+        if agent in self.pending and e.name in self.pending[agent][1]:
+            self.pending[agent][1].remove(e.name)
+        if (lane := self.lanes.get(agent)) is not None:
+            lane.tool_s += e.elapsed_s
+        content = e.content or e.result_preview
+        child = None
+        if e.name == "delegate":  # its worker: named by its report, or the next started
+            order = self.delegate_order.get(agent, [])
+            found = WORKER_IN_REPORT.match(content)
+            child = found.group(1) if found else (order[0] if order else None)
+            if child in order:
+                order.remove(child)
+        detail = {
+            "name": e.name,
+            "args": e.args,
+            "summary": e.summary,
+            "sandbox": e.sandbox,
+            "elapsed_s": e.elapsed_s,
+            "result": _cut(content),
+            "result_chars": e.result_chars,
+        }
+        label = f"{e.name} {e.label or ''}".strip()
+        self.add(agent, "tool", now - e.elapsed_s, now, label, error=e.is_error, child=child,
+                 detail=detail)  # fmt: skip
+
+    def _on_delegate_start(self, agent: str, now: float, e: DelegateStart, _line: Line) -> None:
+        self.waits[e.child_id] = now
+        self.delegate_order.setdefault(agent, []).append(e.child_id)
+
+    def _on_llm_retry(self, agent: str, now: float, e: LlmRetry, _line: Line) -> None:
+        self.add(agent, "retry", now, now + e.wait_s, f"retry {e.attempt}: {e.error}")
+
+    def _on_compaction(self, agent: str, now: float, e: Compaction, _line: Line) -> None:
+        label = f"compaction ({e.reason}): {e.tokens_before} → {e.tokens_after} tokens"
+        self.add(agent, "compaction", now - e.elapsed_s, now, label,
+                 detail={"state": _cut(e.state)})  # fmt: skip
+
+    def _on_verification(self, agent: str, now: float, e: Verification, _line: Line) -> None:
+        self.add(agent, "verification", now, now, f"verification: {e.verdict} ({e.action})",
+                 error=e.action == "sent_back", detail={"reason": e.reason})  # fmt: skip
+
+    def _on_fresh_attempt(self, agent: str, now: float, e: FreshAttempt, _line: Line) -> None:
+        what = f"fresh attempt {e.attempt}"
+        if e.made_from:
+            what = f"join of samples {e.made_from[0]} and {e.made_from[1]}"
+        self.add(agent, "verification", now, now,
+                 f"{what}: {'kept' if e.kept else 'taken back'}", error=not e.kept,
+                 detail={"reason": e.reason, "files": e.files})  # fmt: skip
+
+    def _on_limit(self, agent: str, now: float, e: Limit, _line: Line) -> None:
+        self.add(agent, "limit", now, now, f"limit: {e.limit}", error=True,
+                 detail={"detail": e.detail})  # fmt: skip
+
+    def _on_change_set(self, agent: str, _now: float, e: ChangeSet, _line: Line) -> None:
+        if self.log_path is not None and e.diff_file:
+            self.diffs[agent] = _read_diff(self.log_path, e.diff_file)
+
+    def close(self, end: float) -> None:
+        """What the log never saw end runs to its last line, marked open."""
+        for agent, (asked, step) in self.open_turns.items():
+            self.add(agent, "model", asked, end, f"model · step {step} (no answer)", open=True)
+        for agent, (asked, names) in self.pending.items():
+            if agent in self.lanes and self.lanes[agent].open:
+                for name in names:
+                    self.add(agent, "tool", asked, end, f"{name} (no result)", open=True,
+                             detail={"name": name, "result": "the log ends while it runs"})  # fmt: skip
+        for lane in self.lanes.values():
+            if lane.open:
+                lane.end, lane.status = end, "interrupted"
+                lane.reason = "the log ends while it runs (killed, or still going)"
+            if lane.agent in self.diffs:
+                for bar in self.bars:
+                    if bar.child == lane.agent:
+                        bar.detail["diff"] = self.diffs[lane.agent]
 
 
 def _tree_order(lanes: dict[str, Lane]) -> list[Lane]:
@@ -317,10 +327,6 @@ def _critical_path(lanes: list[Lane], bars: list[Bar]) -> list[str]:
 
     roots = [lane.agent for lane in lanes if lane.depth == 0]
     return path(roots[0], frozenset(roots[:1])) if roots else []
-
-
-def _seconds(record: Record) -> float:
-    return datetime.fromisoformat(str(record["ts"])).timestamp()
 
 
 def _cut(text: str, limit: int = MAX_DETAIL_CHARS) -> str:

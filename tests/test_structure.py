@@ -131,9 +131,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
 COMPLEX_TODAY = {
     "supervisor/resume.py",
     "supervisor/run_setup.py",
-    "supervisor/runlog.py",
     "supervisor/scheduler.py",
-    "supervisor/timeline.py",
     "tests/fake_openai.py",
     "workers/changes/merging.py",
     "workers/model/replies.py",

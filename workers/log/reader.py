@@ -76,6 +76,13 @@ def of_type(lines: Iterable[Line], kind: type[E]) -> list[tuple[Line, E]]:
     return [(line, line.event) for line in lines if isinstance(line.event, kind)]
 
 
+def events_of(records: Iterable[Record], kind: type[E]) -> list[E]:
+    """The events of one kind among the records (a Recorder's, say), typed."""
+    return [
+        e for _, e in of_type(lines_of(r for r in records if r.get("event") == kind.event), kind)
+    ]
+
+
 def read_raw(path: Path) -> list[Record]:
     """Every whole line as written; a torn last line (a run killed mid-write) is skipped.
     RunUnreadable for a log in a format newer than this gaffer's."""
