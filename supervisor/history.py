@@ -144,7 +144,7 @@ def _load(
         fail(str(error))
     here = workspace_for(Path.cwd())
     workspace = next((s.workspace for _, s in of_type(lines_of(records), SessionStart)), None)
-    if workspace is None or os.path.realpath(str(workspace)) != str(here):
+    if not workspace or os.path.realpath(workspace) != str(here):
         # A log is data: one that names another folder is not this workspace's to act on.
         fail(f"that run worked in {workspace or 'an unknown folder'}, not here ({here})")
     try:

@@ -68,7 +68,7 @@ def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
             case LlmCall(aside=None | False) as call:
                 flush()
                 messages.append(_assistant(call))
-                order[:] = [c["id"] for c in call.calls]
+                order[:] = [c["id"] for c in _whole(call.calls)]
             case ToolCalled(tool_call_id=call_id) as tool:
                 pending[call_id] = {
                     "role": "tool",
@@ -99,16 +99,21 @@ def _assistant(call: LlmCall) -> Message:
     message: Message = {"role": "assistant", "content": call.text or None}
     if call.reasoning:
         message[REASONING_KEY] = list(call.reasoning)
-    if call.calls:
+    if calls := _whole(call.calls):
         message["tool_calls"] = [
             {
                 "id": c["id"],
                 "type": "function",
                 "function": {"name": c["name"], "arguments": c["arguments"]},
             }
-            for c in call.calls
+            for c in calls
         ]
     return message
+
+
+def _whole(calls: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The calls of a model call's line that say their id, name and arguments."""
+    return [c for c in calls if {"id", "name", "arguments"} <= c.keys()]
 
 
 def _changed_by(agent: str, records: list[Record], store: Store) -> list[str]:

@@ -78,3 +78,43 @@ def test_unknown_events_and_torn_lines_are_left_out_and_newer_logs_refused(
     path.write_text(json.dumps({"event": "session_start", "log_format": "x"}) + "\n")
     with pytest.raises(RunUnreadable, match="not a run log"):
         read_lines(path)
+
+
+HOSTILE = [
+    {"event": "session_start", "log_format": 1, "ts": 1e300, "task": ["not", "text"]},
+    {"event": "user_message", "agent_id": "supervisor", "ts": int("9" * 400), "content": "go"},
+    {"event": "llm_call", "agent_id": "supervisor", "calls": None, "elapsed_s": None},
+    {"event": "llm_call", "agent_id": "supervisor", "calls": [{"id": "c1"}, 5], "text": 3},
+    {"event": "tool_call", "agent_id": "supervisor", "tool_call_id": {}, "name": None},
+    {"event": "tool_call", "agent_id": "w1", "name": "delegate", "content": None},
+    {"event": "delegate_start", "agent_id": "supervisor", "child_id": [1], "task": None},
+    {"event": "delegate_end", "agent_id": "supervisor", "files_changed": None, "tokens": "x"},
+    {"event": "compaction", "agent_id": "supervisor", "messages_folded": "2", "state": 1},
+    {"event": "agent_start", "agent_id": "w1", "parent_id": "supervisor", "tools": [1, 2]},
+    {"event": "agent_end", "agent_id": "w1", "answer": 5, "status": None},
+    {"event": "session_end", "ts": "not a time", "status": 7, "elapsed_s": "long"},
+]
+
+
+def test_a_planted_log_of_wrongly_typed_values_reads_without_tripping_any_reader(
+    tmp_path: Path,
+) -> None:
+    """A repository can ship a log: every value of the wrong type reads as if it were
+    missing, and each reader shows what is left."""
+    from supervisor.resume import rebuild
+    from supervisor.runlog import list_runs, render, stats
+    from supervisor.timeline import build
+
+    (tmp_path / "planted.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HOSTILE))
+    records = [json.loads(json.dumps(r)) for r in HOSTILE]
+
+    rebuilt = rebuild(records)
+    assert {"role": "user", "content": "go"} in rebuilt.messages
+    assert all("tool_calls" not in m for m in rebuilt.messages), "no call says all it must"
+    assert render(records) and stats(records)
+    with pytest.raises(ValueError, match="no lines"):
+        build(records)  # not one line has a time a clock can show
+    [listed] = list_runs(tmp_path)
+    assert (listed.started, listed.task, listed.status) == ("?", "", "")
+    start = line_of(HOSTILE[0])
+    assert start is not None and start.ts == 0.0 and start.event.task == ""  # type: ignore[attr-defined]

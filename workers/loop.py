@@ -49,6 +49,7 @@ TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
     "made before, or give your final answer in plain sentences."
 )
+ASKED_AGAIN = UNREADABLE[: UNREADABLE.index("{")]
 # Replies the server could not read, in a row, before the agent ends: the same prompt
 # at near-greedy sampling tends to give the same reply.
 MAX_UNREADABLE = 4
@@ -190,7 +191,7 @@ def _unreadable(agent: Agent, messages: list[Message], error: ModelError) -> boo
         raise error
     in_a_row = 1
     for message in reversed(messages):
-        if message["role"] != "user" or not str(message["content"]).startswith(UNREADABLE[:25]):
+        if message["role"] != "user" or not str(message["content"]).startswith(ASKED_AGAIN):
             break
         in_a_row += 1
     if in_a_row >= MAX_UNREADABLE:

@@ -2,7 +2,8 @@
 dataclass (workers/log/schema.py), with who wrote it and when.
 
 Older formats are handled here, once: a key an older gaffer did not write takes its
-field's default, or the empty value of its type (None where None is allowed). A line of
+field's default, or the empty value of its type (None where None is allowed); so does a
+value of the wrong type, since a log can be planted by a repository. A line of
 an event this gaffer does not know, or one that is not a whole JSON object (a run killed
 mid-write), is skipped; a log in a newer format is refused whole, never half-understood.
 """
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import types
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,7 +93,7 @@ def read_raw(path: Path) -> list[Record]:
         for text in f:
             try:
                 record = json.loads(text)
-            except json.JSONDecodeError:
+            except ValueError:  # a torn line, or a number too long to read
                 continue
             if isinstance(record, dict):
                 records.append(record)
@@ -108,9 +110,11 @@ def read_raw(path: Path) -> list[Record]:
 
 def _event(kind: type[Event], record: Record) -> Event:
     values = {}
-    for name, (default, empty) in _fields(kind).items():
-        value = record.get(name, default)
-        values[name] = copy.copy(empty) if value is dataclasses.MISSING else value
+    for name, (hint, default) in _fields(kind).items():
+        value = record.get(name, dataclasses.MISSING)
+        if value is dataclasses.MISSING or not _fits(value, hint):
+            value = default() if callable(default) else _empty(hint)
+        values[name] = value
     return kind(**values)
 
 
@@ -118,39 +122,70 @@ _FIELDS: dict[str, dict[str, tuple[Any, Any]]] = {}
 
 
 def _fields(kind: type[Event]) -> dict[str, tuple[Any, Any]]:
-    """Each field of the event: (its default, or MISSING; the empty value of its type),
+    """Each field of the event: its type, and what makes its default (None: no default),
     worked out once per event."""
     if (known := _FIELDS.get(kind.event)) is not None:
         return known
     hints = typing.get_type_hints(kind)
     found = _FIELDS[kind.event] = {}
     for field in dataclasses.fields(kind):  # type: ignore[arg-type]
-        default: Any = field.default
+        default: Any = None
         if field.default_factory is not dataclasses.MISSING:
-            default = field.default_factory()
-        found[field.name] = (default, _empty(hints[field.name]))
+            default = field.default_factory
+        elif field.default is not dataclasses.MISSING:
+            default = functools.partial(copy.copy, field.default)
+        found[field.name] = (hints[field.name], default)
     return found
 
 
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a value read from a line is of the field's type, all the way in: a line
+    can be planted by a repository, and a reader must not trip on it."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arm) for arm in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items()
+        )
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
 def _empty(hint: Any) -> Any:
-    """What a key an older format did not write reads as: None where the type allows it,
-    else the type's empty value."""
+    """What a key an older format did not write (or wrote with the wrong type) reads as:
+    None where the type allows it, else the type's empty value."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint):
         return None
     base = origin or hint
-    empties: dict[Any, Any] = {str: "", int: 0, float: 0.0, bool: False, list: [], dict: {}}
-    return empties.get(base)
+    empties: dict[Any, Any] = {str: "", int: 0, float: 0.0, bool: False}
+    return [] if base is list else {} if base is dict else empties.get(base)
 
 
 def _seconds(ts: Any) -> float:
-    """A line's time: ISO 8601 as written, or seconds as a live emitter stamps it."""
-    if isinstance(ts, int | float) and not isinstance(ts, bool):
-        return float(ts)
+    """A line's time: ISO 8601 as written, or seconds as a live emitter stamps it; 0.0
+    when it is neither, or no time a clock can show."""
     try:
-        return datetime.fromisoformat(ts).timestamp() if isinstance(ts, str) else 0.0
-    except ValueError:
+        if isinstance(ts, str):
+            seconds = datetime.fromisoformat(ts).timestamp()
+        elif isinstance(ts, int | float) and not isinstance(ts, bool):
+            seconds = float(ts)
+        else:
+            return 0.0
+        datetime.fromtimestamp(seconds, UTC)  # a time a clock can show, or not
+    except (ValueError, OverflowError, OSError):
         return 0.0
+    return seconds
 
 
 def _text_or_none(value: Any) -> str | None:
