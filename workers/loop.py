@@ -1,4 +1,10 @@
-"""The agent loop: one function for every agent, supervisor and workers alike."""
+"""The agent loop: one function for every agent, supervisor and workers alike.
+
+Call the model; run the reply's tool calls; repeat until a final answer or a stop. What
+varies between agents steps in at the seam (workers/hooks.py), never as a branch here:
+the loop names no aid, and asks the agent's aids at three moments (before the first
+step, after each reply, and when the agent is stuck).
+"""
 
 from __future__ import annotations
 
