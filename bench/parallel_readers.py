@@ -40,7 +40,7 @@ def batch_seconds(n: int) -> float:
         plan = RunPlan(
             profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
             tools=dict(BUILTIN_TOOLS),
-            make_model=lambda _name: model,
+            make_model=lambda *_: model,
             ceiling=Ceiling(max_parallel=MAX_PARALLEL),
         )
         session.run("survey", plan)

@@ -32,8 +32,8 @@ def first_prompt_tokens(model: Model, workspace: Path, profile_name: str) -> int
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
     team = Team(
         workspace,
-        RunPlan(profiles, dict(BUILTIN_TOOLS), make_model=lambda _name: model),
-        make_model=lambda _name: model,
+        RunPlan(profiles, dict(BUILTIN_TOOLS), make_model=lambda *_: model),
+        make_model=lambda *_: model,
         make_sandbox=lambda _p, _a: contextlib.nullcontext(HostSandbox(ToolContext(workspace))),
         events=Emitter(),
     )

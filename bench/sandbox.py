@@ -52,7 +52,7 @@ def ready_seconds() -> float:
         plan = RunPlan(
             profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
             tools=dict(BUILTIN_TOOLS),
-            make_model=lambda _name: model,
+            make_model=lambda *_: model,
         )
         session.run("go", plan)
         records = read_records(session.log.path)

@@ -234,7 +234,8 @@ def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
 
 @main.command(name="profiles")
 def list_profiles() -> None:
-    """List the profiles: tools, sandbox, limits, parallel-safe or not, and where each came from."""
+    """List the profiles: model and endpoint, tools, sandbox, limits, parallel-safe or
+    not, and where each came from."""
     from supervisor import trust_view
     from supervisor.terminal import console as safe_console
     from supervisor.view import profiles_table

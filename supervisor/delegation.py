@@ -180,9 +180,7 @@ class Team:
         return build_agent(
             spec,
             tools,
-            model=self.make_model(spec.profile.model, spec.profile.api)
-            if spec.profile.api
-            else self.make_model(spec.profile.model),
+            model=self.make_model(spec.profile.model, spec.profile.api, spec.profile.endpoint),
             sandbox=sandbox,
             budget=budget,
             events=events,

@@ -49,7 +49,11 @@ class Repl:
             "log": self._log,
             "model": self._model,
             "profiles": lambda _arg: self.console.print(
-                profiles_table(self.session.plan.profiles, self.session.plan.tools)
+                profiles_table(
+                    self.session.plan.profiles,
+                    self.session.plan.tools,
+                    self.session.plan.make_model(None).name,
+                )
             ),
             "clear": self._clear,
             "compact": self._compact,

@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,17 @@ from workers.changes.snapshots import Store
 from workers.cluster.driver import Cluster
 from workers.extensions import load_extensions
 from workers.log.events import Subscriber
-from workers.model import Api, MakeModel, Model, shown_url
+from workers.model import (
+    Api,
+    AssistantTurn,
+    CallOptions,
+    Endpoint,
+    MakeModel,
+    Message,
+    Model,
+    ModelError,
+    shown_url,
+)
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
 from workers.sandbox import SandboxUnavailable
@@ -302,20 +313,26 @@ def pull_with_progress() -> Path:
 
 
 def _model_factory(config: settings.Settings) -> MakeModel:
-    models: dict[tuple[str, str], Model] = {}
+    models: dict[tuple[str, str, Endpoint | None], Model] = {}
     lock = threading.Lock()
 
-    def make(name: str | None, api: Api | None = None) -> Model:
+    def make(name: str | None, api: Api | None = None, endpoint: Endpoint | None = None) -> Model:
         name, api = name or config.model, api or config.api
         extra: dict[str, Any] = {"store": config.responses_store} if api == "responses" else {}
         kind = ResponsesModel if api == "responses" else OpenAIModel
+        base_url, api_key = config.base_url, config.api_key
+        if endpoint is not None:  # a profile's own, from gaffer's or the user's own config
+            key_env = endpoint.api_key_env
+            if key_env and not os.environ.get(key_env):
+                return KeyNotSet(name, key_env, endpoint.base_url)
+            base_url, api_key = endpoint.base_url, os.environ.get(key_env) if key_env else None
         with lock:
-            if (name, api) not in models:
-                models[name, api] = kind(
+            if (name, api, endpoint) not in models:
+                models[name, api, endpoint] = kind(
                     **extra,
                     model=name,
-                    base_url=config.base_url,
-                    api_key=config.api_key,
+                    base_url=base_url,
+                    api_key=api_key,
                     max_attempts=config.max_attempts,
                     request_timeout=config.request_timeout,
                     stream=config.stream,
@@ -324,6 +341,26 @@ def _model_factory(config: settings.Settings) -> MakeModel:
                     tool_prefill=config.tool_prefill,
                     answer_prefill=config.answer_prefill,
                 )
-            return models[name, api]
+            return models[name, api, endpoint]
 
     return make
+
+
+@dataclass
+class KeyNotSet:
+    """The model of a profile whose endpoint's key variable is not set: each call fails
+    with one line saying so (the other agents of the run go on)."""
+
+    name: str
+    key_env: str
+    base_url: str
+
+    def complete(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        options: CallOptions = CallOptions(),
+    ) -> AssistantTurn:
+        raise ModelError(
+            "auth", f"{self.key_env} is not set: it holds the key for {shown_url(self.base_url)}"
+        )

@@ -32,7 +32,7 @@ from workers.log.schema import (
     ToolCalled,
 )
 from workers.loop import run_agent
-from workers.model import Api, Message, Model
+from workers.model import Api, Endpoint, Message, Model
 from workers.outcome import Aborted, Failed, reason_of, status_of
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
@@ -73,10 +73,11 @@ class Session:
         if self.log.path.stat().st_size == 0 or not self.recorder.of("session_start"):
             self.log.path.unlink(missing_ok=True)
 
-    def _make_model(self, name: str | None, api: Api | None = None) -> Model:
-        """The run's model unless named; asked for an api only by a profile that sets one."""
-        name = name or self.model_name
-        return self.plan.make_model(name, api) if api else self.plan.make_model(name)
+    def _make_model(
+        self, name: str | None, api: Api | None = None, endpoint: Endpoint | None = None
+    ) -> Model:
+        """The run's model unless named (the top profile's, when it names one)."""
+        return self.plan.make_model(name or self.model_name, api, endpoint)
 
     def paused(self) -> AbstractContextManager[object]:
         """The terminal view held still (the user answers a prompt), when there is one."""

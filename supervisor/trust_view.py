@@ -8,7 +8,14 @@ from pathlib import Path
 
 from supervisor.terminal import confirm, echo
 from workers import trust
-from workers.assembly.profiles import Profile, ProfileError, parse_profile, search_path, widening
+from workers.assembly.profiles import (
+    Profile,
+    ProfileError,
+    parse_profile,
+    profile_name,
+    search_path,
+    widening,
+)
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.trust import Item, TrustStore, WorkspaceTrust, read_folder
@@ -57,10 +64,10 @@ def _details(item: Item, base: dict[str, Profile]) -> list[str]:
     if item.kind != "profile":
         return [item.runs] if item.kind in ("mcp", "plugin") else []
     try:
-        profile = parse_profile(item.source, _ANY_TOOL)
+        overrides = base.get(profile_name(item.source))
+        profile = parse_profile(item.source, _ANY_TOOL, overrides, from_workspace=True)
     except ProfileError as error:
         return [f"does not load: {error}"]
-    overrides = base.get(profile.name)
     where = "in Docker" if profile.sandbox == "docker" else "on the host"
     details = [
         f"profile {profile.name!r}: tools {', '.join(profile.tools)}; runs {where}"
@@ -71,11 +78,11 @@ def _details(item: Item, base: dict[str, Profile]) -> list[str]:
 
 
 def _base_profiles() -> dict[str, Profile]:
-    profiles = {}
+    profiles: dict[str, Profile] = {}
     for folder in search_path():
         for source in read_folder(folder, "*.toml"):
             with contextlib.suppress(ProfileError):
-                profile = parse_profile(source, _ANY_TOOL)
+                profile = parse_profile(source, _ANY_TOOL, profiles.get(profile_name(source)))
                 profiles[profile.name] = profile
     return profiles
 

@@ -40,6 +40,7 @@ from workers.log.schema import (
     TurnStart,
     Verification,
 )
+from workers.model import shown_url
 from workers.tools.base import Tool
 
 
@@ -273,17 +274,28 @@ def _edit_preview(call: ToolCalled, indent: str) -> list[Text]:
     return []
 
 
-def profiles_table(profiles: dict[str, Profile], tools: dict[str, Tool[Any]]) -> Table:
-    """Profiles with their tools, sandbox, limits, parallel safety and source."""
+def profiles_table(
+    profiles: dict[str, Profile], tools: dict[str, Tool[Any]], run_model: str = "the run's"
+) -> Table:
+    """Profiles with their model and endpoint, tools, sandbox, limits, parallel safety
+    and source; `run_model`: what a profile that names no model gets."""
     read_only = {name: tool.read_only for name, tool in tools.items()}
     extensions = {n for n, t in tools.items() if t.kind == "extension"}
     table = Table(box=None, pad_edge=False)
-    for column in ("profile", "tools", "sandbox", "limits", "parallel-safe", "from"):
+    columns = ("profile", "model", "tools", "sandbox", "limits", "parallel-safe", "from")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for profile in profiles.values():
         limits = profile.limits
+        model = profile.model or run_model
+        if profile.api:
+            model += f" ({profile.api})"
+        if (endpoint := profile.endpoint) is not None:
+            key = f", key from ${endpoint.api_key_env}" if endpoint.api_key_env else ""
+            model += f" at {shown_url(endpoint.base_url)}{key}"
         table.add_row(
             profile.name,
+            model,
             ", ".join(profile.tools),
             profile.sandbox,
             f"{limits.max_steps} steps"

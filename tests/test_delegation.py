@@ -97,7 +97,7 @@ def run_session(
         RunPlan(
             profiles=load_profiles([builtin_dir(), extra], tools),
             tools=tools,
-            make_model=lambda _name: model,
+            make_model=lambda *_: model,
             rules=AgentRules(verify=verify),
             **plan,
         ),
@@ -633,10 +633,10 @@ def test_no_agent_that_delegates_is_offered_as_a_worker(tmp_path: Path) -> None:
         RunPlan(
             profiles,
             dict(BUILTIN_TOOLS),
-            make_model=lambda _n: None,
+            make_model=lambda *_: None,
             ceiling=Ceiling(read_only=True),
         ),  # type: ignore[arg-type,return-value]
-        make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
+        make_model=lambda *_: None,  # type: ignore[arg-type,return-value]
         make_sandbox=lambda *_: None,  # type: ignore[arg-type,return-value]
         events=Emitter(),
     )

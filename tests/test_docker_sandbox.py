@@ -279,7 +279,7 @@ def test_two_coders_never_overlap_and_log_their_container(
     plan = RunPlan(
         profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
         tools=dict(BUILTIN_TOOLS),
-        make_model=lambda _name: model,
+        make_model=lambda *_: model,
         rules=AgentRules(verify=False),
     )
     result = session.run("refactor", plan)

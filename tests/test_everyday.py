@@ -394,3 +394,51 @@ def test_a_repository_someone_else_owns_around_the_folder_is_not_the_workspace(
             os.lchown(name, 1000, 1000)
     os.lchown(mine, 0, 0)
     assert workspace_for(mine) == mine.resolve()
+
+
+def test_a_profile_with_its_own_endpoint_sends_its_requests_there_with_its_key(
+    workspace: Path,
+) -> None:
+    """The supervisor on the run's endpoint, its explorer on the one the user's profile
+    names, with the key from the variable it names: no request crosses over."""
+    profiles = workspace.parent / "home" / ".config" / "gaffer" / "profiles"
+    profiles.mkdir(parents=True)
+    delegate = Reply(
+        tool_calls=[("delegate", json.dumps({"profile": "explorer", "task": "look around"}))]
+    )
+    with FakeOpenAI([Reply(text="it is a folder")]) as worker_side:
+        (profiles / "explorer.toml").write_text(
+            f'model = "small"\nbase_url = "{worker_side.base_url}"\napi_key_env = "WORKER_KEY"\n'
+        )
+        env = {"WORKER_KEY": "sk-worker"}
+        done, run_side = gaffer_replying(
+            workspace,
+            "run",
+            "--no-verify",
+            "survey",
+            replies=[delegate, Reply(text="done")],
+            env=env,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [h["authorization"] for h in worker_side.headers] == ["Bearer sk-worker"]
+    assert [r["model"] for r in worker_side.requests] == ["small"]
+    assert worker_side.requests[0]["messages"][1]["content"] == "look around"
+    assert {h["authorization"] for h in run_side.headers} == {"Bearer sk-test"}
+    assert all(r["model"] == "fake-model" for r in run_side.requests)
+    assert len(run_side.requests) == 2, "the worker's calls never reach the run's endpoint"
+
+
+def test_a_profiles_unset_key_variable_fails_its_worker_with_one_line(workspace: Path) -> None:
+    profiles = workspace.parent / "home" / ".config" / "gaffer" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "explorer.toml").write_text(
+        'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "GAFFER_TEST_UNSET_KEY"\n'
+    )
+    delegate = Reply(tool_calls=[("delegate", json.dumps({"profile": "explorer", "task": "t"}))])
+    done, server = gaffer_replying(
+        workspace, "run", "--no-verify", "survey", replies=[delegate, Reply(text="done")]
+    )
+    assert "done" in done.stdout, done.stderr
+    report = server.requests[1]["messages"][-1]["content"]
+    assert "failed" in report
+    assert "GAFFER_TEST_UNSET_KEY is not set: it holds the key for http://127.0.0.1:9/v1" in report

@@ -307,8 +307,8 @@ def test_who_gets_what(workspace: Path, tmp_path: Path) -> None:
         profiles = load_profiles([builtin_dir(), extra], tools)
         team = Team(
             workspace,
-            RunPlan(profiles, tools, make_model=lambda _n: None),  # type: ignore[arg-type,return-value]
-            make_model=lambda _n: None,  # type: ignore[arg-type,return-value]
+            RunPlan(profiles, tools, make_model=lambda *_: None),  # type: ignore[arg-type,return-value]
+            make_model=lambda *_: None,  # type: ignore[arg-type,return-value]
             make_sandbox=lambda *_: None,  # type: ignore[arg-type,return-value]
             events=Emitter(),
         )
@@ -383,7 +383,7 @@ def test_session_closes_mcp_servers(workspace: Path, tmp_path: Path) -> None:
     plan = RunPlan(
         profiles=load_profiles([builtin_dir()], {**BUILTIN_TOOLS, **extensions.tools}),
         tools={**BUILTIN_TOOLS, **extensions.tools},
-        make_model=lambda _n: model,
+        make_model=lambda *_: model,
         extensions=extensions,
     )
     assert session.run("t", plan).outcome.__class__.__name__ == "Finished"

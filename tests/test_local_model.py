@@ -32,7 +32,7 @@ def test_a_short_tool_calling_run_with_the_local_model(workspace: Path, tmp_path
         plan = RunPlan(
             profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
             tools=dict(BUILTIN_TOOLS),
-            make_model=lambda _name: model,
+            make_model=lambda *_: model,
             top="explorer",
             max_steps=4,
             rules=AgentRules(context_window=16384),

@@ -49,7 +49,7 @@ def test_memory_written_in_one_run_is_loaded_in_the_next_by_every_agent(
 
     def run(scripts: dict[str, list[Step]], task: str) -> RoutedModel:
         model = RoutedModel(scripts)
-        plan = RunPlan(profiles=profiles, tools=dict(BUILTIN_TOOLS), make_model=lambda _n: model)
+        plan = RunPlan(profiles=profiles, tools=dict(BUILTIN_TOOLS), make_model=lambda *_: model)
         Session(workspace, tmp_path / "logs").run(task, plan)
         return model
 

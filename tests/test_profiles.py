@@ -125,3 +125,74 @@ def test_a_bad_profile_stops_gaffer_run_with_one_line(tmp_path: Path) -> None:
         and "bad.toml: extra: Extra inputs are not permitted" in done.stderr
     )
     assert not list((tmp_path / "logs").glob("*.jsonl")), "a refused start left an empty log"
+
+
+def test_an_override_changes_only_the_keys_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    mine = tmp_path / "config" / "gaffer" / "profiles"
+    write(mine, "coder", 'model = "small-coder"\n[limits]\nmax_steps = 7\n')
+    workspace = tmp_path / "ws"
+    write(workspace / ".gaffer" / "profiles", "coder", 'api = "responses"\n')
+    builtin = load_profiles([builtin_dir()], BUILTIN_TOOLS)["coder"]
+    trusted = trust.evaluate(workspace, trust_all=True).sources("profile")
+
+    coder = load_profiles(search_path(), BUILTIN_TOOLS, trusted)["coder"]
+
+    assert (coder.model, coder.api, coder.limits.max_steps) == ("small-coder", "responses", 7)
+    assert coder.limits.max_seconds == builtin.limits.max_seconds, "a table merges key by key"
+    kept = ("description", "tools", "sandbox", "system_prompt", "docker")
+    assert [getattr(coder, k) for k in kept] == [getattr(builtin, k) for k in kept]
+    assert coder.source == ".gaffer/profiles/coder.toml"
+    with pytest.raises(ProfileError, match="description: Field required"):
+        load_profiles([mine], BUILTIN_TOOLS)  # with nothing to change, it is a new profile
+
+
+def test_an_endpoint_comes_from_the_users_own_config_never_a_workspaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    mine = tmp_path / "config" / "gaffer" / "profiles"
+    write(mine, "explorer", 'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "WORKER_KEY"\n')
+    explorer = load_profiles(search_path(), BUILTIN_TOOLS)["explorer"]
+    assert explorer.endpoint is not None
+    assert (explorer.endpoint.base_url, explorer.endpoint.api_key_env) == (
+        "http://127.0.0.1:9/v1",
+        "WORKER_KEY",
+    )
+    workspace = tmp_path / "ws"
+    planted = write(workspace / ".gaffer" / "profiles", "explorer", 'base_url = "http://x/v1"\n')
+    trusted = trust.evaluate(workspace, trust_all=True).sources("profile")
+    with pytest.raises(ProfileError) as refused:
+        load_profiles(search_path(), BUILTIN_TOOLS, trusted)
+    assert str(refused.value) == (
+        f"{planted.relative_to(workspace)}: base_url: a workspace's profile may not name an "
+        f"endpoint; set it in a profile of your own ({mine})"
+    )
+    write(workspace / ".gaffer" / "profiles", "explorer", 'model = "other"\n')
+    trusted = trust.evaluate(workspace, trust_all=True).sources("profile")
+    chosen = load_profiles(search_path(), BUILTIN_TOOLS, trusted)["explorer"]
+    assert chosen.model == "other" and chosen.endpoint == explorer.endpoint, (
+        "a trusted workspace may still choose the model"
+    )
+
+
+def test_gaffer_profiles_shows_each_profiles_model_and_endpoint(tmp_path: Path) -> None:
+    mine = tmp_path / "config" / "gaffer" / "profiles"
+    write(mine, "explorer", 'model = "small"\nbase_url = "http://u:pw@127.0.0.1:9/v1"\n')
+    write(mine, "coder", 'api_key_env = "CODER_KEY"\nbase_url = "http://127.0.0.1:8/v1"\n')
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "250"}
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "profiles"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    assert "small at http://***@127.0.0.1:9/v1" in rows["explorer"], "no password shown"
+    assert "the run's at http://127.0.0.1:8/v1, key from $CODER_KEY" in rows["coder"]
+    assert "the run's " in rows["supervisor"] and " at " not in rows["supervisor"].split("read")[0]

@@ -32,7 +32,7 @@ def repl_for(
         RunPlan(
             profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
             tools=dict(BUILTIN_TOOLS),
-            make_model=lambda _n: model,
+            make_model=lambda *_: model,
         )
     )
     return Repl(session, Console(file=out, width=200)), out, session

@@ -39,7 +39,7 @@ def run_with_view(workspace: Path, tmp_path: Path, *, terminal: bool) -> str:
     plan = RunPlan(
         profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
         tools=dict(BUILTIN_TOOLS),
-        make_model=lambda _name: model,
+        make_model=lambda *_: model,
     )
     session.run("survey", plan)
     return buffer.getvalue()

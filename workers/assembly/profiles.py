@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.limits import DEFAULT_MAX_STEPS, Limits
+from workers.model import Endpoint
 from workers.sandbox.options import DockerOptions
 from workers.trust import Source, read_folder
 
@@ -58,12 +59,23 @@ class Profile(BaseModel):
     """Another model for this profile; default: the run's model."""
     api: Literal["chat", "responses"] | None = None
     """Another wire protocol for this profile's model; default: the run's (--api)."""
+    base_url: str | None = Field(None, pattern=r"^https?://\S+$")
+    """An endpoint of its own for this profile's model (default: the run's). Only a
+    profile in gaffer or in your own config may name one, never a workspace's."""
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The environment variable that holds the key for `base_url`: the key itself is
+    never written in a file."""
     docker: DockerOptions = Field(default_factory=DockerOptions)
     """For `docker` profiles: image, network and resource limits."""
     system_prompt: str = Field(min_length=1)
     """The agent's instructions; `{workspace}` is replaced by the workspace path."""
     source: str = Field("", exclude=True)
     """Where the profile was loaded from (set by the loader)."""
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """Its own endpoint, when it names one."""
+        return Endpoint(self.base_url, self.api_key_env) if self.base_url else None
 
 
 READ_ONLY_EXTENSIONS = "@read_only_extensions"
@@ -117,28 +129,69 @@ def search_path() -> list[Path]:
     return [builtin_dir(), user_dir()]
 
 
+ENDPOINT_KEYS = ("base_url", "api_key_env")
+"""Where a profile's requests go and with which key: never from a workspace, whose
+profile could otherwise send the user's code and key to a server of its choosing."""
+
+
 def load_profiles(
     folders: Iterable[Path], known_tools: Iterable[str] | None, extra: Iterable[Source] = ()
 ) -> dict[str, Profile]:
-    """Profiles from folders, then `extra` (a trusted workspace's); a later one overrides
-    an earlier one of the same name. With `known_tools` None, tool names are not checked
-    (before plugins and MCP servers, whose tools profiles may name, are loaded)."""
+    """Profiles from folders, then `extra` (a trusted workspace's). A later file of a
+    name already loaded changes only the keys it names (a table such as `limits` key by
+    key); a new name is a whole profile. With `known_tools` None, tool names are not
+    checked (before plugins and MCP servers, whose tools profiles may name, are loaded)."""
     known = None if known_tools is None else set(known_tools) | HARNESS_TOOLS
-    sources = [s for folder in folders for s in read_folder(folder, "*.toml")]
+    sources = [(s, False) for folder in folders for s in read_folder(folder, "*.toml")]
     profiles: dict[str, Profile] = {}
-    for source in [*sources, *extra]:
-        profile = parse_profile(source, known)
-        profiles[profile.name] = profile
+    for source, from_workspace in [*sources, *((s, True) for s in extra)]:
+        name = profile_name(source)
+        profile = parse_profile(source, known, profiles.get(name), from_workspace=from_workspace)
+        profiles[name] = profile
     return profiles
 
 
-def parse_profile(source: Source, known_tools: set[str] | None) -> Profile:
-    origin = source.origin
+def profile_name(source: Source) -> str:
+    return str(_read(source)["name"])
+
+
+def _read(source: Source) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(source.data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ProfileError(f"{origin}: cannot be read as TOML: {error}") from error
-    data.setdefault("name", Path(origin).stem)
+        raise ProfileError(f"{source.origin}: cannot be read as TOML: {error}") from error
+    data.setdefault("name", Path(source.origin).stem)
+    return data
+
+
+def _overlaid(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`base` with the keys `over` names; tables merged key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in over.items():
+        old = merged.get(key)
+        both_tables = isinstance(old, dict) and isinstance(value, dict)
+        merged[key] = _overlaid(old, value) if both_tables else value  # type: ignore[arg-type]
+    return merged
+
+
+def parse_profile(
+    source: Source,
+    known_tools: set[str] | None,
+    over: Profile | None = None,
+    *,
+    from_workspace: bool = False,
+) -> Profile:
+    """The profile in `source`; when it names `over`, the profile it changes, only the
+    keys it names. A workspace's (`from_workspace`) may not name an endpoint."""
+    origin = source.origin
+    data = _read(source)
+    if from_workspace and (named := [k for k in ENDPOINT_KEYS if k in data]):
+        raise ProfileError(
+            f"{origin}: {named[0]}: a workspace's profile may not name an endpoint; set it "
+            f"in a profile of your own ({user_dir()})"
+        )
+    if over is not None and over.name == data["name"]:
+        data = _overlaid(over.model_dump(), data)
     try:
         profile = Profile.model_validate({**data, "source": origin})
     except ValidationError as error:

@@ -168,9 +168,20 @@ Api = Literal["chat", "responses"]
 """The wire protocol: Chat Completions, or the Responses API."""
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A profile's own endpoint: where its requests go, and the variable its key is in."""
+
+    base_url: str
+    api_key_env: str | None = None
+
+
 class MakeModel(Protocol):
-    def __call__(self, name: str | None, api: Api | None = None) -> Model:
-        """The model by name (None: the run's), over `api` (None: the run's)."""
+    def __call__(
+        self, name: str | None, api: Api | None = None, endpoint: Endpoint | None = None
+    ) -> Model:
+        """The model by name (None: the run's), over `api` (None: the run's), at
+        `endpoint` (None: the run's)."""
         ...
 
 
