@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from supervisor import fan_out
 from supervisor.delegate_tool import delegate_tool
 from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
@@ -191,28 +192,34 @@ class Team:
         )
 
     def delegate_tool(self, caller: Caller) -> Tool[Any]:
-        def begin(profile: str, task: str) -> Callable[[], ToolResult] | None:
+        def begin(profile: str, tasks: list[str]) -> Callable[[], ToolResult] | None:
             spec = self.specs.get(profile)
             if spec is None or spec.refusal is not None:
                 return None
             if not (spec.parallel_safe or spec.isolated):
-                return None
-            return self.start_delegation(caller, profile, task)
+                return None  # run in order, one worker after another (`delegate`)
+            started = [self.start_delegation(caller, profile, task) for task in tasks]
+            return lambda: fan_out.together(started, caller.budget.cancel)
 
         return delegate_tool(
-            self.delegable(), lambda profile, task: self.delegate(caller, profile, task), begin
+            self.delegable(), lambda profile, tasks: self.delegate(caller, profile, tasks), begin
         )
 
     # -- delegating ------------------------------------------------------------------
 
-    def delegate(self, caller: Caller, profile_name: str, task: str) -> ToolResult:
-        finish = self.start_delegation(caller, profile_name, task)
-        try:
-            return finish()
-        except KeyboardInterrupt:
-            caller.budget.cancel()
-            finish()  # the worker ends now, and its end is logged
-            raise
+    def delegate(self, caller: Caller, profile_name: str, tasks: list[str]) -> ToolResult:
+        """Each task to a worker of its own, one after another; their reports in order."""
+
+        def one(task: str) -> ToolResult:
+            finish = self.start_delegation(caller, profile_name, task)
+            try:
+                return finish()
+            except KeyboardInterrupt:
+                caller.budget.cancel()
+                finish()  # the worker ends now, and its end is logged
+                raise
+
+        return fan_out.in_turn(tasks, one)
 
     def start_delegation(
         self, caller: Caller, profile_name: str, task: str

@@ -1,0 +1,68 @@
+"""A fan-out: one delegate call with several tasks for one profile, one worker each.
+
+Workers that may run side by side (read-only ones, and editors on a copy of their own)
+start together, as far as the scheduler lets them (`--max-parallel`); other editors run
+one after another. Either way their reports come back in the order of the tasks, as one
+tool result: a small model writes one call more reliably than several, and a large one
+saves a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from workers.facts import Facts
+from workers.tools.base import ToolResult
+
+Finish = Callable[[], ToolResult]
+"""What waits for a started worker's report."""
+
+
+def together(started: Sequence[Finish], cancel: Callable[[], None]) -> ToolResult:
+    """The reports of workers already started, in order. On Ctrl-C every worker is
+    cancelled and waited for (each logs its end) before the interrupt goes on up."""
+    results = []
+    try:
+        for finish in started:
+            results.append(finish())
+    except KeyboardInterrupt:
+        cancel()
+        for finish in started[len(results) :]:
+            finish()
+        raise
+    return combined(results)
+
+
+def in_turn(tasks: Sequence[str], run: Callable[[str], ToolResult]) -> ToolResult:
+    """Workers that must not overlap, each started once the one before has ended."""
+    return combined([run(task) for task in tasks])
+
+
+def combined(results: Sequence[ToolResult]) -> ToolResult:
+    """One result for the batch: each worker's report in order, and their facts as the
+    batch's evidence (what each changed, how each ended)."""
+    if len(results) == 1:
+        return results[0]
+    facts = [r.facts for r in results]
+    workers = [f.worker for f in facts if f.worker]
+    ended = [
+        f.status or ("failed" if r.is_error else "completed")
+        for f, r in zip(facts, results, strict=True)
+    ]
+    failed = [w for w, status in zip(workers, ended, strict=False) if status != "completed"]
+    modified = tuple(dict.fromkeys(p for f in facts for p in f.modified))
+    head = f"{len(results)} workers, in the order of their tasks: " + (
+        f"{len(results) - len(failed)} completed"
+        + (f"; not completed: {', '.join(failed)}" if failed else "")
+    )
+    return ToolResult(
+        output="\n\n".join([head, *(r.output for r in results)]),
+        summary=f"{len(results)} workers, {len(failed)} not completed, {len(modified)} files changed",
+        is_error=bool(failed),
+        facts=Facts(
+            worker=", ".join(workers) or None,
+            status="completed" if not failed else "failed",
+            modified=modified,
+            evidence=tuple(facts),
+        ),
+    )

@@ -1,0 +1,81 @@
+"""One delegate call, several tasks for one profile: one worker each, under the
+scheduler's rules, their reports back in order in one result (supervisor/fan_out.py)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from tests.test_delegation import interval, of, run_session
+from workers.model.scripted import Step, call, calls, say
+from workers.outcome import Finished
+
+
+def fan_out(profile: str, *tasks: str) -> tuple[str, dict[str, Any]]:
+    return ("delegate", {"profile": profile, "tasks": list(tasks)})
+
+
+def results(model: Any, turn: int = 1) -> list[str]:
+    return [m["content"] for m in model.seen("the job")[turn] if m["role"] == "tool"]
+
+
+def test_a_fan_out_of_readers_runs_them_together_and_reports_in_task_order(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tasks = [f"question {i}" for i in range(3)]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(fan_out("explorer", *tasks)), say("summary")],
+        **{t: [call("list_dir", path="."), say(f"answer to {t}")] for t in tasks},
+    }
+    result, records, model = run_session(workspace, tmp_path, scripts, latency=0.3)
+
+    assert result.outcome == Finished("summary")
+    intervals = [interval(records, f"w{i}") for i in (1, 2, 3)]
+    assert max(s for s, _ in intervals) < min(e for _, e in intervals), "they overlapped"
+    [answer] = results(model)  # one call, one result
+    assert answer.startswith("3 workers, in the order of their tasks: 3 completed")
+    at = [answer.index(f"answer to {t}") for t in tasks]
+    assert at == sorted(at), "reports in the order of the tasks"
+    [logged] = of(records, "tool_call", name="delegate")
+    assert logged["args"]["tasks"] == tasks and not logged["is_error"]
+    assert set(logged["facts"]["worker"].split(", ")) == {"w1", "w2", "w3"}
+    assert [s["task"] for s in of(records, "delegate_start")] == tasks
+
+
+def test_a_fan_out_of_editors_runs_them_one_at_a_time_in_order(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tasks = ["write one", "write two", "write three"]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(fan_out("writer", *tasks)), say("done")],
+        **{t: [call("write_file", path=f"{t[6:]}.txt", content=t), say("wrote")] for t in tasks},
+    }
+    _, records, model = run_session(workspace, tmp_path, scripts, latency=0.15)
+
+    intervals = [interval(records, f"w{i}") for i in (1, 2, 3)]
+    for (_, end), (start, _) in itertools.pairwise(intervals):
+        assert end <= start, "two editors ran at the same time"
+    [answer] = results(model)
+    assert answer.index("files changed: one.txt") < answer.index("files changed: two.txt")
+    [logged] = of(records, "tool_call", name="delegate")
+    assert sorted(logged["facts"]["modified"]) == ["one.txt", "three.txt", "two.txt"]
+    assert (workspace / "three.txt").read_text() == "write three"
+
+
+def test_a_fan_out_that_names_no_task_or_both_starts_nothing_and_says_why(
+    workspace: Path, tmp_path: Path
+) -> None:
+    asks = [
+        ("delegate", {"profile": "explorer"}),
+        ("delegate", {"profile": "explorer", "task": "a", "tasks": ["b"]}),
+        ("delegate", {"profile": "explorer", "tasks": ["b", " "]}),
+    ]
+    scripts: dict[str, list[Step]] = {"the job": [calls(*asks), say("gave up")]}
+    _, records, model = run_session(workspace, tmp_path, scripts)
+
+    said = results(model)
+    assert "give the worker a `task` (or several workers `tasks`)" in said[0]
+    assert "give `task` or `tasks`, not both" in said[1]
+    assert "a task in `tasks` is empty" in said[2]
+    assert of(records, "delegate_start") == []
