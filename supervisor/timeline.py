@@ -37,7 +37,10 @@ Record = dict[str, Any]
 # What one bar's detail may carry into the page: enough to read, never a whole log.
 MAX_DETAIL_CHARS = 20_000
 MAX_DIFF_CHARS = 40_000
-WORKER_IN_REPORT = re.compile(r"^worker (\S+) \(")
+WORKER_IN_REPORT = re.compile(r"^worker (\S+) \(", re.MULTILINE)
+"""How a worker's report begins: a fan-out's result holds one per task."""
+FAN_OUT_HEAD = re.compile(r"^(\d+) workers, in the order of their tasks")
+"""How a fan-out's result begins (supervisor/fan_out.py)."""
 
 
 @dataclass
@@ -186,14 +189,8 @@ class _Builder:
         if (lane := self.lanes.get(agent)) is not None:
             lane.tool_s += e.elapsed_s
         content = e.content or e.result_preview
-        child = None
-        if e.name == "delegate":  # its worker: named by its report, or the next started
-            order = self.delegate_order.get(agent, [])
-            found = WORKER_IN_REPORT.match(content)
-            child = found.group(1) if found else (order[0] if order else None)
-            if child in order:
-                order.remove(child)
-        detail = {
+        child, workers = self._workers_of(agent, e.name, content)
+        detail: dict[str, Any] = {
             "name": e.name,
             "args": e.args,
             "summary": e.summary,
@@ -203,8 +200,27 @@ class _Builder:
             "result_chars": e.result_chars,
         }
         label = f"{e.name} {e.label or ''}".strip()
+        if len(workers) > 1:  # a fan-out: one call, a worker per task
+            detail["workers"] = workers
+            label = f"{e.name} ×{len(workers)} {e.label or ''}".strip()
         self.add(agent, "tool", now - e.elapsed_s, now, label, error=e.is_error, child=child,
                  detail=detail)  # fmt: skip
+
+    def _workers_of(self, agent: str, name: str, report: str) -> tuple[str | None, list[str]]:
+        """A delegate call's workers, named by its report (or the next started), and the
+        one the critical path follows: the last of them to end."""
+        if name != "delegate":
+            return None, []
+        order = self.delegate_order.get(agent, [])
+        fan_out = FAN_OUT_HEAD.match(report)
+        count = int(fan_out.group(1)) if fan_out else 1  # a worker's own words come after
+        workers = WORKER_IN_REPORT.findall(report)[:count] or order[:1]
+        for worker in workers:
+            if worker in order:
+                order.remove(worker)
+        ended = [w for w in workers if w in self.lanes]
+        last = max(ended, key=lambda w: self.lanes[w].end) if ended else None
+        return last or (workers[0] if workers else None), workers
 
     def _on_delegate_start(self, agent: str, now: float, e: DelegateStart, _line: Line) -> None:
         self.waits[e.child_id] = now

@@ -39,6 +39,7 @@ def test_a_fan_out_of_readers_runs_them_together_and_reports_in_task_order(
     assert at == sorted(at), "reports in the order of the tasks"
     [logged] = of(records, "tool_call", name="delegate")
     assert logged["args"]["tasks"] == tasks and not logged["is_error"]
+    assert logged["label"] == "3 tasks: question 0"
     assert set(logged["facts"]["worker"].split(", ")) == {"w1", "w2", "w3"}
     assert [s["task"] for s in of(records, "delegate_start")] == tasks
 
@@ -79,3 +80,24 @@ def test_a_fan_out_that_names_no_task_or_both_starts_nothing_and_says_why(
     assert "give `task` or `tasks`, not both" in said[1]
     assert "a task in `tasks` is empty" in said[2]
     assert of(records, "delegate_start") == []
+
+
+def test_the_timeline_shows_a_fan_out_as_one_call_with_its_workers(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from supervisor.timeline import build
+
+    tasks = ["look at a", "look at b"]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(fan_out("explorer", *tasks)), say("summary")],
+        "look at a": [say("a is fine")],
+        "look at b": [call("list_dir", path="."), say("b is fine")],
+    }
+    _, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2)
+
+    timeline = build(records)
+    [bar] = [b for b in timeline.bars if b.kind == "tool" and b.agent == "supervisor"]
+    assert bar.label.startswith("delegate ×2") and sorted(bar.detail["workers"]) == ["w1", "w2"]
+    lanes = {lane.agent: lane for lane in timeline.lanes}
+    assert bar.child == max(bar.detail["workers"], key=lambda w: lanes[w].end), "the last to end"
+    assert bar.id in timeline.critical

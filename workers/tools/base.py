@@ -126,9 +126,12 @@ class Tool(Generic[A]):
 
     def label(self, arguments: dict[str, Any]) -> str:
         """The argument a person wants to see in a one-line view of the call."""
+        tasks = arguments.get("tasks")
+        if isinstance(tasks, list) and tasks and all(isinstance(t, str) for t in tasks):
+            arguments = {"task": f"{len(tasks)} tasks: {tasks[0]}"}  # a fan-out, and its first
         for key in ("command", "pattern", "path", "task", "name", "content"):
             value = arguments.get(key)
-            if isinstance(value, str):
+            if isinstance(value, str) and value.strip():
                 value = " ".join(value.split())
                 return value if len(value) <= 60 else value[:59] + "…"
         return ""
