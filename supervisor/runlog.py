@@ -215,6 +215,7 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
 def stats(records: list[Record]) -> list[Table]:
     """Tokens, time and tool calls: per agent, and per tool."""
     agents: dict[str, Counter[str]] = defaultdict(Counter)
+    models: dict[str, dict[str, None]] = defaultdict(dict)  # each agent's, as they answered
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
     tools: dict[str, Counter[str]] = defaultdict(Counter)
     tool_time: dict[str, float] = defaultdict(float)
@@ -224,6 +225,7 @@ def stats(records: list[Record]) -> list[Table]:
         match line.event:
             case LlmCall() as e:
                 agents[agent]["llm_calls"] += 1
+                models[agent][e.model] = None
                 agents[agent]["prompt_tokens"] += e.prompt_tokens
                 agents[agent]["cached_tokens"] += e.cached_tokens or 0
                 agents[agent]["completion_tokens"] += e.completion_tokens
@@ -242,6 +244,7 @@ def stats(records: list[Record]) -> list[Table]:
     per_agent = Table(title="per agent")
     for column in (
         "agent",
+        "model",
         "llm calls",
         "retries",
         "prompt tok",
@@ -251,10 +254,11 @@ def stats(records: list[Record]) -> list[Table]:
         "tool calls",
         "busy s",
     ):
-        per_agent.add_column(column, justify="left" if column == "agent" else "right")
+        per_agent.add_column(column, justify="left" if column in ("agent", "model") else "right")
     for agent, c in agents.items():
         per_agent.add_row(
             agent,
+            ", ".join(models[agent]) or "-",
             str(c["llm_calls"]),
             str(c["retries"]),
             str(c["prompt_tokens"]),

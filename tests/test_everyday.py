@@ -426,6 +426,9 @@ def test_a_profile_with_its_own_endpoint_sends_its_requests_there_with_its_key(
     assert {h["authorization"] for h in run_side.headers} == {"Bearer sk-test"}
     assert all(r["model"] == "fake-model" for r in run_side.requests)
     assert len(run_side.requests) == 2, "the worker's calls never reach the run's endpoint"
+    shown = gaffer(workspace, "stats", "last").stdout
+    rows = {r.split("│")[1].strip(): r for r in shown.splitlines() if r.count("│") > 3}
+    assert "small" in rows["w1"] and "fake-model" in rows["supervisor"], "stats name each model"
 
 
 def test_a_profiles_unset_key_variable_fails_its_worker_with_one_line(workspace: Path) -> None:
