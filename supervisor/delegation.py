@@ -199,7 +199,9 @@ class Team:
             if not (spec.parallel_safe or spec.isolated):
                 return None  # run in order, one worker after another (`delegate`)
             started = [self.start_delegation(caller, profile, task) for task in tasks]
-            return lambda: fan_out.together(started, caller.budget.cancel)
+            return (
+                started[0] if len(started) == 1 else fan_out.Together(started, caller.budget.cancel)
+            )
 
         return delegate_tool(
             self.delegable(), lambda profile, tasks: self.delegate(caller, profile, tasks), begin

@@ -18,19 +18,28 @@ Finish = Callable[[], ToolResult]
 """What waits for a started worker's report."""
 
 
-def together(started: Sequence[Finish], cancel: Callable[[], None]) -> ToolResult:
-    """The reports of workers already started, in order. On Ctrl-C every worker is
-    cancelled and waited for (each logs its end) before the interrupt goes on up."""
-    results = []
-    try:
-        for finish in started:
-            results.append(finish())
-    except KeyboardInterrupt:
-        cancel()
-        for finish in started[len(results) :]:
-            finish()
-        raise
-    return combined(results)
+class Together:
+    """The reports of workers already started, in order, once each. On Ctrl-C every
+    worker is cancelled and waited for (each logs its end) before the interrupt goes on
+    up; asked again after that (as a batch's caller does), it gives what it has."""
+
+    def __init__(self, started: Sequence[Finish], cancel: Callable[[], None]) -> None:
+        self.started, self.cancel = list(started), cancel
+        self.results: dict[int, ToolResult] = {}
+
+    def __call__(self) -> ToolResult:
+        try:
+            self._finish_all()
+        except KeyboardInterrupt:
+            self.cancel()
+            self._finish_all()
+            raise
+        return combined([self.results[i] for i in range(len(self.started))])
+
+    def _finish_all(self) -> None:
+        for number, finish in enumerate(self.started):
+            if number not in self.results:
+                self.results[number] = finish()
 
 
 def in_turn(tasks: Sequence[str], run: Callable[[str], ToolResult]) -> ToolResult:

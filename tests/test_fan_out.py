@@ -101,3 +101,41 @@ def test_the_timeline_shows_a_fan_out_as_one_call_with_its_workers(
     lanes = {lane.agent: lane for lane in timeline.lanes}
     assert bar.child == max(bar.detail["workers"], key=lambda w: lanes[w].end), "the last to end"
     assert bar.id in timeline.critical
+
+
+def test_ctrl_c_during_a_fan_out_cancels_each_worker_once(workspace: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.fake_openai import FakeOpenAI, Reply
+    from tests.helpers import cli_env
+
+    tasks = {"profile": "explorer", "tasks": ["look at a", "look at b"]}
+    replies = [
+        Reply(tool_calls=[("delegate", json.dumps(tasks))]),
+        Reply(text="slow a", delay=30),
+        Reply(text="slow b", delay=30),
+    ]
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "survey"],
+            cwd=workspace,
+            env=cli_env(workspace, server, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    [log] = list((workspace.parent / "logs").glob("*.jsonl"))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    ends = [line["status"] for line in lines if line["event"] == "delegate_end"]
+    assert ends == ["cancelled", "cancelled"], "each worker's end logged once"
