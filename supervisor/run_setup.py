@@ -9,10 +9,9 @@ agents, so `gaffer --help` does not load the model client, Docker or MCP.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from supervisor import runlog, settings, trust_view
 from supervisor.exits import end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
+from supervisor.models import model_factory, on_local
 from supervisor.repl import Repl, line_reader
 from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
@@ -37,18 +37,8 @@ from workers.cluster.driver import Cluster
 from workers.extensions import load_extensions
 from workers.log.events import Subscriber
 from workers.model import (
-    Api,
-    AssistantTurn,
-    CallOptions,
-    Endpoint,
-    MakeModel,
-    Message,
-    Model,
-    ModelError,
     shown_url,
 )
-from workers.model.openai_client import OpenAIModel
-from workers.model.responses_client import ResponsesModel
 from workers.sandbox import SandboxUnavailable
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Approver
@@ -92,6 +82,11 @@ def set_up(
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
     if allowed_set and (unknown := sorted(allowed_set - names)):
         fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
+    if config.workers_local and uses_local_model(config, use_local):
+        fail(
+            "--workers-local keeps the top agent on your endpoint: set OPENAI_BASE_URL or "
+            "OPENAI_API_KEY"
+        )
     if uses_local_model(config, use_local):
         if "model" in config.model_fields_set:  # honoured or refused, never ignored
             fail(
@@ -107,6 +102,7 @@ def set_up(
             f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
             err=True,
         )
+    local = _local_for_workers(config, stack) if config.workers_local else None
     try:  # the state folder holds the change store too, whichever folder holds the logs
         state.workspace_dir(workspace)
         log_dir = config.logs_in(workspace)
@@ -139,6 +135,10 @@ def set_up(
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
+    rules = config.agent_rules()
+    if local is not None:
+        profiles = on_local(profiles, top, local)
+        rules = dataclasses.replace(rules, file_blocks=local.file_blocks)  # the workers' way
     cluster = None
     if config.cluster:
         try:
@@ -149,7 +149,7 @@ def set_up(
     plan = RunPlan(
         profiles=profiles,
         tools=tools,
-        make_model=_model_factory(config),
+        make_model=model_factory(config, local),
         top=top,
         max_steps=config.max_steps,
         max_seconds=config.max_seconds,
@@ -165,7 +165,7 @@ def set_up(
         approve=approve,
         base_url=shown_url(config.base_url),
         sandbox_uid=config.sandbox_uid,
-        rules=config.agent_rules(),
+        rules=rules,
         extensions=extensions,
         cluster=cluster,
     )
@@ -292,6 +292,17 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
     )
 
 
+def _local_for_workers(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
+    """The bundled model served for the workers (--workers-local), beside the run's
+    endpoint that the top agent stays on."""
+    local = _with_local_model(config, stack)
+    echo(
+        f"gaffer: workers run on the bundled local model {local.model} at {local.base_url}",
+        err=True,
+    )
+    return local
+
+
 def pull_with_progress() -> Path:
     model = local_store.QWEN_CODER_1_5B
     console = stderr_console()
@@ -310,57 +321,3 @@ def pull_with_progress() -> Path:
             )
 
         return local_store.pull(model, report)
-
-
-def _model_factory(config: settings.Settings) -> MakeModel:
-    models: dict[tuple[str, str, Endpoint | None], Model] = {}
-    lock = threading.Lock()
-
-    def make(name: str | None, api: Api | None = None, endpoint: Endpoint | None = None) -> Model:
-        name, api = name or config.model, api or config.api
-        extra: dict[str, Any] = {"store": config.responses_store} if api == "responses" else {}
-        kind = ResponsesModel if api == "responses" else OpenAIModel
-        base_url, api_key = config.base_url, config.api_key
-        if endpoint is not None:  # a profile's own, from gaffer's or the user's own config
-            key_env = endpoint.api_key_env
-            if key_env and not os.environ.get(key_env):
-                return KeyNotSet(name, key_env, endpoint.base_url)
-            base_url, api_key = endpoint.base_url, os.environ.get(key_env) if key_env else None
-        with lock:
-            if (name, api, endpoint) not in models:
-                models[name, api, endpoint] = kind(
-                    **extra,
-                    model=name,
-                    base_url=base_url,
-                    api_key=api_key,
-                    max_attempts=config.max_attempts,
-                    request_timeout=config.request_timeout,
-                    stream=config.stream,
-                    max_output_tokens=config.max_output_tokens,
-                    temperature=config.temperature,
-                    tool_prefill=config.tool_prefill,
-                    answer_prefill=config.answer_prefill,
-                )
-            return models[name, api, endpoint]
-
-    return make
-
-
-@dataclass
-class KeyNotSet:
-    """The model of a profile whose endpoint's key variable is not set: each call fails
-    with one line saying so (the other agents of the run go on)."""
-
-    name: str
-    key_env: str
-    base_url: str
-
-    def complete(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]],
-        options: CallOptions = CallOptions(),
-    ) -> AssistantTurn:
-        raise ModelError(
-            "auth", f"{self.key_env} is not set: it holds the key for {shown_url(self.base_url)}"
-        )

@@ -83,6 +83,10 @@ class Settings(BaseModel):
     answer_prefill: str | None = None
     """The opening of a prose answer, sent as the start of the reply when tools are off,
     for models that write a call as text anyway (set for the local model)."""
+    workers_local: bool = False
+    """Every worker on the bundled local model, served for the run, while the top agent
+    stays on the configured endpoint: the strong model plans, the local one reads and
+    edits."""
     file_blocks: bool = False
     """Agents that edit write files as fenced code blocks under the file's path instead
     of write_file/edit_file calls: small models write far better code in a block than
@@ -120,6 +124,7 @@ FLAGS = (
     "max_tokens",
     "max_parallel",
     "isolate",
+    "workers_local",
     "cluster",
     "log_dir",
     "stream",

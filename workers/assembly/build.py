@@ -86,7 +86,7 @@ def build_agent(
     rules = setting.rules
     file_blocks = rules.file_blocks and "write_file" in tools
     must_look = given_a_task and bool(READ_TOOLS & set(tools))
-    window = window_for(model.name, rules.context_window)
+    window = window_for(model.name, spec.profile.context_window or rules.context_window)
     gate = Gate(
         events,
         rules.max_send_backs,

@@ -59,6 +59,8 @@ class Profile(BaseModel):
     """Another model for this profile; default: the run's model."""
     api: Literal["chat", "responses"] | None = None
     """Another wire protocol for this profile's model; default: the run's (--api)."""
+    context_window: int | None = Field(None, ge=1024, le=100_000_000)
+    """Its model's context window in tokens, when it is not the run's model's."""
     base_url: str | None = Field(None, pattern=r"^https?://\S+$")
     """An endpoint of its own for this profile's model (default: the run's). Only a
     profile in gaffer or in your own config may name one, never a workspace's."""

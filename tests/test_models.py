@@ -1,0 +1,70 @@
+"""The run's models (supervisor/models.py): the run's endpoint, a profile's own, and the
+bundled model serving the workers under --workers-local."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from supervisor import settings
+from supervisor.models import model_factory, on_local
+from tests.helpers import gaffer
+from workers.assembly.profiles import builtin_dir, load_profiles
+from workers.model import Endpoint
+from workers.model.openai_client import OpenAIModel
+from workers.tools import BUILTIN_TOOLS
+
+RUN = settings.Settings(model="strong", base_url="http://127.0.0.1:7/v1", api_key="sk-run")
+LOCAL = RUN.model_copy(
+    update={
+        "model": "qwen-local",
+        "base_url": "http://127.0.0.1:8/v1",
+        "api_key": None,
+        "max_output_tokens": 768,
+        "temperature": 0.0,
+        "tool_prefill": "<tool_call>",
+        "context_window": 16384,
+        "file_blocks": True,
+    }
+)
+
+
+def test_with_workers_local_every_profile_but_the_top_agents_moves_to_the_local_model() -> None:
+    profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
+
+    moved = on_local(profiles, "supervisor", LOCAL)
+
+    assert moved["supervisor"] == profiles["supervisor"]
+    for name in ("explorer", "coder", "shell", "dispatcher"):
+        profile = moved[name]
+        assert (profile.model, profile.base_url, profile.api_key_env) == (
+            "qwen-local",
+            "http://127.0.0.1:8/v1",
+            None,
+        )
+        assert profile.context_window == 16384 and profile.tools == profiles[name].tools
+
+
+def test_calls_to_the_local_model_are_made_its_way_and_the_rest_the_runs() -> None:
+    make = model_factory(RUN, LOCAL)
+
+    worker = make("qwen-local", None, Endpoint("http://127.0.0.1:8/v1"))
+    top = make(None)
+
+    assert isinstance(worker, OpenAIModel) and isinstance(top, OpenAIModel)
+    assert (worker.name, worker.base_url, worker.tool_prefill) == (
+        "qwen-local",
+        "http://127.0.0.1:8/v1",
+        "<tool_call>",
+    )
+    assert worker.max_output_tokens == 768 and worker.temperature == 0.0
+    assert (top.name, top.base_url, top.tool_prefill) == ("strong", "http://127.0.0.1:7/v1", None)
+    assert make(None) is top, "made once"
+
+
+def test_workers_local_needs_an_endpoint_for_the_top_agent(workspace: Path) -> None:
+    done = gaffer(workspace, "run", "--workers-local", "survey")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "gaffer: --workers-local keeps the top agent on your endpoint: set OPENAI_BASE_URL "
+        "or OPENAI_API_KEY"
+    )
