@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,13 @@ from workers.model import ToolCall
 from workers.sandbox.host import HostSandbox
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolResult
+
+# A suite started in the background of a non-interactive shell (`make test &`, `nohup`)
+# inherits SIGINT ignored, and so would every gaffer it starts: the Ctrl-C tests would
+# signal processes that cannot hear it. The suite takes the signal back, so the
+# processes it starts begin with the default, as at a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 RunTool = Callable[..., ToolResult]
 
