@@ -40,6 +40,8 @@ def model_factory(
         )
         config = local if at_local and local is not None else run_config
         name, api = name or config.model, api or config.api
+        if at_local:
+            api = "chat"  # llama.cpp's server speaks Chat Completions, whatever the run's
         extra: dict[str, Any] = {"store": config.responses_store} if api == "responses" else {}
         kind = ResponsesModel if api == "responses" else OpenAIModel
         base_url, api_key = config.base_url, config.api_key

@@ -46,6 +46,8 @@ def test_with_workers_local_every_profile_but_the_top_agents_moves_to_the_local_
 
 def test_calls_to_the_local_model_are_made_its_way_and_the_rest_the_runs() -> None:
     make = model_factory(RUN, LOCAL)
+    on_responses = model_factory(RUN.model_copy(update={"api": "responses"}), LOCAL)
+    assert type(on_responses("qwen-local", None, Endpoint("http://127.0.0.1:8/v1"))) is OpenAIModel
 
     worker = make("qwen-local", None, Endpoint("http://127.0.0.1:8/v1"))
     top = make(None)
