@@ -54,11 +54,12 @@ def combined(results: Sequence[ToolResult]) -> ToolResult:
         return results[0]
     facts = [r.facts for r in results]
     workers = [f.worker for f in facts if f.worker]
-    ended = [
-        f.status or ("failed" if r.is_error else "completed")
-        for f, r in zip(facts, results, strict=True)
+    # A task the run refused to start has no worker: it is named by its place.
+    failed = [
+        f.worker or f"task {number} (not started)"
+        for number, (f, r) in enumerate(zip(facts, results, strict=True), 1)
+        if (f.status or ("failed" if r.is_error else "completed")) != "completed"
     ]
-    failed = [w for w, status in zip(workers, ended, strict=False) if status != "completed"]
     modified = tuple(dict.fromkeys(p for f in facts for p in f.modified))
     head = f"{len(results)} workers, in the order of their tasks: " + (
         f"{len(results) - len(failed)} completed"

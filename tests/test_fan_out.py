@@ -139,3 +139,28 @@ def test_ctrl_c_during_a_fan_out_cancels_each_worker_once(workspace: Path) -> No
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     ends = [line["status"] for line in lines if line["event"] == "delegate_end"]
     assert ends == ["cancelled", "cancelled"], "each worker's end logged once"
+
+
+def test_a_task_the_run_refuses_is_named_by_its_place_among_the_reports() -> None:
+    from supervisor.fan_out import combined
+    from workers.facts import Facts
+    from workers.tools.base import ToolResult
+
+    done = ToolResult(
+        output="worker w1 (explorer): completed", facts=Facts(worker="w1", status="completed")
+    )
+    refused = ToolResult(output="not started: the time budget is spent", is_error=True)
+    failed = ToolResult(
+        output="worker w2 (explorer): timeout",
+        is_error=True,
+        facts=Facts(worker="w2", status="timeout"),
+    )
+
+    batch = combined([done, refused, failed])
+
+    assert batch.output.startswith(
+        "3 workers, in the order of their tasks: 1 completed; not completed: "
+        "task 2 (not started), w2"
+    )
+    assert batch.is_error and batch.facts.worker == "w1, w2"
+    assert batch.facts.evidence == (done.facts, refused.facts, failed.facts)
