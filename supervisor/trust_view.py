@@ -12,7 +12,6 @@ from workers.assembly.profiles import (
     Profile,
     ProfileError,
     parse_profile,
-    profile_name,
     search_path,
     widening,
 )
@@ -64,8 +63,8 @@ def _details(item: Item, base: dict[str, Profile]) -> list[str]:
     if item.kind != "profile":
         return [item.runs] if item.kind in ("mcp", "plugin") else []
     try:
-        overrides = base.get(profile_name(item.source))
-        profile = parse_profile(item.source, _ANY_TOOL, overrides, from_workspace=True)
+        profile = parse_profile(item.source, _ANY_TOOL, base, from_workspace=True)
+        overrides = base.get(profile.name)
     except ProfileError as error:
         return [f"does not load: {error}"]
     where = "in Docker" if profile.sandbox == "docker" else "on the host"
@@ -82,7 +81,7 @@ def _base_profiles() -> dict[str, Profile]:
     for folder in search_path():
         for source in read_folder(folder, "*.toml"):
             with contextlib.suppress(ProfileError):
-                profile = parse_profile(source, _ANY_TOOL, profiles.get(profile_name(source)))
+                profile = parse_profile(source, _ANY_TOOL, profiles)
                 profiles[profile.name] = profile
     return profiles
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import tomllib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -147,14 +147,9 @@ def load_profiles(
     sources = [(s, False) for folder in folders for s in read_folder(folder, "*.toml")]
     profiles: dict[str, Profile] = {}
     for source, from_workspace in [*sources, *((s, True) for s in extra)]:
-        name = profile_name(source)
-        profile = parse_profile(source, known, profiles.get(name), from_workspace=from_workspace)
-        profiles[name] = profile
+        profile = parse_profile(source, known, profiles, from_workspace=from_workspace)
+        profiles[profile.name] = profile
     return profiles
-
-
-def profile_name(source: Source) -> str:
-    return str(_read(source)["name"])
 
 
 def _read(source: Source) -> dict[str, Any]:
@@ -179,12 +174,12 @@ def _overlaid(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def parse_profile(
     source: Source,
     known_tools: set[str] | None,
-    over: Profile | None = None,
+    loaded: Mapping[str, Profile] | None = None,
     *,
     from_workspace: bool = False,
 ) -> Profile:
-    """The profile in `source`; when it names `over`, the profile it changes, only the
-    keys it names. A workspace's (`from_workspace`) may not name an endpoint."""
+    """The profile in `source`; when it names one of `loaded`, only the keys it names
+    change that one. A workspace's (`from_workspace`) may not name an endpoint."""
     origin = source.origin
     data = _read(source)
     if from_workspace and (named := [k for k in ENDPOINT_KEYS if k in data]):
@@ -192,7 +187,7 @@ def parse_profile(
             f"{origin}: {named[0]}: a workspace's profile may not name an endpoint; set it "
             f"in a profile of your own ({user_dir()})"
         )
-    if over is not None and over.name == data["name"]:
+    if loaded and (over := loaded.get(data["name"])) is not None:
         data = _overlaid(over.model_dump(), data)
     try:
         profile = Profile.model_validate({**data, "source": origin})
