@@ -68,6 +68,31 @@ def cli_env(
     return env
 
 
+def interrupted_run(
+    workspace: Path, replies: list[Reply], *, once_asked: int
+) -> tuple[subprocess.Popen[str], str, float]:
+    """`gaffer run survey` against scripted `replies`, sent Ctrl-C once the endpoint has
+    been asked `once_asked` times (the calls under way): the process, its stderr, and
+    how long it took to end after the signal."""
+    with FakeOpenAI(replies) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "survey"],
+            cwd=workspace,
+            env=cli_env(workspace, server, None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while len(server.requests) < once_asked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        signalled = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    return proc, stderr, time.monotonic() - signalled
+
+
 def outcome_line(stderr: str) -> str:
     """The line that says how a run ended: the last on stderr but the summary line."""
     lines = [line for line in stderr.strip().splitlines() if " · log: " not in line]

@@ -16,6 +16,7 @@ from tests.helpers import (
     add_host_coder,
     cli_env,
     gaffer,
+    interrupted_run,
     kill_9_mid_run,
     outcome_line,
 )
@@ -335,24 +336,9 @@ def test_ctrl_c_cancels_running_workers_and_the_log_says_so(workspace: Path) -> 
         Reply(text="slow a", delay=30),
         Reply(text="slow b", delay=30),
     ]
-    with FakeOpenAI(replies) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "survey"],
-            cwd=workspace,
-            env=cli_env(workspace, server, None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+    proc, stderr, took = interrupted_run(workspace, replies, once_asked=3)
     assert proc.returncode == 130 and "interrupted" in stderr
-    assert time.monotonic() - started < 15
+    assert took < 15
     lines = log_lines(workspace)
     ends = [line for line in lines if line["event"] == "delegate_end"]
     assert sorted(str(e["status"]) for e in ends) == ["cancelled", "cancelled"]

@@ -105,13 +105,9 @@ def test_the_timeline_shows_a_fan_out_as_one_call_with_its_workers(
 
 def test_ctrl_c_during_a_fan_out_cancels_each_worker_once(workspace: Path) -> None:
     import json
-    import signal
-    import subprocess
-    import sys
-    import time
 
-    from tests.fake_openai import FakeOpenAI, Reply
-    from tests.helpers import cli_env
+    from tests.fake_openai import Reply
+    from tests.helpers import interrupted_run
 
     tasks = {"profile": "explorer", "tasks": ["look at a", "look at b"]}
     replies = [
@@ -119,21 +115,7 @@ def test_ctrl_c_during_a_fan_out_cancels_each_worker_once(workspace: Path) -> No
         Reply(text="slow a", delay=30),
         Reply(text="slow b", delay=30),
     ]
-    with FakeOpenAI(replies) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "survey"],
-            cwd=workspace,
-            env=cli_env(workspace, server, None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while len(server.requests) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+    proc, stderr, _ = interrupted_run(workspace, replies, once_asked=3)
     assert proc.returncode == 130, stderr
     [log] = list((workspace.parent / "logs").glob("*.jsonl"))
     lines = [json.loads(line) for line in log.read_text().splitlines()]

@@ -23,6 +23,23 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+def gaffer_profiles(cwd: Path, config: Path, **env: str) -> tuple[dict[str, str], str]:
+    """`gaffer profiles` as a user runs it, wide: its rows by profile name, and all it
+    printed."""
+    full = {**os.environ, "XDG_CONFIG_HOME": str(config), "COLUMNS": "250", **env}
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "profiles"],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    return rows, done.stdout
+
+
 def test_builtins_load() -> None:
     profiles = load_profiles([builtin_dir()], BUILTIN_TOOLS)
     assert set(profiles) == {"supervisor", "explorer", "coder", "shell", "dispatcher"}
@@ -78,28 +95,11 @@ def test_user_and_workspace_profiles_override_by_name(
 def test_gaffer_profiles_lists_tools_sandbox_limits_safety_and_source(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     write(workspace / ".gaffer" / "profiles", "mine", GOOD.format(name="mine"))
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "COLUMNS": "250",
-        "GAFFER_TRUST_WORKSPACE": "1",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "profiles"],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    rows, printed = gaffer_profiles(workspace, tmp_path / "config", GAFFER_TRUST_WORKSPACE="1")
     assert "docker" in rows["coder"] and " no " in rows["coder"]
     assert " yes " in rows["explorer"] and "15 steps, 600s" in rows["explorer"]
     assert rows["mine"].rstrip().endswith("mine.toml")
-    assert (
-        "workspace: 1 item(s) trusted for this run (--trust-workspace), 0 not loaded" in done.stdout
-    )
+    assert "workspace: 1 item(s) trusted for this run (--trust-workspace), 0 not loaded" in printed
 
 
 def test_a_bad_profile_stops_gaffer_run_with_one_line(tmp_path: Path) -> None:
@@ -182,17 +182,7 @@ def test_gaffer_profiles_shows_each_profiles_model_and_endpoint(tmp_path: Path) 
     mine = tmp_path / "config" / "gaffer" / "profiles"
     write(mine, "explorer", 'model = "small"\nbase_url = "http://u:pw@127.0.0.1:9/v1"\n')
     write(mine, "coder", 'api_key_env = "CODER_KEY"\nbase_url = "http://127.0.0.1:8/v1"\n')
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "COLUMNS": "250"}
-    done = subprocess.run(
-        [sys.executable, "-m", "supervisor", "profiles"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    rows, _ = gaffer_profiles(tmp_path, tmp_path / "config")
     assert "small at http://***@127.0.0.1:9/v1" in rows["explorer"], "no password shown"
     assert "the run's at http://127.0.0.1:8/v1, key from $CODER_KEY" in rows["coder"]
     assert "the run's " in rows["supervisor"] and " at " not in rows["supervisor"].split("read")[0]
