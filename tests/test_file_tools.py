@@ -183,3 +183,25 @@ def test_an_edit_with_text_from_another_file_says_where_it_is(
     assert result.is_error
     assert "That text is in test_stats.py (line 2), not in stats.py" in result.output
     assert "change the code, not the tests" in result.output
+
+
+def test_a_path_that_is_not_there_is_told_where_its_name_is(
+    run_tool: RunTool, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "sandbox_image").mkdir()
+    (workspace / "sandbox_image" / "Dockerfile").write_text("FROM scratch\n")
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "Dockerfile").write_text("hidden\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("no")
+    (workspace / "link").symlink_to(outside)
+
+    told = run_tool("list_dir", path="supervisor/sandbox_image").output
+    assert told.endswith("no such folder: 'supervisor/sandbox_image'; did you mean 'sandbox_image'?")
+    told = run_tool("read_file", path="supervisor/sandbox_image/Dockerfile").output
+    assert "did you mean 'sandbox_image/Dockerfile'?" in told and ".git" not in told
+    assert "did you mean" in run_tool("find_files", pattern="*", path="x/sandbox_image").output
+    assert "did you mean" in run_tool("grep", pattern="FROM", path="a/Dockerfile").output
+    assert "did you mean" not in run_tool("read_file", path="secret.txt").output, "no link out"
+    assert "use list_dir or find_files" in run_tool("read_file", path="nowhere.py").output

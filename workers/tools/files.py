@@ -14,6 +14,7 @@ from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, first_line
+from workers.tools.nearby import did_you_mean
 from workers.tools.workspace import (
     SKIPPED_DIRS,
     open_confined,
@@ -54,8 +55,10 @@ def sniff_binary(f: BinaryIO) -> bool:
 def _existing_file(ctx: ToolContext, path: str) -> Path:
     real = resolve(ctx.workspace, path)
     if not real.exists():
+        elsewhere = did_you_mean(ctx.workspace, path, folder=False)
         raise ToolError(
-            f"no such file: {path!r}; use list_dir or find_files to find the right path"
+            f"no such file: {path!r}"
+            + (elsewhere or "; use list_dir or find_files to find the right path")
         )
     if real.is_dir():
         raise ToolError(f"{path!r} is a directory; use list_dir to see what it holds")
@@ -304,7 +307,9 @@ class ListDirArgs(Args):
 def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
-        raise ToolError(f"no such folder: {args.path!r}")
+        raise ToolError(
+            f"no such folder: {args.path!r}" + did_you_mean(ctx.workspace, args.path, folder=True)
+        )
     if not real.is_dir():
         raise ToolError(f"{args.path!r} is a file; use read_file to read it")
     skipped, entries = [], []

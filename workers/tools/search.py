@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import Field
 
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
+from workers.tools.nearby import did_you_mean
 from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
 from workers.tools.shell import looks_secret
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
@@ -42,7 +43,13 @@ class GrepArgs(Args):
 def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
-        raise ToolError(f"no such file or folder: {args.path!r}")
+        raise ToolError(
+            f"no such file or folder: {args.path!r}"
+            + (
+                did_you_mean(ctx.workspace, args.path, folder=True)
+                or did_you_mean(ctx.workspace, args.path, folder=False)
+            )
+        )
     try:
         re.compile(args.pattern)
     except re.error as error:
@@ -295,7 +302,9 @@ class FindFilesArgs(Args):
 def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.is_dir():
-        raise ToolError(f"no such folder: {args.path!r}")
+        raise ToolError(
+            f"no such folder: {args.path!r}" + did_you_mean(ctx.workspace, args.path, folder=True)
+        )
     by_path = "/" in args.pattern
     regex = glob_regex(args.pattern)
     found: list[str] = []
