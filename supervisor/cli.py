@@ -111,9 +111,9 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--profile",
             "top",
-            default="supervisor",
-            show_default=True,
-            help="Profile of the agent you talk to.",
+            default=None,
+            help="Profile of the agent you talk to (default: supervisor; dispatcher, which "
+            "hands every piece to workers, on the bundled local model).",
         ),
         click.option(
             "--read-only", is_flag=True, help="Allow only read-only (parallel-safe) workers."

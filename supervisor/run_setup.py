@@ -77,6 +77,7 @@ def set_up(
         names = load_profiles(search_path(), None, workspace_trust.sources("profile")).keys()
     except ProfileError as error:
         fail(str(error))
+    top = top or default_top(uses_local_model(config, use_local))
     if top not in names:
         fail(f"no profile {top!r}; `gaffer profiles` lists them")
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
@@ -258,6 +259,14 @@ def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:
 def history_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gaffer" / "history"
+
+
+def default_top(on_local_model: bool) -> str:
+    """The top agent's profile when --profile names none. The bundled 1.5B model, given
+    the supervisor's tools to read with, reads and answers alone (the demo's survey: ten
+    list_dir calls, no worker, two of three answers wrong); given only `delegate`, it
+    splits the job and answers from the workers' reports."""
+    return "dispatcher" if on_local_model else "supervisor"
 
 
 def uses_local_model(config: settings.Settings, use_local: bool) -> bool:

@@ -1,13 +1,16 @@
 """The loop's seam: the moments an aid may step in, and all it may see there.
 
 The loop (workers/loop.py) knows no aid by name. It calls an agent's aids, in the order
-assembly gave them, at three moments:
+assembly gave them, at four moments:
 
 - `before_first_step`: before the first model call of a run (the task's files are read
   for the agent);
 - `after_reply`: once a reply is in the conversation and before its calls run. What the
   reply holds besides its calls is acted on (file blocks become write_file calls); a
   `Note` is told to the agent after the reply's calls;
+- `answer_next`: once the reply's calls have their results. An aid may say the next
+  reply is the agent's answer: tools are off for it, and the agent is asked (its
+  `answer_now`) to answer every part of the task;
 - `when_stuck`: the agent would stop (a reply with no call and nothing done), or the
   repetition guard paused it. An aid may `Resume` it (it has told the agent what to do
   next, and the next reply must be a call) or `Finish` the run with an answer; None
@@ -184,6 +187,9 @@ class Aid:
     def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
         return None
 
+    def answer_next(self, view: View) -> bool:
+        return False
+
     def when_stuck(self, view: View, said: str) -> Resume | Finish | None:
         return None
 
@@ -207,6 +213,9 @@ class Aids:
         if not notes:
             return None
         return Note("\n\n".join(n.content for n in notes), notes[0].source)
+
+    def answer_next(self, view: View) -> bool:
+        return any([aid.answer_next(view) for aid in self.each])  # each sees every batch
 
     def when_stuck(self, view: View, said: str) -> Resume | Finish | None:
         for aid in self.each:

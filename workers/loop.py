@@ -2,8 +2,8 @@
 
 Call the model; run the reply's tool calls; repeat until a final answer or a stop. What
 varies between agents steps in at the seam (workers/hooks.py), never as a branch here:
-the loop names no aid, and asks the agent's aids at three moments (before the first
-step, after each reply, and when the agent is stuck).
+the loop names no aid, and asks the agent's aids at four moments (before the first
+step, after each reply, after its calls, and when the agent is stuck).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         _run_calls(agent, result, turn, step, guard, note)
         if stop := _after_calls(agent, result, schemas, guard):
             return stop
-        nudge, paused = guard.take_nudge(), guard.take_pause()
+        nudge, paused = guard.take_nudge(), guard.take_pause() or aids.answer_next(view)
         if nudge or paused:
             step_on = _going_round(agent, view, result, nudge, paused)
             if isinstance(step_on, Finished):
@@ -227,9 +227,9 @@ def _would_stop(
 def _going_round(
     agent: Agent, view: AgentView, result: AgentResult, nudge: str | None, paused: bool
 ) -> Finished | bool:
-    """After a batch that went round in circles: an aid's answer, or whether an aid
-    stepped in. The warning is shown all the same (going round again ends the run), and
-    a paused agent no aid helped is asked to answer now."""
+    """After a batch that went round in circles, or one an aid wants answered: an aid's
+    answer, or whether an aid stepped in. The warning is shown all the same (going round
+    again ends the run), and a paused agent no aid helped is asked to answer now."""
     step_on = agent.aids.when_stuck(view, said="")
     if isinstance(step_on, Finish):
         return Finished(_stamped(agent, step_on.answer, result))

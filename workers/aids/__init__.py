@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from workers.aids.file_blocks import FileBlocks
 from workers.aids.focused_write import FocusedWrite
 from workers.aids.fresh_attempts import FreshAttempts
+from workers.aids.reports_answer import AnswerFromReports
 from workers.aids.task_files import TaskFiles
+from workers.aids.task_parts import TaskParts
 from workers.hooks import Aid, Aids
 
 
@@ -20,12 +22,17 @@ def aids_for(
     attach_task_files: bool,
     file_blocks: bool,
     tracks_changes: bool,
+    works_through_workers: bool = False,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that writes in blocks, the blocks written, a focused ask when
     it stalls and, when it can run the tests and its changes are tracked, fresh attempts
-    when it is stuck on them (asked in that order)."""
+    when it is stuck on them (asked in that order). One that `works_through_workers`
+    (it delegates and reads nothing itself) is shown the task's parts, and answers
+    once its workers have reported."""
     chosen: list[Aid] = []
+    if works_through_workers:
+        chosen += [TaskParts(), AnswerFromReports()]
     if attach_task_files:
         chosen.append(TaskFiles(container_root))
     if file_blocks:

@@ -85,7 +85,10 @@ def build_agent(
     container_root = CONTAINER_ROOT if spec.in_container else None
     rules = setting.rules
     file_blocks = rules.file_blocks and "write_file" in tools
-    must_look = given_a_task and bool(READ_TOOLS & set(tools))
+    # One that reads nothing itself and answers before any worker has reported
+    # makes its answer up: it looks through its workers.
+    works_through_workers = "delegate" in tools and not READ_TOOLS & set(tools)
+    must_look = given_a_task and (bool(READ_TOOLS & set(tools)) or works_through_workers)
     window = window_for(model.name, spec.profile.context_window or rules.context_window)
     gate = Gate(
         events,
@@ -103,6 +106,7 @@ def build_agent(
         attach_task_files=given_a_task and "read_file" in tools,
         file_blocks=file_blocks,
         tracks_changes=setting.store is not None and spec.changes_files,
+        works_through_workers=works_through_workers,
     )
     edits = EditGuard(
         setting.workspace, container_root, hint=aids.hint, test_runners=rules.test_runners

@@ -1,0 +1,141 @@
+"""A top agent that works only through workers (the dispatcher, the default on the
+bundled model): it is shown the task's parts, must delegate before it answers, and
+answers once its workers have reported (workers/aids/task_parts.py, reports_answer.py),
+and workers' first model calls go one at a time (supervisor/warm_start.py)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from supervisor.run_setup import default_top
+from tests.test_delegation import interval, of, run_session
+from tests.test_fan_out import fan_out
+from workers.aids.reports_answer import ANSWER_FROM_REPORTS
+from workers.aids.task_parts import parts_of
+from workers.model.scripted import Step, call, calls, say
+from workers.outcome import Finished
+
+SURVEY = "Survey this project: where the parser lives, which file holds the cache."
+
+
+def test_a_dispatcher_is_shown_the_parts_delegates_first_and_answers_from_the_reports(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tasks = ["Where does the parser live?", "Which file holds the cache?"]
+    scripts: dict[str, list[Step]] = {
+        SURVEY: [calls(fan_out("explorer", *tasks)), say("parser.py; cache.py")],
+        **{t: [call("list_dir", path="."), say(f"found: {t}")] for t in tasks},
+    }
+    result, records, model = run_session(
+        workspace, tmp_path, scripts, task=SURVEY, top="dispatcher", task_mode=True
+    )
+
+    assert result.outcome == Finished("parser.py; cache.py")
+    top = model._models[SURVEY]
+    assert top.required == [True, False], "it delegates before it answers"
+    assert top.paused == [False, True], "its answer comes with tools off"
+    first = top.seen[0]
+    assert "1. where the parser lives\n2. which file holds the cache" in first[-1]["content"]
+    told = top.seen[1][-1]["content"]
+    assert told == ANSWER_FROM_REPORTS.format(task=SURVEY)
+    assert len(of(records, "agent_start")) == 3
+
+
+def test_a_dispatcher_whose_delegation_started_no_worker_keeps_its_tools(
+    workspace: Path, tmp_path: Path
+) -> None:
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            call("delegate", profile="explorer", tasks=["", ""]),
+            call("delegate", profile="explorer", task="look"),
+            say("it looked"),
+        ],
+        "look": [call("list_dir", path="."), say("looked")],
+    }
+    result, _, model = run_session(workspace, tmp_path, scripts, top="dispatcher", task_mode=True)
+
+    assert result.outcome == Finished("it looked")
+    assert model._models["the job"].paused == [False, False, True]
+
+
+def test_a_reply_that_calls_after_the_reports_gets_its_tools_back(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A job that needs a second round can still have one: the paused reply's call
+    runs nothing, tools come back, and the next batch of reports is answered."""
+    scripts: dict[str, list[Step]] = {
+        "the job": [
+            call("delegate", profile="explorer", task="look"),
+            say('{"name": "delegate", "arguments": {"profile": "explorer", "task": "again"}}'),
+            call("delegate", profile="explorer", task="again"),
+            say("both looked"),
+        ],
+        "look": [call("list_dir", path="."), say("looked")],
+        "again": [call("list_dir", path="."), say("looked again")],
+    }
+    result, _, model = run_session(workspace, tmp_path, scripts, top="dispatcher", task_mode=True)
+
+    assert result.outcome == Finished("both looked")
+    assert model._models["the job"].paused == [False, True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("task", "parts"),
+    [
+        (
+            "Survey this repository for a newcomer: what each top-level folder is for, "
+            "where the agent loop lives, and how a worker is sandboxed.",
+            [
+                "what each top-level folder is for",
+                "where the agent loop lives",
+                "how a worker is sandboxed",
+            ],
+        ),
+        (
+            "Answer each with a file path:\n1. Which file defines the lexer?\n2) Where is the cache?",
+            ["Which file defines the lexer?", "Where is the cache?"],
+        ),
+        ("Where is the lexer? What calls it?", ["Where is the lexer?", "What calls it?"]),
+        ("the tests in tests/test_calc.py fail; find out why and fix it", []),
+        ("Rename parse to parse_text everywhere and run the tests.", []),
+        ("Note: be brief", []),
+        ("hello there", []),
+    ],
+)
+def test_the_parts_of_a_task_are_its_own_items_questions_or_listed_clauses(
+    task: str, parts: list[str]
+) -> None:
+    assert parts_of(task) == parts
+
+
+def test_the_default_top_agent_delegates_everything_on_the_bundled_model() -> None:
+    assert default_top(on_local_model=True) == "dispatcher"
+    assert default_top(on_local_model=False) == "supervisor"
+
+
+def test_workers_started_together_make_their_first_calls_one_at_a_time(
+    workspace: Path, tmp_path: Path
+) -> None:
+    tasks = [f"question {i}" for i in range(3)]
+    scripts: dict[str, list[Step]] = {
+        "the job": [calls(fan_out("explorer", *tasks)), say("summary")],
+        **{t: [call("list_dir", path="."), say(f"answer to {t}")] for t in tasks},
+    }
+    _, records, _ = run_session(workspace, tmp_path, scripts, latency=0.2)
+
+    ends = sorted(
+        _seconds(of(records, "llm_call", agent_id=w)[0]["ts"]) for w in ("w1", "w2", "w3")
+    )
+    for before, after in itertools.pairwise(ends):
+        assert after - before >= 0.18, "two first calls were in flight at once"
+    intervals = [interval(records, w) for w in ("w1", "w2", "w3")]
+    assert max(s for s, _ in intervals) < min(e for _, e in intervals), "they still overlap"
+
+
+def _seconds(ts: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(ts).timestamp()
