@@ -198,10 +198,23 @@ def test_a_path_that_is_not_there_is_told_where_its_name_is(
     (workspace / "link").symlink_to(outside)
 
     told = run_tool("list_dir", path="supervisor/sandbox_image").output
-    assert told.endswith("no such folder: 'supervisor/sandbox_image'; did you mean 'sandbox_image'?")
+    assert told.endswith(
+        "no such folder: 'supervisor/sandbox_image'; did you mean 'sandbox_image'?"
+    )
     told = run_tool("read_file", path="supervisor/sandbox_image/Dockerfile").output
     assert "did you mean 'sandbox_image/Dockerfile'?" in told and ".git" not in told
     assert "did you mean" in run_tool("find_files", pattern="*", path="x/sandbox_image").output
     assert "did you mean" in run_tool("grep", pattern="FROM", path="a/Dockerfile").output
     assert "did you mean" not in run_tool("read_file", path="secret.txt").output, "no link out"
     assert "use list_dir or find_files" in run_tool("read_file", path="nowhere.py").output
+
+
+def test_the_likeliest_place_of_a_name_is_told_first(run_tool: RunTool, workspace: Path) -> None:
+    for folder in ("docs", "logs", "sandbox_image"):
+        (workspace / folder).mkdir()
+        (workspace / folder / "README.md").write_text(folder)
+    (workspace / "README.md").write_text("top")
+    told = run_tool("read_file", path="supervisor/sandbox_image/README.md").output
+    assert told.endswith(
+        "did you mean 'sandbox_image/README.md' or 'README.md' or 'docs/README.md'?"
+    )

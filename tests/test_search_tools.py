@@ -158,3 +158,18 @@ def test_the_fallback_never_runs_the_repository_s_own_modules(
     result = search.grep(ToolContext(workspace), search.GrepArgs(pattern="needle"))
     assert "PWNED" not in result.output, "the repository's package printed nothing: it never ran"
     assert os.fsdecode(b"caf\xe9.txt") + ":1:needle" in result.output
+
+
+def test_find_files_in_the_wrong_folder_is_told_where_the_files_are(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    (workspace / "workers").mkdir()
+    (workspace / "workers" / "loop.py").write_text("")
+    (workspace / "supervisor").mkdir()
+    (workspace / ".hidden").mkdir()
+    (workspace / ".hidden" / "loop.py").write_text("")
+    told = run_tool("find_files", pattern="loop.py", path="supervisor").output
+    assert told == (
+        "no files match 'loop.py' under 'supervisor'; elsewhere in the workspace: workers/loop.py"
+    )
+    assert run_tool("find_files", pattern="nothing.py").output == "no files match 'nothing.py'"

@@ -299,6 +299,10 @@ class FindFilesArgs(Args):
     path: str = Field(".", description="Folder to search, relative to the workspace root.")
 
 
+MAX_ELSEWHERE = 3
+MAX_ELSEWHERE_SEEN = 5000
+
+
 def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.is_dir():
@@ -318,11 +322,28 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
                 found.append(shown)
                 used += len(shown) + 1
     if not found:
-        return ToolResult(output=f"no files match {args.pattern!r}", summary="0 files")
+        told = f"no files match {args.pattern!r}"
+        if real != resolve(ctx.workspace, ".") and (elsewhere := _elsewhere(ctx, regex, by_path)):
+            told += f" under {args.path!r}; elsewhere in the workspace: {', '.join(elsewhere)}"
+        return ToolResult(output=told, summary="0 files")
     body = "\n".join(found)
     if total > len(found):
         body += f"\n[{total - len(found)} more files not shown; narrow the pattern or path]"
     return ToolResult(output=body, summary=f"{total} file{'' if total == 1 else 's'}")
+
+
+def _elsewhere(ctx: ToolContext, regex: re.Pattern[str], by_path: bool) -> list[str]:
+    """A few files the pattern matches outside the folder it was looked for in: a small
+    model that guessed the folder wrong asks there again, told only "no files"."""
+    root = resolve(ctx.workspace, ".")
+    found: list[str] = []
+    for seen, path in enumerate(walk_files(root, hidden=False)):
+        candidate = path.relative_to(root).as_posix() if by_path else path.name
+        if regex.fullmatch(candidate):
+            found.append(relative(ctx.workspace, path))
+        if len(found) >= MAX_ELSEWHERE or seen >= MAX_ELSEWHERE_SEEN:
+            break
+    return found
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
