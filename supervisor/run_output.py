@@ -28,8 +28,8 @@ from supervisor.exits import (
 from supervisor.session import Session
 from supervisor.terminal import echo
 from workers.log.events import LOGGED_EVENTS, Record
-from workers.log.reader import events_of
-from workers.log.schema import ChangeSet, SessionEnd
+from workers.log.reader import events_of, lines_of, of_type
+from workers.log.schema import ChangeSet, DelegateEnd, DelegateStart, SessionEnd, ToolCalled
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 
 OutputFormat = Literal["text", "json", "stream-json"]
@@ -144,9 +144,35 @@ def _result(
         "steps": end.steps if end else None,
         "elapsed_s": end.elapsed_s if end else None,
         "files_changed": list(files),
+        "workers": workers_of(session.recorder.records),
         "log": str(session.log.path),
         "session_id": session.session_id,
     }
+
+
+def workers_of(records: list[Record]) -> list[dict[str, Any]]:
+    """Every worker the run started, in order: who started it, with which delegate call
+    (workers of one fan-out share it: `call` numbers the run's delegate calls from 1, in
+    the order they ended), its task, and how it ended."""
+    lines = lines_of(records)
+    ends = {end.child_id: end for _, end in of_type(lines, DelegateEnd)}
+    call_of: dict[str, int] = {}
+    delegations = [c for _, c in of_type(lines, ToolCalled) if c.name == "delegate" and c.facts]
+    for number, called in enumerate(delegations, 1):
+        for worker in str((called.facts or {}).get("worker") or "").split(","):
+            call_of.setdefault(worker.strip(), number)
+    return [
+        {
+            "id": start.child_id,
+            "profile": start.child_profile,
+            "parent": line.agent_id,
+            "call": call_of.get(start.child_id),
+            "task": start.task,
+            "status": ends[start.child_id].status if start.child_id in ends else "running",
+            "files_changed": ends[start.child_id].files_changed if start.child_id in ends else [],
+        }
+        for line, start in of_type(lines, DelegateStart)
+    ]
 
 
 def _summary(session: Session, outcome: Outcome) -> str:

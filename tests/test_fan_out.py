@@ -4,9 +4,12 @@ scheduler's rules, their reports back in order in one result (supervisor/fan_out
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
+from tests.fake_openai import Reply
+from tests.helpers import gaffer_replying
 from tests.test_delegation import interval, of, run_session
 from workers.model.scripted import Step, call, calls, say
 from workers.outcome import Finished
@@ -146,3 +149,34 @@ def test_a_task_the_run_refuses_is_named_by_its_place_among_the_reports() -> Non
     )
     assert batch.is_error and batch.facts.worker == "w1, w2"
     assert batch.facts.evidence == (done.facts, refused.facts, failed.facts)
+
+
+def test_the_json_result_shows_a_fan_out_as_one_call_and_its_workers(workspace: Path) -> None:
+    """A script sees each worker, the call that started it and how it ended."""
+    batch = {"profile": "explorer", "tasks": ["look at a", "look at b"]}
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "--output-format",
+        "json",
+        "the job",
+        replies=[
+            Reply(tool_calls=[("delegate", json.dumps(batch))]),
+            Reply(
+                tool_calls=[("delegate", json.dumps({"profile": "explorer", "task": "look at c"}))]
+            ),
+            Reply(text="done"),
+        ],
+        routes={
+            "look at": [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="saw it")] * 3,
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    workers = json.loads(done.stdout)["workers"]
+    assert [(w["task"], w["call"], w["status"]) for w in workers] == [
+        ("look at a", 1, "completed"),
+        ("look at b", 1, "completed"),
+        ("look at c", 2, "completed"),
+    ]
+    assert {w["profile"] for w in workers} == {"explorer"} and workers[0]["parent"] == "supervisor"
