@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install lint test test-slow demo bench bench-agent clean sandbox-image sandbox-ready browser-ready
+.PHONY: install lint test test-slow demo bench bench-agent bench-delegation clean sandbox-image sandbox-ready browser-ready
 
 install: $(INSTALLED)
 
@@ -55,6 +55,12 @@ demo: install
 # the same model answering in one shot with no tools (bench/agent_tasks.py).
 bench-agent: sandbox-ready
 	$(BIN)/python -m bench.agent_tasks
+
+# Delegating against one agent, on code nobody here wrote: a survey of two installed
+# dependencies' sources and a refactor of a generated project (bench/delegation.py).
+# BENCH_ARGS="--base-url URL --model NAME" measures another endpoint.
+bench-delegation: sandbox-ready
+	$(BIN)/python -m bench.delegation $(BENCH_ARGS)
 
 bench: sandbox-ready
 	$(BIN)/python -m bench

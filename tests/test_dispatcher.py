@@ -38,7 +38,9 @@ def test_a_dispatcher_is_shown_the_parts_delegates_first_and_answers_from_the_re
     assert top.required == [True, False], "it delegates before it answers"
     assert top.paused == [False, True], "its answer comes with tools off"
     first = top.seen[0]
-    assert "1. where the parser lives\n2. which file holds the cache" in first[-1]["content"]
+    told = first[-1]["content"]
+    assert "1. where the parser lives\n2. which file holds the cache" in told
+    assert '"Survey this project: where the parser lives. Report what you find' in told
     told = top.seen[1][-1]["content"]
     assert told == ANSWER_FROM_REPORTS.format(task=SURVEY)
     assert len(of(records, "agent_start")) == 3

@@ -1,0 +1,376 @@
+"""`make bench-delegation`: does splitting a job across workers pay, on code nobody here wrote?
+
+Survey. The installed source of two of gaffer's own dependencies (click and tenacity),
+copied to a temporary workspace, and questions whose answer is a file: the file that
+defines a named symbol, found in the copy by its syntax tree when the bench runs, so a
+new version of the package moves the answer with it. The question describes what the
+file does and never names the symbol; a script scores it, never a model. Ways:
+
+- the default top agent (`gaffer run --read-only`: on the bundled model, the
+  dispatcher, delegating);
+- one explorer alone (`--profile explorer`);
+- one call: the same model given the workspace at a glance and the questions, no tools.
+
+Refactor. A generated project of 12 modules where `scale(value)`, used by 9 of them, is
+renamed `scale_by(value, factor)`; its tests decide. Ways: the default top agent with
+isolated coders (`--isolate`), and one coder alone (`--profile coder`).
+
+It runs on the bundled model by default; `--base-url URL --model NAME` (key in
+OPENAI_API_KEY) measures any endpoint the same way. `--only survey|refactor` runs one half.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.refactor_project import TASK as REFACTOR_TASK
+from bench.refactor_project import write_project
+from supervisor.local import server, store
+from workers.model.openai_client import OpenAIModel
+from workers.sandbox import SandboxUnavailable, docker
+from workers.tools.describe import workspace_glance
+
+SURVEY_SECONDS = 480
+REFACTOR_SECONDS = 900
+KEPT = Path(tempfile.gettempdir()) / "gaffer-bench-delegation"
+USER_UID = 1000
+
+# (package, [(question, symbol whose defining file is the answer)]): each file's name is
+# unique in its package, so a file name in the answer says which file it means.
+SURVEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "click",
+        [
+            (
+                "Which file defines the object that holds the state of one command invocation?",
+                "Context",
+            ),
+            ("Which file draws the progress bar?", "ProgressBar"),
+            (
+                "Which file defines the parameter types such as integer ranges and choices?",
+                "IntRange",
+            ),
+            ("Which file implements shell completion for bash?", "BashComplete"),
+            (
+                "Which file provides the runner that invokes commands in isolation for tests?",
+                "CliRunner",
+            ),
+            ("Which file defines the error raised for a bad parameter value?", "BadParameter"),
+            ("Which file lays out and wraps the text of help pages?", "HelpFormatter"),
+            ("Which file defines the decorator that turns a function into a command?", "command"),
+            ("Which file defines the function that prints styled, coloured text?", "secho"),
+            ("Which file splits the command line into options and arguments?", "_OptionParser"),
+        ],
+    ),
+    (
+        "tenacity",
+        [
+            (
+                "Which file defines when to stop retrying after a number of attempts?",
+                "stop_after_attempt",
+            ),
+            (
+                "Which file holds the wait strategies such as exponential backoff?",
+                "wait_exponential",
+            ),
+            (
+                "Which file decides whether to retry from the type of exception raised?",
+                "retry_if_exception_type",
+            ),
+            ("Which file defines the function that sleeps between attempts?", "sleep_using_event"),
+            ("Which file has the callback that logs before each attempt?", "before_log"),
+            ("Which file has the callback that logs before sleeping?", "before_sleep_log"),
+            ("Which file has the callback that logs after a failed attempt?", "after_log"),
+            ("Which file supports retrying Tornado coroutines?", "TornadoRetrying"),
+            ("Which file turns an attempt number into an ordinal such as 1st?", "to_ordinal"),
+        ],
+    ),
+]
+
+ASK = (
+    "Answer each question below about the code in this workspace with the path of one "
+    "file. Reply as a numbered list, one line per question, the file path first.\n"
+)
+
+
+@dataclass
+class Outcome:
+    right: int
+    of: int
+    wall: float
+    tokens: int
+    workers: int = 0
+    most_at_once: int = 0
+    conflicts: int = 0
+    status: str = ""
+
+
+def defining_file(root: Path, symbol: str) -> str | None:
+    """The workspace path of the file whose top level defines `symbol`."""
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and (
+                node.name == symbol
+            ):
+                return path.relative_to(root).as_posix()
+    return None
+
+
+def survey_of(package: str, root: Path, asked: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The task, and each question's answer (dropping a question whose symbol this
+    version of the package does not define)."""
+    kept = [(q, f) for q, s in asked if (f := defining_file(root, s))]
+    task = ASK + "\n".join(f"{n}. {q}" for n, (q, _) in enumerate(kept, 1))
+    return task, [f for _, f in kept]
+
+
+def score(answer: str, expected: list[str]) -> int:
+    """Right answers: item n of the numbered reply names the file of question n (its
+    path, or its name where the name is unique, as here)."""
+    items: dict[int, str] = {}
+    for match in re.finditer(r"^\W*(\d{1,2})[.):]\s*(.*)$", answer, re.MULTILINE):
+        items.setdefault(int(match.group(1)), match.group(2))
+    right = 0
+    for number, path in enumerate(expected, 1):
+        name = re.escape(Path(path).name)
+        if re.search(rf"(?<![\w.]){name}\b", items.get(number, "")):
+            right += 1
+    return right
+
+
+def copy_package(package: str, into: Path) -> Path:
+    source = Path(__import__(package).__file__ or "").parent
+    root = into / package
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return root
+
+
+def run_gaffer(
+    workspace: Path, logs: Path, args: list[str], task: str, seconds: int, endpoint: list[str]
+) -> tuple[list[dict[str, Any]], float, str]:
+    env = {**os.environ, "GAFFER_LOG_DIR": str(logs)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "run",
+            *endpoint,
+            "--quiet",
+            "--output-format",
+            "json",
+            *args,
+            "--max-seconds",
+            str(seconds),
+            task,
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 180,
+    )
+    wall = time.monotonic() - started
+    answer = ""
+    with contextlib.suppress(json.JSONDecodeError, AttributeError):
+        answer = str(json.loads(done.stdout).get("answer") or "")
+    records = [
+        json.loads(line)
+        for log in sorted(logs.glob("*.jsonl"))
+        for line in log.read_text().splitlines()
+        if line.strip()
+    ]
+    return records, wall, answer
+
+
+def measured(records: list[dict[str, Any]], wall: float, right: int, of: int) -> Outcome:
+    end = next((r for r in reversed(records) if r.get("event") == "session_end"), {})
+    starts = {r["agent_id"]: r["ts"] for r in records if r.get("event") == "agent_start"}
+    spans = [
+        (starts[r["agent_id"]], r["ts"])
+        for r in records
+        if r.get("event") == "agent_end" and r.get("parent_id") and r["agent_id"] in starts
+    ]
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return Outcome(
+        right=right,
+        of=of,
+        wall=wall,
+        tokens=int(end.get("tokens") or 0),
+        workers=sum(r.get("event") == "delegate_start" for r in records),
+        most_at_once=most,
+        conflicts=sum(r.get("event") == "merge" and r.get("status") == "conflict" for r in records),
+        status=str(end.get("status") or "no log"),
+    )
+
+
+def keep(name: str, logs: Path, answer: str) -> None:
+    KEPT.mkdir(parents=True, exist_ok=True)
+    for log in logs.glob("*.jsonl"):
+        shutil.copy(log, KEPT / f"{name}.jsonl")
+    (KEPT / f"{name}.answer.txt").write_text(answer)
+
+
+def survey(
+    endpoint: list[str], one_call: Callable[[str], tuple[str, int]]
+) -> dict[str, list[Outcome]]:
+    ways: dict[str, list[Outcome]] = {"default top agent": [], "one explorer": [], "one call": []}
+    for package, asked in SURVEYS:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = copy_package(package, Path(tmp))
+            task, expected = survey_of(package, root, asked)
+            for way, args in (
+                ("default top agent", []),
+                ("one explorer", ["--profile", "explorer"]),
+            ):
+                logs = Path(tmp) / f"logs-{len(ways[way])}-{args[-1] if args else 'top'}"
+                records, wall, answer = run_gaffer(
+                    root, logs, ["--read-only", *args], task, SURVEY_SECONDS, endpoint
+                )
+                keep(f"{package}.{args[-1] if args else 'top'}", logs, answer)
+                ways[way].append(measured(records, wall, score(answer, expected), len(expected)))
+                print(f"{package} {way}: {ways[way][-1]}", file=sys.stderr)
+            started = time.monotonic()
+            answer, tokens = one_call(
+                f"# The workspace at a glance\n\n{workspace_glance(root)}\n\n{task}"
+            )
+            keep(f"{package}.one-call", Path(tmp) / "none", answer)
+            ways["one call"].append(
+                Outcome(score(answer, expected), len(expected), time.monotonic() - started, tokens)
+            )
+            print(f"{package} one call: {ways['one call'][-1]}", file=sys.stderr)
+    return ways
+
+
+def passing_tests(workspace: Path) -> tuple[int, int]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    passed = sum(int(n) for n in re.findall(r"(\d+) passed", done.stdout))
+    failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|error)", done.stdout))
+    return passed, passed + failed
+
+
+def refactor(endpoint: list[str]) -> dict[str, Outcome]:
+    ways: dict[str, Outcome] = {}
+    for way, args in (("isolated coders", ["--isolate"]), ("one coder", ["--profile", "coder"])):
+        with tempfile.TemporaryDirectory() as tmp:
+            workspace = Path(tmp) / "project"
+            total = write_project(workspace)
+            if os.geteuid() == 0:  # a coder's container runs as the owner, never root
+                for path in [workspace, *workspace.rglob("*")]:
+                    os.chown(path, USER_UID, USER_UID, follow_symlinks=False)
+            logs = Path(tmp) / "logs"
+            records, wall, answer = run_gaffer(
+                workspace, logs, ["--yes", *args], REFACTOR_TASK, REFACTOR_SECONDS, endpoint
+            )
+            keep(f"refactor.{args[-1].strip('-')}", logs, answer)
+            passed, _ = passing_tests(workspace)
+            ways[way] = measured(records, wall, passed, total)
+            print(f"refactor {way}: {ways[way]}", file=sys.stderr)
+    return ways
+
+
+def print_tables(surveys: dict[str, list[Outcome]], refactors: dict[str, Outcome]) -> None:
+    if surveys:
+        names = [package for package, _ in SURVEYS]
+        print("\nSurvey: right answers per codebase, then totals")
+        print(
+            f"{'way':<20}"
+            + "".join(f"{n:>10}" for n in names)
+            + f"{'wall s':>9}{'tokens':>9}{'workers':>9}{'at once':>9}"
+        )
+        for way, runs in surveys.items():
+            cells = "".join(f"{f'{o.right}/{o.of}':>10}" for o in runs)
+            print(
+                f"{way:<20}{cells}{sum(o.wall for o in runs):>9.0f}{sum(o.tokens for o in runs):>9}"
+                f"{sum(o.workers for o in runs):>9}{max(o.most_at_once for o in runs):>9}"
+            )
+    if refactors:
+        print("\nRefactor: tests passing afterwards")
+        print(
+            f"{'way':<20}{'tests':>8}{'wall s':>9}{'tokens':>9}{'workers':>9}{'conflicts':>10}  status"
+        )
+        for way, o in refactors.items():
+            print(
+                f"{way:<20}{f'{o.right}/{o.of}':>8}{o.wall:>9.0f}{o.tokens:>9}{o.workers:>9}"
+                f"{o.conflicts:>10}  {o.status}"
+            )
+    print(f"\nlogs and answers: {KEPT}")
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
+
+
+def main(args: list[str]) -> int:
+    base_url, model_name, only = (
+        _option(args, "--base-url"),
+        _option(args, "--model"),
+        _option(args, "--only"),
+    )
+    left_running = True
+    try:
+        if only != "survey":
+            docker.check_image(docker.client(), "gaffer-sandbox:latest")
+        if base_url is None:
+            server.check_machine()
+            store.pull()
+            left_running = server.running() is not None
+            if not left_running:  # one server, found by each `gaffer run --local`
+                server.start(detach=True)
+            found = server.running()
+            assert found is not None
+            base_url, model_name, endpoint = found.base_url, found.model, ["--local"]
+        else:
+            endpoint = ["--base-url", base_url, *(["--model", model_name] if model_name else [])]
+    except (SandboxUnavailable, server.LocalUnavailable, store.PullError) as error:
+        print(f"bench-delegation: cannot run here: {error}", file=sys.stderr)
+        return 1
+    model = OpenAIModel(
+        model=model_name or "gpt-4o-mini",
+        base_url=base_url,
+        api_key=None if "--local" in endpoint else os.environ.get("OPENAI_API_KEY"),
+        max_output_tokens=600,
+        temperature=0.0,
+    )
+
+    def one_call(prompt: str) -> tuple[str, int]:
+        turn = model.complete([{"role": "user", "content": prompt}], [])
+        return turn.text, turn.usage.total
+
+    try:
+        surveys = survey(endpoint, one_call) if only != "refactor" else {}
+        refactors = refactor(endpoint) if only != "survey" else {}
+    finally:
+        if not left_running:
+            server.stop_running()
+    print_tables(surveys, refactors)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
