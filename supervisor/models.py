@@ -63,6 +63,7 @@ def model_factory(
                     max_output_tokens=config.max_output_tokens,
                     temperature=config.temperature,
                     tool_prefill=config.tool_prefill,
+                    tool_name_prefill=config.tool_name_prefill,
                     answer_prefill=config.answer_prefill,
                 )
             return models[name, api, endpoint]

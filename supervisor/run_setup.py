@@ -294,6 +294,7 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
             # A small model follows instructions far more reliably near-greedy.
             "temperature": 0.0 if config.temperature is None else config.temperature,
             "tool_prefill": local_server.TOOL_CALL_OPENING,
+            "tool_name_prefill": local_server.NAMED_CALL_OPENING,
             "answer_prefill": local_server.ANSWER_OPENING,
             # Unless the user's config says otherwise.
             "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,

@@ -80,6 +80,9 @@ class Settings(BaseModel):
     """The opening of a tool call in the model's own format, sent as the start of its
     reply when a call is required, for servers that ignore tool_choice (set for the
     local model)."""
+    tool_name_prefill: str | None = None
+    """How that opening goes on when one tool is offered, naming it (`{name}`): a call
+    that can only be to that tool begins as one."""
     answer_prefill: str | None = None
     """The opening of a prose answer, sent as the start of the reply when tools are off,
     for models that write a call as text anyway (set for the local model)."""

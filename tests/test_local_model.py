@@ -76,3 +76,71 @@ def test_make_demo_surveys_the_repository_and_answers(tmp_path: Path) -> None:
     folders = [p.name for p in clone.iterdir() if p.is_dir() and not p.name.startswith(".")]
     named = [name for name in folders if name in answer]
     assert len(named) >= 2, f"the answer names {named} of {folders}: {answer}"
+    workers = [r for r in _records(clone) if r.get("event") == "delegate_start"]
+    assert len(workers) >= 2, "the demo started fewer than two explorers"
+    assert _most_at_once(_records(clone)) >= 2, "its explorers did not overlap"
+
+
+def test_the_default_path_delegates_on_code_nobody_here_wrote(tmp_path: Path) -> None:
+    """The same mechanism on another codebase: an installed dependency's source, asked
+    a question in two parts, splits it into workers that overlap, through the real CLI."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import tenacity
+
+    store.pull()
+    workspace = tmp_path / "tenacity"
+    shutil.copytree(
+        Path(tenacity.__file__).parent, workspace, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GAFFER_"))}
+    logs = tmp_path / "logs"
+    task = (
+        "Answer with a file path each: which file holds the wait strategies such as "
+        "exponential backoff, and which file defines when to stop retrying?"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--read-only", "--output-format", "json", task],
+        cwd=workspace,
+        env={**env, "GAFFER_LOG_DIR": str(logs)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    result = json.loads(done.stdout)
+    assert result["status"] == "completed", done.stderr[-3000:]
+    assert len(result["workers"]) >= 2 and {w["profile"] for w in result["workers"]} == {"explorer"}
+    assert _most_at_once(_records(logs, under=True)) >= 2, "its workers did not overlap"
+
+
+def _records(where: Path, *, under: bool = False) -> list[dict[str, object]]:
+    """The run's log lines: in `where` itself, or in the clone's state folder."""
+    import json
+
+    from workers import state
+
+    folder = where if under else state.workspace_dir(where) / "logs"
+    return [
+        json.loads(line)
+        for log in sorted(folder.glob("*.jsonl"))
+        for line in log.read_text().splitlines()
+        if line.strip()
+    ]
+
+
+def _most_at_once(records: list[dict[str, object]]) -> int:
+    """The most workers running at once, from their agent_start and agent_end lines."""
+    edges = sorted(
+        (str(r["ts"]), 1 if r["event"] == "agent_start" else -1)
+        for r in records
+        if r.get("parent_id") and r.get("event") in ("agent_start", "agent_end")
+    )
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most

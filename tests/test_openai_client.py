@@ -291,6 +291,31 @@ def test_a_required_tool_call_is_asked_for_as_the_server_understands() -> None:
     assert server.requests[1]["messages"][-1] == {"role": "assistant", "content": "```json\n"}
 
 
+def test_a_required_call_with_one_tool_offered_is_begun_naming_it() -> None:
+    """The arguments the server parsed lack the brace it was given; they are whole again,
+    and a call that parses as it came is left as it is."""
+    tools = [{"type": "function", "function": {"name": "delegate", "parameters": {}}}]
+    hi = [{"role": "user", "content": "hi"}]
+    cut = Reply(tool_calls=[("delegate", ' "profile": "explorer", "task": "look" }')])
+    whole = Reply(tool_calls=[("delegate", '{"task": "look"}')])
+    with FakeOpenAI([cut, whole, whole]) as server:
+        local = OpenAIModel(
+            model="m",
+            base_url=server.base_url,
+            api_key="k",
+            tool_prefill="```json\n",
+            tool_name_prefill='{"name": "{name}", "arguments": {',
+        )
+        first = local.complete(hi, tools, CallOptions(require_tool=True))
+        second = local.complete(hi, tools, CallOptions(require_tool=True))
+        local.complete(hi, [*tools, *tools], CallOptions(require_tool=True))
+    opening = '```json\n{"name": "delegate", "arguments": {'
+    assert server.requests[0]["messages"][-1] == {"role": "assistant", "content": opening}
+    assert server.requests[2]["messages"][-1] == {"role": "assistant", "content": "```json\n"}
+    assert first.tool_calls[0].arguments == '{ "profile": "explorer", "task": "look" }'
+    assert second.tool_calls[0].arguments == '{"task": "look"}'
+
+
 @pytest.mark.parametrize(
     ("asked", "timeout", "why"),
     [("1000", None, "more than gaffer waits (60 s)"), ("30", 5.0, "more than the run has left")],

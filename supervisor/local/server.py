@@ -32,6 +32,9 @@ MIN_FREE_MEMORY = 3 * 2**30
 # How the chat template has the model open a tool call (qwen2.5-fenced-json.jinja): the
 # server turns a reply begun with it into a tool call, which is how one is required.
 TOOL_CALL_OPENING = "```json\n"
+# Its name, when only one tool is offered: asked for a delegate call with tasks, the
+# model otherwise writes {"tasks": [{"profile": ..., "task": ...}]}, no call at all.
+NAMED_CALL_OPENING = '{"name": "{name}", "arguments": {'
 # And how an answer is begun when tools are off: this model otherwise writes a call as
 # text even then. The server returns the opening as part of the answer.
 ANSWER_OPENING = "From what I found:"

@@ -5,13 +5,16 @@ in its first reply, then, shown its workers' reports, hands out the same tasks a
 on the bundled 1.5B model, the demo's survey went out five times over (15 workers, 443
 s) and the answer came from the last batch. Its job after a batch of reports is to
 answer from them. So once a batch in which workers ran has its results, the next
-reply is the answer, tools off, every part of the task asked for. A reply that is a
-call all the same gets tools back (the loop's rule for a paused agent), so a job that
-does need a second round can still have one.
+reply is the answer, tools off, every part of the task asked for; for a task that asks
+for a change, once a batch has changed files (explorers sent first to find where leave
+it free to send coders next). A reply that is a call all the same gets tools back (the
+loop's rule for a paused agent), so a job that needs another round can still have one.
 """
 
 from __future__ import annotations
 
+from workers.aids.focused_write import asks_for_change
+from workers.facts import Facts
 from workers.hooks import Aid, View
 
 ANSWER_FROM_REPORTS = (
@@ -32,4 +35,12 @@ class AnswerFromReports(Aid):
 
     def answer_next(self, view: View) -> bool:
         batch, self._seen = view.facts[self._seen :], len(view.facts)
-        return any(facts.worker is not None for facts in batch)
+        if not any(facts.worker is not None for facts in batch):
+            return False
+        # A job that asks for a change is not done by reports alone: after explorers
+        # have found where, coders come next.
+        return not asks_for_change(view.task) or any(_changed(facts) for facts in batch)
+
+
+def _changed(facts: Facts) -> bool:
+    return bool(facts.modified) or any(_changed(e) for e in facts.evidence)

@@ -6,14 +6,14 @@ each top-level folder is for, where the agent loop lives, how a worker is sandbo
 the bundled 1.5B model sent one explorer per folder it had noticed and none to the
 loop. The task's own shape says where its parts are: numbered items, several
 questions, or a list of clauses after a colon. When it has two or more, the agent is
-told them before its first reply, one line each, with the `tasks` of a delegate call
-that gives each its own worker: a small model copies a call it is shown more reliably
-than it writes one. It still chooses the call. A task with one part is told nothing.
+told them before its first reply, one line each, to give each its own worker; it
+still writes the call. (Shown whole tasks to copy, as a JSON array or as lines, the
+1.5B model wrote calls its server could not read.) A task with one part is told
+nothing.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 from workers.hooks import Aid, View
@@ -27,19 +27,9 @@ _CLAUSES = re.compile(
 )
 
 TOLD = (
-    "Your task has {count} parts:\n{parts}\nHand them all out in one delegate call, one "
-    "worker each, with `tasks` such as:\n{tasks}"
+    "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
+    "one self-contained task per part (say what to find and what to report):\n{parts}"
 )
-REPORT = "Report what you find, with file paths."
-
-
-def tasks_for(task: str, parts: list[str]) -> list[str]:
-    """Each part as a worker's task: a worker sees nothing else, so a part listed after
-    a colon carries what comes before it ("Survey X: where is Y")."""
-    head, colon, _ = task.partition(":")
-    lead = f"{head.strip()}: " if colon and "\n" not in head and len(head) < 200 else ""
-    ended = [part if part.endswith(("?", "!")) else part.rstrip(".") + "." for part in parts]
-    return [f"{lead}{part} {REPORT}" for part in ended]
 
 
 def parts_of(task: str) -> list[str]:
@@ -62,8 +52,8 @@ def _questions(task: str) -> list[str]:
 def _clauses(task: str) -> list[str]:
     """The clauses listed after the task's first colon ("Survey X: a, b, and c")."""
     head, colon, rest = task.partition(":")
-    if not colon or "\n" in head:
-        return []
+    if not colon or "\n" in head or re.search(r"[.!?]\s+\S", rest.strip()):
+        return []  # a list is one sentence after its colon, not the rest of the task
     return [c.strip(" .") for c in _CLAUSES.split(rest.strip()) if c.strip(" .")]
 
 
@@ -72,6 +62,4 @@ class TaskParts(Aid):
         if view.looked or not (parts := parts_of(view.latest_request)):
             return
         lines = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
-        tasks = json.dumps(tasks_for(view.latest_request, parts), indent=1, ensure_ascii=False)
-        told = TOLD.format(count=len(parts), parts=lines, tasks=tasks)
-        view.tell(told, source="task_parts")
+        view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")

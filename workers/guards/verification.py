@@ -187,6 +187,8 @@ class Gate:
     container_root: str | None = None
     must_look: bool = False
     """The agent was given a task and tools to read the code: no answer without using them."""
+    look_with: str = "the tools (list_dir, find_files, grep, read_file)"
+    """What it looks with, named when it is sent back to look."""
     expects_change: bool = False
     """The agent was given a task and tools to change files: an answer that changed none
     goes back once, asking for the change or for why none is needed."""
@@ -235,8 +237,8 @@ class Gate:
                 )
             )
             return (
-                f"Before you answer: {problem}. Check with the tools (list_dir, find_files, "
-                "grep, read_file), then answer from what they show."
+                f"Before you answer: {problem}. Check with {self.look_with}, then answer "
+                "from what they show."
             )
         if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
             self.events.emit(

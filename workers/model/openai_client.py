@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import urllib.parse
 from typing import Any
@@ -67,6 +68,7 @@ class OpenAIModel:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         tool_prefill: str | None = None,
+        tool_name_prefill: str | None = None,
         answer_prefill: str | None = None,
     ) -> None:
         self.name = model
@@ -86,6 +88,7 @@ class OpenAIModel:
         # Servers that ignore tool_choice "required" (llama.cpp with a custom template) are
         # given the start of a call in the model's own format as the start of its reply.
         self.tool_prefill = tool_prefill
+        self.tool_name_prefill = tool_name_prefill  # how it goes on to name the one tool
         # The same for an answer: with tools off, a small model may still write a call as
         # text; a reply begun in prose stays prose.
         self.answer_prefill = answer_prefill
@@ -147,6 +150,8 @@ class OpenAIModel:
                     self._answered = True
                     if options.tools_off and tools and self.answer_prefill:
                         turn = _begun_with(turn, self.answer_prefill)
+                    elif options.require_tool and len(tools) == 1 and self.tool_name_prefill:
+                        turn = _arguments_opened(turn)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -241,7 +246,7 @@ class OpenAIModel:
                     prefill = {"role": "assistant", "content": self.answer_prefill}
                     request["messages"] = [*messages, prefill]
             elif asking.require_tool and self.tool_prefill:
-                prefill = {"role": "assistant", "content": self.tool_prefill}
+                prefill = {"role": "assistant", "content": self._call_opening(tools)}
                 request["messages"] = [*messages, prefill]
             elif asking.require_tool:
                 request["tool_choice"] = "required"
@@ -256,6 +261,13 @@ class OpenAIModel:
         )
         with stream:
             return from_stream(stream, echo, self.name)
+
+    def _call_opening(self, tools: list[dict[str, Any]]) -> str:
+        """The start of a required call: naming the tool when only one is offered."""
+        opening = self.tool_prefill or ""
+        if len(tools) == 1 and self.tool_name_prefill:
+            opening += self.tool_name_prefill.replace("{name}", tools[0]["function"]["name"])
+        return opening
 
     def _wait(self, state: RetryCallState) -> float:
         backoff = self._backoff(state)
@@ -321,6 +333,26 @@ def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
     if turn.tool_calls or turn.text.startswith(opening):
         return turn
     return dataclasses.replace(turn, text=opening + turn.text)
+
+
+def _arguments_opened(turn: AssistantTurn) -> AssistantTurn:
+    """A call begun for the model with its arguments' opening brace, which a streaming
+    server leaves out of the arguments it parsed: put back where they read only with it."""
+    calls = [
+        dataclasses.replace(call, arguments="{" + call.arguments)
+        if not _is_json(call.arguments) and _is_json("{" + call.arguments)
+        else call
+        for call in turn.tool_calls
+    ]
+    return dataclasses.replace(turn, tool_calls=tuple(calls))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
