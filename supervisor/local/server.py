@@ -23,9 +23,13 @@ from supervisor.local.store import QWEN_CODER_1_5B, ModelFile, cache_dir, model_
 from workers.processes import process_alive
 
 HEALTH_TIMEOUT_S = 180.0
-# Two request slots of 16k tokens each: room for a supervisor and a worker at once on
-# two cores, in about 2.5 GB of memory.
-SLOTS = 2
+# One request at a time, in a 16k-token slot. On two cores a prompt token costs about
+# 50 ms whether one request or two are in hand, so two slots only share the work out;
+# and workers' prompts share a long prefix (instructions, tools, the workspace at a
+# glance) that one slot keeps and the next request reuses, where a second slot computes
+# it again: three calls sharing a 2,700-token prefix took 285 s sent together to two
+# slots (each computed it), and 3 to 5 s each once a slot had it.
+SLOTS = 1
 CONTEXT_PER_SLOT = 16384
 THREADS = 2
 MIN_FREE_MEMORY = 3 * 2**30
