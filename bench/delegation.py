@@ -43,8 +43,8 @@ from workers.model.openai_client import OpenAIModel
 from workers.sandbox import SandboxUnavailable, docker
 from workers.tools.describe import workspace_glance
 
-SURVEY_SECONDS = 480
-REFACTOR_SECONDS = 900
+SURVEY_SECONDS = 360
+REFACTOR_SECONDS = 600
 KEPT = Path(tempfile.gettempdir()) / "gaffer-bench-delegation"
 USER_UID = 1000
 

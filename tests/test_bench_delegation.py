@@ -1,0 +1,52 @@
+"""The scoring of `make bench-delegation` (bench/delegation.py), with no model: the answer
+key comes from the code, a numbered reply is scored item by item, and the refactor's
+tests fail before the change and pass after a right one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench.delegation import SURVEYS, copy_package, passing_tests, score, survey_of
+from bench.refactor_project import CALLERS, write_project
+
+
+def test_every_survey_question_has_its_answer_in_the_installed_code(tmp_path: Path) -> None:
+    for package, asked in SURVEYS:
+        root = copy_package(package, tmp_path)
+        task, expected = survey_of(package, root, asked)
+        assert len(expected) == len(asked) >= 8, f"{package}: a symbol moved"
+        names = [Path(p).name for p in expected]
+        assert len(set(names)) == len(names), "each answer is a file its name picks out"
+        assert all((root / p).is_file() for p in expected)
+        for _, symbol in asked:  # a plain word ("command") may be said in passing
+            if "_" in symbol or symbol[0].isupper():
+                assert symbol not in task, "a question names no symbol"
+
+
+def test_a_numbered_reply_is_scored_item_by_item() -> None:
+    expected = ["click/core.py", "termui.py", "_termui_impl.py"]
+    reply = "1. `core.py` holds Context\n2) it is in _termui_impl.py\n3. _termui_impl.py"
+    assert score(reply, expected) == 2, "termui.py is not _termui_impl.py"
+    assert score("core.py, termui.py and _termui_impl.py", expected) == 0, "no numbers"
+    assert score("**1.** core.py\n- 2: termui.py", expected) == 2
+
+
+def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path: Path) -> None:
+    total = write_project(tmp_path)
+    assert total == 13 and len(CALLERS) >= 8
+    assert len(list((tmp_path / "shop").glob("*.py"))) - 1 >= 12, "12 modules besides __init__"
+    assert passing_tests(tmp_path) == (11, 13)
+    units = tmp_path / "shop" / "units.py"
+    units.write_text("def scale_by(value, factor):\n    return value * factor\n")
+    for module, *_ in CALLERS[:-1]:  # all but one caller
+        path = tmp_path / "shop" / f"{module}.py"
+        text = path.read_text().replace("import scale\n", "import scale_by\n")
+        path.write_text(
+            re.sub(r"\bscale\(([^()]*(?:\([^()]*\))?[^()]*)\)", r"scale_by(\1, 2)", text)
+        )
+    assert passing_tests(tmp_path) == (12, 13), "the caller left behind fails"
+    last = tmp_path / "shop" / f"{CALLERS[-1][0]}.py"
+    text = last.read_text().replace("import scale\n", "import scale_by\n")
+    last.write_text(text.replace("scale(sum(totals))", "scale_by(sum(totals), 2)"))
+    assert passing_tests(tmp_path) == (13, 13)
