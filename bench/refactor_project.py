@@ -39,9 +39,8 @@ OTHERS = [
 
 def write_project(root: Path) -> int:
     """The project under `root`; how many tests it has."""
-    shop, tests = root / "shop", root / "tests"
+    shop = root / "shop"
     shop.mkdir(parents=True)
-    tests.mkdir()
     (shop / "__init__.py").write_text('"""A small shop."""\n')
     (shop / "units.py").write_text(
         '"""Units shared by the shop."""\n\n\ndef scale(value):\n    return value * 2\n'
@@ -54,6 +53,12 @@ def write_project(root: Path) -> int:
     for module, text in OTHERS:
         (shop / f"{module}.py").write_text(f'"""{module.title()} of the shop."""\n\n\n{text}')
     (root / "conftest.py").write_text("")  # the root on sys.path, for `import shop`
+    return write_tests(root)
+
+
+def write_tests(root: Path) -> int:
+    """The project's tests, as they are before any change; how many."""
+    (root / "tests").mkdir(exist_ok=True)
     checks = [
         ("cart", "line_total(5, 3) == 30"),
         ("discount", "after_discount(10) == 19"),
@@ -82,5 +87,5 @@ def write_project(root: Path) -> int:
         "\ndef test_scale_is_gone():\n    units = importlib.import_module('shop.units')\n\n"
         "    assert not hasattr(units, 'scale')\n"
     )
-    (tests / "test_shop.py").write_text("".join(lines))
+    (root / "tests" / "test_shop.py").write_text("".join(lines))
     return len(checks) + 2

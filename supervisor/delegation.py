@@ -26,7 +26,6 @@ from supervisor.isolation import isolated_work
 from supervisor.reports import worker_report
 from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
-from supervisor.warm_start import WarmStart
 from workers.agent import Agent, AgentResult
 from workers.assembly.build import RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
@@ -92,7 +91,6 @@ class Team:
         self._progress: dict[str, AgentResult] = {}  # each running worker's, as it fills in
         self._started = 0
         self._lock = threading.Lock()
-        self.warm_start = WarmStart()
         self.specs = resolve(
             self.plan.profiles,
             self.plan.tools,
@@ -180,11 +178,10 @@ class Team:
         if spec.may_delegate and depth < self.plan.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))
-        model = self.make_model(spec.profile.model, spec.profile.api, spec.profile.endpoint)
         return build_agent(
             spec,
             tools,
-            model=model if parent is None else self.warm_start.model(model, budget),
+            model=self.make_model(spec.profile.model, spec.profile.api, spec.profile.endpoint),
             sandbox=sandbox,
             budget=budget,
             events=events,

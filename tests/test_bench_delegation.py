@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from bench.delegation import SURVEYS, copy_package, passing_tests, score, survey_of
-from bench.refactor_project import CALLERS, write_project
+from bench.refactor_project import CALLERS, write_project, write_tests
 
 
 def test_every_survey_question_has_its_answer_in_the_installed_code(tmp_path: Path) -> None:
@@ -26,10 +26,13 @@ def test_every_survey_question_has_its_answer_in_the_installed_code(tmp_path: Pa
 
 def test_a_numbered_reply_is_scored_item_by_item() -> None:
     expected = ["click/core.py", "termui.py", "_termui_impl.py"]
-    reply = "1. `core.py` holds Context\n2) it is in _termui_impl.py\n3. _termui_impl.py"
-    assert score(reply, expected) == 2, "termui.py is not _termui_impl.py"
-    assert score("core.py, termui.py and _termui_impl.py", expected) == 0, "no numbers"
-    assert score("**1.** core.py\n- 2: termui.py", expected) == 2
+    expected = ["core.py", "termui.py", "retry.py"]
+    reply = "1. `core.py` holds Context\n2) it is in _termui_impl.py\n3. asyncio/retry.py"
+    assert score(reply, expected) == 1, "another file of the same name is not it"
+    assert score("core.py, termui.py and retry.py", expected) == 0, "no numbers"
+    assert score("From what I found: 1. ./core.py\n- 2: pkg/termui.py", expected, "pkg") == 2
+    every = "\n".join(f"{n}. termui.py core.py retry.py" for n in (1, 2, 3))
+    assert score(every, expected) == 1, "only the first path of an item counts"
 
 
 def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path: Path) -> None:
@@ -50,3 +53,5 @@ def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path
     text = last.read_text().replace("import scale\n", "import scale_by\n")
     last.write_text(text.replace("scale(sum(totals))", "scale_by(sum(totals), 2)"))
     assert passing_tests(tmp_path) == (13, 13)
+    (tmp_path / "tests" / "test_shop.py").write_text("def test_nothing():\n    pass\n")
+    assert write_tests(tmp_path) == 13 and passing_tests(tmp_path) == (13, 13)

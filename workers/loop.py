@@ -154,7 +154,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         _run_calls(agent, result, turn, step, guard, note)
         if stop := _after_calls(agent, result, schemas, guard):
             return stop
-        nudge, paused = guard.take_nudge(), guard.take_pause() or aids.answer_next(view)
+        answer_next = aids.answer_next(view)  # every batch is shown to the aids
+        nudge, paused = guard.take_nudge(), guard.take_pause() or answer_next
         if nudge or paused:
             step_on = _going_round(agent, view, result, nudge, paused)
             if isinstance(step_on, Finished):

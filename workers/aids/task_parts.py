@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 
+from workers.aids.focused_write import asks_for_change
 from workers.hooks import Aid, View
 
 MAX_PARTS = 12
 MIN_WORDS = 2
 _NUMBERED = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.+)$", re.MULTILINE)
-_QUESTION = re.compile(r"[^?.!\n]*\?")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(
     r"\s*(?:;|,\s*(?:and\s+)?|\band\s+(?=(?:what|where|which|how|why|who|when)\b))"
 )
@@ -46,12 +47,14 @@ def _numbered(task: str) -> list[str]:
 
 
 def _questions(task: str) -> list[str]:
-    return [q.strip() for q in _QUESTION.findall(task)]
+    return [s.strip() for s in _SENTENCE_END.split(task) if s.strip().endswith("?")]
 
 
 def _clauses(task: str) -> list[str]:
     """The clauses listed after the task's first colon ("Survey X: a, b, and c")."""
     head, colon, rest = task.partition(":")
+    if asks_for_change(task):
+        return []  # "Fix X: it crashes, and keep the API" is one change, not two jobs
     if not colon or "\n" in head or re.search(r"[.!?]\s+\S", rest.strip()):
         return []  # a list is one sentence after its colon, not the rest of the task
     return [c.strip(" .") for c in _CLAUSES.split(rest.strip()) if c.strip(" .")]
