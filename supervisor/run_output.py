@@ -152,12 +152,16 @@ def _result(
 
 def workers_of(records: list[Record]) -> list[dict[str, Any]]:
     """Every worker the run started, in order: who started it, with which delegate call
-    (workers of one fan-out share it: `call` numbers the run's delegate calls from 1, in
-    the order they ended), its task, and how it ended."""
+    (workers of one fan-out share it: `call` numbers the delegate calls that started
+    workers, from 1, in the order they ended), its task, and how it ended."""
     lines = lines_of(records)
     ends = {end.child_id: end for _, end in of_type(lines, DelegateEnd)}
     call_of: dict[str, int] = {}
-    delegations = [c for _, c in of_type(lines, ToolCalled) if c.name == "delegate" and c.facts]
+    delegations = [
+        c
+        for _, c in of_type(lines, ToolCalled)
+        if c.name == "delegate" and (c.facts or {}).get("worker")
+    ]
     for number, called in enumerate(delegations, 1):
         for worker in str((called.facts or {}).get("worker") or "").split(","):
             call_of.setdefault(worker.strip(), number)
