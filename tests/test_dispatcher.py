@@ -160,3 +160,21 @@ def test_a_dispatcher_asked_for_a_change_may_send_coders_after_its_explorers(
 
     assert result.outcome == Finished("fixed in greet.py")
     assert model._models["Find where greet is and fix it"].paused == [False, False, True]
+
+
+def test_workers_leave_their_caller_time_to_answer(workspace: Path, tmp_path: Path) -> None:
+    """A worker that would use all the run's time stops at its share of what its caller
+    had left, and the caller answers from its report within the run's limit."""
+    for n in range(40):
+        (workspace / f"d{n}").mkdir()
+    scripts: dict[str, list[Step]] = {
+        "the job": [call("delegate", profile="explorer", task="look"), say("it looked")],
+        "look": [call("list_dir", path=f"d{n}") for n in range(40)],
+    }
+    result, records, _ = run_session(workspace, tmp_path, scripts, latency=0.3, max_seconds=3.0)
+
+    assert result.outcome == Finished("it looked")
+    [worker] = of(records, "agent_end", agent_id="w1")
+    assert worker["status"] == "timeout"
+    [started] = of(records, "delegate_start")
+    assert started["max_seconds"] <= 0.75 * 2.8

@@ -3,8 +3,7 @@
 A small model that leads through `delegate` alone (the dispatcher) splits the job well
 in its first reply, then, shown its workers' reports, hands out the same tasks again:
 on the bundled 1.5B model, the demo's survey went out five times over (15 workers, 443
-s) and the answer came from the last batch. Its job after a batch of reports is to
-answer from them. So once a batch in which workers ran has its results, the next
+s). Its job after a batch of reports is to answer from them. So once a batch in which workers ran has its results, the next
 reply is the answer, tools off, every part of the task asked for; for a task that asks
 for a change, once a batch has changed files (explorers sent first to find where leave
 it free to send coders next). A reply that is a call all the same gets tools back (the
