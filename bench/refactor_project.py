@@ -12,7 +12,7 @@ TASK = (
     "parameter `factor`: `scale_by(value, factor)` returns value * factor (today "
     "`scale(value)` returns value * 2). Update every module in shop/ that uses `scale` "
     "to call `scale_by(..., 2)`, so that what each returns stays the same. Do not change "
-    "the tests; run `python -m pytest -q tests` to check."
+    "the tests; run `python3 -m pytest -q tests` to check."
 )
 
 # The callers: (module, function, what it computes from scale).
