@@ -177,6 +177,7 @@ def run_gaffer(
     done = subprocess.run(
         [
             sys.executable,
+            "-P",  # the workspace is no path to import from (tenacity's own asyncio/)
             "-m",
             "supervisor",
             "run",
@@ -244,7 +245,8 @@ def survey(
     endpoint: list[str], one_call: Callable[[str], tuple[str, int]]
 ) -> dict[str, list[Outcome]]:
     ways: dict[str, list[Outcome]] = {"default top agent": [], "one explorer": [], "one call": []}
-    for package, asked in SURVEYS:
+    chosen = os.environ.get("BENCH_PACKAGES", "").split(",")
+    for package, asked in [(p, a) for p, a in SURVEYS if p in chosen or chosen == [""]]:
         with tempfile.TemporaryDirectory() as tmp:
             root = copy_package(package, Path(tmp))
             task, expected = survey_of(package, root, asked)
