@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-
-import pytest
 
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
 from tests.helpers import (
     add_host_coder,
-    cli_env,
     gaffer,
     interrupted_run,
     kill_9_mid_run,
@@ -236,22 +229,8 @@ def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
     assert "interrupted" in gaffer(workspace, "logs").stdout
 
 
-@pytest.mark.parametrize("signal_name", ["SIGINT"])
-def test_ctrl_c_exits_130(workspace: Path, signal_name: str) -> None:
-    with FakeOpenAI([Reply(text="slow", delay=30)]) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "x"],
-            cwd=workspace,
-            env=cli_env(workspace, server, None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(getattr(signal, signal_name))
-        _, stderr = proc.communicate(timeout=30)
+def test_ctrl_c_exits_130(workspace: Path) -> None:
+    proc, stderr, _ = interrupted_run(workspace, [Reply(text="slow", delay=30)], once_asked=1)
     assert proc.returncode == 130
     assert "interrupted" in stderr
     assert log_lines(workspace)[-1]["event"] == "session_end"
