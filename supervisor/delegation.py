@@ -154,6 +154,12 @@ class Team:
             if not spec.may_delegate and spec.refusal is None
         ]
 
+    def reader(self) -> str | None:
+        """The profile a question's parts go to, one worker each (workers/aids/task_parts.py):
+        `explorer` when it may be delegated to, else the first profile that only reads."""
+        readers = [name for name in self.delegable() if self.specs[name].parallel_safe]
+        return "explorer" if "explorer" in readers else next(iter(readers), None)
+
     def describe_profiles(self) -> str:
         lines = []
         for name in self.delegable():
@@ -203,6 +209,7 @@ class Team:
             setting=setting or self.setting,
             given_a_task=parent is not None or self.plan.task_mode,
             profiles_text=self.describe_profiles(),
+            reader=self.reader() if "delegate" in tools else None,
             stepper=self.plan.stepper if parent is None or self.plan.step_workers else None,
         )
 

@@ -10,22 +10,23 @@ import pytest
 
 from supervisor.run_setup import default_top
 from tests.test_delegation import of, run_session
-from tests.test_fan_out import fan_out
 from workers.aids.reports_answer import ANSWER_FROM_REPORTS
-from workers.aids.task_parts import parts_of
-from workers.model.scripted import Step, call, calls, say
+from workers.aids.task_parts import PART, parts_of
+from workers.hooks import REPORTED
+from workers.model.scripted import Step, call, say
 from workers.outcome import Finished
 
 SURVEY = "Survey this project: where the parser lives, which file holds the cache."
 
 
-def test_a_dispatcher_is_shown_the_parts_delegates_first_and_answers_from_the_reports(
+def test_a_dispatcher_hands_each_part_of_a_question_to_an_explorer_and_answers_from_the_reports(
     workspace: Path, tmp_path: Path
 ) -> None:
-    tasks = ["Where does the parser live?", "Which file holds the cache?"]
+    parts = ["where the parser lives", "which file holds the cache"]
+    tasks = [PART.format(part=part, task=SURVEY) for part in parts]
     scripts: dict[str, list[Step]] = {
-        SURVEY: [calls(fan_out("explorer", *tasks)), say("parser.py; cache.py")],
-        **{t: [call("list_dir", path="."), say(f"found: {t}")] for t in tasks},
+        SURVEY: [say("parser.py; cache.py")],
+        **{t: [call("list_dir", path="."), say(f"found: {t[:20]}")] for t in tasks},
     }
     result, records, model = run_session(
         workspace, tmp_path, scripts, task=SURVEY, top="dispatcher", task_mode=True
@@ -33,14 +34,34 @@ def test_a_dispatcher_is_shown_the_parts_delegates_first_and_answers_from_the_re
 
     assert result.outcome == Finished("parser.py; cache.py")
     top = model._models[SURVEY]
-    assert top.required == [True, False], "it delegates before it answers"
-    assert top.paused == [False, True], "its answer comes with tools off"
-    first = top.seen[0]
-    told = first[-1]["content"]
-    assert told.endswith("\n1. where the parser lives\n2. which file holds the cache")
-    told = top.seen[1][-1]["content"]
-    assert told == ANSWER_FROM_REPORTS.format(task=SURVEY)
-    assert len(of(records, "agent_start")) == 3
+    assert top.paused == [True], "its one reply is the answer, tools off"
+    reports, ask = top.seen[0][-2]["content"], top.seen[0][-1]["content"]
+    assert reports.startswith(REPORTED)
+    assert "found: where the parser" in reports and "found: which file holds" in reports
+    assert ask == ANSWER_FROM_REPORTS.format(task=SURVEY)
+    starts = of(records, "agent_start")
+    assert [s["profile"] for s in starts] == ["dispatcher", "explorer", "explorer"]
+    (delegation,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
+    assert delegation["agent_id"] == "supervisor" and delegation["args"]["tasks"] == tasks
+
+
+def test_a_dispatcher_is_shown_the_parts_of_a_change_and_delegates_them_itself(
+    workspace: Path, tmp_path: Path
+) -> None:
+    job = "Make two changes:\n1. rename parse to parse_text\n2. add a docstring to cache.py"
+    scripts: dict[str, list[Step]] = {
+        job: [call("delegate", profile="explorer", task="look"), say("done")],
+        "look": [call("list_dir", path="."), say("looked")],
+    }
+    result, _, model = run_session(
+        workspace, tmp_path, scripts, task=job, top="dispatcher", task_mode=True
+    )
+
+    assert result.outcome == Finished("done")
+    top = model._models[job]
+    assert top.required[0], "it delegates before it answers"
+    told = top.seen[0][-1]["content"]
+    assert told.endswith("\n1. rename parse to parse_text\n2. add a docstring to cache.py")
 
 
 def test_a_dispatcher_whose_delegation_started_no_worker_keeps_its_tools(

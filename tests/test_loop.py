@@ -163,6 +163,23 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
     assert len(recorder.of("llm_call")) <= 3
 
 
+def test_an_agent_with_time_for_one_call_only_answers_with_tools_off(workspace: Path) -> None:
+    """Its calls take 0.3 s and 1 s is allowed: after the second, another step and an
+    answer would not fit, so the third reply is the answer, asked for with tools off
+    (a call the deadline cuts gives nothing)."""
+    model = ScriptedModel(
+        [call("list_dir", path="."), call("list_dir", path="workers"), say("what I had")],
+        latency=0.3,
+    )
+    recorder = Recorder()
+    agent = make_agent(workspace, model, recorder, Limits(max_seconds=1.0))
+    result = run_agent(agent, [{"role": "user", "content": "survey it"}])
+
+    assert result.outcome == Finished("what I had")
+    assert model.paused == [False, False, True]
+    assert "Tools are paused for this reply" in model.seen[2][-1]["content"]
+
+
 def test_repetition_is_refused_then_ends_the_run(workspace: Path) -> None:
     same = [call("list_dir", path="src") for _ in range(5)]
     result, recorder, model = run_script(workspace, [*same, say("There is no src folder.")])

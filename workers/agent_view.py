@@ -101,9 +101,15 @@ class AgentView:
         refusal = (
             self._guard.check(call.name, calls.same_call_key(call, arguments)) if checked else None
         )
-        result = calls.run_tool(
-            self._agent, call, arguments, self.step, refusal, from_block=from_block
-        )
+        agent = self._agent
+        # A call that may overlap (workers of a fan-out) starts as the agent's would.
+        begun = calls.begin_overlapping(agent, call, arguments, self.step) if not refusal else None
+        if begun is not None:
+            (result,) = calls.wait_for_all(agent, [begun])
+        else:
+            result = calls.run_tool(
+                agent, call, arguments, self.step, refusal, from_block=from_block
+            )
         self._result.tool_calls += 1
         self._result.facts.append(result.facts)
         if checked:

@@ -64,6 +64,7 @@ def call_model(
     )
     turn = agent.model.complete(messages, schemas, options)
     agent.budget.spend(turn.usage.total)
+    agent.budget.took(time.monotonic() - started)
     if agent.context is not None and not aside:
         agent.context.observe(turn.usage.prompt_tokens, messages)
     agent.events.emit(
@@ -134,9 +135,9 @@ def run_batch(
             pending.append(done)
     except KeyboardInterrupt:
         agent.budget.cancel()  # the calls already started end now, and log their ends
-        _wait_for_all(agent, pending)
+        wait_for_all(agent, pending)
         raise
-    return _wait_for_all(agent, pending)
+    return wait_for_all(agent, pending)
 
 
 def _decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
@@ -149,7 +150,7 @@ def _decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
     return decisions if len(decisions) == len(calls) else [Decision("skip")] * len(calls)
 
 
-def _wait_for_all(
+def wait_for_all(
     agent: Agent, pending: list[Callable[[], ToolResult] | ToolResult]
 ) -> list[ToolResult]:
     """Every started call's result, even after Ctrl-C: it cancels them all, and each

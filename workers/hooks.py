@@ -8,9 +8,9 @@ assembly gave them, at four moments:
 - `after_reply`: once a reply is in the conversation and before its calls run. What the
   reply holds besides its calls is acted on (file blocks become write_file calls); a
   `Note` is told to the agent after the reply's calls;
-- `answer_next`: once the reply's calls have their results. An aid may say the next
-  reply is the agent's answer: tools are off for it, and the agent is asked (its
-  `answer_now`) to answer every part of the task;
+- `answer_next`: once calls have their results: a reply's, or those an aid made before
+  the first step. An aid may say the next reply is the agent's answer: tools are off for
+  it, and the agent is asked (its `answer_now`) to answer every part of the task;
 - `when_stuck`: the agent would stop (a reply with no call and nothing done), or the
   repetition guard paused it. An aid may `Resume` it (it has told the agent what to do
   next, and the next reply must be a call) or `Finish` the run with an answer; None
@@ -41,13 +41,16 @@ if TYPE_CHECKING:
 
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
 """How the files read for an agent before its first step are told: it has looked."""
+REPORTED = "Your task's parts went to workers, one each, in one delegate call. Their reports:"
+"""How workers' reports on a task's parts, handed out before its first step, are told:
+it has looked, through them."""
 
 
 def looked(messages: Sequence[Message]) -> bool:
     """Whether the conversation has tool results or attached files (in this run, or the
     one it resumes)."""
     return any(
-        m.get("role") == "tool" or str(m.get("content") or "").startswith(ATTACHED)
+        m.get("role") == "tool" or str(m.get("content") or "").startswith((ATTACHED, REPORTED))
         for m in messages
     )
 

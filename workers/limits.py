@@ -47,6 +47,8 @@ class Budget:
         self.deadline = time.monotonic() + max_seconds if max_seconds is not None else None
         self.parent = parent
         self.used = 0
+        self.slowest_call_s = 0.0
+        """This agent's slowest model call so far: what its next one may take."""
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._children: weakref.WeakSet[Budget] = weakref.WeakSet()
@@ -101,6 +103,17 @@ class Budget:
 
     def cancelled(self) -> bool:
         return self._cancelled.is_set() or (self.parent is not None and self.parent.cancelled())
+
+    def took(self, seconds: float) -> None:
+        """A model call of this agent's took `seconds`."""
+        self.slowest_call_s = max(self.slowest_call_s, seconds)
+
+    def no_time_for_another_step(self) -> bool:
+        """Whether the time left holds less than two calls like its slowest: one more
+        step, and then its answer. A call the deadline cuts short gives nothing, so an
+        agent this close answers now with what it has."""
+        left = self.seconds_left()
+        return left is not None and self.slowest_call_s > 0 and left < 2 * self.slowest_call_s
 
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()

@@ -128,12 +128,13 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     schemas = [tool.schema() for n, tool in agent.tools.items() if n not in aids.hidden_tools]
     view = AgentView(agent, result, guard, schemas)
     aids.before_first_step(view)
-    paused = must_call = False
+    # Calls an aid made before the first step may already hold what answers the task.
+    paused, must_call = aids.answer_next(view), False
+    if paused:
+        tell(agent, messages, _answer_now(agent, messages), source="task_parts")
     for step in range(1, agent.limits.max_steps + 1):
-        if stop := _before_step(agent, result, step):
+        if stop := _before_step(agent, result, step, schemas):
             return stop
-        if step == agent.limits.max_steps:
-            return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
         view.step, must_call = step, must_call or (agent.look_first and not looked(messages))
         try:
             turn = calls.call_model(
@@ -154,7 +155,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         _run_calls(agent, result, turn, step, guard, note)
         if stop := _after_calls(agent, result, schemas, guard):
             return stop
-        answer_next = aids.answer_next(view)  # every batch is shown to the aids
+        # Every batch is shown to the aids; and an agent left too little time for
+        # another step and its answer (a call the deadline cuts gives nothing) answers now.
+        answer_next = aids.answer_next(view) or agent.budget.no_time_for_another_step()
         nudge, paused = guard.take_nudge(), guard.take_pause() or answer_next
         if nudge or paused:
             step_on = _going_round(agent, view, result, nudge, paused)
@@ -173,21 +176,28 @@ def _repetition_guard(agent: Agent) -> RepetitionGuard:
     )
 
 
-def _before_step(agent: Agent, result: AgentResult, step: int) -> Outcome | None:
-    """Why the agent stops before this step (out of budget, or its context is full), or None."""
+def _before_step(
+    agent: Agent, result: AgentResult, step: int, schemas: list[dict[str, Any]]
+) -> Outcome | None:
+    """Why the agent stops before this step, or None: out of budget, its context full,
+    or (asked for its answer first) its last step."""
     if stop := calls.limit_if_spent(agent):
         return stop
     result.steps = step
-    if agent.context is None:
-        return None
-    return agent.context.prepare(
-        result.messages,
-        result.facts,
-        step,
-        model=agent.model,
-        budget=agent.budget,
-        events=agent.events,
-    )
+    if agent.context is not None and (
+        stop := agent.context.prepare(
+            result.messages,
+            result.facts,
+            step,
+            model=agent.model,
+            budget=agent.budget,
+            events=agent.events,
+        )
+    ):
+        return stop
+    if step == agent.limits.max_steps:
+        return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
+    return None
 
 
 def _unreadable(agent: Agent, messages: list[Message], error: ModelError) -> bool:
@@ -234,11 +244,14 @@ def _going_round(
     step_on = agent.aids.when_stuck(view, said="")
     if isinstance(step_on, Finish):
         return Finished(_stamped(agent, step_on.answer, result))
-    ask = agent.aids.answer_now or ANSWER_NOW
-    answer_now = ask.format(task=_task(result.messages)) if paused and step_on is None else ""
+    answer_now = _answer_now(agent, result.messages) if paused and step_on is None else ""
     if told := "\n\n".join(filter(None, [nudge, answer_now])):
         tell(agent, result.messages, told, source="repetition")
     return step_on is not None
+
+
+def _answer_now(agent: Agent, messages: list[Message]) -> str:
+    return (agent.aids.answer_now or ANSWER_NOW).format(task=_task(messages))
 
 
 def _after_calls(

@@ -23,16 +23,17 @@ def aids_for(
     file_blocks: bool,
     tracks_changes: bool,
     works_through_workers: bool = False,
+    reader: str | None = None,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that writes in blocks, the blocks written, a focused ask when
     it stalls and, when it can run the tests and its changes are tracked, fresh attempts
     when it is stuck on them (asked in that order). One that `works_through_workers`
-    (it delegates and reads nothing itself) is shown the task's parts, and answers
-    once its workers have reported."""
+    (it delegates and reads nothing itself) has a question's parts handed to `reader`s
+    (or is shown a change's parts), and answers once its workers have reported."""
     chosen: list[Aid] = []
-    if works_through_workers:
-        chosen += [TaskParts(), AnswerFromReports()]
+    if works_through_workers:  # the answer aid first: it counts the batches from there
+        chosen += [AnswerFromReports(), TaskParts(reader)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root))
     if file_blocks:

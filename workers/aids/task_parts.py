@@ -1,23 +1,28 @@
-"""The parts of a task, pointed out to an agent that hands them to workers.
+"""The parts of a task, handed out for an agent that works through workers.
 
-A small model that leads through `delegate` alone splits the job in its first reply,
-and splits it by what it sees, not by what was asked: given the demo's survey ("what
-each top-level folder is for, where the agent loop lives, how a worker is sandboxed"),
-the bundled 1.5B model sent one explorer per folder it had noticed and none to the
-loop. The task's own shape says where its parts are: numbered items, several
-questions, or a list of clauses after a colon. When it has two or more, the agent is
-told them before its first reply, one line each, to give each its own worker; it
-still writes the call. (Shown whole tasks to copy, as a JSON array or as lines, the
-1.5B model wrote calls its server could not read.) A task with one part is told
-nothing.
+A small model that leads through `delegate` alone splits the job by what it sees, not by
+what was asked. Given the demo's survey ("what each top-level folder is for, where the
+agent loop lives, how a worker is sandboxed"), the bundled 1.5B model sent one explorer
+per folder it had noticed and none to the loop. Told the parts one line each, it still
+rewrote them: "how a worker is sandboxed" went out as "Report the Dockerfile", and that
+explorer looked for one where none is. Its first reply also cost a minute.
+
+The task's own shape says where its parts are: numbered items, several questions, or a
+list of clauses after a colon. When a question has two or more and the agent may
+delegate to a reader, each part goes to a reader of its own, in the task's own words,
+in one delegate call made for the agent before its first reply; the reports are its to
+check and answer from. A task that asks for a change is only told its parts: which
+worker edits what is the agent's call. A task with one part is told nothing.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from workers.aids.focused_write import asks_for_change
-from workers.hooks import Aid, View
+from workers.hooks import REPORTED, Aid, View
+from workers.model import ToolCall
 
 MAX_PARTS = 12
 MIN_WORDS = 2
@@ -27,6 +32,12 @@ _CLAUSES = re.compile(
     r"\s*(?:;|,\s*(?:and\s+)?|\band\s+(?=(?:what|where|which|how|why|who|when)\b))"
 )
 
+# Each reader sees its part, and the whole task only as where the part comes from.
+PART = (
+    "{part}\n\nThis is one part of a larger task, and other workers have the others: "
+    "answer only this part, with the files and folders that show it. The whole task was: "
+    "{task}"
+)
 TOLD = (
     "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
     "one self-contained task per part (say what to find and what to report):\n{parts}"
@@ -61,8 +72,25 @@ def _clauses(task: str) -> list[str]:
 
 
 class TaskParts(Aid):
+    """`reader`: the profile a question's parts go to, one worker each; None (no reader
+    may be delegated to) tells the parts instead."""
+
+    def __init__(self, reader: str | None = None) -> None:
+        self.reader = reader
+
     def before_first_step(self, view: View) -> None:
-        if view.looked or not (parts := parts_of(view.latest_request)):
+        task = view.latest_request
+        if view.looked or not (parts := parts_of(task)):
             return
-        lines = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
-        view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")
+        if self.reader is None or asks_for_change(task):
+            lines = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
+            view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")
+            return
+        whole = " ".join(task.split())
+        arguments = {
+            "profile": self.reader,
+            "tasks": [PART.format(part=part, task=whole) for part in parts],
+        }
+        call = ToolCall(id="task-parts", name="delegate", arguments=json.dumps(arguments))
+        reports = view.run(call, arguments, checked=False).output
+        view.tell(f"{REPORTED}\n\n{reports}", source="task_parts")

@@ -76,12 +76,13 @@ def build_agent(
     setting: RunSetting,
     given_a_task: bool,
     profiles_text: str = "",
+    reader: str | None = None,
     stepper: Stepper | None = None,
 ) -> tuple[Agent, str]:
     """The agent for `spec` with exactly `tools` (its own, plus any the harness adds),
     and its system prompt. An agent `given_a_task` (a worker, or the top agent of `gaffer
     run`) with tools to read the code looks before it answers and has the files its task
-    is about attached."""
+    is about attached. `reader`: the profile it may hand a question's parts to."""
     container_root = CONTAINER_ROOT if spec.in_container else None
     rules = setting.rules
     file_blocks = rules.file_blocks and "write_file" in tools
@@ -108,6 +109,7 @@ def build_agent(
         file_blocks=file_blocks,
         tracks_changes=setting.store is not None and spec.changes_files,
         works_through_workers=works_through_workers,
+        reader=reader,
     )
     edits = EditGuard(
         setting.workspace, container_root, hint=aids.hint, test_runners=rules.test_runners
