@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.helpers import run_script
 from workers.facts import Facts
-from workers.guards.verification import Gate, missing_paths
+from workers.guards.verification import EMPTY_ANSWER, Gate, missing_paths
 from workers.log.events import Emitter, Recorder
 from workers.model.scripted import call, say
 from workers.outcome import Finished
@@ -141,3 +141,15 @@ def test_only_a_missing_test_run_or_look_asks_for_a_call(workspace: Path) -> Non
     assert checked.review([edited], "done") and checked.wants_call, "a test run is missing"
     failed = Facts(command="python3 -m pytest -q", exit_code=1)
     assert checked.review([edited, failed], "done") and not checked.wants_call, "a fix is"
+
+
+def test_an_empty_answer_is_sent_back(workspace: Path) -> None:
+    """A reply of nothing (a small model that stopped at its answer's opening) is no
+    answer, whatever the evidence holds."""
+    recorder = Recorder()
+    script = [call("list_dir", path="."), say("  \n"), say("The layout is flat.")]
+    result, _, model = run_script(workspace, script, gate=gate(workspace, recorder, must_look=True))
+
+    assert result.outcome == Finished("The layout is flat.")
+    assert model.seen[2][-1]["content"] == EMPTY_ANSWER
+    assert recorder.of("verification")[0]["reason"] == "the answer was empty"

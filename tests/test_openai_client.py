@@ -316,6 +316,23 @@ def test_a_required_call_with_one_tool_offered_is_begun_naming_it() -> None:
     assert second.tool_calls[0].arguments == '{"task": "look"}'
 
 
+def test_an_answer_begun_for_the_model_keeps_its_opening_and_the_opening_alone_is_nothing() -> None:
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    hi = [{"role": "user", "content": "hi"}]
+    with FakeOpenAI([Reply(text=" loop.py holds it."), Reply(text=" \n")]) as server:
+        local = OpenAIModel(
+            model="m", base_url=server.base_url, api_key="k", answer_prefill="From what I found:"
+        )
+        said = local.complete(hi, tools, CallOptions(tools_off=True))
+        nothing = local.complete(hi, tools, CallOptions(tools_off=True))
+    assert server.requests[0]["messages"][-1] == {
+        "role": "assistant",
+        "content": "From what I found:",
+    }
+    assert said.text == "From what I found: loop.py holds it."
+    assert nothing.text == ""
+
+
 @pytest.mark.parametrize(
     ("asked", "timeout", "why"),
     [("1000", None, "more than gaffer waits (60 s)"), ("30", 5.0, "more than the run has left")],

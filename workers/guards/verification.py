@@ -169,12 +169,18 @@ NO_CHANGE = (
 )
 
 
+EMPTY_ANSWER = (
+    "Your reply was empty. Write your final answer now, in plain sentences: what you "
+    "found, with the files that show it."
+)
+
+
 @dataclass
 class Gate:
     """Checks an agent's final answer; sends it back with a reason at most `max_send_backs` times.
 
-    An answer after edits needs a passing test run after the last edit. An answer with no
-    edits needs evidence: a worker that can read the code must have looked before it
+    An empty answer is no answer. An answer after edits needs a passing test run after
+    the last edit. An answer with no edits needs evidence: a worker that can read the code must have looked before it
     answers, and no answer may name a file that is not there.
     """
 
@@ -203,6 +209,17 @@ class Gate:
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         self.wants_call = False
+        if not answer.strip() and self.sent_back < self.max_send_backs:
+            self.sent_back += 1  # nothing said is no answer, whatever the evidence holds
+            self.events.emit(
+                Verification(
+                    verdict="unsupported",
+                    reason="the answer was empty",
+                    action="sent_back",
+                    sent_back=self.sent_back,
+                )
+            )
+            return EMPTY_ANSWER
         verdict = judge(facts, self.test_runners)
         if (
             verdict is None

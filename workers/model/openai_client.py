@@ -329,10 +329,12 @@ def _sendable(value: Any) -> Any:
 
 
 def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
-    """The reply with the opening it was given, which a streaming server leaves out."""
-    if turn.tool_calls or turn.text.startswith(opening):
+    """The reply with the opening it was given, which a streaming server leaves out; ""
+    when the opening is all there is (the model said nothing after it)."""
+    if turn.tool_calls:
         return turn
-    return dataclasses.replace(turn, text=opening + turn.text)
+    said = turn.text.removeprefix(opening)
+    return dataclasses.replace(turn, text=opening + said if said.strip() else "")
 
 
 def _arguments_opened(turn: AssistantTurn) -> AssistantTurn:
