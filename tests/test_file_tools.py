@@ -197,11 +197,7 @@ def test_a_path_that_is_not_there_is_told_where_its_name_is(
     (outside / "secret.txt").write_text("no")
     (workspace / "link").symlink_to(outside)
 
-    told = run_tool("list_dir", path="supervisor/sandbox_image").output
-    assert told.endswith(
-        "no such folder: 'supervisor/sandbox_image'; did you mean 'sandbox_image'?"
-    )
-    told = run_tool("read_file", path="supervisor/sandbox_image/Dockerfile").output
+    told = run_tool("read_file", path="supervisor/image/Dockerfile").output
     assert "did you mean 'sandbox_image/Dockerfile'?" in told and ".git" not in told
     assert "did you mean" in run_tool("find_files", pattern="*", path="x/sandbox_image").output
     assert "did you mean" in run_tool("grep", pattern="FROM", path="a/Dockerfile").output
@@ -209,12 +205,37 @@ def test_a_path_that_is_not_there_is_told_where_its_name_is(
     assert "use list_dir or find_files" in run_tool("read_file", path="nowhere.py").output
 
 
-def test_the_likeliest_place_of_a_name_is_told_first(run_tool: RunTool, workspace: Path) -> None:
-    for folder in ("docs", "logs", "sandbox_image"):
+def test_the_shallowest_places_of_a_name_are_told_first(run_tool: RunTool, workspace: Path) -> None:
+    for folder in ("docs", "logs", "sandbox_image", "sandbox_image/deep"):
         (workspace / folder).mkdir()
         (workspace / folder / "README.md").write_text(folder)
     (workspace / "README.md").write_text("top")
-    told = run_tool("read_file", path="supervisor/sandbox_image/README.md").output
-    assert told.endswith(
-        "did you mean 'sandbox_image/README.md' or 'README.md' or 'docs/README.md'?"
+    told = run_tool("read_file", path="guide/README.md").output
+    assert told.endswith("did you mean 'README.md' or 'docs/README.md' or 'logs/README.md'?")
+
+
+def test_a_real_path_behind_an_invented_folder_is_read_and_said_to_be_another(
+    run_tool: RunTool, workspace: Path, tmp_path: Path
+) -> None:
+    """A small model that puts a folder it made up in front of a real path gets the real
+    one at once, told so; never a file out through a link, nor a bare name at the top."""
+    (workspace / "sandbox_image").mkdir()
+    (workspace / "sandbox_image" / "Dockerfile").write_text("FROM scratch\n")
+    (workspace / "README.md").write_text("top")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET")
+    (workspace / "link").symlink_to(outside)
+
+    read = run_tool("read_file", path="supervisor/sandbox_image/Dockerfile")
+    assert not read.is_error
+    assert read.output.startswith(
+        "[there is no 'supervisor/sandbox_image/Dockerfile'; this is 'sandbox_image/Dockerfile']\n"
     )
+    assert "FROM scratch" in read.output
+    listed = run_tool("list_dir", path="a/b/sandbox_image").output
+    assert listed.startswith("[there is no 'a/b/sandbox_image'; this is 'sandbox_image']\n")
+    assert "Dockerfile" in listed
+    assert "SECRET" not in run_tool("read_file", path="x/link/secret.txt").output
+    assert run_tool("read_file", path="docs/README.md").is_error, "a folder and a name, at least"
+    assert run_tool("read_file", path="../sandbox_image/Dockerfile").is_error

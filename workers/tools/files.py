@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, first_line
-from workers.tools.nearby import did_you_mean
+from workers.tools.nearby import did_you_mean, under_another_folder
 from workers.tools.workspace import (
     SKIPPED_DIRS,
     open_confined,
@@ -82,9 +83,23 @@ def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
         fd = outputs.open_saved(where, name)  # a command's saved output, outside the workspace
         with os.fdopen(fd, "rb") as f:
             return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
+    if moved := _moved(ctx, args.path, folder=False):
+        shown = read_file(ctx, args.model_copy(update={"path": moved}))
+        return dataclasses.replace(shown, output=_instead(args.path, moved) + shown.output)
     real = _existing_file(ctx, args.path)
     with open_confined(ctx.workspace, real) as fd, os.fdopen(fd, "rb", closefd=False) as f:
         return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
+
+
+def _moved(ctx: ToolContext, path: str, *, folder: bool) -> str | None:
+    """Where a path that is not there is, under fewer folders (for reading only)."""
+    if resolve(ctx.workspace, path).exists():
+        return None
+    return under_another_folder(ctx.workspace, path, folder=folder)
+
+
+def _instead(asked: str, shown: str) -> str:
+    return f"[there is no {asked!r}; this is {shown!r}]\n"
 
 
 def _read_lines(f: BinaryIO, args: ReadFileArgs, max_bytes: int) -> ToolResult:
@@ -305,6 +320,9 @@ class ListDirArgs(Args):
 
 
 def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
+    if moved := _moved(ctx, args.path, folder=True):
+        listed = list_dir(ctx, args.model_copy(update={"path": moved}))
+        return dataclasses.replace(listed, output=_instead(args.path, moved) + listed.output)
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
         raise ToolError(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from workers.tools.workspace import SKIPPED_DIRS
+from workers.tools.base import ToolError
+from workers.tools.workspace import SKIPPED_DIRS, resolve
 
 MAX_SEEN = 5000
 """Entries looked at before giving up: a huge tree costs a bounded walk."""
@@ -36,16 +37,26 @@ def did_you_mean(workspace: Path, path: str, *, folder: bool) -> str:
             break
     if not found:
         return ""
-    # The likeliest first: the most folders in common with the path asked for, then the
-    # shallowest ('sandbox_image/README.md' for 'x/sandbox_image/README.md').
-    found.sort(key=lambda f: (-_common_tail(PurePosixPath(f), wanted), f.count("/"), f))
+    # The shallowest first. (One with the folders asked for, under another, is shown
+    # outright by under_another_folder.)
+    found.sort(key=lambda f: (f.count("/"), f))
     return "; did you mean " + " or ".join(repr(f) for f in found[:MAX_SHOWN]) + "?"
 
 
-def _common_tail(a: PurePosixPath, b: PurePosixPath) -> int:
-    common = 0
-    for x, y in zip(reversed(a.parts), reversed(b.parts), strict=False):
-        if x != y:
-            break
-        common += 1
-    return common
+def under_another_folder(workspace: Path, path: str, *, folder: bool) -> str | None:
+    """The path that is there when `path`'s leading folders are dropped, keeping a folder
+    and the name of a file ('sandbox_image/Dockerfile' for 'supervisor/sandbox_image/
+    Dockerfile'; a folder's own name is enough), or None. A model that put a folder it invented in front of a real path is shown the
+    real one at once, told so, where "did you mean" cost it a whole reply each time."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    if not parts or parts[0] == "/" or ".." in parts:
+        return None
+    for start in range(1, len(parts) if folder else len(parts) - 1):
+        shorter = "/".join(parts[start:])
+        try:
+            real = resolve(workspace, shorter)
+        except ToolError:
+            continue
+        if real.is_dir() if folder else real.is_file():
+            return shorter
+    return None
