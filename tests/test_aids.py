@@ -20,7 +20,7 @@ from workers.changes.change_sets import ChangeTracker
 from workers.changes.snapshots import Store
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
-from workers.hooks import ATTACHED, Checkpoint, Finish, Resume
+from workers.hooks import ATTACHED, FOUND, Checkpoint, Finish, Resume
 from workers.log.schema import Event
 from workers.model import AssistantTurn, ToolCall
 from workers.tools.base import ToolResult
@@ -280,6 +280,38 @@ def test_task_files_are_attached_once_with_what_they_import(workspace: Path) -> 
     view.looked = True
     TaskFiles(container_root=None).before_first_step(view)
     assert len(view.told) == 1, "a conversation that has looked keeps what it has"
+
+
+def test_a_reader_asked_in_words_is_told_the_paths_its_words_are_in(workspace: Path) -> None:
+    for folder in ("core/sandbox", "docs"):
+        (workspace / folder).mkdir(parents=True)
+    (workspace / "core" / "loop.py").write_text("")
+    (workspace / "core" / "sandbox" / "docker.py").write_text("")
+    (workspace / "docs" / "sandboxing.md").write_text("")
+    (workspace / "core" / "cache.py").write_text("")
+    (workspace / "core" / "worker_sandbox.py").write_text("")
+    view = FakeView(workspace, "How is a worker sandboxed?\n\nThe whole task: the loop too.")
+    view.edits = None
+
+    TaskFiles(container_root=None, workspace=workspace).before_first_step(view)
+
+    [(source, told)] = view.told
+    assert source == "attachment" and told.startswith(FOUND)
+    lines = told.splitlines()[1:]
+    assert lines == [
+        "core/worker_sandbox.py",
+        "core/sandbox/",
+        "docs/sandboxing.md",
+        "core/sandbox/docker.py",
+    ], "the most words first, then the shortest; the question's words only"
+    asked_where = FakeView(workspace, "Where is the cache?")
+    asked_where.edits = None
+    TaskFiles(container_root=None, workspace=workspace).before_first_step(asked_where)
+    assert asked_where.told[0][1].splitlines()[1:] == ["core/cache.py"]
+    nothing = FakeView(workspace, "What is each top-level folder for?")
+    nothing.edits = None
+    TaskFiles(container_root=None, workspace=workspace).before_first_step(nothing)
+    assert nothing.told == [], "no name holds its words: it looks for itself"
 
 
 def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:

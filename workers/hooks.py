@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
 """How the files read for an agent before its first step are told: it has looked."""
+FOUND = "Files and folders whose paths hold words of your task, found for you with the workspace's names:"
+"""How the paths a reader's task words point to are told: it has looked, by name."""
 REPORTED = "Your task's parts went to workers, one each, in one delegate call. Their reports:"
 """How workers' reports on a task's parts, handed out before its first step, are told:
 it has looked, through them."""
@@ -50,7 +52,8 @@ def looked(messages: Sequence[Message]) -> bool:
     """Whether the conversation has tool results or attached files (in this run, or the
     one it resumes)."""
     return any(
-        m.get("role") == "tool" or str(m.get("content") or "").startswith((ATTACHED, REPORTED))
+        m.get("role") == "tool"
+        or str(m.get("content") or "").startswith((ATTACHED, FOUND, REPORTED))
         for m in messages
     )
 

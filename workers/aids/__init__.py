@@ -5,6 +5,7 @@ its aids once, here."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from workers.aids.file_blocks import FileBlocks
 from workers.aids.focused_write import FocusedWrite
@@ -24,6 +25,7 @@ def aids_for(
     tracks_changes: bool,
     works_through_workers: bool = False,
     reader: str | None = None,
+    workspace: Path | None = None,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that writes in blocks, the blocks written, a focused ask when
@@ -35,7 +37,7 @@ def aids_for(
     if works_through_workers:  # the answer aid first: it counts the batches from there
         chosen += [AnswerFromReports(), TaskParts(reader)]
     if attach_task_files:
-        chosen.append(TaskFiles(container_root))
+        chosen.append(TaskFiles(container_root, workspace))
     if file_blocks:
         chosen += [FileBlocks(), FocusedWrite()]
         if "run_shell" in tools and tracks_changes:

@@ -19,9 +19,10 @@ import re
 from pathlib import Path
 
 from workers.guards.verification import named_paths
-from workers.hooks import ATTACHED, Aid, View
+from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.tools.base import ToolError
 from workers.tools.python_grep import walk_files
+from workers.tools.search import MAX_NAME_HINTS, name_words, named_like
 from workers.tools.workspace import read_confined
 
 MAX_ATTACHED = 5
@@ -114,9 +115,11 @@ class TaskFiles(Aid):
     in, and what they import. A name that is not a readable file is left out unsaid;
     together they take at most the room for files."""
 
-    def __init__(self, container_root: str | None) -> None:
+    def __init__(self, container_root: str | None, workspace: Path | None = None) -> None:
         self.container_root = container_root
         """Where the agent's sandbox mounts the workspace, if anywhere."""
+        self.workspace = workspace
+        """For a reader whose task names no file: where the paths its words are in are."""
 
     def before_first_step(self, view: View) -> None:
         if view.looked:
@@ -124,6 +127,9 @@ class TaskFiles(Aid):
         room, root, edits = view.room_for_files, self.container_root, view.edits
         task = view.latest_request
         paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
+        if not paths and edits is None and self.workspace is not None:
+            self._found(view, self.workspace, task)
+            return
         attached: list[str] = []
         for path in paths:
             result = view.read_in_sandbox(path)
@@ -137,6 +143,17 @@ class TaskFiles(Aid):
                 break
         if attached:
             view.tell("\n\n".join([ATTACHED, *attached]), source="attachment")
+
+    def _found(self, view: View, workspace: Path, task: str) -> None:
+        """A reader asked where something is, in words ("where the agent loop lives"),
+        is told the paths those words are in: a small model then answers from them and
+        the workspace at a glance, where sent looking it listed folders it had guessed.
+        The words are the first paragraph's, which is the question itself."""
+        question = task.strip().split("\n\n", 1)[0]
+        if found := named_like(workspace, workspace, name_words(question), by_path=True):
+            shown = found[:MAX_NAME_HINTS]
+            more = f"\n[{len(found) - len(shown)} more]" if len(found) > len(shown) else ""
+            view.tell(f"{FOUND}\n" + "\n".join(shown) + more, source="attachment")
 
 
 def task_files(workspace: Path, task: str, container_root: str | None = None) -> list[str]:

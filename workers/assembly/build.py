@@ -110,6 +110,7 @@ def build_agent(
         tracks_changes=setting.store is not None and spec.changes_files,
         works_through_workers=works_through_workers,
         reader=reader,
+        workspace=setting.workspace,
     )
     edits = EditGuard(
         setting.workspace, container_root, hint=aids.hint, test_runners=rules.test_runners
