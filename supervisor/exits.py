@@ -14,6 +14,11 @@ from supervisor.terminal import echo
 from workers.tools.git_paths import workspace_for
 
 EXIT_OK, EXIT_ERROR, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_SHORTFALL = 3
+"""The answer came, but something the run started did not hold: a worker that did not
+complete, a change that conflicted or was not applied, a command that was denied."""
+EXIT_UNVERIFIED = 4
+"""The answer came, but a change it made was unverified, under --require-verified."""
 EXIT_USAGE = 64  # a flag or argument gaffer cannot take (sysexits' EX_USAGE)
 EXIT_LOG_LOST = 74
 """The run finished and its answer is on stdout, but its log could not be written in full

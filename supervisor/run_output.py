@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NoReturn
 
 from supervisor.exits import (
@@ -22,21 +23,37 @@ from supervisor.exits import (
     EXIT_LIMIT,
     EXIT_LOG_LOST,
     EXIT_OK,
+    EXIT_SHORTFALL,
+    EXIT_UNVERIFIED,
     TERMINATED,
     terminated_by,
 )
 from supervisor.session import Session
+from supervisor.settings import Price
 from supervisor.terminal import echo
 from workers.log.events import LOGGED_EVENTS, Record
 from workers.log.reader import events_of, lines_of, of_type
-from workers.log.schema import ChangeSet, DelegateEnd, DelegateStart, SessionEnd, ToolCalled
+from workers.log.schema import (
+    ChangeSet,
+    DelegateEnd,
+    DelegateStart,
+    LlmCall,
+    Merge,
+    SessionEnd,
+    ToolCalled,
+    Verification,
+)
 from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
 
 OutputFormat = Literal["text", "json", "stream-json"]
 FORMATS = ("text", "json", "stream-json")
+TOP_AGENT = "supervisor"
+"""The agent id of the agent the user talks to, whatever its profile."""
 # What holds whole files or a conversation's state: the log has it, a stream does not.
 _HEAVY = {"tool_call": ("content",), "compaction": ("state",)}
 _HEAVY_ARGS = ("content", "old_text", "new_text")
+# Every logged event, and the model's text as it arrives.
+STREAMED = LOGGED_EVENTS | {"text_delta"}
 
 
 class JsonLines:
@@ -48,9 +65,10 @@ class JsonLines:
         self._gone = False
 
     def __call__(self, record: Record) -> None:
-        if record["event"] not in LOGGED_EVENTS or self._gone:
+        if record["event"] not in STREAMED or self._gone:
             return
-        shown = {k: v for k, v in record.items() if k not in _HEAVY.get(record["event"], ())}
+        shown = {"type": record["event"]}  # the discriminator other agents' streams use
+        shown.update((k, v) for k, v in record.items() if k not in _HEAVY.get(record["event"], ()))
         if isinstance(args := shown.get("args"), dict):
             shown["args"] = {k: v for k, v in args.items() if k not in _HEAVY_ARGS}
         # ASCII escapes: a file name that is not UTF-8 cannot break the stream.
@@ -64,18 +82,25 @@ class JsonLines:
 
 
 def finish(
-    session: Session, outcome: Outcome, output: OutputFormat, quiet: bool, shown: str = ""
+    session: Session,
+    outcome: Outcome,
+    output: OutputFormat,
+    quiet: bool,
+    shown: str = "",
+    *,
+    require_verified: bool = False,
+    prices: Mapping[str, Price] | None = None,
 ) -> NoReturn:
     """Print what the run came to, in the asked format, and exit with its code. `shown`:
     the answer as the terminal view already streamed it to stderr."""
-    code, problem = _exit_of(session, outcome)
+    code, problem = _exit_of(session, outcome, require_verified)
     answer = getattr(outcome, "answer", None) or None
     printable = answer is not None and not isinstance(outcome, Aborted | Failed)
     if output == "text":
         if printable and (rest := _not_yet_shown(str(answer), shown)):
             echo(rest)
     else:
-        result = _result(session, outcome, answer, code, problem)
+        result = _result(session, outcome, answer, code, problem, prices or {})
         if output == "stream-json":
             result = {"event": "result", **result}
         echo(json.dumps(result, default=str))
@@ -105,13 +130,18 @@ def _one_terminal() -> bool:
         return False
 
 
-def _exit_of(session: Session, outcome: Outcome) -> tuple[int, str]:
+def _exit_of(session: Session, outcome: Outcome, require_verified: bool) -> tuple[int, str]:
     log = session.log.path
+    records = session.recorder.records
     match outcome:
         case Finished() if session.log.failure is not None:
             return EXIT_LOG_LOST, (
                 f"the answer is above, but the run log stopped at {log}: {session.log.failure}"
             )
+        case Finished() if said := shortfalls(records):
+            return EXIT_SHORTFALL, f"answered, but {'; '.join(said)} (log: {log})"
+        case Finished() if require_verified and (why := unverified(records)):
+            return EXIT_UNVERIFIED, f"answered, but the change is unverified: {why} (log: {log})"
         case Finished():
             return EXIT_OK, ""
         case LimitHit():
@@ -125,14 +155,78 @@ def _exit_of(session: Session, outcome: Outcome) -> tuple[int, str]:
             return EXIT_ERROR, f"error: {reason_of(outcome)} (log: {log})"
 
 
+MAX_SAID = 5
+"""Shortfalls named on stderr; the rest are counted."""
+
+
+def shortfalls(records: list[Record]) -> list[str]:
+    """What the run started that did not hold, one phrase each: workers that did not
+    complete, changes that conflicted or were not applied, commands that were denied."""
+    lines = lines_of(records)
+    said = [
+        f"worker {end.child_id} ({end.child_profile}) ended {end.status}: {end.reason}"
+        for _, end in of_type(lines, DelegateEnd)
+        if end.status != "completed"
+    ]
+    said += [
+        f"{line.agent_id}'s change was not applied ({merge.status}"
+        + (
+            f": {', '.join(str(c.get('path')) for c in merge.conflicts)})"
+            if merge.conflicts
+            else ")"
+        )
+        for line, merge in of_type(lines, Merge)
+        if merge.status in ("conflict", "skipped")
+    ]
+    said += [
+        f"{line.agent_id}'s command was denied: {called.label}"
+        for line, called in of_type(lines, ToolCalled)
+        if (called.facts or {}).get("denied")
+    ]
+    if len(said) > MAX_SAID:
+        said = [*said[:MAX_SAID], f"{len(said) - MAX_SAID} more (see the log)"]
+    return said
+
+
+def unverified(records: list[Record]) -> str:
+    """Why an answer went out with its change unverified, or "" when none did."""
+    accepted = [
+        check
+        for _, check in of_type(lines_of(records), Verification)
+        if check.action == "accepted" and check.verdict == "unverified"
+    ]
+    return accepted[-1].reason if accepted else ""
+
+
 def _result(
-    session: Session, outcome: Outcome, answer: str | None, code: int, problem: str
+    session: Session,
+    outcome: Outcome,
+    answer: str | None,
+    code: int,
+    problem: str,
+    prices: Mapping[str, Price],
 ) -> dict[str, Any]:
+    """The run's result object: first under the names Claude Code's result uses (so a
+    script written for `claude -p --output-format json` reads it), then gaffer's own."""
+    records = session.recorder.records
     end = _session_end(session)
     files: dict[str, None] = {}
-    for change_set in events_of(session.recorder.records, ChangeSet):
+    for change_set in events_of(records, ChangeSet):
         files.update((f["path"], None) for f in change_set.files)  # Change.as_json's
+    by_model = usage_by_model(records)
     return {
+        "type": "result",
+        "subtype": _subtype(outcome, code),
+        "is_error": code != EXIT_OK,
+        "result": answer or "",
+        "session_id": session.session_id,
+        "num_turns": end.llm_calls if end else 0,
+        "duration_ms": round(end.elapsed_s * 1000) if end else 0,
+        "usage": _summed(by_model.values()),
+        "model_usage": by_model,
+        "total_cost_usd": cost_of(by_model, prices),
+        "permission_denials": denials(records),
+        "verification": _verdict(records),
         "answer": answer,
         "status": status_of(outcome),
         "reason": reason_of(outcome),
@@ -146,8 +240,90 @@ def _result(
         "files_changed": list(files),
         "workers": workers_of(session.recorder.records),
         "log": str(session.log.path),
-        "session_id": session.session_id,
     }
+
+
+def _subtype(outcome: Outcome, code: int) -> str:
+    """Claude Code's result subtypes: a steps limit is its turns limit; anything else
+    that is not exit 0 is an error during execution."""
+    if code == EXIT_OK:
+        return "success"
+    if isinstance(outcome, LimitHit) and outcome.limit == "steps":
+        return "error_max_turns"
+    return "error_during_execution"
+
+
+def usage_by_model(records: list[Record]) -> dict[str, dict[str, int]]:
+    """Tokens per model that answered, every agent's calls and asides together."""
+    found: dict[str, dict[str, int]] = {}
+    for _, call in of_type(lines_of(records), LlmCall):
+        used = found.setdefault(call.model, dict.fromkeys(_USAGE_KEYS, 0))
+        used["input_tokens"] += call.prompt_tokens
+        used["output_tokens"] += call.completion_tokens
+        used["cache_read_input_tokens"] += call.cached_tokens or 0
+        used["calls"] += 1
+    return found
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "calls")
+
+
+def _summed(usages: Iterable[dict[str, int]]) -> dict[str, int]:
+    total = dict.fromkeys(_USAGE_KEYS, 0)
+    for used in usages:
+        for key in _USAGE_KEYS:
+            total[key] += used[key]
+    total.pop("calls")
+    return total
+
+
+def cost_of(by_model: Mapping[str, dict[str, int]], prices: Mapping[str, Price]) -> float | None:
+    """What the run's tokens cost in dollars, or None when a model it used has no price
+    (a guess would be worse than no number)."""
+    priced = {model: price_of(model, prices) for model in by_model}
+    if not priced or None in priced.values():
+        return None
+    return round(
+        sum(
+            price.of(u["input_tokens"], u["cache_read_input_tokens"], u["output_tokens"])
+            for price, u in zip(priced.values(), by_model.values(), strict=True)
+            if price is not None
+        ),
+        6,
+    )
+
+
+def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """The model's price: its own, or that of the longest name it is a dated version
+    of (an endpoint answers "gpt-4.1-mini-2025-04-14" for "gpt-4.1-mini")."""
+    if model in prices:
+        return prices[model]
+    bases = [name for name in prices if model.startswith(name + "-")]
+    return prices[max(bases, key=len)] if bases else None
+
+
+def denials(records: list[Record]) -> list[dict[str, Any]]:
+    """Each command the run's policy or its user refused: who asked, and for what."""
+    return [
+        {
+            "agent": line.agent_id,
+            "tool_name": called.name,
+            "tool_use_id": called.tool_call_id,
+            "tool_input": called.args,
+        }
+        for line, called in of_type(lines_of(records), ToolCalled)
+        if (called.facts or {}).get("denied")
+    ]
+
+
+def _verdict(records: list[Record]) -> str | None:
+    """The top agent's last accepted verdict: verified, unverified, or none (no change)."""
+    accepted = [
+        check.verdict
+        for line, check in of_type(lines_of(records), Verification)
+        if check.action == "accepted" and line.agent_id == TOP_AGENT
+    ]
+    return accepted[-1] if accepted else None
 
 
 def workers_of(records: list[Record]) -> list[dict[str, Any]]:

@@ -4,8 +4,9 @@ session and the team read it, and no field of it is copied into another containe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workers.assembly.build import AgentRules
 from workers.assembly.profiles import Profile
@@ -14,6 +15,9 @@ from workers.extensions import Extensions
 from workers.model import MakeModel
 from workers.stepping import Stepper
 from workers.tools.base import Approver, Tool, deny_all
+
+if TYPE_CHECKING:
+    from supervisor.settings import Price
 
 
 @dataclass(frozen=True)
@@ -62,5 +66,9 @@ class RunPlan:
     """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
     stepper: Stepper | None = None
     """Step mode (--step): asked before the top agent's tool calls."""
+    require_verified: bool = False
+    """An unverified change is a failure of the run (exit 4)."""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """What each model's tokens cost, for the result's total_cost_usd."""
     step_workers: bool = False
     """--step=all: workers' tool calls are asked about too."""

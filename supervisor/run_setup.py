@@ -169,6 +169,8 @@ def set_up(
         rules=rules,
         extensions=extensions,
         cluster=cluster,
+        require_verified=config.require_verified,
+        prices=config.prices,
     )
     return session, plan
 
@@ -200,7 +202,15 @@ def run_task(
         for worker in rebuilt.interrupted_workers:
             echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
     result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
-    finish(session, result.outcome, output, quiet, shown())
+    finish(
+        session,
+        result.outcome,
+        output,
+        quiet,
+        shown(),
+        require_verified=plan.require_verified,
+        prices=plan.prices,
+    )
 
 
 def chat(

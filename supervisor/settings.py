@@ -20,6 +20,25 @@ class ConfigError(Exception):
     """Bad settings: reported in one line, exit code 1."""
 
 
+class Price(BaseModel):
+    """What a model's tokens cost, in US dollars per million."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    input: float = Field(ge=0)
+    """Per million prompt tokens not read from the endpoint's cache."""
+    output: float = Field(ge=0)
+    """Per million completion tokens (reasoning included)."""
+    cached_input: float | None = Field(None, ge=0)
+    """Per million prompt tokens read from its cache; default: the input price."""
+
+    def of(self, prompt: int, cached: int, completion: int) -> float:
+        cached_price = self.input if self.cached_input is None else self.cached_input
+        return (
+            (prompt - cached) * self.input + cached * cached_price + completion * self.output
+        ) / 1e6
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -72,6 +91,9 @@ class Settings(BaseModel):
     """Workers one run may start, all depths together."""
     verify: bool = True
     """Check final answers against the evidence (edits need a passing test after them)."""
+    require_verified: bool = False
+    """An answer whose change is unverified (no passing test run after the last edit)
+    ends the run with exit code 4, not 0."""
     context_window: int | None = Field(None, ge=1024, le=100_000_000)
     """The model's context window in tokens; default: known per model, else 32768."""
     sandbox_uid: int | None = Field(None, ge=1, le=2**31 - 2)
@@ -94,6 +116,11 @@ class Settings(BaseModel):
     """Agents that edit write files as fenced code blocks under the file's path instead
     of write_file/edit_file calls: small models write far better code in a block than
     inside a call's JSON (on for the local model unless set here)."""
+
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Per model name, what its tokens cost (`[prices."gpt-4.1-mini"]` with `input`,
+    `output`, `cached_input` in dollars per million): the JSON result's
+    total_cost_usd, when every model the run used has a price."""
 
     test_runners: list[str] = Field(default_factory=list)
     """More commands the verification gate counts as test runs, besides pytest, python
@@ -132,6 +159,7 @@ FLAGS = (
     "log_dir",
     "stream",
     "verify",
+    "require_verified",
     "context_window",
     "sandbox_uid",
 )

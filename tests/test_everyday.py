@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from supervisor import run_setup, settings
+from supervisor.run_output import price_of
+from supervisor.settings import Price
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import gaffer, gaffer_replying, outcome_line
 from workers import state
@@ -194,6 +196,55 @@ def test_output_format_json_is_one_object_a_script_can_read(workspace: Path) -> 
     assert result["answer"] == "hi there" and result["status"] == "completed"
     assert result["exit_code"] == 0 and result["tokens"] > 0 and result["steps"] == 2
     assert Path(result["log"]).is_file() and result["files_changed"] == []
+    # What a script written for `claude -p --output-format json` reads, by the same names.
+    assert result["type"] == "result" and result["subtype"] == "success"
+    assert result["is_error"] is False and result["result"] == "hi there"
+    assert result["num_turns"] == 2 and result["duration_ms"] > 0
+    assert result["usage"] == {
+        "input_tokens": 24,
+        "output_tokens": 14,
+        "cache_read_input_tokens": 0,
+    }
+    assert result["total_cost_usd"] is None, "no price is known for the model"
+    assert result["permission_denials"] == [] and result["verification"] is None
+
+
+def test_the_json_result_costs_the_run_from_the_price_table(workspace: Path) -> None:
+    home = workspace.parent / "home" / ".config" / "gaffer"
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(
+        '[prices."fake-model"]\ninput = 0.4\noutput = 1.6\ncached_input = 0.1\n'
+    )
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--no-verify",
+        "--output-format",
+        "json",
+        "hello",
+        replies=[Reply(text="hi there")],
+    )
+    result = json.loads(done.stdout)
+    assert result["model_usage"] == {
+        "fake-model": {
+            "input_tokens": 12,
+            "output_tokens": 7,
+            "cache_read_input_tokens": 0,
+            "calls": 1,
+        }
+    }
+    assert result["total_cost_usd"] == round((12 * 0.4 + 7 * 1.6) / 1e6, 6)
+
+
+def test_a_dated_model_is_priced_as_the_model_it_is_a_version_of() -> None:
+    prices = {"gpt-4.1": Price(input=2, output=8), "gpt-4.1-mini": Price(input=0.4, output=1.6)}
+    assert price_of("gpt-4.1-mini-2025-04-14", prices) == prices["gpt-4.1-mini"]
+    assert price_of("gpt-4.1-2025-04-14", prices) == prices["gpt-4.1"]
+    assert price_of("gpt-4.10", prices) is None and price_of("o3", prices) is None
+    assert (
+        Price(input=1, output=2, cached_input=0.5).of(1000, 400, 100)
+        == (600 * 1 + 400 * 0.5 + 100 * 2) / 1e6
+    )
 
 
 def test_output_format_stream_json_is_the_run_s_events_in_order(workspace: Path) -> None:
@@ -215,6 +266,9 @@ def test_output_format_stream_json_is_the_run_s_events_in_order(workspace: Path)
     assert calls and all("content" not in call for call in calls), "no whole file contents"
     assert [line["content"] for line in lines if line["event"] == "user_message"] == ["hello"]
     assert lines[-1]["answer"] == "hi there"
+    assert all(line["type"] == line["event"] for line in lines), "the discriminator others use"
+    deltas = [line["text"] for line in lines if line["type"] == "text_delta"]
+    assert "".join(deltas) == "hi there", "the model's text as it arrives"
 
 
 def test_every_run_ends_with_one_summary_line(workspace: Path) -> None:
