@@ -108,8 +108,10 @@ class FakeView:
         self.evidence.append(result.facts)
         return result
 
-    def read_in_sandbox(self, path: str) -> ToolResult:
+    def read_in_sandbox(self, path: str, *, tool: str = "read_file") -> ToolResult:
         target = self.workspace / path
+        if tool == "list_dir":
+            return ToolResult(output="\n".join(sorted(p.name for p in target.iterdir())))
         if not target.is_file():
             return ToolResult(output=f"no file {path}", is_error=True)
         return ToolResult(output=target.read_text())
@@ -297,7 +299,7 @@ def test_a_reader_asked_in_words_is_told_the_paths_its_words_are_in(workspace: P
 
     [(source, told)] = view.told
     assert source == "attachment" and told.startswith(FOUND)
-    lines = told.splitlines()[1:]
+    lines = told.splitlines()[2:]
     assert lines == [
         "core/worker_sandbox.py",
         "core/sandbox/",
@@ -307,11 +309,15 @@ def test_a_reader_asked_in_words_is_told_the_paths_its_words_are_in(workspace: P
     asked_where = FakeView(workspace, "Where is the cache?")
     asked_where.edits = None
     TaskFiles(container_root=None, workspace=workspace).before_first_step(asked_where)
-    assert asked_where.told[0][1].splitlines()[1:] == ["core/cache.py"]
+    assert asked_where.told[0][1].splitlines()[1:] == [
+        "Files and folders whose paths hold 'cache':",
+        "core/cache.py",
+    ]
     nothing = FakeView(workspace, "What is each top-level folder for?")
     nothing.edits = None
     TaskFiles(container_root=None, workspace=workspace).before_first_step(nothing)
-    assert nothing.told == [], "no name holds its words: it looks for itself"
+    [(_, told)] = nothing.told
+    assert told.splitlines()[1:] == ["The top level of the workspace (list_dir .):", "core", "docs"]
 
 
 def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:

@@ -116,10 +116,10 @@ class AgentView:
             self._guard.observe(call, result)
         return result
 
-    def read_in_sandbox(self, path: str) -> ToolResult:
+    def read_in_sandbox(self, path: str, *, tool: str = "read_file") -> ToolResult:
         agent = self._agent
         arguments = {"path": path}
-        call = ToolCall(id="attach", name="read_file", arguments=json.dumps(arguments))
+        call = ToolCall(id="attach", name=tool, arguments=json.dumps(arguments))
         return executor.execute(
             call, arguments, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
         )

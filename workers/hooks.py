@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
 """How the files read for an agent before its first step are told: it has looked."""
-FOUND = "Files and folders whose paths hold words of your task, found for you with the workspace's names:"
-"""How the paths a reader's task words point to are told: it has looked, by name."""
+FOUND = "Found for you in the workspace before your first reply (do not look for it again):"
+"""How what a reader's task words point to is told (the paths that hold them, or the top
+level when none does): it has looked."""
 REPORTED = "Your task's parts went to workers, one each, in one delegate call. Their reports:"
 """How workers' reports on a task's parts, handed out before its first step, are told:
 it has looked, through them."""
@@ -162,8 +163,9 @@ class View(Protocol):
         evidence. `checked`: the repetition guard sees it, as it sees the agent's."""
         ...
 
-    def read_in_sandbox(self, path: str) -> ToolResult:
-        """The file read with the agent's own read_file in its sandbox, unlogged."""
+    def read_in_sandbox(self, path: str, *, tool: str = "read_file") -> ToolResult:
+        """The file read with the agent's own read_file in its sandbox, unlogged (or
+        the folder listed, with tool="list_dir")."""
         ...
 
     def emit(self, event: Event) -> None: ...

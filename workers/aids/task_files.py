@@ -145,15 +145,23 @@ class TaskFiles(Aid):
             view.tell("\n\n".join([ATTACHED, *attached]), source="attachment")
 
     def _found(self, view: View, workspace: Path, task: str) -> None:
-        """A reader asked where something is, in words ("where the agent loop lives"),
-        is told the paths those words are in: a small model then answers from them and
-        the workspace at a glance, where sent looking it listed folders it had guessed.
-        The words are the first paragraph's, which is the question itself."""
+        """A reader asked in words ("where the agent loop lives") is told the paths those
+        words are in, or, when no path holds them, the top level as list_dir shows it: a
+        small model then answers from that, where sent looking it listed folders it had
+        guessed, one a reply. The words are the first paragraph's, the question itself."""
         question = task.strip().split("\n\n", 1)[0]
-        if found := named_like(workspace, workspace, name_words(question), by_path=True):
+        words = name_words(question)
+        if found := named_like(workspace, workspace, words, by_path=True):
             shown = found[:MAX_NAME_HINTS]
             more = f"\n[{len(found) - len(shown)} more]" if len(found) > len(shown) else ""
-            view.tell(f"{FOUND}\n" + "\n".join(shown) + more, source="attachment")
+            held = " or ".join(repr(word) for word in words)
+            said = f"Files and folders whose paths hold {held}:\n" + "\n".join(shown) + more
+        else:
+            listing = view.read_in_sandbox(".", tool="list_dir")
+            if listing.is_error:
+                return
+            said = f"The top level of the workspace (list_dir .):\n{listing.output}"
+        view.tell(f"{FOUND}\n{said}", source="attachment")
 
 
 def task_files(workspace: Path, task: str, container_root: str | None = None) -> list[str]:

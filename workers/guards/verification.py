@@ -133,6 +133,85 @@ def named_paths(text: str, container_root: str | None = None) -> list[str]:
     return list(paths)
 
 
+_CODE_NAME = re.compile(r"`[^`\n]{2,}`|\b[A-Za-z_]\w*\(\)|\b\w+/")
+
+
+def names_code(answer: str, workspace: Path | None) -> bool:
+    """Whether an answer speaks of the code: a path, a `name` or call(), a folder/, or a
+    top-level name of the workspace. Only such an answer needs a look behind it; a
+    greeting or a question about no code is answered as it is."""
+    if named_paths(answer) or _CODE_NAME.search(answer):
+        return True
+    if workspace is None:
+        return False
+    try:
+        top = {
+            entry.name.lower() for entry in os.scandir(workspace) if not entry.name.startswith(".")
+        }
+    except OSError:
+        return False
+    return any(word in top for word in re.findall(r"[\w.-]+", answer.lower()))
+
+
+# Words of a task about the code in front of the agent, when it names none of it.
+_CODE_WORDS = frozenset(
+    [
+        "repo",
+        "repository",
+        "codebase",
+        "project",
+        "code",
+        "source",
+        "file",
+        "files",
+        "folder",
+        "folders",
+        "directory",
+        "function",
+        "functions",
+        "class",
+        "classes",
+        "method",
+        "methods",
+        "module",
+        "modules",
+        "package",
+        "test",
+        "tests",
+        "bug",
+        "bugs",
+        "fix",
+        "error",
+        "errors",
+        "crash",
+        "fails",
+        "failing",
+        "refactor",
+        "rename",
+        "implement",
+        "add",
+        "change",
+        "build",
+        "survey",
+        "explain",
+        "where",
+        "api",
+        "cli",
+        "config",
+        "docs",
+        "readme",
+        "script",
+    ]
+)
+
+
+def about_the_code(task: str, workspace: Path | None) -> bool:
+    """Whether a task is about the code: it names some, or speaks of code, files,
+    tests, a change. `hello there` or `what is 2+2?` is not: it needs no look."""
+    words = set(re.findall(r"[a-z]+", task.lower()))
+    return bool(words & _CODE_WORDS) or names_code(task, workspace)
+
+
 def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
     """Paths an answer names that are not in the workspace: what a model made up."""
     missing: list[str] = []
@@ -291,7 +370,7 @@ class Gate:
         return wants
 
     def _unsupported(self, looked: bool, answer: str) -> str | None:
-        if self.must_look and not looked:
+        if self.must_look and not looked and names_code(answer, self.workspace):
             return "you answered without looking at the code"
         if self.workspace is not None and (
             missing := missing_paths(answer, self.workspace, self.container_root)
