@@ -18,7 +18,7 @@ from typing import Any, cast
 import click
 
 from supervisor import cluster_commands, history, settings, timeline_commands
-from supervisor.exits import EXIT_USAGE, fail, log_dir_here
+from supervisor.exits import EXIT_ERROR, EXIT_USAGE, fail, log_dir_here, results_as_json
 from supervisor.local import commands as local_commands
 from supervisor.terminal import echo
 from workers.tools.git_paths import workspace_for
@@ -32,9 +32,27 @@ click.UsageError.exit_code = EXIT_USAGE
 
 
 def entry() -> None:
-    """The `gaffer` command: `--step=all` is read as the hidden `--step-all`, since click
-    takes no value after a flag that also stands alone (`--step TASK`)."""
-    main(args=["--step-all" if arg == "--step=all" else arg for arg in sys.argv[1:]])
+    """The `gaffer` command. `gaffer -p TASK` is `gaffer run TASK`, as in other agents'
+    CLIs; `--step=all` is read as the hidden `--step-all`, since click takes no value
+    after a flag that also stands alone (`--step TASK`). Asked for JSON, a usage or
+    setup error comes as a result object too, so a script's `jq` gets one."""
+    args = ["--step-all" if arg == "--step=all" else arg for arg in sys.argv[1:]]
+    if args[:1] in (["-p"], ["--print"]):
+        args[0] = "run"
+    results_as_json(_asks_for_json(args))
+    try:
+        code = main(args=args, standalone_mode=False)
+    except click.ClickException as error:
+        fail(error.format_message(), error.exit_code)
+    except click.Abort:
+        fail("aborted", EXIT_ERROR)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _asks_for_json(args: list[str]) -> bool:
+    formats = {"--output-format=json", "--output-format=stream-json"}
+    pairs = zip(args, [*args[1:], ""], strict=True)
+    return any(a in formats or (a == "--output-format" and b != "text") for a, b in pairs)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -151,6 +169,13 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     help="Continue the conversation of an earlier run (an id, a prefix, `last`).",
 )
 @click.option(
+    "-c",
+    "--continue",
+    "continue_last",
+    is_flag=True,
+    help="Continue the last conversation in this workspace (--resume last).",
+)
+@click.option(
     "--step",
     is_flag=True,
     help="Ask before each tool call of the top agent (--step=all: of workers too): run it, "
@@ -169,6 +194,7 @@ def run(
     task: str,
     quiet: bool,
     resume_ref: str | None,
+    continue_last: bool,
     output: str,
     step: bool,
     step_all: bool,
@@ -203,7 +229,7 @@ def run(
             session,
             plan,
             task,
-            resume_ref,
+            resume_ref or ("last" if continue_last else None),
             cast(OutputFormat, output),
             quiet,
             shown=lambda: view.shown_reply if view is not None else "",
@@ -218,7 +244,14 @@ def run(
     "resume_ref",
     help="Start from the conversation of an earlier run (an id, a prefix, `last`).",
 )
-def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
+@click.option(
+    "-c",
+    "--continue",
+    "continue_last",
+    is_flag=True,
+    help="Start from the last conversation in this workspace (--resume last).",
+)
+def chat(quiet: bool, resume_ref: str | None, continue_last: bool, **flags: Any) -> None:
     """A conversation in the current directory: line editing, history, slash commands (/help)."""
     from supervisor import run_setup
     from supervisor.view import TerminalView, stderr_console
@@ -229,6 +262,7 @@ def chat(quiet: bool, resume_ref: str | None, **flags: Any) -> None:
     view: list[Any] = [] if quiet else [TerminalView(console)]
     with contextlib.ExitStack() as stack:
         session, plan = run_setup.set_up(workspace, flags, approve, view, stack)
+        resume_ref = resume_ref or ("last" if continue_last else None)
         run_setup.chat(session, plan, workspace, console, resume_ref, quiet)
 
 

@@ -32,6 +32,7 @@ from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import RemoteCopy
+from workers.guards.verification import about_the_code
 from workers.limits import Budget, Limits
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
@@ -184,9 +185,12 @@ class Team:
         depth: int,
         parent: Caller | None,
         setting: RunSetting | None = None,
+        task: str = "",
     ) -> tuple[Agent, str]:
         """The agent for a spec, with its identity in the log and the harness's tools;
-        `setting`: the run's, unless the agent works on a copy of the workspace."""
+        `setting`: the run's, unless the agent works on a copy of the workspace. The top
+        agent of `gaffer run` is given its `task` as a task (it looks before it answers)
+        when the task is about the code; a plain question is answered as it is."""
         identity: dict[str, Any] = {"agent_id": agent_id, "profile": spec.name}
         if parent is not None:
             identity["parent_id"] = parent.agent_id
@@ -207,7 +211,8 @@ class Team:
             budget=budget,
             events=events,
             setting=setting or self.setting,
-            given_a_task=parent is not None or self.plan.task_mode,
+            given_a_task=parent is not None
+            or (self.plan.task_mode and about_the_code(task, self.workspace)),
             profiles_text=self.describe_profiles(),
             reader=self.reader() if "delegate" in tools else None,
             stepper=self.plan.stepper if parent is None or self.plan.step_workers else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import sys
@@ -52,10 +53,37 @@ def terminated_by() -> tuple[int, str]:
     return 128 + ending.value, ending.name
 
 
+_as_json: list[bool] = [False]
+
+
+def results_as_json(on: bool) -> None:
+    """Whether a failure before the run also prints a result object on stdout: the
+    command was asked for `--output-format json` (or stream-json)."""
+    _as_json[0] = on
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """The command ends with one line on stderr and its exit code."""
+    """The command ends with one line on stderr and its exit code (and, asked for JSON,
+    a result object on stdout saying the same)."""
+    if _as_json[0]:
+        echo(json.dumps(failure_result(message, code)))
     echo(f"gaffer: {message}", err=True)
     sys.exit(code)
+
+
+def failure_result(message: str, code: int) -> dict[str, object]:
+    """The result object of a command that ended before any run: the run result's
+    fields that can be said, under the same names."""
+    return {
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": True,
+        "result": "",
+        "status": "usage_error" if code == EXIT_USAGE else "failed",
+        "reason": message,
+        "exit_code": code,
+        "error": message,
+    }
 
 
 def log_dir_here(log_dir: Path | None) -> Path:

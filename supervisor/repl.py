@@ -182,7 +182,9 @@ class Repl:
             return
         try:
             ref = _previous_run(self.session) if arg == "last" else arg
-            path = runlog.find_run(self.session.log_dir, ref, exclude=self.session.session_id)
+            path = runlog.find_run(
+                self.session.log_dir, ref, exclude=self.session.session_id, to_resume=True
+            )
             records = runlog.read_records(path)
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             self._say(str(error))

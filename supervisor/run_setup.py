@@ -190,7 +190,9 @@ def run_task(
     resumed, resumed_from = None, None
     if resume_ref:
         try:
-            path = runlog.find_run(session.log_dir, resume_ref, exclude=session.session_id)
+            path = runlog.find_run(
+                session.log_dir, resume_ref, exclude=session.session_id, to_resume=True
+            )
             records = runlog.read_records(path)
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             if plan.extensions is not None:

@@ -79,22 +79,40 @@ def _when(line: Line) -> str:
     return datetime.fromtimestamp(line.ts, UTC).strftime("%Y-%m-%d %H:%M:%S") if line.ts else "?"
 
 
-def find_run(log_dir: Path, ref: str, *, exclude: str | None = None) -> Path:
-    """A run by file path, id, unique id prefix, or `last` (never the `exclude` run)."""
+def find_run(
+    log_dir: Path, ref: str, *, exclude: str | None = None, to_resume: bool = False
+) -> Path:
+    """A run by file path, id, unique id prefix, or `last` (never the `exclude` run;
+    `to_resume`: the last that got as far as a model call, since one that failed to
+    start has no conversation to go on with)."""
     as_path = Path(ref)
     if as_path.suffix == ".jsonl" and as_path.is_file():
         return as_path
     runs = sorted(p for p in log_dir.glob("*.jsonl") if p.stem != exclude)
     if ref == "last":
-        if not runs:
-            raise RunNotFound(f"no runs in {log_dir}")
-        return runs[-1]
+        going = [p for p in runs if _got_going(p)] if to_resume else runs
+        if not going:
+            raise RunNotFound(
+                f"no run in {log_dir} got as far as a model call"
+                if runs
+                else f"no runs in {log_dir}"
+            )
+        return going[-1]
     matches = [p for p in runs if p.stem.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise RunNotFound(f"no run {ref!r} in {log_dir}; `gaffer logs` lists them")
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more of the id")
+
+
+def _got_going(path: Path) -> bool:
+    """Whether the run made a model call; read line by line, never whole."""
+    try:
+        with path.open("rb") as f:
+            return any(b'"event": "llm_call"' in line for line in f)
+    except OSError:
+        return False
 
 
 def render(records: list[Record]) -> list[Text]:

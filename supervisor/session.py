@@ -176,7 +176,7 @@ class Session:
         try:
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None) as sandbox:
                 agent, prompt = self.team.build(
-                    self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None
+                    self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None, task=text
                 )
                 agent.context = self.keeper  # the conversation's window outlives one turn
                 if not self.messages or self.messages[0]["role"] != "system":

@@ -58,3 +58,53 @@ def test_an_unverified_change_exits_4_only_under_require_verified(workspace: Pat
         assert done.returncode == code, done.stderr
         assert "Verification: unverified" in done.stdout
     assert "answered, but the change is unverified:" in done.stderr
+
+
+def test_a_usage_error_asked_for_json_is_a_result_object_too(workspace: Path) -> None:
+    done = gaffer(workspace, "run", "--output-format", "json", "--max-steps", "lots", "x")
+    assert done.returncode == 64
+    result = json.loads(done.stdout)
+    assert result["type"] == "result" and result["is_error"] is True
+    assert result["exit_code"] == 64 and result["status"] == "usage_error"
+    assert "'lots' is not a valid integer" in result["error"]
+    assert "gaffer: " in done.stderr and "'lots'" in done.stderr
+    empty = gaffer(workspace, "run", "--output-format=stream-json", "   ")
+    assert empty.returncode == 64 and json.loads(empty.stdout)["reason"].startswith(
+        "the task is empty"
+    )
+    plain = gaffer(workspace, "run", "--max-steps", "lots", "x")
+    assert plain.returncode == 64 and plain.stdout == "", "JSON only when asked for"
+
+
+def test_dash_p_runs_a_task_as_other_agents_clis_do(workspace: Path) -> None:
+    with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), Reply(text="hi")]) as server:
+        done = gaffer(workspace, "-p", "say hi", "--output-format", "json", server=server)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "hi"
+
+
+def test_continue_goes_on_from_the_last_run_that_got_going(workspace: Path) -> None:
+    with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), Reply(text="first answer")]) as server:
+        assert gaffer(workspace, "run", "the first task", server=server).returncode == 0
+    closed = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-test"}
+    broken = gaffer(workspace, "run", "a run whose endpoint is not there", env=closed)
+    assert broken.returncode == 1 and len(list((workspace.parent / "logs").glob("*.jsonl"))) == 2
+    with FakeOpenAI([Reply(text="second answer")]) as server:
+        done = gaffer(workspace, "run", "-c", "and then?", server=server)
+    assert done.returncode == 0, done.stderr
+    contents = [m["content"] for m in server.requests[0]["messages"] if m["role"] == "user"]
+    assert contents[0] == "the first task" and contents[-1] == "and then?"
+
+
+def test_a_plain_question_is_answered_in_one_model_call(workspace: Path) -> None:
+    (workspace / "calc.py").write_text("x = 1\n")
+    with FakeOpenAI([Reply(text="Hello! What shall we work on?")]) as server:
+        done = gaffer(workspace, "run", "hello there", server=server)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello! What shall we work on?\n" and len(server.requests) == 1
+    assert server.requests[0].get("tool_choice") != "required", "no look was forced"
+    # A task about the code still looks first.
+    with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), Reply(text="calc.py")]) as server:
+        done = gaffer(workspace, "run", "where is x set?", server=server)
+    assert done.returncode == 0, done.stderr
+    assert server.requests[0].get("tool_choice") == "required"
