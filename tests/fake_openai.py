@@ -44,6 +44,9 @@ class Reply:
     reasoning: list[dict[str, Any]] = field(default_factory=list)
     """On the Responses API: reasoning items output before the reply."""
     reasoning_tokens: int | None = None
+    cut_at_limit: bool = False
+    """Finish as a reply the output limit cut off: `finish_reason: length`, or on the
+    Responses API an `incomplete` response (max_output_tokens)."""
 
 
 def _first_user_text(body: dict[str, Any]) -> str:
@@ -215,11 +218,15 @@ def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "finish_reason": _finish(reply),
             }
         ],
         "usage": _usage(reply),
     }
+
+
+def _finish(reply: Reply) -> str:
+    return "length" if reply.cut_at_limit else "tool_calls" if reply.tool_calls else "stop"
 
 
 def _usage(reply: Reply) -> dict[str, Any]:
@@ -260,7 +267,7 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
             part = {"index": index, "function": {"arguments": args[i : i + size]}}
             events.append(chunk({"tool_calls": [part]}))
     if not reply.no_finish:
-        events.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+        events.append(chunk({}, _finish(reply)))
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append(
                 json.dumps(
@@ -343,6 +350,12 @@ def _response_events(reply: Reply, body: dict[str, Any]) -> list[str]:
     if reply.error is not None:
         failed = {**_response(reply, body, "failed"), "error": reply.error}
         events.append(json.dumps({"type": "response.failed", "response": failed}))
+    elif reply.cut_at_limit:
+        cut = {
+            **_response(reply, body, "incomplete"),
+            "incomplete_details": {"reason": "max_output_tokens"},
+        }
+        events.append(json.dumps({"type": "response.incomplete", "response": cut}))
     elif not reply.no_finish:
         events.append(
             json.dumps({"type": "response.completed", "response": _response(reply, body)})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
 from tests.helpers import add_host_coder, gaffer
 
@@ -108,3 +110,23 @@ def test_a_plain_question_is_answered_in_one_model_call(workspace: Path) -> None
         done = gaffer(workspace, "run", "where is x set?", server=server)
     assert done.returncode == 0, done.stderr
     assert server.requests[0].get("tool_choice") == "required"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_reply_cut_off_with_nothing_in_it_is_a_limit_not_an_empty_answer(
+    workspace: Path, api: str
+) -> None:
+    """All the output tokens went to reasoning (Responses) or to nothing shown (Chat
+    Completions, `finish_reason: length`): exit 2, saying so, never `completed`."""
+    cut = Reply(cut_at_limit=True, completion_tokens=4096, reasoning_tokens=4096)
+    with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), cut]) as server:
+        done = gaffer(
+            workspace, "run", "--api", api, "--output-format", "json", "where is x?", server=server
+        )
+    assert done.returncode == 2, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "limit" and result["is_error"] is True
+    assert (
+        "the reply was cut off at the output limit with nothing in it (4096 tokens"
+        in (result["reason"])
+    )

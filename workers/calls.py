@@ -14,7 +14,14 @@ from workers.agent import Agent
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.test_runs import is_test_run, ran_no_tests
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
-from workers.model import AssistantTurn, CallOptions, Message, ToolCall
+from workers.model import (
+    AssistantTurn,
+    CallOptions,
+    Message,
+    ModelError,
+    ModelErrorKind,
+    ToolCall,
+)
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.stepping import SKIPPED, Decision, edited_note
 from workers.tools.base import ToolResult
@@ -88,7 +95,24 @@ def call_model(
             reasoning=list(turn.reasoning) or None,
         )
     )
+    if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
+        # Nothing to act on and nothing to answer with: asking the same again spends the
+        # same; the run ends at the limit, saying where the tokens went.
+        spent = turn.usage.completion_tokens
+        went = (
+            f", {turn.usage.reasoning_tokens} of them reasoning"
+            if turn.usage.reasoning_tokens
+            else ""
+        )
+        raise ModelError(
+            OUTPUT_LIMIT,
+            f"the reply was cut off at the output limit with nothing in it ({spent} tokens{went})",
+        )
     return turn
+
+
+OUTPUT_LIMIT: ModelErrorKind = "output_limit"
+"""The ModelError kind of a reply the output limit cut off before it said anything."""
 
 
 # Calls one reply may have run: far more than any real plan needs in one turn, few enough

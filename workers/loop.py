@@ -95,7 +95,11 @@ def run_agent(
         agent.budget.cancel()
         result.outcome = Aborted("stopped by the user at a step")
     except ModelError as error:
-        result.outcome = calls.limit_if_spent(agent) or Failed(error.message, kind=error.kind)
+        result.outcome = calls.limit_if_spent(agent) or (
+            LimitHit("output", error.message)
+            if error.kind == calls.OUTPUT_LIMIT
+            else Failed(error.message, kind=error.kind)
+        )
     except NodeLost as error:
         result.outcome = Interrupted(str(error))
     except SandboxFault as error:  # the container broke or misbehaved: this agent ends

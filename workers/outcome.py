@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LimitName = Literal["steps", "time", "tokens", "repetition", "context"]
+LimitName = Literal["steps", "time", "tokens", "repetition", "context", "output"]
 Status = Literal["completed", "limit", "timeout", "cancelled", "interrupted", "failed"]
 
 

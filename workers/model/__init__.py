@@ -143,6 +143,7 @@ def shown_url(url: str | None) -> str | None:
 
 
 ModelErrorKind = Literal[
+    "output_limit",
     "auth",
     "not_found",
     "bad_request",
