@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,18 @@ from workers.log.schema import (
 from workers.model import shown_url
 from workers.tools.base import Tool
 
+PROGRESS_EVERY_S = 15.0
+"""Through a pipe, a model call in flight this long with nothing from it yet gets a line
+(and another each time this long again passes): no silent waits."""
+TICK_S = 1.0
+
+
+@dataclass
+class _InFlight:
+    step: int
+    since: float
+    said_at: float
+
 
 def stderr_console() -> Console:
     # rich drops colour by itself when stderr is not a TTY or NO_COLOR is set.
@@ -70,6 +83,10 @@ class TerminalView:
         terminal is not printed again (supervisor/run_output.py)."""
         self._thinking = False
         """A "thinking…" line is on screen until the first word of the reply replaces it."""
+        self._in_flight: dict[str, _InFlight] = {}
+        """Model calls asked for and not yet answered (no word of a reply), by agent."""
+        self._ticking = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __call__(self, record: Record) -> None:
         line = line_of(record)
@@ -149,7 +166,39 @@ class TerminalView:
 
     # -- events: _on_<event> for each event shown, given its line and the event -------
 
+    # -- waiting: every model call in flight is said to be so ----------------------
+
+    def _waiting(self, agent_id: str, step: int) -> None:
+        now = time.monotonic()
+        self._in_flight[agent_id] = _InFlight(step, now, now)
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="gaffer-waiting", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._ticking.wait(TICK_S):
+            with self._lock:
+                now = time.monotonic()
+                for agent_id, call in self._in_flight.items():
+                    waited = now - call.since
+                    if self.console.is_terminal:
+                        if agent_id == self._top_id and self._thinking:
+                            self.console.file.write(f"\r\x1b[2Kthinking… {waited:.0f}s")
+                            self.console.file.flush()
+                    elif now - call.said_at >= PROGRESS_EVERY_S:
+                        call.said_at = now
+                        self._write(
+                            f"gaffer: waiting for the model: {agent_id} step {call.step}, "
+                            f"{waited:.0f} s so far"
+                        )
+
+    def _answered(self, agent_id: str) -> None:
+        self._in_flight.pop(agent_id, None)
+
+    _top_id = "supervisor"
+
     def _on_turn_start(self, line: Line, e: TurnStart) -> None:
+        self._waiting(line.agent_id, e.step)
         if line.parent_id is not None:
             return  # a worker's thinking shows in the footer
         self.shown_reply = ""
@@ -159,6 +208,7 @@ class TerminalView:
             self._thinking = True
 
     def _on_text_delta(self, line: Line, e: TextDelta) -> None:
+        self._answered(line.agent_id)
         if line.parent_id is not None:
             return  # a worker's prose is in its report; only the top agent streams
         self.shown_reply += e.text
@@ -235,7 +285,11 @@ class TerminalView:
         who = f"{line.agent_id} " if line.parent_id is not None else ""
         self._write(Text(f"{who}stopped: {e.limit} limit: {e.detail}", style="bold yellow"))
 
+    def _on_llm_call(self, line: Line, _e: LlmCall) -> None:
+        self._answered(line.agent_id)
+
     def _on_agent_end(self, line: Line, _e: AgentEnd) -> None:
+        self._answered(line.agent_id)
         if line.parent_id is None and self._mid_line:
             self.console.print()
             self._mid_line = False
@@ -249,6 +303,7 @@ class TerminalView:
 
     def _on_session_end(self, _line: Line, _e: SessionEnd) -> None:
         self._workers.clear()
+        self._in_flight.clear()
         self._refresh_live()
 
 

@@ -130,3 +130,15 @@ def test_a_reply_cut_off_with_nothing_in_it_is_a_limit_not_an_empty_answer(
         "the reply was cut off at the output limit with nothing in it (4096 tokens"
         in (result["reason"])
     )
+
+
+def test_a_model_call_that_says_nothing_for_long_gets_a_progress_line_through_a_pipe(
+    workspace: Path,
+) -> None:
+    """An endpoint that keeps the connection open and sends only keep-alive comments: a
+    script reading stderr is told every 15 s that gaffer is waiting, and on what."""
+    hung = Reply(text="hello", keep_alive_for=17)
+    with FakeOpenAI([hung]) as server:
+        done = gaffer(workspace, "run", "hello there", server=server)
+    assert done.returncode == 0, done.stderr
+    assert "gaffer: waiting for the model: supervisor step 1, 15 s so far" in done.stderr
