@@ -160,8 +160,18 @@ class TaskFiles(Aid):
             listing = view.read_in_sandbox(".", tool="list_dir")
             if listing.is_error:
                 return
-            said = f"The top level of the workspace (list_dir .):\n{listing.output}"
+            # Its own folders, as the glance has them: a small model retold ".ci/" as "ci/".
+            lines = [line for line in listing.output.splitlines() if _own(line)]
+            said = "The top level of the workspace (list_dir .):\n" + "\n".join(lines)
         view.tell(f"{FOUND}\n{said}", source="attachment")
+
+
+def _own(listed: str) -> bool:
+    """A line of a listing that is the project's own entry: not a dot-folder, packaging
+    metadata, or the listing's note of what it skipped."""
+    name = listed.split("  ", 1)[0]
+    hidden = name.startswith(".") and name.endswith("/")
+    return not (hidden or name.endswith(".egg-info/") or listed.startswith("[skipped"))
 
 
 def task_files(workspace: Path, task: str, container_root: str | None = None) -> list[str]:

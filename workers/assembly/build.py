@@ -98,6 +98,7 @@ def build_agent(
         container_root=container_root,
         must_look=must_look,
         look_with="your workers (delegate)" if works_through_workers else Gate.look_with,
+        through_workers=works_through_workers,
         test_runners=rules.test_runners,
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,

@@ -274,6 +274,8 @@ class Gate:
     """The agent was given a task and tools to read the code: no answer without using them."""
     look_with: str = "the tools (list_dir, find_files, grep, read_file)"
     """What it looks with, named when it is sent back to look."""
+    through_workers: bool = False
+    """It looks through its workers (it reads nothing itself)."""
     expects_change: bool = False
     """The agent was given a task and tools to change files: an answer that changed none
     goes back once, asking for the change or for why none is needed."""
@@ -323,7 +325,9 @@ class Gate:
             and (problem := self._unsupported(bool(facts) if looked is None else looked, answer))
         ):
             self.sent_back += 1
-            self.wants_call = True
+            # An agent that looks through workers mends a wrong name from the reports it
+            # has; requiring a call would send a whole new round of workers.
+            self.wants_call = not (self.through_workers and looked is not False)
             self.events.emit(
                 Verification(
                     verdict="unsupported",

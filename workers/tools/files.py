@@ -14,7 +14,7 @@ from pydantic import Field
 from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.describe import MAX_DESCRIBED, describe, first_line
+from workers.tools.describe import MAX_DESCRIBED, describe, first_line, folder_line
 from workers.tools.nearby import did_you_mean, under_another_folder
 from workers.tools.workspace import (
     SKIPPED_DIRS,
@@ -340,12 +340,13 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     entries.sort(key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
     shown: list[str] = []
     used, budget = 0, ctx.output_cap(MAX_LISTED_CHARS) - 200
-    # A folder small enough gets each file's own one-line description: what a newcomer
+    # A folder small enough gets each entry's own one-line description (a file's
+    # docstring or heading, a subfolder's package docstring or README): what a newcomer
     # reads first, and what spares a model opening every file to learn what it is for.
     described = len(entries) <= MAX_DESCRIBED
     for entry in entries[:MAX_LIST_ENTRIES]:
         line = describe(entry)
-        if described and (summary := first_line(entry)):
+        if described and (summary := _said(ctx, entry)):
             line += f"  — {summary}"
         if used + len(line) + 1 > budget:
             break
@@ -364,6 +365,12 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     return ToolResult(
         output=body, summary=f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
     )
+
+
+def _said(ctx: ToolContext, entry: os.DirEntry[str]) -> str:
+    if entry.is_dir(follow_symlinks=False):
+        return folder_line(ctx.workspace, relative(ctx.workspace, Path(entry.path)))
+    return first_line(entry)
 
 
 READ_FILE = Tool(
