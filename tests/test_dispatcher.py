@@ -146,19 +146,25 @@ def test_a_dispatcher_that_answers_before_any_worker_is_sent_to_its_workers(
     workspace: Path, tmp_path: Path
 ) -> None:
     scripts: dict[str, list[Step]] = {
-        "the job": [
-            say("made up"),
+        "survey the code": [
+            say("The loop is in `src/loop.py`."),  # made up
             call("delegate", profile="explorer", task="look"),
             say("from the report"),
         ],
         "look": [call("list_dir", path="."), say("looked")],
     }
     result, _, model = run_session(
-        workspace, tmp_path, scripts, top="dispatcher", task_mode=True, verify=True
+        workspace,
+        tmp_path,
+        scripts,
+        task="survey the code",
+        top="dispatcher",
+        task_mode=True,
+        verify=True,
     )
 
     assert result.outcome == Finished("from the report")
-    told = model._models["the job"].seen[1][-1]["content"]
+    told = model._models["survey the code"].seen[1][-1]["content"]
     assert told.startswith("Before you answer: you answered without looking at the code.")
     assert "Check with your workers (delegate)" in told and "list_dir" not in told
 
