@@ -51,7 +51,7 @@ def entry() -> None:
 
 def _asks_for_json(args: list[str]) -> bool:
     formats = {"--output-format=json", "--output-format=stream-json"}
-    pairs = zip(args, [*args[1:], ""], strict=True)
+    pairs = zip(args, [*args[1:], ""], strict=False)
     return any(a in formats or (a == "--output-format" and b != "text") for a, b in pairs)
 
 

@@ -109,7 +109,7 @@ def test_a_plain_question_is_answered_in_one_model_call(workspace: Path) -> None
     with FakeOpenAI([Reply(tool_calls=[("list_dir", "{}")]), Reply(text="calc.py")]) as server:
         done = gaffer(workspace, "run", "where is x set?", server=server)
     assert done.returncode == 0, done.stderr
-    assert server.requests[0].get("tool_choice") == "required"
+    assert len(server.requests) == 2, "a task about the code looks before it answers"
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
