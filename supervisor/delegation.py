@@ -33,7 +33,7 @@ from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import RemoteCopy
 from workers.guards.verification import about_the_code
-from workers.limits import Budget, Limits
+from workers.limits import Budget, worker_limits
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
 from workers.loop import run_agent
@@ -63,21 +63,6 @@ class Caller:
     lineage: tuple[str, ...] = ()
     """Agent ids from the top down to this one: the workers of an agent that holds the
     workspace lock share a lock of their own (supervisor/scheduler.py)."""
-
-
-WORKER_TIME_SHARE = 0.75
-"""The most of its caller's time left a worker may use, so the caller can still read
-the reports and answer: on the bundled model a survey's ten explorers used all of a
-360 s run, and the dispatcher that sent them never answered."""
-
-
-def worker_limits(limits: Limits, caller: Budget) -> Limits:
-    """A worker's own limits, its time capped at its share of what its caller has left."""
-    left = caller.seconds_left()
-    if left is None:
-        return limits
-    share = max(left * WORKER_TIME_SHARE, 0.0)
-    return dataclasses.replace(limits, max_seconds=min(limits.max_seconds or share, share))
 
 
 @dataclass

@@ -104,6 +104,6 @@ def test_the_flags_of_run_and_chat_are_made_from_the_settings() -> None:
 
 
 def test_the_trust_variable_the_help_names_is_the_one_gaffer_reads() -> None:
-    from supervisor import cli
+    from supervisor import run_flags
 
-    assert cli.TRUST_ENV == trust.TRUST_ENV
+    assert run_flags.TRUST_ENV == trust.TRUST_ENV

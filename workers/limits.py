@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import weakref
@@ -118,6 +119,21 @@ class Budget:
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()
         return None if deadline is None else deadline - time.monotonic()
+
+
+WORKER_TIME_SHARE = 0.75
+"""The most of its caller's time left a worker may use, so the caller can still read
+the reports and answer: on the bundled model a survey's ten explorers used all of a
+360 s run, and the dispatcher that sent them never answered."""
+
+
+def worker_limits(limits: Limits, caller: Budget) -> Limits:
+    """A worker's own limits, its time capped at its share of what its caller has left."""
+    left = caller.seconds_left()
+    if left is None:
+        return limits
+    share = max(left * WORKER_TIME_SHARE, 0.0)
+    return dataclasses.replace(limits, max_seconds=min(limits.max_seconds or share, share))
 
 
 N = TypeVar("N", int, float)

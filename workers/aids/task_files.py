@@ -21,8 +21,8 @@ from pathlib import Path
 from workers.guards.verification import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.tools.base import ToolError
+from workers.tools.names import MAX_NAME_HINTS, name_words, named_like
 from workers.tools.python_grep import walk_files
-from workers.tools.search import MAX_NAME_HINTS, name_words, named_like
 from workers.tools.workspace import read_confined
 
 MAX_ATTACHED = 5

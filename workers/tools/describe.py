@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 from workers.tools.base import ToolError
-from workers.tools.workspace import SKIPPED_DIRS, read_confined
+from workers.tools.workspace import SKIPPED_DIRS, read_confined, relative
 
 # What an agent is shown of the workspace before it starts: enough to name real folders,
 # what each says it is for, and their files; little enough (about 500 tokens) to cost a
@@ -156,3 +156,10 @@ def size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def said_of(workspace: Path, entry: os.DirEntry[str]) -> str:
+    """An entry's own one-line description: a folder's (folder_line), a file's (first_line)."""
+    if entry.is_dir(follow_symlinks=False):
+        return folder_line(workspace, relative(workspace, Path(entry.path)))
+    return first_line(entry)

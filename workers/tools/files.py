@@ -14,8 +14,8 @@ from pydantic import Field
 from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.describe import MAX_DESCRIBED, describe, first_line, folder_line
-from workers.tools.nearby import did_you_mean, under_another_folder
+from workers.tools.describe import MAX_DESCRIBED, describe, said_of
+from workers.tools.nearby import did_you_mean, instead, moved
 from workers.tools.workspace import (
     SKIPPED_DIRS,
     open_confined,
@@ -83,23 +83,12 @@ def read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
         fd = outputs.open_saved(where, name)  # a command's saved output, outside the workspace
         with os.fdopen(fd, "rb") as f:
             return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
-    if moved := _moved(ctx, args.path, folder=False):
-        shown = read_file(ctx, args.model_copy(update={"path": moved}))
-        return dataclasses.replace(shown, output=_instead(args.path, moved) + shown.output)
+    if real_path := moved(ctx.workspace, args.path, folder=False):
+        shown = read_file(ctx, args.model_copy(update={"path": real_path}))
+        return dataclasses.replace(shown, output=instead(args.path, real_path) + shown.output)
     real = _existing_file(ctx, args.path)
     with open_confined(ctx.workspace, real) as fd, os.fdopen(fd, "rb", closefd=False) as f:
         return _read_lines(f, args, ctx.output_cap(MAX_READ_BYTES) - NOTES_ROOM)
-
-
-def _moved(ctx: ToolContext, path: str, *, folder: bool) -> str | None:
-    """Where a path that is not there is, under fewer folders (for reading only)."""
-    if resolve(ctx.workspace, path).exists():
-        return None
-    return under_another_folder(ctx.workspace, path, folder=folder)
-
-
-def _instead(asked: str, shown: str) -> str:
-    return f"[there is no {asked!r}; this is {shown!r}]\n"
 
 
 def _read_lines(f: BinaryIO, args: ReadFileArgs, max_bytes: int) -> ToolResult:
@@ -320,9 +309,9 @@ class ListDirArgs(Args):
 
 
 def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
-    if moved := _moved(ctx, args.path, folder=True):
-        listed = list_dir(ctx, args.model_copy(update={"path": moved}))
-        return dataclasses.replace(listed, output=_instead(args.path, moved) + listed.output)
+    if real_path := moved(ctx.workspace, args.path, folder=True):
+        listed = list_dir(ctx, args.model_copy(update={"path": real_path}))
+        return dataclasses.replace(listed, output=instead(args.path, real_path) + listed.output)
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
         raise ToolError(
@@ -346,7 +335,7 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     described = len(entries) <= MAX_DESCRIBED
     for entry in entries[:MAX_LIST_ENTRIES]:
         line = describe(entry)
-        if described and (summary := _said(ctx, entry)):
+        if described and (summary := said_of(ctx.workspace, entry)):
             line += f"  — {summary}"
         if used + len(line) + 1 > budget:
             break
@@ -365,12 +354,6 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     return ToolResult(
         output=body, summary=f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
     )
-
-
-def _said(ctx: ToolContext, entry: os.DirEntry[str]) -> str:
-    if entry.is_dir(follow_symlinks=False):
-        return folder_line(ctx.workspace, relative(ctx.workspace, Path(entry.path)))
-    return first_line(entry)
 
 
 READ_FILE = Tool(

@@ -60,3 +60,15 @@ def under_another_folder(workspace: Path, path: str, *, folder: bool) -> str | N
         if real.is_dir() if folder else real.is_file():
             return shorter
     return None
+
+
+def moved(workspace: Path, path: str, *, folder: bool) -> str | None:
+    """Where a path that is not there is, under fewer folders (for reading only)."""
+    if resolve(workspace, path).exists():
+        return None
+    return under_another_folder(workspace, path, folder=folder)
+
+
+def instead(asked: str, shown: str) -> str:
+    """The note before what is shown in place of a path that is not there."""
+    return f"[there is no {asked!r}; this is {shown!r}]\n"
