@@ -291,15 +291,8 @@ class Gate:
         """A message sending the agent back to work, or None to let the answer through."""
         self.wants_call = False
         if not answer.strip() and self.sent_back < self.max_send_backs:
-            self.sent_back += 1  # nothing said is no answer, whatever the evidence holds
-            self.events.emit(
-                Verification(
-                    verdict="unsupported",
-                    reason="the answer was empty",
-                    action="sent_back",
-                    sent_back=self.sent_back,
-                )
-            )
+            # Nothing said is no answer, whatever the evidence holds.
+            self._sent_back_unsupported("the answer was empty")
             return EMPTY_ANSWER
         verdict = judge(facts, self.test_runners)
         if (
@@ -309,33 +302,17 @@ class Gate:
             and self.sent_back < self.max_send_backs
         ):
             self._asked_for_change = True
-            self.sent_back += 1
-            self.events.emit(
-                Verification(
-                    verdict="unsupported",
-                    reason="no files changed",
-                    action="sent_back",
-                    sent_back=self.sent_back,
-                )
-            )
+            self._sent_back_unsupported("no files changed")
             return NO_CHANGE
         if (
             verdict is None
             and self.sent_back < self.max_send_backs
             and (problem := self._unsupported(bool(facts) if looked is None else looked, answer))
         ):
-            self.sent_back += 1
+            self._sent_back_unsupported(problem)
             # An agent that looks through workers mends a wrong name from the reports it
             # has; requiring a call would send a whole new round of workers.
             self.wants_call = not (self.through_workers and looked is not False)
-            self.events.emit(
-                Verification(
-                    verdict="unsupported",
-                    reason=problem,
-                    action="sent_back",
-                    sent_back=self.sent_back,
-                )
-            )
             return (
                 f"Before you answer: {problem}. Check with {self.look_with}, then answer "
                 "from what they show."
@@ -366,6 +343,14 @@ class Gate:
             f"Not done yet: {verdict.reason}. Run the project's tests (or the failing command) "
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
             "your answer."
+        )
+
+    def _sent_back_unsupported(self, reason: str) -> None:
+        self.sent_back += 1
+        self.events.emit(
+            Verification(
+                verdict="unsupported", reason=reason, action="sent_back", sent_back=self.sent_back
+            )
         )
 
     def take_wants_call(self) -> bool:
