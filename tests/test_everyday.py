@@ -7,6 +7,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -181,18 +182,19 @@ def test_remember_alone_is_not_a_code_change_to_verify(workspace: Path) -> None:
     assert "tests run with pytest -q" in (workspace / "AGENT.md").read_text()
 
 
-def test_output_format_json_is_one_object_a_script_can_read(workspace: Path) -> None:
+def json_result(workspace: Path, replies: list[Reply]) -> dict[str, Any]:
+    """`gaffer run --output-format json hello` against these replies: its result object."""
     done, _ = gaffer_replying(
-        workspace,
-        "run",
-        "--no-verify",
-        "--output-format",
-        "json",
-        "hello",
-        replies=[Reply(tool_calls=[("list_dir", "{}")]), Reply(text="hi there")],
+        workspace, "run", "--no-verify", "--output-format", "json", "hello", replies=replies
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    return cast(dict[str, Any], json.loads(done.stdout))
+
+
+def test_output_format_json_is_one_object_a_script_can_read(workspace: Path) -> None:
+    result = json_result(
+        workspace, [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="hi there")]
+    )
     assert result["answer"] == "hi there" and result["status"] == "completed"
     assert result["exit_code"] == 0 and result["tokens"] > 0 and result["steps"] == 2
     assert Path(result["log"]).is_file() and result["files_changed"] == []
@@ -215,16 +217,7 @@ def test_the_json_result_costs_the_run_from_the_price_table(workspace: Path) -> 
     (home / "config.toml").write_text(
         '[prices."fake-model"]\ninput = 0.4\noutput = 1.6\ncached_input = 0.1\n'
     )
-    done, _ = gaffer_replying(
-        workspace,
-        "run",
-        "--no-verify",
-        "--output-format",
-        "json",
-        "hello",
-        replies=[Reply(text="hi there")],
-    )
-    result = json.loads(done.stdout)
+    result = json_result(workspace, [Reply(text="hi there")])
     assert result["model_usage"] == {
         "fake-model": {
             "input_tokens": 12,
