@@ -59,6 +59,7 @@ def model_factory(
                     api_key=api_key,
                     max_attempts=config.max_attempts,
                     request_timeout=config.request_timeout,
+                    first_byte_timeout=config.first_byte_timeout,
                     stream=config.stream,
                     max_output_tokens=config.max_output_tokens,
                     temperature=config.temperature,

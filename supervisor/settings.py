@@ -67,6 +67,10 @@ class Settings(BaseModel):
     """Tries per model call before the endpoint counts as down."""
     request_timeout: float = Field(600.0, gt=0, le=3600, allow_inf_nan=False)
     """Seconds one model request may take."""
+    first_byte_timeout: float | None = Field(180.0, gt=0, le=3600, allow_inf_nan=False)
+    """Seconds a model request may wait for the server's first byte: an endpoint that
+    takes the request and sends nothing (hung, or queued behind others) fails with a
+    message then, not at request_timeout. None waits up to request_timeout."""
     max_output_tokens: int | None = Field(4096, ge=16, le=1_000_000)
     """Tokens one model reply may have; a runaway reply is cut there (finish_reason length)."""
     temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)

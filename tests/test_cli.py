@@ -129,7 +129,7 @@ def test_unreachable_endpoint_exits_1(workspace: Path) -> None:
     done = gaffer(workspace, "run", "x", env=env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     # Nothing ever answered there: said at once, not after every attempt.
-    assert "cannot connect to http://127.0.0.1:9/v1: is the server running?" in done.stderr
+    assert "nothing is listening at 127.0.0.1:9 (connection refused)" in done.stderr
 
 
 def test_bad_config_exits_1_naming_file_and_key(workspace: Path) -> None:

@@ -4,6 +4,7 @@ only when the run finished and nothing it started failed (README's exit-code tab
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,20 @@ def test_a_model_call_that_says_nothing_for_long_gets_a_progress_line_through_a_
         done = gaffer(workspace, "run", "hello there", server=server)
     assert done.returncode == 0, done.stderr
     assert "gaffer: waiting for the model: supervisor step 1, 15 s so far" in done.stderr
+
+
+def test_an_endpoint_that_sends_nothing_ends_the_run_at_the_first_byte_deadline(
+    workspace: Path,
+) -> None:
+    """Taken and never answered, not even with a header: the run ends with the reason
+    at first_byte_timeout (here from the config), exit 1, not at request_timeout."""
+    config = workspace / ".gaffer" / "config.toml"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text("first_byte_timeout = 2\n")
+    with FakeOpenAI([Reply(text="too late", delay=60)] * 3) as server:
+        started = time.monotonic()
+        done = gaffer(workspace, "run", "--trust-workspace", "hello there", server=server)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert took < 20, f"ended near the 2 s deadline (took {took:.0f} s)"
+    assert "took the request and sent nothing for 2 s (first_byte_timeout)" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -189,6 +190,64 @@ def test_connection_refused_is_unavailable() -> None:
     with pytest.raises(ModelError) as raised:
         model.complete([{"role": "user", "content": "x"}], [])
     assert raised.value.kind == "unavailable"
+
+
+@pytest.mark.parametrize("responses", [False, True])
+def test_an_endpoint_that_takes_the_request_and_sends_nothing_fails_at_the_first_byte_deadline(
+    responses: bool,
+) -> None:
+    with FakeOpenAI([Reply(text="too late", delay=30)] * 2) as server:
+        kind = ResponsesModel if responses else OpenAIModel
+        model = kind(
+            model="m", base_url=server.base_url, api_key="k", first_byte_timeout=1, max_attempts=3
+        )
+        started = time.monotonic()
+        with pytest.raises(ModelError) as raised:
+            model.complete([{"role": "user", "content": "x"}], [])
+        took = time.monotonic() - started
+    assert took < 5, f"ended at the 1 s first-byte deadline, not the request's (took {took:.1f} s)"
+    assert raised.value.kind == "unavailable"
+    assert "took the request and sent nothing for 1 s (first_byte_timeout)" in raised.value.message
+    assert len(server.requests) == 1, "a hung endpoint is not asked again"
+
+
+def test_a_slow_reply_that_has_begun_is_not_cut_by_the_first_byte_deadline() -> None:
+    slow = Reply(text="slow but alive", chunk_size=2, drip_s=0.3)
+    with FakeOpenAI([slow]) as server:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k", first_byte_timeout=1)
+        turn = model.complete([{"role": "user", "content": "x"}], [])
+    assert turn.text == "slow but alive"
+
+
+def test_a_port_nothing_listens_on_is_said_as_such_at_once() -> None:
+    model = OpenAIModel(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", max_attempts=5)
+    started = time.monotonic()
+    with pytest.raises(ModelError) as raised:
+        model.complete([{"role": "user", "content": "x"}], [])
+    assert time.monotonic() - started < 3, "a refused first connection is not retried"
+    assert "nothing is listening at 127.0.0.1:9 (connection refused)" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "errno, why",
+    [(socket.EAI_NONAME, "does not resolve"), (socket.EAI_AGAIN, "no network")],
+    ids=["unknown name", "no network"],
+)
+def test_a_host_that_does_not_resolve_gets_its_own_hint(
+    errno: int, why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resolver is the machine's; it answers here as it would with the name unknown,
+    or with no network at all (errno EAI_AGAIN, "Temporary failure in name resolution")."""
+
+    def resolve(*args: object, **kwargs: object) -> list[object]:
+        raise socket.gaierror(errno, "resolver says no")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    model = OpenAIModel(model="m", base_url="https://api.example.test/v1", api_key="k")
+    with pytest.raises(ModelError) as raised:
+        model.complete([{"role": "user", "content": "x"}], [])
+    assert raised.value.kind == "unavailable"
+    assert "api.example.test" in raised.value.message and why in raised.value.message
 
 
 def test_deadline_stops_retrying() -> None:

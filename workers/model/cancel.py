@@ -47,6 +47,10 @@ class Readers:
         finally:
             self._received.pop(thread, None)
 
+    def received(self, thread: int) -> int:
+        """Bytes the call `thread` is making has read so far (0 outside `interruptible`)."""
+        return self._received.get(thread, 0)
+
     def count(self, size: int) -> None:
         """Note bytes read by this thread's call; ReplyTooLarge past MAX_REPLY_BYTES."""
         thread = threading.get_ident()

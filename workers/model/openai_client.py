@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
+import threading
 import time
 import urllib.parse
 from typing import Any
@@ -62,6 +64,7 @@ class OpenAIModel:
         api_key: str | None,
         max_attempts: int = 6,
         request_timeout: float = 600.0,
+        first_byte_timeout: float | None = None,
         stream: bool = True,
         backoff_initial: float = 1.0,
         backoff_max: float = 30.0,
@@ -81,6 +84,9 @@ class OpenAIModel:
         or a 404 is a fault to retry; before, it is a wrong address, said at once."""
         self.max_attempts = max_attempts
         self.request_timeout = request_timeout
+        # A server that takes the request and sends nothing (hung, or a queue in front of
+        # it) is given up on here, not at the end of request_timeout.
+        self.first_byte_timeout = first_byte_timeout
         self.stream = stream
         # A model that never stops writing would hold a step forever; this caps one reply.
         self.max_output_tokens = max_output_tokens
@@ -183,9 +189,19 @@ class OpenAIModel:
                 f"{url} does not serve the {self.api_name} API (HTTP {error.status_code} on "
                 f"{self.wire}){hint or '; is it an OpenAI-compatible server?'}"
             )
+        parts = urllib.parse.urlsplit(self.base_url or url)
+        host = parts.hostname or url
+        if isinstance(unresolved := _caused_by(error, socket.gaierror), socket.gaierror):
+            if unresolved.errno == socket.EAI_AGAIN:
+                return f"cannot resolve {host}: no network, or no DNS server answers (offline?)"
+            return f"{host} does not resolve: is the address in {url} right?"
+        if _caused_by(error, ConnectionRefusedError) is not None:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            return (
+                f"nothing is listening at {host}:{port} (connection refused): "
+                f"is the server running, and is {url} its address?"
+            )
         cause = f"{error.__cause__ or error}"
-        if "resolve" in cause or "Name or service not known" in cause or "nodename" in cause:
-            return f"cannot resolve the host of {url}: is the address right?"
         return f"cannot connect to {url}: is the server running? ({short(cause, 120)})"
 
     def _hidden(self, error: ModelError) -> ModelError:
@@ -211,10 +227,22 @@ class OpenAIModel:
     ) -> AssistantTurn:
         """One request, ended at `seconds` whatever the server sends: keep-alive comments
         or a byte a second reset only a read timeout, not this one."""
-        ends, cancelled = time.monotonic() + seconds, options.cancelled
+        started, cancelled = time.monotonic(), options.cancelled
+        ends, caller = started + seconds, threading.get_ident()
+        first_byte = self.first_byte_timeout if self.first_byte_timeout else None
+
+        def silent_too_long() -> bool:
+            waited = time.monotonic() - started
+            return (
+                first_byte is not None
+                and waited > first_byte
+                and self._readers is not None
+                and not self._readers.received(caller)
+            )
 
         def stop_reading() -> bool:
-            return time.monotonic() > ends or (cancelled is not None and cancelled())
+            over = time.monotonic() > ends or silent_too_long()
+            return over or (cancelled is not None and cancelled())
 
         try:
             with interruptible(self._readers, stop_reading):
@@ -222,6 +250,13 @@ class OpenAIModel:
         except Exception as error:
             if (too_large := _caused_by(error, ReplyTooLarge)) is not None:
                 raise ModelError("malformed_output", str(too_large)) from error
+            if silent_too_long() and not (cancelled is not None and cancelled()):
+                raise ModelError(
+                    "unavailable",
+                    f"{self.shown_url} took the request and sent nothing for {first_byte or 0:.0f} s "
+                    "(first_byte_timeout): the server is hung or overloaded; raise "
+                    "first_byte_timeout in the config if it is only slow to start",
+                ) from error
             if time.monotonic() > ends and not (cancelled is not None and cancelled()):
                 raise CallTooLong(
                     f"no whole reply within {seconds:.0f} s; the server kept the connection open"
