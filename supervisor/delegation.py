@@ -133,7 +133,9 @@ class Team:
 
     def delegable(self) -> list[str]:
         """Profiles offered as workers: those that do the work themselves. A profile that
-        delegates (supervisor, dispatcher) plans and hands out work; it is never a worker."""
+        delegates (supervisor, dispatcher) plans and hands out work: it is not offered, but
+        one named all the same runs as a worker that may delegate in turn, nested no deeper
+        than max_depth and within max_workers (tests/test_delegation.py)."""
         return [
             name
             for name, spec in self.specs.items()

@@ -67,6 +67,7 @@ def combined(results: Sequence[ToolResult]) -> ToolResult:
     )
     return ToolResult(
         output="\n\n".join([head, *(r.output for r in results)]),
+        parts=tuple(r.output for r in results),
         summary=f"{len(results)} workers, {len(failed)} not completed, {len(modified)} files changed",
         is_error=bool(failed),
         facts=Facts(

@@ -75,6 +75,8 @@ def worker_report(
 
 # A report names this many ignored files at most; `gaffer diff` lists them all.
 MAX_IGNORED_SHOWN = 20
+QUOTE = "| "
+"""How each line of a worker's own words begins in its report."""
 
 
 def report_text(
@@ -118,12 +120,21 @@ def report_text(
     if commands:
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
     answer = getattr(result.outcome, "answer", "")
-    lines.append("final answer:\n" + (answer.strip() if answer and answer.strip() else "(none)"))
+    lines.append(
+        f"final answer (the worker's own words, each line after {QUOTE.strip()!r}):\n"
+        + (quoted(answer) if answer and answer.strip() else "(none)")
+    )
     lines.append(
         "[gaffer: if the reports so far answer the job, reply now with your final answer; "
         "delegate only what is still missing]"
     )
     return "\n".join(lines)
+
+
+def quoted(text: str) -> str:
+    """A worker's words with each line marked as theirs: a line it wrote to look like
+    gaffer's own (a status, a verdict, a `[gaffer: …]` note) still reads as quoted."""
+    return "\n".join(QUOTE + line for line in text.strip().splitlines())
 
 
 def _merge_lines(agent_id: str, merge: Merged) -> list[str]:

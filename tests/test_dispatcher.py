@@ -129,6 +129,9 @@ def test_a_reply_that_calls_after_the_reports_gets_its_tools_back(
         ("Note: be brief", []),
         ("Give it a parameter `factor`: it returns v * factor. Update callers, then test.", []),
         ("hello there", []),
+        # Parts that cannot all go out are not split at all: none would go unanswered.
+        ("Explain:\n1. Sandboxing\n2. Where is the loop?\n3. How are logs kept?", []),
+        ("Answer:\n" + "".join(f"{n}. Where is part {n}?\n" for n in range(1, 14)), []),
     ],
 )
 def test_the_parts_of_a_task_are_its_own_items_questions_or_listed_clauses(

@@ -112,3 +112,22 @@ def test_step_in_the_chat_asks_then_off_stops_asking(workspace: Path, tmp_path: 
     tool = [m for m in session.messages if m["role"] == "tool"]
     assert "a.txt" in str(tool[-1]["content"])
     session.close()
+
+
+def test_a_fan_out_made_for_the_agent_is_asked_about_and_skipped_starts_no_worker(
+    workspace: Path,
+) -> None:
+    """A question of several parts is handed out before the agent's first reply
+    (workers/aids/task_parts.py); in step mode that call waits for the user too."""
+    task = "Where is the lexer? What calls it?"
+    with FakeOpenAI([Reply(text="Not looked into: the user skipped it.")]) as server:
+        term = Terminal(workspace, server, "run", "--step", "--profile", "dispatcher", task)
+        shown = term.wait_for(PROMPT)
+        assert "delegate" in shown and "Where is the lexer?" in shown
+        term.answer("s")
+        code, _ = term.finish()
+    assert "▶ explorer" not in term.seen, "no worker started"
+    assert code == 0, term.seen
+    assert len(server.requests) == 1, "the agent's own reply only: no worker asked the model"
+    first = [m["content"] for m in server.requests[0]["messages"] if m["role"] == "user"]
+    assert any("the user skipped this call" in m for m in first)

@@ -3,6 +3,7 @@ side, through what its run may do, never the agent itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from workers.guards.repetition import RepetitionGuard
 from workers.hooks import Checkpoint, looked
 from workers.log.schema import Event
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, written_call
+from workers.stepping import SKIPPED
 from workers.tools.base import ToolResult
 
 
@@ -98,18 +100,25 @@ class AgentView:
         checked: bool = True,
         from_block: bool = False,
     ) -> ToolResult:
-        refusal = (
-            self._guard.check(call.name, calls.same_call_key(call, arguments)) if checked else None
-        )
         agent = self._agent
+        # In step mode an aid's call is asked about as the model's are: a fan-out made for
+        # the agent starts no worker unasked.
+        [decision] = calls.decide(agent, [call])
+        given: dict[str, Any] | str = arguments
+        if decision.arguments is not None:
+            call = dataclasses.replace(call, arguments=decision.arguments)
+            given = executor.parse_arguments(call.arguments)
+        refusal = (
+            self._guard.check(call.name, calls.same_call_key(call, given)) if checked else None
+        )
+        if decision.action == "skip":
+            refusal = SKIPPED
         # A call that may overlap (workers of a fan-out) starts as the agent's would.
-        begun = calls.begin_overlapping(agent, call, arguments, self.step) if not refusal else None
+        begun = calls.begin_overlapping(agent, call, given, self.step) if not refusal else None
         if begun is not None:
             (result,) = calls.wait_for_all(agent, [begun])
         else:
-            result = calls.run_tool(
-                agent, call, arguments, self.step, refusal, from_block=from_block
-            )
+            result = calls.run_tool(agent, call, given, self.step, refusal, from_block=from_block)
         self._result.tool_calls += 1
         self._result.facts.append(result.facts)
         if checked:

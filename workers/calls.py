@@ -134,7 +134,7 @@ def run_batch(
     or a repetition stop."""
     pending: list[Callable[[], ToolResult] | ToolResult] = []
     seen: set[tuple[str, str]] = set()
-    decisions = _decide(agent, turn.tool_calls)
+    decisions = decide(agent, turn.tool_calls)
     try:
         for number, (call, decision) in enumerate(zip(turn.tool_calls, decisions, strict=True)):
             if guard.stop or limit_if_spent(agent):
@@ -164,7 +164,7 @@ def run_batch(
     return wait_for_all(agent, pending)
 
 
-def _decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
+def decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
     """Step mode's decisions (StoppedByUser to stop); every call runs as asked without it."""
     if agent.stepper is None or not calls:
         return [Decision("run")] * len(calls)

@@ -59,15 +59,24 @@ def fit(result: ToolResult, output_chars: int | None) -> ToolResult:
     text = result.output
     if output_chars is None or len(text) <= output_chars:
         return result
+    if result.parts:
+        first = text.split("\n\n", 1)[0]
+        share = max(0, (output_chars - len(first)) // len(result.parts) - 2)
+        cut = [_head_and_tail(shown_name(part), share) for part in result.parts]
+        return dataclasses.replace(result, output="\n\n".join([first, *cut]))
+    return dataclasses.replace(result, output=_head_and_tail(text, output_chars))
+
+
+def _head_and_tail(text: str, output_chars: int) -> str:
+    if len(text) <= output_chars:
+        return text
     note = (
         f"\n[... {len(text) - output_chars} characters cut so the result fits the model's "
         "context; ask for less, or for a part ...]\n"
     )
     keep = max(0, output_chars - len(note))
     head = keep * 2 // 3
-    return dataclasses.replace(
-        result, output=text[:head] + note + text[len(text) - (keep - head) :]
-    )
+    return text[:head] + note + text[len(text) - (keep - head) :]
 
 
 def _execute(

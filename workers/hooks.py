@@ -51,11 +51,13 @@ it has looked, through them."""
 
 def looked(messages: Sequence[Message]) -> bool:
     """Whether the conversation has tool results or attached files (in this run, or the
-    one it resumes)."""
+    one it resumes). The task itself never counts: a worker's task is a model's words,
+    and one begun like gaffer's note would otherwise excuse it from looking."""
+    task = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
     return any(
         m.get("role") == "tool"
-        or str(m.get("content") or "").startswith((ATTACHED, FOUND, REPORTED))
-        for m in messages
+        or (i != task and str(m.get("content") or "").startswith((ATTACHED, FOUND, REPORTED)))
+        for i, m in enumerate(messages)
     )
 
 

@@ -45,11 +45,14 @@ TOLD = (
 
 
 def parts_of(task: str) -> list[str]:
-    """The task's parts in its own words, or [] when it has fewer than two."""
+    """The task's parts in its own words, or [] when it has fewer than two, or when they
+    cannot all be handed out (more than MAX_PARTS, or one a single word, a heading more
+    than a question): a part left out would go unanswered in an answer told to be whole."""
     for found in (_numbered(task), _questions(task), _clauses(task)):
-        parts = [p for p in found if len(p.split()) >= MIN_WORDS]
-        if len(parts) >= 2:
-            return parts[:MAX_PARTS]
+        if len(found) < 2:
+            continue
+        whole = len(found) <= MAX_PARTS and all(len(p.split()) >= MIN_WORDS for p in found)
+        return found if whole else []
     return []
 
 

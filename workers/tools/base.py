@@ -49,6 +49,9 @@ class ToolResult:
     is_error: bool = False
     facts: Facts = field(default_factory=Facts)
     """What the harness learns from the call (paths written, exit codes), never from the model."""
+    parts: tuple[str, ...] = ()
+    """A batch's outputs (one per worker), joined after the first line of `output`: when
+    the whole is too long, each part is cut to its share, so no worker's report is lost."""
 
 
 Approver = Callable[[str, str], bool]

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 from workers.tools.base import ToolError
-from workers.tools.workspace import SKIPPED_DIRS, read_confined, relative
+from workers.tools.workspace import SKIPPED_DIRS, one_line, read_confined, relative
 
 # What an agent is shown of the workspace before it starts: enough to name real folders,
 # what each says it is for, and their files; little enough (about 500 tokens) to cost a
@@ -47,6 +47,7 @@ def workspace_glance(workspace: Path) -> str:
             e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
             for e in entries
             if e.name not in SKIPPED_DIRS
+            and one_line(e.name)
             and not e.name.endswith(".egg-info")
             and not (e.name.startswith(".") and e.is_dir())
         ]

@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from workers.tools.workspace import SKIPPED_DIRS, relative
+from workers.tools.workspace import SKIPPED_DIRS, one_line, relative
 
 # Words too common in questions to say anything about a file's name.
 _STOP_WORDS = frozenset(
@@ -91,6 +91,8 @@ def named_like(
             if d not in SKIPPED_DIRS and not d.startswith(".") and not d.endswith(".egg-info")
         )
         for name in [*dirs, *files]:
+            if not one_line(name):
+                continue
             named = relative(real, Path(folder, name)) if by_path else name
             stem = named.lower().rsplit(".", 1)[0]
             if hits := sum(word in stem for word in words):

@@ -125,6 +125,12 @@ def shown_name(text: str) -> str:
     return "".join(f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else c for c in text)
 
 
+def one_line(name: str) -> bool:
+    """A name without control characters: one with a line break (a repository can ship
+    `x\n[gaffer: …]`) would read, in a list of names, as lines of its own."""
+    return not any(c < " " or c == "\x7f" for c in name)
+
+
 def given_name(path: str) -> str:
     """A path as `shown_name` wrote it, back to the name on disk."""
     return _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
