@@ -4,18 +4,26 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+DEV_INSTALLED := $(VENV)/.dev-installed
 
-.PHONY: install lint test test-slow demo bench bench-agent bench-delegation clean sandbox-image sandbox-ready browser-ready
+.PHONY: install dev lint test test-slow demo bench bench-agent bench-delegation clean sandbox-image sandbox-ready browser-ready
 
+# Just the `gaffer` command and what it runs on; `make dev` adds the test and lint tools.
 install: $(INSTALLED)
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+dev: $(DEV_INSTALLED)
+
+$(DEV_INSTALLED): $(INSTALLED)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-lint: install
+lint: dev
 	$(BIN)/ruff check supervisor workers tests bench
 	$(BIN)/ruff format --check supervisor workers tests bench
 	$(BIN)/mypy supervisor workers
@@ -32,14 +40,14 @@ browser-ready:
 	@if ! command -v chromium >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; fi
 
-test: lint sandbox-ready browser-ready
+test: dev lint sandbox-ready browser-ready
 	$(BIN)/pytest -q
 
 # The worker sandbox image, built from Debian's packages with no registry (idempotent).
 sandbox-image: install
 	PYTHON=$(BIN)/python bash sandbox_image/build-image.sh
 
-test-slow: install
+test-slow: dev
 	$(BIN)/pytest -q -m slow
 
 # The main job on a fresh machine: a survey of this repository by a real model, asked as
@@ -62,7 +70,7 @@ bench-agent: sandbox-ready
 bench-delegation: sandbox-ready
 	$(BIN)/python -m bench.delegation $(BENCH_ARGS)
 
-bench: sandbox-ready
+bench: dev sandbox-ready
 	$(BIN)/python -m bench
 
 clean:

@@ -372,6 +372,7 @@ class Team:
                 result = run_agent(agent, messages, progress)
         finally:
             quarantined(sandbox.quarantined if sandbox is not None else [])
+        result.node = getattr(sandbox, "node", None)
         if (sent := getattr(sandbox, "sent_back", None)) is not None and self.store is not None:
             for data in sent.contents.values():  # named by the store, never by the node
                 self.store.keep(data)

@@ -66,7 +66,8 @@ def isolated_work(
             if not result.changes:
                 return result
             merged = _bring_in(scheduler, store, agent_id, lineage, budget, result, copy.base)
-            events.emit(
+            # Its line says where the change was made, as the worker's own lines do.
+            (events.bind(node=result.node) if result.node else events).emit(
                 Merge(
                     status=merged.status,
                     files=[c.as_json() for c in merged.applied],

@@ -5,6 +5,7 @@ the workers' tools on node B with its own Docker engine and its own disk."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -130,15 +131,32 @@ def test_a_client_server_that_did_not_start_is_tried_once_more(
     monkeypatch.setenv("RAY_AUTH_TOKEN", "t" * 32)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")  # connect sets both: put back after
     monkeypatch.setattr(driver, "CONNECT_RETRY_S", 0.0)
-    cluster = driver.Cluster("ray://127.0.0.1:1")
-    cluster._ray = once = RayStandIn(failures=1)
-    cluster.connect()
-    assert (once.inits, once.shutdowns) == (2, 1)
-
-    cluster._ray = always = RayStandIn(failures=5)
-    with pytest.raises(SandboxUnavailable, match="Starting Ray client server failed"):
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # the client server's port
+        cluster = driver.Cluster(f"ray://127.0.0.1:{listening.getsockname()[1]}")
+        cluster._ray = once = RayStandIn(failures=1)
         cluster.connect()
+        assert (once.inits, once.shutdowns) == (2, 1)
+
+        cluster._ray = always = RayStandIn(failures=5)
+        with pytest.raises(SandboxUnavailable, match="Starting Ray client server failed"):
+            cluster.connect()
     assert always.inits == driver.CONNECT_TRIES, "then it says why, in one line"
+
+
+def test_a_closed_cluster_port_is_said_in_seconds(workspace: Path) -> None:
+    """Nothing listens at the address: one line saying so, not a wait and a token hint."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]  # free once closed: nothing listens there after
+    env = {"RAY_AUTH_TOKEN": "t" * 32}
+    with FakeOpenAI([]) as server:
+        started = time.monotonic()
+        address = f"ray://127.0.0.1:{port}"
+        done = gaffer(workspace, "run", "--cluster", address, "hello", server=server, env=env)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert took < 15, f"said within seconds (took {took:.0f} s)"
+    assert f"ray://127.0.0.1:{port}: nothing is listening there (connection refused)" in done.stderr
+    assert "token" not in done.stderr
 
 
 def cluster_status(cluster: TwoNodes, ws: Path, token: str) -> subprocess.CompletedProcess[str]:
@@ -160,6 +178,37 @@ def test_cluster_status_shows_each_node_its_slots_and_image(cluster: TwoNodes, w
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert rows[NODE_IP].split()[1:4] == ["alive", "4/4", "2/2"] and rows[NODE_IP].endswith("ready")
     assert rows["10.213.0.1"].split()[2:5] == ["0/0", "0/0", "-"]
+
+
+@pytest.mark.parametrize("source", ["RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token"])
+def test_the_token_from_each_of_ray_s_sources_joins_with_no_auth_mode_set(
+    cluster: TwoNodes, ws: Path, source: str
+) -> None:
+    """Ray reads RAY_AUTH_MODE as it is imported; gaffer sets it before, from whichever
+    source the token is in, so a user sets the token only."""
+    env = cli_env(ws, None, {"GAFFER_RAY_ADDRESS": cluster.address})
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(key, None)
+    home = Path(env["HOME"])
+    if source == "RAY_AUTH_TOKEN":
+        env["RAY_AUTH_TOKEN"] = cluster.token
+    elif source == "RAY_AUTH_TOKEN_PATH":
+        (home / "token").parent.mkdir(parents=True, exist_ok=True)
+        (home / "token").write_text(cluster.token + "\n")
+        env["RAY_AUTH_TOKEN_PATH"] = str(home / "token")
+    else:
+        (home / ".ray").mkdir(parents=True, exist_ok=True)
+        (home / ".ray" / "auth_token").write_text(cluster.token)
+    done = subprocess.run(
+        cluster.in_head([sys.executable, "-m", "supervisor", "cluster", "status"]),
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert NODE_IP in done.stdout
 
 
 def test_a_wrong_token_is_refused_in_one_line(cluster: TwoNodes, ws: Path) -> None:
@@ -218,6 +267,7 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     assert shell["sandbox"] == "docker" and shell["node"].startswith(NODE_IP)
     (merge,) = [r for r in lines if r["event"] == "merge"]
     assert merge["status"] == "applied" and [f["path"] for f in merge["files"]] == ["app.py"]
+    assert merge["node"].startswith(f"{NODE_IP} "), "the merge line says where the change was made"
     assert cluster.containers_on_b() == [], "its container is gone"
     undone = gaffer(ws, "undo", "--agent", "w1")
     assert undone.returncode == 0, undone.stderr

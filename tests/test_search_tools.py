@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from workers.tools.base import CHARS_PER_TOKEN, RESULT_SHARE, ToolContext, resul
 @pytest.fixture(params=["python", "ripgrep"])
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "python":
-        monkeypatch.setattr(search.shutil, "which", lambda _name: None)
-    elif shutil.which("rg") is None:
-        must_run_here("ripgrep is not installed here; .ci/run installs it")
+        monkeypatch.setattr(search, "ripgrep", lambda: None)
+    elif search.ripgrep() is None:
+        must_run_here("ripgrep is not installed here; `make install` brings its wheel")
     return str(request.param)
 
 
@@ -137,7 +136,7 @@ def test_a_file_too_big_to_search_is_named_not_dropped(workspace: Path) -> None:
     for engine in ("python", "ripgrep"):
         with pytest.MonkeyPatch.context() as patch:
             if engine == "python":
-                patch.setattr(search.shutil, "which", lambda _name: None)
+                patch.setattr(search, "ripgrep", lambda: None)
             result = search.grep(ToolContext(workspace), search.GrepArgs(pattern="needle"))
         assert "small.txt:1:needle" in result.output
         if engine == "python":
@@ -151,7 +150,7 @@ def test_the_fallback_never_runs_the_repository_s_own_modules(
     package of its own must still run gaffer's, and a name that is not UTF-8 is found."""
     import os
 
-    monkeypatch.setattr(search.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(search, "ripgrep", lambda: None)
     (workspace / "workers" / "tools").mkdir(parents=True)
     (workspace / "workers" / "__init__.py").write_text("print('PWNED')\nraise SystemExit(0)\n")
     (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("needle\n")

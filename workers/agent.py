@@ -74,6 +74,8 @@ class AgentResult:
     """What it changed among git-ignored files and caches (workers/changes/ignored_changes.py)."""
     merge: Merged | None = None
     """An isolated editor's: how its change set came into the workspace, or why not."""
+    node: str | None = None
+    """The cluster node its tools ran on; None on this machine."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

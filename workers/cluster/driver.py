@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import socket
 import threading
 import time
 import warnings
@@ -27,6 +28,8 @@ from workers.sandbox import NodeLost, SandboxFault, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolResult
 
 CONNECT_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 3.0
+"""How long the first look at the cluster's port may take before ray.init is tried."""
 # The head's client proxy starts a server process for each driver; on a busy head that
 # start can fail ("Starting Ray client server failed", from `start_specific_server`) and
 # work on a later try: a 2-core machine running a whole test suite saw two in a row.
@@ -89,6 +92,11 @@ def ray_token(environ: dict[str, str] | None = None) -> str | None:
 class Cluster:
     def __init__(self, address: str) -> None:
         self.address = address
+        # Ray reads its auth mode once, as it is imported: set after, it is never used,
+        # and a right token waits out the connect timeout as if it were wrong.
+        if token := ray_token():
+            os.environ["RAY_AUTH_MODE"] = "token"
+            os.environ["RAY_AUTH_TOKEN"] = token
         self._ray = _import_ray()
         self._lock = threading.Lock()
         self._copies: dict[str, RemoteCopy] = {}
@@ -103,8 +111,8 @@ class Cluster:
                 "authentication): set RAY_AUTH_TOKEN, or put it in ~/.ray/auth_token "
                 "(`ray get-auth-token` on the head prints it)"
             )
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN"] = token
+        if (closed := _nothing_listening(self.address)) is not None:
+            raise SandboxUnavailable(closed)
         import workers
 
         # The nodes run the driver's own tool code, whatever gaffer they have installed.
@@ -339,6 +347,26 @@ def _image_on_node(image: str, tools_hash: str) -> str:
     except SandboxUnavailable as error:
         return str(error)
     return "ready"
+
+
+def _nothing_listening(address: str) -> str | None:
+    """Why nothing can answer at the cluster's address (the port refuses, the host does
+    not resolve), said at once; None when something listens there, or it cannot tell."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S):
+            return None
+    except ConnectionRefusedError:
+        return (
+            f"cannot join the Ray cluster at {address}: nothing is listening there "
+            "(connection refused); is the head running (`ray start --head`), and is this "
+            "its address and port?"
+        )
+    except socket.gaierror:
+        return f"cannot join the Ray cluster at {address}: {host} does not resolve"
+    except (OSError, ValueError):
+        return None  # a slow or filtered port: ray.init's own timeout says what it finds
 
 
 def _import_ray() -> Any:

@@ -9,6 +9,7 @@ import select
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +42,15 @@ class GrepArgs(Args):
     glob: str | None = Field(None, description="Only files whose name matches, e.g. '*.py'.")
 
 
+def ripgrep() -> str | None:
+    """The ripgrep binary: the one the `ripgrep` wheel put beside this Python (a venv
+    whose bin is not on PATH), else one on PATH; None, and grep runs in Python."""
+    beside = Path(sysconfig.get_path("scripts")) / "rg"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("rg")
+
+
 def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
@@ -55,7 +65,7 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         re.compile(args.pattern)
     except re.error as error:
         raise ToolError(f"invalid regular expression {args.pattern!r}: {error}") from error
-    rg = shutil.which("rg")
+    rg = ripgrep()
     command = (
         _ripgrep(rg, ctx.workspace, real, args) if rg else _python_grep(ctx.workspace, real, args)
     )
