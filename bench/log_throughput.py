@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.common import Row
+from bench.common import Row, size
 from workers.log.eventlog import JsonlLog
 from workers.log.events import Emitter
 from workers.log.schema import ToolCalled
@@ -34,6 +34,7 @@ TOOL_CALL = {
 
 
 def run() -> list[Row]:
+    threads_n, per_thread = size(THREADS, 2), size(LINES_PER_THREAD, 50)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.jsonl"
         log = JsonlLog(path)
@@ -41,10 +42,10 @@ def run() -> list[Row]:
 
         def write(n: int) -> None:
             agent = events.bind(agent_id=f"w{n}")
-            for i in range(LINES_PER_THREAD):
+            for i in range(per_thread):
                 agent.emit(ToolCalled(**{**TOOL_CALL, "args": {"path": f"src/m{i}.py"}}))
 
-        threads = [threading.Thread(target=write, args=(n,)) for n in range(THREADS)]
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(threads_n)]
         started = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -59,9 +60,9 @@ def run() -> list[Row]:
                 json.loads(line)
             except json.JSONDecodeError:
                 torn += 1
-    total = THREADS * LINES_PER_THREAD
+    total = threads_n * per_thread
     return [
-        Row(f"log lines/s from {THREADS} threads", round(total / elapsed), "lines/s"),
+        Row(f"log lines/s from {threads_n} threads", round(total / elapsed), "lines/s"),
         Row(
             "torn or lost log lines",
             torn + (total - len(lines)),

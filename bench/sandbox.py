@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import Row
+from bench.common import Row, size
 from supervisor.run_plan import RunPlan
 from supervisor.runlog import read_records
 from supervisor.session import Session
@@ -76,7 +76,7 @@ def per_call_medians() -> tuple[float, float]:
             workspace, DockerOptions(), run_id="bench", agent_id="bench"
         ) as box:
             timings: dict[str, list[float]] = {"host": [], "docker": []}
-            for _ in range(CALLS):
+            for _ in range(size(CALLS, 5)):
                 for name, sandbox in (("host", host), ("docker", box)):
                     started = time.perf_counter()
                     sandbox.run(tool, args, Budget())
@@ -84,8 +84,9 @@ def per_call_medians() -> tuple[float, float]:
     return statistics.median(timings["host"]), statistics.median(timings["docker"])
 
 
-def guard_seconds(files: int = GUARD_FILES) -> tuple[float, float]:
+def guard_seconds(files: int | None = None) -> tuple[float, float]:
     """Survey (before a container) and sweep (after it) of a tree of `files` files."""
+    files = size(GUARD_FILES, 200) if files is None else files
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp, "big")
         for i in range(files):
@@ -107,7 +108,8 @@ def run() -> list[Row]:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
     except SandboxUnavailable as error:
         return [Row(f"sandbox: skipped ({error})", 0, "")]
-    ready = min(ready_seconds() for _ in range(3))
+    ready = min(ready_seconds() for _ in range(size(3, 1)))
+    calls, tree = size(CALLS, 5), size(GUARD_FILES, 200)
     host, in_docker = per_call_medians()
     overhead_ms = (in_docker - host) * 1000
     surveyed, swept = guard_seconds()
@@ -119,9 +121,9 @@ def run() -> list[Row]:
             "≤ 1 s",
             ready <= 1.0,
         ),
-        Row(f"sandbox: read_file median on the host ({CALLS} calls)", round(host * 1000, 3), "ms"),
+        Row(f"sandbox: read_file median on the host ({calls} calls)", round(host * 1000, 3), "ms"),
         Row(
-            f"sandbox: read_file median in the container ({CALLS} calls)",
+            f"sandbox: read_file median in the container ({calls} calls)",
             round(in_docker * 1000, 3),
             "ms",
         ),
@@ -133,14 +135,14 @@ def run() -> list[Row]:
             overhead_ms <= 5,
         ),
         Row(
-            f"sandbox: boundary survey before a container, {GUARD_FILES:,}-file tree",
+            f"sandbox: boundary survey before a container, {tree:,}-file tree",
             round(surveyed, 3),
             "s",
             "≤ 1 s",
             surveyed <= 1.0,
         ),
         Row(
-            f"sandbox: sweep for planted .git after it, {GUARD_FILES:,}-file tree",
+            f"sandbox: sweep for planted .git after it, {tree:,}-file tree",
             round(swept, 3),
             "s",
             "≤ 1 s",

@@ -18,21 +18,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Row
+from bench.common import Row, size
 from workers.changes import ignored_changes, snapshots
 from workers.changes.change_sets import ChangeTracker, compare
 from workers.changes.snapshots import Store
 
-FILES, PER_FOLDER = 50_000, 100
+PER_FOLDER = 100
 UNCHANGED_TARGET_S = 1.0
-IGNORED = 40_000
 # An editor's start and end, change set and ignored files together, on that tree.
 EDITOR_TARGET_S = 2.0
 
 
-def make_tree(root: Path, files: int = FILES, top: str = "pkg") -> None:
+def files() -> int:
+    return size(50_000, 300)
+
+
+def ignored() -> int:
+    return size(40_000, 200)
+
+
+def make_tree(root: Path, count: int | None = None, top: str = "pkg") -> None:
+    count = files() if count is None else count
     past = time.time() - 3600
-    for n in range(files):
+    for n in range(count):
         folder = root / f"{top}{n // PER_FOLDER:03d}"
         if n % PER_FOLDER == 0:
             folder.mkdir(parents=True)
@@ -55,11 +63,11 @@ def measure(root: Path, kind: str) -> list[Row]:
     unchanged, _ = timed(lambda: Store(root).snapshot())
     store = Store(root)
     _, before = store.snapshot()
-    target = root / "pkg123" / "mod045.py"
+    target = root / "pkg001" / "mod045.py"
     target.write_text("# changed by a call\n")
     after_call, after = timed(store.scan)
     diffing, changes = timed(lambda: compare(before, after))  # type: ignore[arg-type]
-    assert [c.path for c in changes] == ["pkg123/mod045.py"]  # type: ignore[attr-defined]
+    assert [c.path for c in changes] == ["pkg001/mod045.py"]  # type: ignore[attr-defined]
     return [
         Row(f"snapshot, {kind}: first (hash and keep all)", round(first, 2), "s"),
         Row(
@@ -70,13 +78,13 @@ def measure(root: Path, kind: str) -> list[Row]:
             unchanged <= UNCHANGED_TARGET_S,
         ),
         Row(f"snapshot, {kind}: after a call changed 1 file", round(after_call, 2), "s"),
-        Row(f"change set of that call ({FILES} files)", round(diffing, 3), "s"),
+        Row(f"change set of that call ({files()} files)", round(diffing, 3), "s"),
     ]
 
 
 def measure_ignored(root: Path) -> list[Row]:
-    make_tree(root, FILES - IGNORED)
-    make_tree(root / "node_modules", IGNORED, "dep")
+    make_tree(root, files() - ignored())
+    make_tree(root / "node_modules", ignored(), "dep")
     (root / ".gitignore").write_text("node_modules/\n")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
@@ -84,14 +92,14 @@ def measure_ignored(root: Path) -> list[Row]:
     Store(root).snapshot()
     unchanged, (_, tree) = timed(lambda: Store(root).snapshot())  # type: ignore[misc]
     looking, seen = timed(lambda: ignored_changes.look(root, tree))  # type: ignore[arg-type]
-    assert len(seen) == IGNORED  # type: ignore[arg-type]
+    assert len(seen) == ignored()  # type: ignore[arg-type]
 
     def editor() -> None:
         tracker = ChangeTracker(Store(root))
         tracker.finish()
 
     whole, _ = timed(editor)
-    kind = f"repository + {IGNORED} ignored"
+    kind = f"repository + {ignored()} ignored"
     return [
         Row(
             f"snapshot, {kind}: unchanged, new run",
@@ -100,7 +108,7 @@ def measure_ignored(root: Path) -> list[Row]:
             f"≤ {UNCHANGED_TARGET_S:g}",
             unchanged <= UNCHANGED_TARGET_S,
         ),
-        Row(f"look at the {IGNORED} ignored files (start or end)", round(looking, 2), "s"),
+        Row(f"look at the {ignored()} ignored files (start or end)", round(looking, 2), "s"),
         Row(
             f"an editor's start and end, {kind}",
             round(whole, 2),

@@ -8,9 +8,6 @@ import click
 
 from supervisor.exits import fail
 from supervisor.terminal import echo
-from workers.cluster.driver import Cluster
-from workers.sandbox import SandboxFault, SandboxUnavailable
-from workers.sandbox.options import DockerOptions
 
 
 @click.group()
@@ -29,6 +26,10 @@ def status(address: str | None) -> None:
     """Each node: alive, free/total reader and sandbox slots, sandbox image present."""
     if not address:
         fail("say which cluster: --cluster ray://HOST:PORT, or set GAFFER_RAY_ADDRESS")
+    from workers.cluster.driver import Cluster
+    from workers.sandbox import SandboxFault, SandboxUnavailable
+    from workers.sandbox.options import DockerOptions
+
     try:
         joined = Cluster(address)
         joined.connect()

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers import state
-from workers.assembly.build import AgentRules
 
 if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and stays fast
+    from workers.assembly.build import AgentRules
     from workers.trust import Source
 
 
@@ -136,6 +136,8 @@ class Settings(BaseModel):
     def agent_rules(self) -> AgentRules:
         """How every agent of the run is held and helped, from these settings: made once
         per run and handed down whole."""
+        from workers.assembly.build import AgentRules
+
         return AgentRules(
             verify=self.verify,
             file_blocks=self.file_blocks,

@@ -18,7 +18,8 @@ from workers.hooks import Aid, View
 
 ANSWER_FROM_REPORTS = (
     "Your workers have reported above. Tools are off for this reply: answer every part "
-    "of the task now, in plain sentences, from their reports, naming the files and "
+    "of the task now, from their reports, in the form the task asks for (numbered parts "
+    "are answered by their numbers; otherwise plain sentences), naming the files and "
     "folders they found and saying what they could not find. The task was: {task}"
 )
 

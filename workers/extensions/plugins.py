@@ -13,8 +13,6 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import jsonschema
-
 from workers.tools.base import ExtensionArgs, Tool, ToolContext, ToolError, ToolResult
 from workers.trust import Source
 
@@ -65,6 +63,8 @@ def _load(source: Source) -> Tool[Any]:
         raise ValueError(f"TOOL_DEF name {name!r} must be letters, digits, _ or -")
     if not isinstance(description, str) or not description.strip():
         raise ValueError("TOOL_DEF needs a description")
+    import jsonschema  # a tenth of a second, paid only where a plugin or MCP server is
+
     jsonschema.Draft202012Validator.check_schema(parameters)
     return schema_tool(
         name=name,
@@ -98,6 +98,8 @@ def schema_tool(
     origin: str,
 ) -> Tool[Any]:
     """A tool whose arguments are checked against a JSON schema given as data."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(parameters)
 
     def run(_ctx: ToolContext, args: ExtensionArgs) -> ToolResult:
