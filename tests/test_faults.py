@@ -123,7 +123,7 @@ def test_a_catastrophic_regex_without_ripgrep_ends_within_the_run_s_time(workspa
         "--no-verify",
         "look",
         replies=[grep, Reply(text="nothing found")],
-        env={"PATH": "/nonexistent"},  # no ripgrep: the Python fallback runs
+        env={"GAFFER_GREP": "python"},  # no ripgrep: the Python fallback runs
     )
     assert time.monotonic() - started < 20
     assert done.returncode == 2 and "time limit" in done.stderr, "a named reason"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import email.utils
 import re
+import socket
 import time
+import urllib.parse
 
 import openai
 from tenacity import RetryCallState
@@ -143,3 +145,41 @@ def describe(error: BaseException | None) -> str:
 def short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def caused_by(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """`error`, or the first exception in its chain of causes, that is a `kind`."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def first_contact(
+    error: BaseException, url: str, base_url: str | None, api_name: str, wire: str
+) -> str:
+    """What a wrong address looks like on a first call, in one line with a hint: a path
+    that serves no such API, a host that does not resolve (or no network), a port where
+    nothing listens."""
+    hint = "" if url.rstrip("/").endswith("/v1") else f"; did you mean {url.rstrip('/')}/v1?"
+    if isinstance(error, openai.APIStatusError):
+        return (
+            f"{url} does not serve the {api_name} API (HTTP {error.status_code} on "
+            f"{wire}){hint or '; is it an OpenAI-compatible server?'}"
+        )
+    parts = urllib.parse.urlsplit(base_url or url)
+    host = parts.hostname or url
+    if isinstance(unresolved := caused_by(error, socket.gaierror), socket.gaierror):
+        if unresolved.errno == socket.EAI_AGAIN:
+            return f"cannot resolve {host}: no network, or no DNS server answers (offline?)"
+        return f"{host} does not resolve: is the address in {url} right?"
+    if caused_by(error, ConnectionRefusedError) is not None:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return (
+            f"nothing is listening at {host}:{port} (connection refused): "
+            f"is the server running, and is {url} its address?"
+        )
+    cause = f"{error.__cause__ or error}"
+    return f"cannot connect to {url}: is the server running? ({short(cause, 120)})"

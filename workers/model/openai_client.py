@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import threading
 import time
 import urllib.parse
@@ -36,8 +35,10 @@ from workers.model.faults import (
     RETRYABLE_STATUS,
     UNREADABLE_OUTPUT,
     CallTooLong,
+    caused_by,
     describe,
     error_code,
+    first_contact,
     is_retryable,
     retry_after,
     short,
@@ -182,27 +183,7 @@ class OpenAIModel:
 
     def _first_contact(self, error: BaseException) -> str:
         """What a wrong address looks like, in one line with a hint."""
-        url = self.shown_url
-        hint = "" if url.rstrip("/").endswith("/v1") else f"; did you mean {url.rstrip('/')}/v1?"
-        if isinstance(error, openai.APIStatusError):
-            return (
-                f"{url} does not serve the {self.api_name} API (HTTP {error.status_code} on "
-                f"{self.wire}){hint or '; is it an OpenAI-compatible server?'}"
-            )
-        parts = urllib.parse.urlsplit(self.base_url or url)
-        host = parts.hostname or url
-        if isinstance(unresolved := _caused_by(error, socket.gaierror), socket.gaierror):
-            if unresolved.errno == socket.EAI_AGAIN:
-                return f"cannot resolve {host}: no network, or no DNS server answers (offline?)"
-            return f"{host} does not resolve: is the address in {url} right?"
-        if _caused_by(error, ConnectionRefusedError) is not None:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-            return (
-                f"nothing is listening at {host}:{port} (connection refused): "
-                f"is the server running, and is {url} its address?"
-            )
-        cause = f"{error.__cause__ or error}"
-        return f"cannot connect to {url}: is the server running? ({short(cause, 120)})"
+        return first_contact(error, self.shown_url, self.base_url, self.api_name, self.wire)
 
     def _hidden(self, error: ModelError) -> ModelError:
         """The error with anything secret in the endpoint's URL taken out of its text."""
@@ -248,7 +229,7 @@ class OpenAIModel:
             with interruptible(self._readers, stop_reading):
                 return self._once(messages, tools, echo, seconds, options)
         except Exception as error:
-            if (too_large := _caused_by(error, ReplyTooLarge)) is not None:
+            if (too_large := caused_by(error, ReplyTooLarge)) is not None:
                 raise ModelError("malformed_output", str(too_large)) from error
             if silent_too_long() and not (cancelled is not None and cancelled()):
                 raise ModelError(
@@ -394,13 +375,3 @@ def _is_json(text: str) -> bool:
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:
     return dataclasses.replace(turn, attempt=attempt)
-
-
-def _caused_by(error: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """`error`, or the first exception in its chain of causes, that is a `kind`."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, kind):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None

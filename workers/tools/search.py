@@ -44,7 +44,10 @@ class GrepArgs(Args):
 
 def ripgrep() -> str | None:
     """The ripgrep binary: the one the `ripgrep` wheel put beside this Python (a venv
-    whose bin is not on PATH), else one on PATH; None, and grep runs in Python."""
+    whose bin is not on PATH), else one on PATH; None, and grep runs in Python (also
+    when GAFFER_GREP=python asks for it)."""
+    if os.environ.get("GAFFER_GREP") == "python":
+        return None
     beside = Path(sysconfig.get_path("scripts")) / "rg"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
