@@ -23,6 +23,7 @@ from workers.log.schema import (
     Limit,
     LlmCall,
     LlmRetry,
+    Merge,
     SessionEnd,
     SessionStart,
     ToolCalled,
@@ -118,14 +119,21 @@ def _got_going(path: Path) -> bool:
 def render(records: list[Record]) -> list[Text]:
     """The run as a tree: each agent's steps, and under each delegation the worker's own."""
     by_agent: dict[str, list[Line]] = defaultdict(list)
+    editors: set[str] = set()
     for line in lines_of(records):
         by_agent[line.agent_id or "?"].append(line)
+        if isinstance(line.event, AgentStart) and EDITING_TOOLS & set(line.event.tools):
+            editors.add(line.agent_id or "?")
     shown: list[Text] = []
 
     def walk(agent_id: str, depth: int, seen: set[str]) -> None:
         seen.add(agent_id)
         for line in by_agent.get(agent_id, []):
-            if (text := _render_one(line)) is not None:
+            if isinstance(line.event, ChangeSet) and agent_id not in editors:
+                text: Text | None = _changed_through_workers(line, line.event)
+            else:
+                text = _render_one(line)
+            if text is not None:
                 shown.append(Text("  " * depth) + text)
             if isinstance(line.event, DelegateStart) and line.event.child_id not in seen:
                 walk(line.event.child_id, depth + 1, seen)
@@ -138,6 +146,36 @@ def render(records: list[Record]) -> list[Text]:
         if agent_id not in seen:
             walk(agent_id, 1, seen)
     return shown
+
+
+EDITING_TOOLS = {"write_file", "edit_file", "run_shell"}
+"""An agent with none of these changes nothing itself: what changed under it, its
+workers changed."""
+
+
+def _changed_through_workers(line: Line, event: ChangeSet) -> Text:
+    files = [_change_label(f) for f in event.files if isinstance(f, dict)]
+    return Text(
+        f"✎ changed under {line.agent_id}, by its workers: " + (", ".join(files) or "nothing")
+    )
+
+
+def _merge_line(line: Line, event: Merge) -> Text:
+    """How an isolated editor's change set came into the workspace, or why not."""
+    where = f" on {line.node}" if line.node else ""
+    if event.status == "conflict":
+        paths = [str(c.get("path")) for c in event.conflicts if isinstance(c, dict)]
+        return Text(
+            f"⇄ {line.agent_id}{where}: NOT applied, conflicts in " + ", ".join(paths),
+            style="bold red",
+        )
+    files = [_change_label(f) for f in event.files if isinstance(f, dict)]
+    said = f"⇄ {line.agent_id}{where}: {event.status}"
+    if files:
+        said += ": " + ", ".join(files)
+    if event.reason:
+        said += f" ({event.reason})"
+    return Text(said, style="yellow" if event.status == "skipped" else "")
 
 
 def _render_one(line: Line) -> Text | None:
@@ -166,6 +204,8 @@ def _render_one(line: Line) -> Text | None:
             if e.diff_file:
                 shown += Text(f" · diff: {e.diff_file}", style="dim")
             return shown
+        case Merge() as e:
+            return _merge_line(line, e)
         case AgentEnd() as e:
             shown = Text(
                 f"■ {line.agent_id}: {e.status} after {e.steps} steps, {e.tokens} tokens",

@@ -142,6 +142,15 @@ def test_two_editors_on_the_same_lines_one_lands_one_conflicts(
     assert records and copies_left(workspace) == []
     diff = tmp_path / "logs"
     assert any(p.name == f"{lost}.diff" for p in diff.rglob("*.diff")), "its change set is kept"
+    # `gaffer logs` shows both merges, the conflict as such, and credits the change to
+    # the workers when the agent above them edits nothing itself.
+    from supervisor.runlog import render
+
+    shown = [text.plain.strip() for text in render(records)]
+    assert f"⇄ {landed}: applied: shared.py (modified)" in shown, shown
+    assert f"⇄ {lost}: NOT applied, conflicts in shared.py" in shown
+    assert "✎ changed under supervisor, by its workers: shared.py (modified)" in shown
+    assert not any(line.startswith("✎ supervisor changed") for line in shown)
 
 
 def test_changes_to_different_lines_of_one_file_are_joined(workspace: Path, tmp_path: Path) -> None:
