@@ -28,7 +28,8 @@ RunTool = Callable[..., ToolResult]
 def must_run_here(reason: str) -> None:
     """What a test needs is missing: in CI that is a failure, elsewhere a skip.
 
-    CI installs ripgrep and Docker and runs as root, so nothing may skip there.
+    ripgrep comes with the package (its wheel), and CI installs Docker and runs as
+    root, so nothing may skip there.
     """
     if os.environ.get("CI") or os.environ.get("GAFFER_REQUIRE_DOCKER") == "1":
         pytest.fail(f"this test must run in CI: {reason}")

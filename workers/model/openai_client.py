@@ -210,7 +210,7 @@ class OpenAIModel:
         or a byte a second reset only a read timeout, not this one."""
         started, cancelled = time.monotonic(), options.cancelled
         ends, caller = started + seconds, threading.get_ident()
-        first_byte = self.first_byte_timeout if self.first_byte_timeout else None
+        first_byte = self.first_byte_timeout or None
 
         def silent_too_long() -> bool:
             waited = time.monotonic() - started
@@ -234,7 +234,7 @@ class OpenAIModel:
             if silent_too_long() and not (cancelled is not None and cancelled()):
                 raise ModelError(
                     "unavailable",
-                    f"{self.shown_url} took the request and sent nothing for {first_byte or 0:.0f} s "
+                    f"{self.shown_url} took the request and sent nothing for {self.first_byte_timeout:.0f} s "
                     "(first_byte_timeout): the server is hung or overloaded; raise "
                     "first_byte_timeout in the config if it is only slow to start",
                 ) from error
