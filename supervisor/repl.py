@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from supervisor import runlog
 from supervisor.delegation import Team
 from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
+from supervisor.run_changes import NoChanges, RunChanges, changes_of_run
 from supervisor.session import Session
 from supervisor.view import profiles_table
 from workers.changes.snapshots import Store
@@ -30,6 +32,8 @@ HELP = """\
 /clear           forget the conversation (the log keeps it)
 /compact         summarise older turns now to free context
 /memory          what AGENT.md and AGENTS.md tell every agent
+/diff            what this session changed, as a unified diff (undone parts marked)
+/undo [all]      put back the last turn's changes (all: every turn's)
 /resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
 /step [all|off]  ask before each tool call of the top agent (all: of workers too); off stops asking
 /exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
@@ -58,6 +62,8 @@ class Repl:
             "clear": self._clear,
             "compact": self._compact,
             "memory": self._memory,
+            "diff": self._diff,
+            "undo": self._undo,
             "resume": self._resume,
             "step": self._step,
         }
@@ -175,6 +181,46 @@ class Repl:
             project_instructions(self.session.workspace)
             or "no AGENT.md or AGENTS.md yet; the remember tool starts AGENT.md"
         )
+
+    def _diff(self, _arg: str) -> None:
+        from supervisor import history
+        from supervisor.terminal import visible
+
+        try:
+            text, notes = history.diff_text(self._changes())
+        except NoChanges as error:
+            self._say(str(error))
+            return
+        for note in notes:
+            self._say(note)
+        for line in text.splitlines() or ["nothing changed yet"]:
+            # What a file holds is shown, never sent to the terminal as control codes.
+            shown = Text(visible(line), style=history.diff_style(line) or "")
+            self.console.print(shown, highlight=False)
+
+    def _undo(self, arg: str) -> None:
+        from supervisor import history
+
+        if arg not in ("", "all"):
+            self._say("/undo (the last turn's changes) or /undo all (every turn's)")
+            return
+        try:
+            run = self._changes()
+            if arg != "all":  # the last turn that has changes not undone yet
+                done = history.undone_so_far(run)
+                turn = max((f.turn for f in run.chosen if f.key not in done), default=None)
+                run.chosen[:] = [f for f in run.chosen if f.turn == turn] or run.chosen
+            said = history.put_back(run)
+        except NoChanges as error:
+            said = [str(error)]
+        for line in said:
+            self._say(line)
+
+    def _changes(self) -> RunChanges:
+        log = self.session.log.path
+        if not log.exists() or log.stat().st_size == 0:
+            raise NoChanges("nothing changed yet: no turn has run")
+        return changes_of_run(log, self.session.workspace)
 
     def _resume(self, arg: str) -> None:
         if not arg:

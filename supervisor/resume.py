@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor.history import NoChanges, agent_changes
+from supervisor.run_changes import NoChanges, agent_changes
 from workers.changes.snapshots import Store
 from workers.log.reader import Line, lines_of
 from workers.log.schema import (
@@ -120,7 +120,7 @@ def _changed_by(agent: str, records: list[Record], store: Store) -> list[str]:
     """What an agent changed, as `gaffer diff --agent` reads it; [] when it could change
     nothing or its starting snapshot is gone."""
     try:
-        found = agent_changes(records, store, agent)
+        found = agent_changes(records, store, agent).chosen
     except (NoChanges, OSError):
         return []
     return [change.label for part in found for change in part.changes]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.history import agent_changes
+from supervisor.run_changes import agent_changes
 from supervisor.run_plan import Ceiling
 from tests.test_delegation import delegate, interval, of, run_session, tool_answers
 from workers import state
@@ -85,7 +85,7 @@ def test_three_isolated_editors_run_together_and_all_land(workspace: Path, tmp_p
     assert all("its changes are now in the workspace" in a for a in answers)
     # `gaffer undo w2` would put back just what w2 brought in.
     store = Store(workspace)
-    (w2,) = agent_changes(records, store, "w2")
+    (w2,) = agent_changes(records, store, "w2").chosen
     assert [c.label for c in w2.changes] == ["two.txt (added)"]
 
 
