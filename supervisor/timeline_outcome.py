@@ -35,6 +35,7 @@ ENDINGS: dict[str, tuple[str, str]] = {
 }
 NO_END = ("interrupted", "the log ends before the run did: killed, or still going")
 SHORTFALL = "the answer came, but something it started did not hold (exit 3)"
+UNVERIFIED = "the answer came, its change unverified (exit 0; 4 under --require-verified)"
 
 # A worker's trouble, coloured: red for what failed or did not come in, amber for what
 # stopped short or was left out.
@@ -103,6 +104,9 @@ def outcome_of(lines: list[Line]) -> Outcome:
     tone = {"completed": "green", "failed": "red"}.get(kind, "amber")
     if kind == "completed" and (troubles or _denied(lines)):
         meaning, tone = SHORTFALL, "amber"
+    verdict = _verdict(top)
+    if meaning == ENDINGS["completed"][1] and verdict.verdict == "unverified":
+        meaning = UNVERIFIED
     answers = [e.answer for _, e in of_type(top, AgentEnd)]
     answer = (answers[-1] if answers else None) or ""
     if len(answer) > MAX_ANSWER_CHARS:
@@ -115,7 +119,7 @@ def outcome_of(lines: list[Line]) -> Outcome:
         reason=ended.reason if ended else "",
         meaning=meaning,
         answer=answer,
-        verdict=_verdict(top),
+        verdict=verdict,
         files=_files(lines),
         troubles=troubles,
     )

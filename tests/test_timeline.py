@@ -18,7 +18,7 @@ import pytest
 
 from supervisor.runlog import read_records
 from supervisor.timeline import Timeline, build
-from supervisor.timeline_outcome import SHORTFALL
+from supervisor.timeline_outcome import SHORTFALL, UNVERIFIED
 from supervisor.timeline_page import render
 from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
@@ -200,6 +200,9 @@ def test_the_outcome_of_a_conflicted_run_names_the_worker_and_its_files(conflict
     lanes = {lane.agent: lane for lane in timeline.lanes}
     assert (lanes[lost].status, lanes[lost].merge) == ("completed", "conflict")
     assert lanes[landed].merge == "applied"
+    # Had the second change come in, the answer went out unverified: exit 0, or 4.
+    records = [r for r in read_records(conflicted) if r.get("status") != "conflict"]
+    assert build(records).outcome.meaning == UNVERIFIED
 
 
 def page_data(page: str) -> dict[str, Any]:
