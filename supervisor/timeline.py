@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from supervisor.timeline_outcome import Outcome, outcome_of
+from supervisor.timeline_outcome import RunOutcome, outcome_of
 from workers.log.reader import Line, lines_of, of_type
 from workers.log.schema import (
     AgentEnd,
@@ -93,7 +93,7 @@ class Timeline:
     tools: list[dict[str, Any]]
     critical: list[str]
     """Bar ids, in time order: the chain of waits that set the run's wall time."""
-    outcome: Outcome
+    outcome: RunOutcome
     """What the run came to, shown first."""
 
     def as_json(self) -> dict[str, Any]:

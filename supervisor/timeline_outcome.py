@@ -66,7 +66,7 @@ class Trouble:
 
 
 @dataclass
-class Verdict:
+class GateVerdict:
     """The verification gate's last word on the top agent's answer."""
 
     verdict: str
@@ -78,7 +78,7 @@ class Verdict:
 
 
 @dataclass
-class Outcome:
+class RunOutcome:
     kind: str
     """completed, limit, failed or interrupted"""
     tone: str
@@ -90,13 +90,13 @@ class Outcome:
     meaning: str
     """What the end meant, and `gaffer run`'s exit code for it."""
     answer: str
-    verdict: Verdict
+    verdict: GateVerdict
     files: list[dict[str, str]]
     """Each: path, change, by (the agents that changed it)."""
     troubles: list[Trouble]
 
 
-def outcome_of(lines: list[Line]) -> Outcome:
+def outcome_of(lines: list[Line]) -> RunOutcome:
     ended = next((e for _, e in reversed(of_type(lines, SessionEnd))), None)
     top = [line for line in lines if not line.parent_id]
     troubles = _troubles(lines)
@@ -112,7 +112,7 @@ def outcome_of(lines: list[Line]) -> Outcome:
     if len(answer) > MAX_ANSWER_CHARS:
         cut = len(answer) - MAX_ANSWER_CHARS
         answer = answer[:MAX_ANSWER_CHARS] + f"\n[... {cut} more characters in the log ...]"
-    return Outcome(
+    return RunOutcome(
         kind=kind,
         tone=tone,
         status=ended.status if ended else "interrupted",
@@ -125,17 +125,17 @@ def outcome_of(lines: list[Line]) -> Outcome:
     )
 
 
-def _verdict(top: list[Line]) -> Verdict:
+def _verdict(top: list[Line]) -> GateVerdict:
     checks = [e for _, e in of_type(top, Verification)]
     if not checks:
-        return Verdict(
+        return GateVerdict(
             "unchecked", "plain", "no verification in the log (--no-verify, or no answer)"
         )
     last = checks[-1]
     if last.action == "sent_back":
-        return Verdict("failed", "red", f"sent back, never accepted: {last.reason}")
+        return GateVerdict("failed", "red", f"sent back, never accepted: {last.reason}")
     tone = {"verified": "green", "unverified": "amber"}.get(last.verdict, "plain")
-    return Verdict(last.verdict, tone, last.reason)
+    return GateVerdict(last.verdict, tone, last.reason)
 
 
 def _files(lines: list[Line]) -> list[dict[str, str]]:
