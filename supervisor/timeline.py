@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from supervisor.timeline_outcome import RunOutcome, outcome_of
 from workers.log.reader import Line, lines_of, of_type
 from workers.log.schema import (
     AgentEnd,
@@ -26,6 +27,7 @@ from workers.log.schema import (
     Limit,
     LlmCall,
     LlmRetry,
+    Merge,
     SessionEnd,
     SessionStart,
     ToolCalled,
@@ -75,6 +77,8 @@ class Lane:
     model_s: float = 0.0
     tool_s: float = 0.0
     node: str | None = None
+    merge: str = ""
+    """An isolated editor's merge: applied, conflict, nothing or skipped."""
 
 
 @dataclass
@@ -89,6 +93,8 @@ class Timeline:
     tools: list[dict[str, Any]]
     critical: list[str]
     """Bar ids, in time order: the chain of waits that set the run's wall time."""
+    outcome: RunOutcome
+    """What the run came to, shown first."""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +125,7 @@ def build(records: list[Record], log_path: Path | None = None) -> Timeline:
         bars=built.bars,
         tools=_tool_totals(built.bars),
         critical=_critical_path(ordered, built.bars),
+        outcome=outcome_of(lines),
     )
 
 
@@ -162,6 +169,10 @@ class _Builder:
     def _on_agent_end(self, agent: str, now: float, e: AgentEnd, _line: Line) -> None:
         if (lane := self.lanes.get(agent)) is not None:
             lane.end, lane.open, lane.status, lane.reason = now, False, e.status, e.reason
+
+    def _on_merge(self, agent: str, _now: float, e: Merge, _line: Line) -> None:
+        if (lane := self.lanes.get(agent)) is not None:
+            lane.merge = e.status
 
     def _on_turn_start(self, agent: str, now: float, e: TurnStart, _line: Line) -> None:
         self.open_turns[agent] = (now, e.step)

@@ -1,5 +1,6 @@
 """The timeline (supervisor/timeline.py) as one self-contained HTML page: no network, no
-server, no library; the data is embedded as JSON and drawn by a short script.
+server, no library; the data is embedded as JSON and drawn by a short script. The page
+opens on the run's outcome (supervisor/timeline_outcome.py), then the chart.
 
 Everything in a log may come from a hostile model or repository, so the script puts it
 in the page as text only (textContent, never innerHTML), and the embedded JSON cannot
@@ -32,6 +33,26 @@ main { display: flex; gap: 12px; padding: 12px 16px; align-items: flex-start; }
 .lane.completed .name { border-color: #2f9e44; } .lane.failed .name { border-color: #e03131; }
 .lane.interrupted .name, .lane.cancelled .name { border-color: #f08c00; }
 .lane.limit .name, .lane.timeout .name { border-color: #f59f00; }
+/* An isolated editor's change that did not come in: never green, whatever its end. */
+.lane.merge-conflict .name { border-color: #e03131; background: #fff0f0; }
+.lane.merge-skipped .name { border-color: #f59f00; background: #fff8e6; }
+#outcome { padding: 10px 16px 12px; background: #fff; border-bottom: 1px solid #d5dae3;
+  border-left: 8px solid #9aa3b2; }
+#outcome.tone-green { border-left-color: #2f9e44; } #outcome.tone-red { border-left-color: #e03131; }
+#outcome.tone-amber { border-left-color: #f59f00; }
+#outcome h2 { font-size: 15px; margin: 0 0 4px; } #outcome .why { white-space: pre-wrap; } #outcome h3 { font-size: 13px; margin: 8px 0 4px; }
+#outcome .cols { display: flex; gap: 16px; flex-wrap: wrap; }
+#outcome .wide { flex: 2 1 480px; min-width: 0; } #outcome .side { flex: 1 1 320px; min-width: 0; }
+#outcome pre.answer { white-space: pre-wrap; word-break: break-word; background: #f3f5f8;
+  padding: 6px; border-radius: 4px; max-height: 16em; overflow: auto; margin: 0; }
+#outcome ul { margin: 0; padding-left: 18px; } #outcome code { word-break: break-all; }
+.pill { display: inline-block; padding: 0 8px; border-radius: 9px; color: #fff;
+  background: #6b7485; font-weight: 600; margin-right: 6px; }
+.pill.tone-green { background: #2f9e44; } .pill.tone-red { background: #e03131; }
+.pill.tone-amber { background: #f59f00; }
+#outcome li.trouble { list-style: none; margin: 0 0 4px -18px; padding: 2px 6px; }
+li.trouble.tone-red { border-left: 4px solid #e03131; background: #fff0f0; }
+li.trouble.tone-amber { border-left: 4px solid #f59f00; background: #fff8e6; }
 .track { position: relative; flex: 1 1 auto; height: 20px; background: #f0f2f6; }
 .bar { position: absolute; top: 2px; height: 16px; min-width: 2px; border-radius: 2px;
   cursor: pointer; box-sizing: border-box; }
@@ -60,6 +81,37 @@ const wall = Math.max(data.wall_s, 0.001);
 const pct = s => (100 * s / wall) + '%';
 const crit = new Set(data.critical);
 const byId = Object.fromEntries(data.bars.map(b => [b.id, b]));
+const pill = (text, tone) => el('span', text, 'pill tone-' + tone);
+function outcome(o) {
+  const box = document.getElementById('outcome');
+  box.className = 'tone-' + o.tone;
+  const head = el('h2'); head.append(pill(o.kind, o.tone), el('span', o.meaning));
+  box.appendChild(head);
+  if (o.reason && o.reason !== 'finished') box.appendChild(el('div', o.reason, 'why'));
+  const cols = el('div', null, 'cols'), wide = el('div', null, 'wide'), side = el('div', null, 'side');
+  wide.append(el('h3', 'Answer'), el('pre', o.answer || '(no answer)', 'answer'));
+  const verdict = el('div', null, 'verdict');
+  verdict.append(pill(o.verdict.verdict, o.verdict.tone), el('span', o.verdict.reason));
+  side.append(el('h3', 'Verification'), verdict, el('h3', 'Files changed (' + o.files.length + ')'));
+  const files = el('ul', null, 'files');
+  for (const f of o.files) { const li = el('li'); li.append(el('code', f.path), el('span', ' ' + f.change + (f.by ? ' · ' + f.by : ''))); files.appendChild(li); }
+  side.appendChild(o.files.length ? files : el('div', 'none'));
+  if (o.troubles.length) {
+    side.appendChild(el('h3', 'Workers that did not hold (' + o.troubles.length + ')'));
+    const list = el('ul', null, 'troubles');
+    for (const t of o.troubles) {
+      const li = el('li', null, 'trouble tone-' + t.tone); li.dataset.agent = t.agent;
+      li.append(pill(t.what, t.tone), el('span', t.agent + ' (' + t.profile + '): ' + t.reason));
+      if (t.conflicts.length) { const c = el('ul', null, 'conflicts');
+        for (const x of t.conflicts) { const i = el('li'); i.append(el('code', x.path), el('span', ': ' + x.why)); c.appendChild(i); }
+        li.appendChild(c); }
+      list.appendChild(li);
+    }
+    side.appendChild(list);
+  }
+  cols.append(wide, side); box.appendChild(cols);
+}
+outcome(data.outcome);
 const chart = document.getElementById('chart');
 const axis = el('div', null, 'axis');
 const places = wall < 1 ? 2 : wall < 10 ? 1 : 0;
@@ -67,11 +119,11 @@ for (let i = 0; i <= 5; i++) { const t = el('span', (wall * i / 5).toFixed(place
   t.style.left = (i * 20) + '%'; axis.appendChild(t); }
 chart.appendChild(axis);
 for (const lane of data.lanes) {
-  const row = el('div', null, 'lane ' + lane.status);
+  const row = el('div', null, 'lane ' + lane.status + (lane.merge ? ' merge-' + lane.merge : ''));
   row.dataset.agent = lane.agent;
   const name = el('div', '\\u00a0'.repeat(2 * lane.depth) + lane.agent + ' · ' + lane.profile, 'name');
   name.title = lane.agent + ' (' + lane.profile + '): ' + lane.status + (lane.reason ? ' — ' + lane.reason : '')
-    + (lane.node ? ' · node ' + lane.node : '');
+    + (lane.merge ? ' · merge: ' + lane.merge : '') + (lane.node ? ' · node ' + lane.node : '');
   row.appendChild(name);
   const track = el('div', null, 'track');
   for (const bar of data.bars.filter(b => b.agent === lane.agent)) {
@@ -128,8 +180,8 @@ function table(parent, head, rows) {
 }
 const totals = document.getElementById('totals');
 totals.appendChild(el('h3', 'Per agent'));
-table(totals, ['agent', 'profile', 'status', 'tokens', 'model s', 'tools s', 'wall s'],
-  data.lanes.map(l => [l.agent, l.profile, l.status, l.tokens, l.model_s.toFixed(2), l.tool_s.toFixed(2), (l.end - l.start).toFixed(2)]));
+table(totals, ['agent', 'profile', 'status', 'merge', 'tokens', 'model s', 'tools s', 'wall s'],
+  data.lanes.map(l => [l.agent, l.profile, l.status, l.merge, l.tokens, l.model_s.toFixed(2), l.tool_s.toFixed(2), (l.end - l.start).toFixed(2)]));
 totals.appendChild(el('h3', 'Per tool'));
 table(totals, ['tool', 'calls', 'seconds', 'errors'], data.tools.map(t => [t.tool, t.calls, t.seconds.toFixed(2), t.errors]));
 totals.appendChild(el('h3', 'Critical path (outlined in the chart)'));
@@ -148,7 +200,7 @@ LEGEND = [
 
 
 def render(timeline: Timeline) -> str:
-    """The page: chart, side panel and totals, all in one file."""
+    """The page: the outcome first, then chart, side panel and totals, all in one file."""
     payload = json.dumps(timeline.as_json(), ensure_ascii=True).replace("<", "\\u003c")
     legend = "".join(
         f'<span><i style="background:{colour}"></i>{html.escape(name)}</span>'
@@ -161,6 +213,7 @@ def render(timeline: Timeline) -> str:
 <body><header><h1>gaffer run {html.escape(timeline.run_id)} · {html.escape(timeline.status)} ·
 {timeline.wall_s:.1f} s · {len(timeline.lanes)} agents</h1>
 <div class="task">{html.escape(timeline.task)}</div></header>
+<section id="outcome"></section>
 <main><section id="chart"><div class="legend">{legend}</div></section>
 <aside id="panel"><p>Click a bar to see the model's turn, the tool's result, or a worker's report and change set.</p></aside></main>
 <section id="totals" style="padding: 0 16px 24px"></section>

@@ -1,12 +1,15 @@
 """`gaffer view`: the timeline page of a run, from its log alone, checked in a real
 headless Chromium (Debian's chromium and chromium-driver): a parallel survey, a serial
-two-coder run with a retry and a compaction, and a run killed with -9."""
+two-coder run with a retry and a compaction, a run killed with -9, and two isolated
+coders whose changes conflict, under a hostile answer; the outcome is shown first."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 
 from supervisor.runlog import read_records
 from supervisor.timeline import Timeline, build
+from supervisor.timeline_outcome import SHORTFALL, UNVERIFIED
 from supervisor.timeline_page import render
 from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
@@ -24,6 +28,8 @@ SAMPLES = Path(__file__).parent.parent / "logs" / "samples"
 SURVEY = SAMPLES / "demo-parallel-survey-local-model.jsonl"
 # Where each page's screenshot is kept, to look at (and where README's comes from).
 ARTIFACTS = os.environ.get("GAFFER_TEST_ARTIFACTS")
+HOSTILE = "<img src=x onerror=alert(1)>"
+RED, GREEN = "rgba(224, 49, 49, 1)", "rgba(47, 158, 68, 1)"  # as Selenium reads a colour
 
 
 def delegate(profile: str, task: str) -> tuple[str, str]:
@@ -82,6 +88,41 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return log
 
 
+@pytest.fixture(scope="module")
+def conflicted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`gaffer run --isolate`: two host coders rewrite line 5 of shared.py at once, the
+    second a second later, so its change conflicts with the first's and is not applied;
+    the supervisor's answer is hostile HTML, accepted unverified (no test ran)."""
+    workspace = tmp_path_factory.mktemp("conflict") / "ws"
+    workspace.mkdir()
+    original = "".join(f"line {n}\n" for n in range(1, 11))
+    (workspace / "shared.py").write_text(original)
+    add_host_coder(workspace)
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                       cwd=workspace, check=True, capture_output=True)  # fmt: skip
+    # Both have their copies before either reads; the second ends a second later.
+    read = Reply(tool_calls=[("read_file", json.dumps({"path": "shared.py"}))], delay=0.5)
+    slow_read = Reply(tool_calls=read.tool_calls, delay=1.5)
+    # Each answer after an edit is sent back twice for a test run, then let through.
+    answers = [Reply(text=f"Done. {HOSTILE}")] * 3
+    routes = {
+        "edit first": [read, write("shared.py", original.replace("line 5", "line five")), *answers],
+        "edit second": [slow_read, write("shared.py", original.replace("line 5", "5th")), *answers],
+    }
+    replies = [
+        Reply(
+            tool_calls=[delegate("hostcoder", "edit first"), delegate("hostcoder", "edit second")]
+        ),
+        *answers,
+    ]
+    done, _ = gaffer_replying(workspace, "run", "--isolate", "edit shared.py", replies=replies,
+                              routes=routes)  # fmt: skip
+    assert done.returncode == 3, done.stderr  # answered, but a change was not applied
+    [log] = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    return log
+
+
 def timeline_of(log: Path) -> Timeline:
     return build(read_records(log), log)
 
@@ -127,7 +168,89 @@ def test_a_killed_run_shows_its_open_bars_as_interrupted(killed: Path) -> None:
     timeline = timeline_of(killed)
     assert timeline.status == "interrupted"
     assert all(lane.status == "interrupted" for lane in timeline.lanes)
+    assert (timeline.outcome.kind, timeline.outcome.tone) == ("interrupted", "amber")
+    assert [(t.agent, t.what, t.tone) for t in timeline.outcome.troubles] == [
+        ("w1", "interrupted", "amber")
+    ]
     assert any(b.open and b.kind == "model" for b in timeline.bars)
+
+
+def merged(log: Path) -> tuple[str, str]:
+    """The conflicted run's workers: the one whose change landed, and the one whose did not."""
+    merges = {r["agent_id"]: r["status"] for r in read_records(log) if r["event"] == "merge"}
+    assert sorted(merges.values()) == ["applied", "conflict"]
+    return next(a for a, s in merges.items() if s == "applied"), next(
+        a for a, s in merges.items() if s == "conflict"
+    )
+
+
+def test_the_outcome_of_a_conflicted_run_names_the_worker_and_its_files(conflicted: Path) -> None:
+    timeline = timeline_of(conflicted)
+    landed, lost = merged(conflicted)
+    outcome = timeline.outcome
+    assert (outcome.kind, outcome.tone, outcome.meaning) == ("completed", "amber", SHORTFALL)
+    assert outcome.answer.startswith(f"Done. {HOSTILE}")
+    assert (outcome.verdict.verdict, outcome.verdict.tone) == ("unverified", "amber")
+    assert "no test ran" in outcome.verdict.reason
+    assert outcome.files == [{"path": "shared.py", "change": "modified", "by": landed}]
+    [trouble] = outcome.troubles
+    assert (trouble.agent, trouble.what, trouble.tone) == (lost, "conflict", "red")
+    assert [c["path"] for c in trouble.conflicts] == ["shared.py"]
+    assert "same lines" in trouble.conflicts[0]["why"]
+    lanes = {lane.agent: lane for lane in timeline.lanes}
+    assert (lanes[lost].status, lanes[lost].merge) == ("completed", "conflict")
+    assert lanes[landed].merge == "applied"
+    # Had the second change come in, the answer went out unverified: exit 0, or 4.
+    records = [r for r in read_records(conflicted) if r.get("status") != "conflict"]
+    assert build(records).outcome.meaning == UNVERIFIED
+
+
+def page_data(page: str) -> dict[str, Any]:
+    embedded = re.search(r'id="timeline-data">(.*?)</script>', page, re.DOTALL)
+    assert embedded is not None
+    return dict(json.loads(embedded.group(1)))
+
+
+def test_a_failed_worker_and_one_stopped_by_a_limit_are_the_outcome(tmp_path: Path) -> None:
+    records = read_records(SURVEY)
+    for record in records:
+        if record["event"] == "agent_end" and record["agent_id"] == "w1":
+            record.update(status="failed", reason="the endpoint refused the key", answer=None)
+        if record["event"] == "agent_end" and record["agent_id"] == "w2":
+            record.update(status="limit", reason="steps limit: 3 steps")
+        if record["event"] == "session_end":
+            record.update(status="failed", reason="the endpoint refused the key")
+    data = page_data(render(build(records)))
+    outcome = data["outcome"]
+    assert (outcome["kind"], outcome["tone"]) == ("failed", "red")
+    assert "exit 1" in outcome["meaning"] and outcome["reason"] == "the endpoint refused the key"
+    assert [(t["agent"], t["what"], t["tone"]) for t in outcome["troubles"]] == [
+        ("w1", "failed", "red"),
+        ("w2", "limit", "amber"),
+    ]
+    assert outcome["troubles"][0]["reason"] == "the endpoint refused the key"
+    assert outcome["verdict"]["verdict"] == "unchecked" and outcome["files"] == []
+    assert {lane["agent"]: lane["status"] for lane in data["lanes"]} == {
+        "supervisor": "limit",  # the sample's own: the step limit made it summarise
+        "w1": "failed",
+        "w2": "limit",
+    }
+
+
+def test_a_change_not_applied_is_amber_whatever_the_worker_said() -> None:
+    records = read_records(SURVEY)
+    end = next(
+        i for i, r in enumerate(records) if r["event"] == "agent_end" and r["agent_id"] == "w2"
+    )
+    who = {k: records[end][k] for k in ("ts", "session_id", "agent_id", "parent_id", "profile")}
+    skipped = {**who, "event": "merge", "status": "skipped", "files": [], "conflicts": []}
+    records.insert(end + 1, skipped)
+    timeline = build(records)
+    [trouble] = timeline.outcome.troubles
+    assert (trouble.agent, trouble.what, trouble.tone) == ("w2", "skipped", "amber")
+    assert "not applied" in trouble.reason
+    lane = next(lane for lane in timeline.lanes if lane.agent == "w2")
+    assert (lane.status, lane.merge) == ("completed", "skipped")
 
 
 def test_hostile_log_text_cannot_break_out_of_the_page(tmp_path: Path) -> None:
@@ -221,6 +344,7 @@ def test_the_page_in_chromium(
 
     log = SURVEY if which == "survey" else request.getfixturevalue(which)
     timeline = open_page(browser, log, tmp_path)
+    assert browser.find_element(By.ID, "outcome").is_displayed()
     lanes = browser.find_elements(By.CSS_SELECTOR, ".lane")
     assert [lane.get_attribute("data-agent") for lane in lanes] == [
         lane.agent for lane in timeline.lanes
@@ -247,6 +371,42 @@ def test_the_page_in_chromium(
         )
         assert abs(first.rect["x"] - second.rect["x"]) < first.rect["width"]
     screenshot(browser, tmp_path, f"timeline-{which}")
+
+
+def test_the_outcome_comes_first_in_chromium_and_the_conflict_is_red(
+    conflicted: Path, browser: Any, tmp_path: Path
+) -> None:
+    """Without a click: the run's end, the answer (hostile HTML, as text), the verdict,
+    the files changed, and the worker whose change conflicted, red, with its file."""
+    from selenium.webdriver.common.by import By
+
+    landed, lost = merged(conflicted)
+    open_page(browser, conflicted, tmp_path)
+    outcome = browser.find_element(By.ID, "outcome")
+    chart = browser.find_element(By.ID, "chart")
+    assert outcome.is_displayed() and outcome.rect["y"] + outcome.rect["height"] <= chart.rect["y"]
+    assert outcome.rect["y"] < browser.execute_script("return window.innerHeight")
+    text = outcome.text
+    assert "completed" in text and "exit 3" in text
+    answer = outcome.find_element(By.CSS_SELECTOR, "pre.answer")
+    assert answer.text.startswith(f"Done. {HOSTILE}")
+    assert answer.value_of_css_property("overflow-y") == "auto"  # a long answer scrolls
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    assert "unverified" in text and "no test ran after the last edit" in text
+    files = outcome.find_element(By.CSS_SELECTOR, "ul.files").text
+    assert "shared.py" in files and "modified" in files and landed in files
+    trouble = outcome.find_element(By.CSS_SELECTOR, f'li.trouble[data-agent="{lost}"]')
+    assert "conflict" in trouble.text and "shared.py" in trouble.text
+    assert trouble.value_of_css_property("border-left-color") == RED
+    assert outcome.find_elements(By.CSS_SELECTOR, f'li.trouble[data-agent="{landed}"]') == []
+    # The lane of the worker whose change did not come in is red, not green.
+    lane = browser.find_element(By.CSS_SELECTOR, f'.lane[data-agent="{lost}"]')
+    assert "merge-conflict" in (lane.get_attribute("class") or "").split()
+    name = lane.find_element(By.CSS_SELECTOR, ".name")
+    assert name.value_of_css_property("border-left-color") == RED
+    landed_name = browser.find_element(By.CSS_SELECTOR, f'.lane[data-agent="{landed}"] .name')
+    assert landed_name.value_of_css_property("border-left-color") == GREEN
+    screenshot(browser, tmp_path, "timeline-conflict")
 
 
 def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
