@@ -9,12 +9,12 @@ import socket
 import time
 import urllib.parse
 
-import openai
 from tenacity import RetryCallState
 from tenacity.stop import stop_base
 
 from workers.model import Cancelled
 from workers.model.replies import IncompleteStream
+from workers.model.wire import APIError, ConnectionFailed, StatusError, TimedOut
 
 
 class CallTooLong(Exception):
@@ -80,31 +80,28 @@ def too_long_to_wait(error: BaseException | None, deadline: float | None) -> str
 def wrong_address(error: BaseException) -> bool:
     """A fault that, on a first call, means the address is wrong: nothing listens there,
     the host does not resolve, or what answers is not a Chat Completions server."""
-    if isinstance(error, openai.APITimeoutError):
+    if isinstance(error, TimedOut):
         return False  # a slow server is still a server
-    if isinstance(error, openai.APIConnectionError):
+    if isinstance(error, ConnectionFailed):
         # Never connected (refused, no such host), as opposed to a connection that broke.
-        # (The SDK's HTTP stack is httpx or its successor: its ConnectError, by name.)
-        return type(error.__cause__).__name__ == "ConnectError"
-    return isinstance(error, openai.APIStatusError) and error.status_code in (405, 501)
+        return not error.connected
+    return isinstance(error, StatusError) and error.status_code in (405, 501)
 
 
 def is_retryable(error: BaseException) -> bool:
-    if isinstance(error, openai.APIError) and UNREADABLE_OUTPUT.search(error.message):
+    if isinstance(error, APIError) and UNREADABLE_OUTPUT.search(error.message):
         return False
-    if isinstance(error, openai.APIStatusError):
+    if isinstance(error, StatusError):
         return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
-    # APIConnectionError covers timeouts and connections dropped mid-stream; a bare
+    # ConnectionFailed covers timeouts and connections dropped mid-stream; a bare
     # APIError is an `error` event inside a stream, which servers send for transient faults.
-    return isinstance(
-        error, openai.APIConnectionError | openai.APIError | IncompleteStream | CallTooLong
-    )
+    return isinstance(error, APIError | IncompleteStream | CallTooLong)
 
 
 def retry_after(error: BaseException | None) -> float | None:
-    if not isinstance(error, openai.APIStatusError):
+    if not isinstance(error, StatusError):
         return None
-    headers = error.response.headers
+    headers = error.headers
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
             return float(ms) / 1000
@@ -124,7 +121,7 @@ def retry_after(error: BaseException | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def error_code(error: openai.APIStatusError) -> str | None:
+def error_code(error: StatusError) -> str | None:
     body = error.body
     if isinstance(body, dict):
         code = body.get("code") or (body.get("error") or {}).get("code")
@@ -135,7 +132,7 @@ def error_code(error: openai.APIStatusError) -> str | None:
 def describe(error: BaseException | None) -> str:
     if error is None:
         return "unknown error"
-    if isinstance(error, openai.APIStatusError):
+    if isinstance(error, StatusError):
         return f"HTTP {error.status_code}: {short(error.message)}"
     cause = error.__cause__ or error.__context__
     detail = f" ({type(cause).__name__}: {short(str(cause))})" if cause else ""
@@ -164,7 +161,7 @@ def first_contact(
     that serves no such API, a host that does not resolve (or no network), a port where
     nothing listens."""
     hint = "" if url.rstrip("/").endswith("/v1") else f"; did you mean {url.rstrip('/')}/v1?"
-    if isinstance(error, openai.APIStatusError):
+    if isinstance(error, StatusError):
         return (
             f"{url} does not serve the {api_name} API (HTTP {error.status_code} on "
             f"{wire}){hint or '; is it an OpenAI-compatible server?'}"

@@ -1,4 +1,7 @@
-"""The real model: any OpenAI-compatible Chat Completions endpoint, streamed, with retries."""
+"""The real model: any OpenAI-compatible Chat Completions endpoint, streamed, with retries.
+
+Spoken over workers/model/wire.py (the standard library's HTTP), not the `openai` SDK,
+whose import alone costs more than a trivial run."""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
-import openai
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -28,7 +31,7 @@ from workers.model import (
     ModelError,
     shown_url,
 )
-from workers.model.cancel import ReplyTooLarge, install, interruptible
+from workers.model.cancel import Readers, ReplyTooLarge, interruptible
 from workers.model.faults import (
     CONTEXT_ERROR,
     MAX_CALL_S,
@@ -48,11 +51,20 @@ from workers.model.faults import (
     wrong_address,
 )
 from workers.model.replies import Echo, from_response, from_stream
+from workers.model.wire import (
+    APIError,
+    Endpoint,
+    Fields,
+    Reply,
+    StatusError,
+    as_fields,
+    json_events,
+)
 from workers.tools.workspace import shown_name
 
 
 class OpenAIModel:
-    """Chat Completions over the `openai` SDK; the SDK's own retries are off, tenacity's on."""
+    """Chat Completions, retried by tenacity."""
 
     api_name = "Chat Completions"
     wire = "POST /chat/completions"
@@ -102,16 +114,16 @@ class OpenAIModel:
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
-        # Local servers (llama.cpp, Ollama, vLLM) accept any key; the SDK insists on one.
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "unused", max_retries=0, timeout=request_timeout
-        )
-        self._readers = install(self._client)
+        # Local servers (llama.cpp, Ollama, vLLM) accept any key, and some want one sent.
+        self._readers = Readers()
+        self._endpoint = Endpoint(base_url, api_key or "unused", self._readers)
 
     def available_models(self) -> list[str] | None:
         """The model ids the endpoint lists (GET /models), or None when it lists none."""
         try:
-            return [m.id for m in self._client.models.list(timeout=10)]
+            with self._endpoint.get("/models", timeout=10) as reply:
+                listed = json.loads(reply.read())["data"]
+            return [str(m["id"]) for m in listed]
         except Exception:
             return None
 
@@ -217,7 +229,6 @@ class OpenAIModel:
             return (
                 first_byte is not None
                 and waited > first_byte
-                and self._readers is not None
                 and not self._readers.received(caller)
             )
 
@@ -253,7 +264,7 @@ class OpenAIModel:
         asking: CallOptions,
     ) -> AssistantTurn:
         messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in _sendable(messages)]
-        request: dict[str, Any] = {"model": self.name, "messages": messages, "timeout": timeout}
+        request: dict[str, Any] = {"model": self.name, "messages": messages}
         if tools:
             request["tools"] = tools
             if asking.tools_off:
@@ -270,13 +281,13 @@ class OpenAIModel:
             request["max_tokens"] = self.max_output_tokens
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
+        request |= request.pop("extra_body", None) or {}  # fields only some servers know
         if not self.stream:
-            return from_response(self._client.chat.completions.create(**request), echo)
-        stream = self._client.chat.completions.create(
-            **request, stream=True, stream_options={"include_usage": True}
-        )
-        with stream:
-            return from_stream(stream, echo, self.name)
+            with self._endpoint.post("/chat/completions", request, timeout=timeout) as reply:
+                return from_response(as_fields(reply.json_object()), echo)
+        request |= {"stream": True, "stream_options": {"include_usage": True}}
+        with self._endpoint.post("/chat/completions", request, timeout=timeout) as reply:
+            return from_stream(_chunks(reply), echo, self.name)
 
     def _call_opening(self, tools: list[dict[str, Any]]) -> str:
         """The start of a required call: naming the tool when only one is offered."""
@@ -300,12 +311,12 @@ class OpenAIModel:
         where = self.shown_url
         if not self._answered and wrong_address(error):
             return ModelError("unavailable", self._first_contact(error))
-        if isinstance(error, openai.APIError) and UNREADABLE_OUTPUT.search(error.message):
+        if isinstance(error, APIError) and UNREADABLE_OUTPUT.search(error.message):
             return ModelError(
                 "malformed_output",
                 f"the endpoint could not read the model's reply: {short(error.message)}",
             )
-        if isinstance(error, openai.APIStatusError):
+        if isinstance(error, StatusError):
             status, text = error.status_code, short(error.message)
             if status == 401 and not self._has_key:
                 return ModelError(
@@ -330,6 +341,17 @@ class OpenAIModel:
             "unavailable",
             f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {describe(error)}",
         )
+
+
+def _chunks(reply: Reply) -> Iterator[Fields]:
+    """A Chat Completions stream's chunks; an `error` event inside it raised as APIError
+    (servers send one for a fault mid-reply, llama.cpp for a reply it could not parse)."""
+    for event in json_events(reply):
+        if "error" in event:
+            error = event["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise APIError(str(message or "an error event in the stream"), body=event)
+        yield as_fields(event)
 
 
 def _sendable(value: Any) -> Any:

@@ -50,7 +50,6 @@ class ResponsesModel(OpenAIModel):
             "model": self.name,
             "input": input_items(_sendable(messages)),
             "store": self.store,
-            "timeout": timeout,
         }
         if not self.store:  # reasoning comes back encrypted, to be sent again next turn
             request["include"] = ["reasoning.encrypted_content"]
@@ -64,15 +63,13 @@ class ResponsesModel(OpenAIModel):
             request["max_output_tokens"] = self.max_output_tokens
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
-        # Read as raw JSON, not as the SDK's objects: reasoning items must go back as the
-        # server wrote them, keys in their order, fields the SDK does not know included.
         if not self.stream:
-            raw = self._client.responses.with_raw_response.create(**request)
-            return _turn(_json_object(raw.text), echo, self.name, streamed_text=None)
-        with self._client.responses.with_streaming_response.create(
-            **request, stream=True
-        ) as response:
-            return _from_events(_sse_events(response.iter_lines()), echo, self.name)
+            with self._endpoint.post("/responses", request, timeout=timeout) as reply:
+                text = reply.read().decode("utf-8", "replace")
+            return _turn(_json_object(text), echo, self.name, streamed_text=None)
+        request["stream"] = True
+        with self._endpoint.post("/responses", request, timeout=timeout) as reply:
+            return _from_events(_sse_events(reply.lines()), echo, self.name)
 
 
 def input_items(messages: list[Message]) -> list[dict[str, Any]]:
