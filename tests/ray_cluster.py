@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,6 +46,9 @@ class TwoNodes:
     node_root: Path
     docker_b: str
     """DOCKER_HOST of node B's engine."""
+    start_b: list[str] = field(default_factory=list)
+    """The command that starts node B's Ray, and its environment."""
+    env_b: dict[str, str] = field(default_factory=dict)
 
     @property
     def address(self) -> str:
@@ -75,6 +78,15 @@ class TwoNodes:
         for pid in self.ray_pids_of_b():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+    def restart_node_b(self) -> None:
+        """Node B's Ray started again at the same address, as a machine that comes back."""
+        self.kill_node_b()
+        _run(*self.start_b, env=self.env_b, timeout=START_TIMEOUT_S)
+
+    def checkouts_on_b(self) -> list[str]:
+        root = self.node_root / "gaffer-node"
+        return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
     def containers_on_b(self) -> list[str]:
         done = subprocess.run(
@@ -168,9 +180,9 @@ def two_nodes(hidden: Path) -> Iterator[TwoNodes]:
             "DOCKER_HOST": cluster.docker_b,
             "GAFFER_NODE_ROOT": str(cluster.node_root),
         }
-        _run(
-            "ip", "netns", "exec", node, "sh", "-c", start_b, env=node_env, timeout=START_TIMEOUT_S
-        )
+        cluster.start_b = ["ip", "netns", "exec", node, "sh", "-c", start_b]
+        cluster.env_b = node_env
+        _run(*cluster.start_b, env=node_env, timeout=START_TIMEOUT_S)
         yield cluster
     finally:
         for namespace in (node, head):

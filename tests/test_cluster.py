@@ -275,18 +275,21 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     assert not any(state.workspace_dir(ws, state.WORKTREES).iterdir())
 
 
-def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
+def test_node_b_lost_mid_worker_ends_it_interrupted_and_is_swept_when_back(
     cluster: TwoNodes, ws: Path
 ) -> None:
+    """A coder's node dies under it: the worker ends interrupted, naming the node; its
+    container and checkout stay on the node while its Ray is down, and go as soon as it
+    is back, with no worker placed there."""
     replies = [
-        Reply(tool_calls=[delegate("explorer", "look twice")]),
+        Reply(tool_calls=[delegate("coder", "look twice")]),
         Reply(text="The worker's node was lost."),
     ]
     routes = {
         "look twice": [
-            call("list_dir", path="."),
+            call("run_shell", command="ls"),
             # Node B is killed while the model thinks; the next call finds it gone.
-            Reply(delay=3.0, tool_calls=[("read_file", json.dumps({"path": "app.py"}))]),
+            Reply(delay=3.0, tool_calls=[("run_shell", json.dumps({"command": "cat app.py"}))]),
             Reply(text="never reached"),
         ]
     }
@@ -304,7 +307,7 @@ def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
         cluster,
         ws,
         "run",
-        "--read-only",
+        "--no-verify",
         "look",
         replies=replies,
         routes=routes,
@@ -316,3 +319,11 @@ def test_node_b_lost_mid_worker_ends_it_interrupted_with_the_node_named(
     assert end["status"] == "interrupted"
     assert f"node {NODE_IP}" in end["reason"] and "was lost" in end["reason"]
     assert not any(state.workspace_dir(ws, state.WORKTREES).iterdir())
+    assert cluster.containers_on_b() and cluster.checkouts_on_b(), "left while B is down"
+
+    cluster.restart_node_b()
+    deadline = time.monotonic() + 120
+    while (cluster.containers_on_b() or cluster.checkouts_on_b()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert cluster.containers_on_b() == [], "its container was swept when B came back"
+    assert cluster.checkouts_on_b() == [], "and its checkout"

@@ -22,7 +22,7 @@ from typing import Any
 
 from workers.changes.snapshots import Store, Tree
 from workers.cluster.bundle import BundleError, make_bundle
-from workers.cluster.node import NodeHands, Placement, SentBack
+from workers.cluster.node import LeftoversSweep, NodeHands, Placement, SentBack
 from workers.limits import Budget
 from workers.sandbox import NodeLost, SandboxFault, SandboxUnavailable
 from workers.tools.base import Args, Tool, ToolResult
@@ -46,6 +46,7 @@ FINISH_TIMEOUT_S = 120.0
 INSTALL_HINT = "the Ray backend needs Ray: pip install 'gaffer[ray]' (or ray[client]>=2.52)"
 TOKEN_FILE = Path("~/.ray/auth_token")
 READER, SANDBOX = "gaffer_reader", "gaffer_sandbox"
+SWEEP_NAMESPACE = "gaffer"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,8 +255,25 @@ class Cluster:
             if sandbox.lost is None:
                 with contextlib.suppress(Exception):
                     self.wait(actor.close.remote(), FINISH_TIMEOUT_S, None, sandbox)
+            else:
+                self.sweep_when_back(placement.node_ip)
             with contextlib.suppress(Exception):
                 self._ray.kill(actor)
+
+    def sweep_when_back(self, node_ip: str) -> None:
+        """Have a lost node's leftovers removed once its Ray is back: a detached LeftoversSweep
+        waiting on the resource Ray gives a node by its address, outliving this driver."""
+        with contextlib.suppress(Exception):  # else the next placement there sweeps
+            self._ray.remote(LeftoversSweep).options(
+                name=f"gaffer-sweep-{node_ip}",
+                namespace=SWEEP_NAMESPACE,
+                lifetime="detached",
+                get_if_exists=True,
+                num_cpus=0,
+                resources={f"node:{node_ip}": 0.001},
+                # Placed on the node while it was still dying: placed again once it is back.
+                max_restarts=-1,
+            ).remote()
 
     def wait(
         self,

@@ -75,8 +75,7 @@ class NodeHands:
     ) -> None:
         """`tools_hash`: the driver's sandbox image hash, which the node's image must match."""
         self.tools_hash = tools_hash
-        root = Path(os.environ.get(NODE_ROOT_VAR) or tempfile.gettempdir()) / "gaffer-node"
-        root.mkdir(parents=True, exist_ok=True)
+        root = node_root()
         _reap_checkouts(root)
         prefix = f"{os.getpid()}-{run_id[:12]}-{agent_id}-"
         self.folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
@@ -185,6 +184,38 @@ class NodeHands:
             self._stack.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         state.forget_workspace(self.workspace)  # its snapshots, output and quarantine
+
+
+class LeftoversSweep:
+    """Placed on a node whose Ray died under a worker, as soon as it is back (the driver
+    asks for it when it learns the node is lost, detached, so it outlives the driver):
+    the checkouts and containers of hands whose process is gone are removed there and
+    then, not at the next worker placed there. It ends itself when done."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.removed = sweep_leftovers()
+        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
+
+
+def sweep_leftovers() -> int:
+    """Remove this node's checkouts and containers whose owner is gone; how many checkouts."""
+    root = node_root()
+    before = sum(1 for _ in root.iterdir())
+    _reap_checkouts(root)
+    with contextlib.suppress(Exception):  # no Docker here: no container to remove
+        from workers.sandbox import docker, leftovers
+
+        leftovers.remove_leftovers(docker.client())
+    return before - sum(1 for _ in root.iterdir())
+
+
+def node_root() -> Path:
+    """Where this node keeps checkouts (made when missing)."""
+    root = Path(os.environ.get(NODE_ROOT_VAR) or tempfile.gettempdir()) / "gaffer-node"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def _reap_checkouts(root: Path) -> None:
