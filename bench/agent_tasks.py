@@ -17,6 +17,10 @@ Both one-shot replies are applied with gaffer's own file-block reader
 
 An exercise counts as solved only when its tests pass on the host afterwards; what the
 model says counts for nothing. Printed per exercise: solved, tokens, wall time.
+
+Two suites, side by side: ours (bench/exercises/, written here) and the held-out one
+(bench/heldout.py: made at bench time from functions on this machine that nobody here
+wrote). A change that helps ours and not the held-out one is tuning, not progress.
 """
 
 from __future__ import annotations
@@ -81,8 +85,17 @@ class Result:
     model_calls: int = 1
 
 
-def exercises() -> list[Exercise]:
-    return [Exercise(p.name, p) for p in sorted(EXERCISES.iterdir()) if (p / "task.md").is_file()]
+def exercises(root: Path = EXERCISES) -> list[Exercise]:
+    return [Exercise(p.name, p) for p in sorted(root.iterdir()) if (p / "task.md").is_file()]
+
+
+def heldout_exercises(root: Path) -> list[Exercise]:
+    """The held-out suite, written under `root` (bench/heldout.py says how it is drawn)."""
+    from bench import heldout
+
+    for found in heldout.chosen():
+        heldout.write_exercise(found, root)
+    return exercises(root)
 
 
 def passes(workspace: Path) -> bool:
@@ -173,11 +186,11 @@ def _records(logs: Path) -> list[dict[str, object]]:
 
 
 def main(args: list[str]) -> int:
-    """Every exercise, or those named (`python -m bench.agent_tasks roman stack`);
-    `--gaffer-only` skips the one-shot ways (to measure another gaffer, found through
-    PYTHONPATH, on the same exercises)."""
-    names = [a for a in args if not a.startswith("--")]
-    chosen = [e for e in exercises() if not names or e.name in names]
+    """Both suites, or one (`--suite ours`, `--suite heldout`), every exercise or those
+    named (`python -m bench.agent_tasks roman stack`); `--gaffer-only` skips the one-shot
+    ways (to measure another gaffer, found through PYTHONPATH, on the same exercises)."""
+    suite = args[args.index("--suite") + 1] if "--suite" in args else "both"
+    names = [a for a in args if not a.startswith("--") and a not in ("ours", "heldout", "both")]
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
         server.check_machine()
@@ -205,22 +218,59 @@ def main(args: list[str]) -> int:
     }
     if "--gaffer-only" in args:
         ways = {"gaffer": with_gaffer}
-    results: dict[str, list[Result]] = {way: [] for way in ways}
+    summaries = []
     try:
-        for exercise in chosen:
-            for way, attempt in ways.items():
-                results[way].append(attempt(exercise))
-            shown = ", ".join(f"{way} {runs[-1]}" for way, runs in results.items())
-            print(f"{exercise.name}: {shown}", file=sys.stderr)
+        with tempfile.TemporaryDirectory() as made:
+            suites = {"ours": exercises(), "held-out": heldout_exercises(Path(made))}
+            if suite != "both":
+                suites = {k: v for k, v in suites.items() if k.startswith(suite[:4])}
+            for title, every in suites.items():
+                chosen = [e for e in every if not names or e.name in names]
+                results = run_suite(chosen, ways)
+                print_table(f"{title}: {len(chosen)} exercises", chosen, results)
+                summaries.append((title, results))
     finally:
         if not left_running:
             server.stop_running()
-    print_table(chosen, results)
+    print_summary(summaries)
     return 0
 
 
-def print_table(chosen: list[Exercise], results: dict[str, list[Result]]) -> None:
-    table = Table(title="agent tasks: the local model (Qwen2.5-Coder-1.5B, 2 threads)")
+def run_suite(
+    chosen: list[Exercise], ways: dict[str, Callable[[Exercise], Result]]
+) -> dict[str, list[Result]]:
+    results: dict[str, list[Result]] = {way: [] for way in ways}
+    for exercise in chosen:
+        for way, attempt in ways.items():
+            results[way].append(attempt(exercise))
+        shown = ", ".join(f"{way} {runs[-1]}" for way, runs in results.items())
+        print(f"{exercise.name}: {shown}", file=sys.stderr)
+    return results
+
+
+def print_summary(summaries: list[tuple[str, dict[str, list[Result]]]]) -> None:
+    """Each suite in a row, each way's solved count with tokens and seconds per solved task."""
+    table = Table(title="both suites, side by side (per solved task: tokens, seconds)")
+    table.add_column("suite")
+    ways = list(summaries[0][1]) if summaries else []
+    for way in ways:
+        table.add_column(way)
+        table.add_column("tok/solved", justify="right")
+        table.add_column("s/solved", justify="right")
+    for title, results in summaries:
+        row = [title]
+        for way in ways:
+            runs = results[way]
+            solved = sum(r.solved for r in runs)
+            tokens, seconds = sum(r.tokens for r in runs), sum(r.wall_s for r in runs)
+            row += [f"{solved} of {len(runs)}"]
+            row += [f"{tokens // solved:,}", f"{seconds / solved:.0f}"] if solved else ["-", "-"]
+        table.add_row(*row)
+    Console(highlight=False, width=180).print(table)
+
+
+def print_table(title: str, chosen: list[Exercise], results: dict[str, list[Result]]) -> None:
+    table = Table(title=f"agent tasks, {title}: the local model (Qwen2.5-Coder-1.5B, 2 threads)")
     table.add_column("exercise")
     for way in results:
         table.add_column(way)
@@ -240,10 +290,12 @@ def print_table(chosen: list[Exercise], results: dict[str, list[Result]]) -> Non
         tokens = sum(r.tokens for r in runs)
         summary += [f"{solved} of {len(runs)}", f"{tokens:,}", f"{sum(r.wall_s for r in runs):.0f}"]
     table.add_row(*summary)
-    per_solved, per_call = ["tokens per solved task"], ["tokens per model call"]
+    per_solved, per_call = ["per solved task: tokens, seconds"], ["tokens per model call"]
     for runs in results.values():
         solved, tokens = sum(r.solved for r in runs), sum(r.tokens for r in runs)
-        per_solved += ["", f"{tokens // solved:,}" if solved else "-", ""]
+        seconds = sum(r.wall_s for r in runs)
+        per_solved += ["", f"{tokens // solved:,}" if solved else "-"]
+        per_solved += [f"{seconds / solved:.0f}" if solved else "-"]
         per_call += ["", f"{tokens // max(1, sum(r.model_calls for r in runs)):,}", ""]
     table.add_row(*per_solved)
     table.add_row(*per_call)

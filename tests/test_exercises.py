@@ -31,3 +31,39 @@ def test_the_stub_fails_and_the_solution_passes(exercise: Exercise, tmp_path: Pa
         shutil.copy(changed, solved)
     assert passes(solved)
     assert exercise.task.endswith("Run the tests with: python3 -m pytest -q")
+
+
+@pytest.fixture(scope="module")
+def heldout(tmp_path_factory: pytest.TempPathFactory) -> list[Exercise]:
+    from bench.agent_tasks import heldout_exercises
+
+    return heldout_exercises(tmp_path_factory.mktemp("heldout"))
+
+
+def test_the_held_out_suite_is_ten_functions_nobody_here_wrote(heldout: list[Exercise]) -> None:
+    from bench import heldout as suite
+
+    drawn = suite.chosen()
+    assert len(heldout) == len(drawn) == suite.COUNT
+    here = str(Path(__file__).resolve().parent.parent)
+    for found in drawn:
+        assert not found.origin.startswith(here) and found.checks
+    assert suite.chosen() == drawn, "the same draw every time"
+
+
+def test_each_held_out_stub_fails_and_its_original_passes(
+    heldout: list[Exercise], tmp_path: Path
+) -> None:
+    for exercise in heldout:
+        (tmp_path / exercise.name / "stub").mkdir(parents=True)
+        (tmp_path / exercise.name / "solved").mkdir()
+        stub = fresh_workspace(exercise, tmp_path / exercise.name / "stub")
+        assert not passes(stub), f"{exercise.name} is solved before anyone starts"
+        solved = fresh_workspace(exercise, tmp_path / exercise.name / "solved")
+        (original,) = exercise.solution()
+        shutil.copy(original, solved)
+        assert passes(solved), f"{exercise.name}: the original fails its recorded calls"
+        body = original.read_text().split('"""')[-1].strip()  # the original's code
+        given = "".join(p.read_text() for p in exercise.files())
+        assert body not in given, f"{exercise.name}: the original leaks into the workspace"
+        assert exercise.task.endswith("Run the tests with: python3 -m pytest -q")
