@@ -59,9 +59,10 @@ def test_every_flag_the_readme_names_is_one_gaffer_takes() -> None:
 
 def _without_other_commands(text: str) -> str:
     """The README without the command lines of other programs it shows (`ray start …`
-    and their continuation lines, `git diff …` in a line), whose flags are theirs."""
+    and their continuation lines, `git diff …` or `python -m bench…` in a line), whose
+    flags are theirs."""
     kept, continued = [], False
-    text = re.sub(r"`git [^`]*`", "", text)
+    text = re.sub(r"`(git|python -m bench)[^`]*`", "", text)
     for line in text.splitlines():
         theirs = continued or line.lstrip().startswith("ray ")
         continued = theirs and line.rstrip().endswith("\\")
