@@ -164,3 +164,13 @@ def test_the_key_and_the_organisation_go_as_headers(monkeypatch: pytest.MonkeyPa
 def test_a_base_url_that_is_not_http_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="not an http"):
         OpenAIModel(model="m", base_url="ftp://example.invalid/v1", api_key="k")
+
+
+def test_a_redirect_is_said_with_where_it_points_not_followed() -> None:
+    from tests.fake_openai import error_reply
+
+    moved = error_reply(301, "Moved", location="https://example.invalid/v1/chat/completions")
+    with FakeOpenAI([moved]) as server, pytest.raises(ModelError) as raised:
+        OpenAIModel(model="m", base_url=server.base_url, api_key="k").complete(ASK, [])
+    assert "redirects to https://example.invalid/v1" in raised.value.message
+    assert len(server.requests) == 1

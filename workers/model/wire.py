@@ -44,7 +44,7 @@ class APIError(Exception):
 
 
 class StatusError(APIError):
-    """An HTTP status of 400 or more, with the server's message."""
+    """An HTTP status of 300 or more, with the server's message."""
 
     def __init__(
         self, status_code: int, message: str, headers: dict[str, str], body: object
@@ -90,7 +90,7 @@ class Endpoint:
                 self.headers[header] = value
 
     def post(self, path: str, body: dict[str, Any], *, timeout: float) -> Reply:
-        """POST `body` as JSON to `path` under the base URL; StatusError at 400 and up."""
+        """POST `body` as JSON to `path` under the base URL; StatusError at 300 and up."""
         return self._request("POST", path, json.dumps(body).encode(), timeout)
 
     def get(self, path: str, *, timeout: float) -> Reply:
@@ -116,7 +116,7 @@ class Endpoint:
                 raise _failed(error, connected=True) from error
             reply.response = response
             reply.readers.count(sum(len(k) + len(v) + 4 for k, v in response.getheaders()))
-            if response.status >= 400:
+            if response.status >= 300:  # a redirect is not followed: the URL is to be mended
                 raise reply.status_error()
         except BaseException:
             reply.close()
@@ -250,7 +250,10 @@ class Reply:
             body: object = json.loads(text)
         except ValueError:
             body = text or None
-        return StatusError(status, _message_of(body) or text or self.response.reason, headers, body)
+        message = _message_of(body) or text or self.response.reason
+        if 300 <= status < 400 and (moved := headers.get("location")):
+            message = f"it redirects to {moved}: set that as the base URL"
+        return StatusError(status, message, headers, body)
 
 
 def _message_of(body: object) -> str:
