@@ -58,6 +58,7 @@ class FakeView:
         self.evidence: list[Facts] = []
         self.answer = ""
         self.is_spent = spent
+        self.bad_replies = 0
 
     @property
     def facts(self) -> Sequence[Facts]:
@@ -65,6 +66,9 @@ class FakeView:
 
     def spent(self) -> bool:
         return self.is_spent
+
+    def reply_was_bad(self) -> None:
+        self.bad_replies += 1
 
     def tell(self, content: str, *, source: str) -> None:
         self.told.append((source, content))

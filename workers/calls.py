@@ -68,8 +68,15 @@ def call_model(
         tools_off=tools_off,
         require_tool=require_tool,
         temperature=temperature,
+        vary=0 if aside else agent.replies.vary(),
     )
-    turn = agent.model.complete(messages, schemas, options)
+    try:
+        turn = agent.model.complete(messages, schemas, options)
+    except ModelError as error:
+        if error.kind == "malformed_output" and not aside:
+            agent.replies.unreadable()
+        raise
+    same_as = None if aside else agent.replies.observe(turn, step)
     agent.budget.spend(turn.usage.total)
     agent.budget.took(time.monotonic() - started)
     if agent.context is not None and not aside:
@@ -93,8 +100,14 @@ def call_model(
             temperature=temperature,
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
+            varied=options.vary or None,
+            same_as=same_as,
+            runaway=turn.runaway or None,
         )
     )
+    if turn.runaway and not turn.text.strip() and not turn.tool_calls:
+        # Nothing came before the loop: asked for again, sampled away from it.
+        raise ModelError("malformed_output", f"the reply ran into a loop: {turn.runaway}")
     if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
         # Nothing to act on and nothing to answer with: asking the same again spends the
         # same; the run ends at the limit, saying where the tokens went.

@@ -172,6 +172,11 @@ class View(Protocol):
 
     def emit(self, event: Event) -> None: ...
 
+    def reply_was_bad(self) -> None:
+        """The last reply could not be acted on (blocks that do not parse): the next call
+        is sampled away from it (workers/guards/replies.py)."""
+        ...
+
     def checkpoint(self) -> Checkpoint: ...
 
     def restore(self, checkpoint: Checkpoint) -> None:

@@ -38,6 +38,10 @@ CUT_BLOCK = (
     "Your reply was cut off inside a code block, so it was not written. Give only the "
     "functions you change, or the file in parts."
 )
+RUNAWAY = (
+    "Your reply began repeating itself ({loop}), so gaffer ended it there. Write the code "
+    "once, without the repetition."
+)
 WRITE_BLOCKS = "Change files with fenced blocks, as shown under Writing files below."
 HOW_TO_WRITE = (
     "To write a file, reply with its path on a line of its own, then its complete new "
@@ -292,9 +296,11 @@ class FileBlocks(Aid):
         once, rather than taken for a final answer."""
         if view.edits is None:
             return None
-        blocks = read_blocks(
-            turn.text, view.edits, f"block-{view.step}", cut=turn.finish_reason == "length"
-        )
+        blocks = read_blocks(turn.text, view.edits, f"block-{view.step}", cut=turn.cut_off)
+        if turn.runaway and blocks.problems:  # why it was cut, said first
+            blocks.problems.insert(0, RUNAWAY.format(loop=turn.runaway))
+        if blocks.problems:
+            view.reply_was_bad()  # asked for again the same way, it comes back the same
         if blocks.calls or blocks.problems:
             return Note(write(view, blocks), source="file_blocks")
         if blocks.unchanged and not self._noted_unchanged and not turn.tool_calls:
@@ -307,8 +313,7 @@ def write_blocks(view: View, turn: AssistantTurn, label: str, *, checked: bool =
     """The file blocks of a reply run as the agent's write_file calls: what each did, for
     the agent ("" when it has none). `checked`: the repetition guard sees the writes."""
     assert view.edits is not None
-    cut = turn.finish_reason == "length"
-    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=cut)
+    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=turn.cut_off)
     return write(view, blocks, checked=checked)
 
 

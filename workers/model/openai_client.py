@@ -74,6 +74,7 @@ class OpenAIModel:
         tool_prefill: str | None = None,
         tool_name_prefill: str | None = None,
         answer_prefill: str | None = None,
+        varied_sampling: dict[str, float] | None = None,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -99,6 +100,10 @@ class OpenAIModel:
         # The same for an answer: with tools off, a small model may still write a call as
         # text; a reply begun in prose stays prose.
         self.answer_prefill = answer_prefill
+        # Body fields the server honours, sent on a call after bad replies (CallOptions.vary)
+        # beside the raised temperature: llama.cpp's repetition and DRY penalties. None
+        # for OpenAI's own API, which refuses fields it does not know.
+        self.varied_sampling = varied_sampling
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -270,6 +275,8 @@ class OpenAIModel:
             request["max_tokens"] = self.max_output_tokens
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
+        if asking.vary and self.varied_sampling:
+            request["extra_body"] = dict(self.varied_sampling)
         if not self.stream:
             return from_response(self._client.chat.completions.create(**request), echo)
         stream = self._client.chat.completions.create(
