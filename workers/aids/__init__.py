@@ -13,6 +13,7 @@ from workers.aids.fresh_attempts import FreshAttempts
 from workers.aids.reports_answer import AnswerFromReports
 from workers.aids.task_files import TaskFiles
 from workers.aids.task_parts import TaskParts
+from workers.aids.tests_after_writes import TestsAfterWrites
 from workers.hooks import Aid, Aids
 
 
@@ -28,8 +29,8 @@ def aids_for(
     workspace: Path | None = None,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
-    its first step; for one that writes in blocks, the blocks written, a focused ask when
-    it stalls and, when it can run the tests and its changes are tracked, fresh attempts
+    its first step; for one that writes in blocks, the blocks written, the tests its task
+    names run after each write, a focused ask when it stalls and, when it can run the tests and its changes are tracked, fresh attempts
     when it is stuck on them (asked in that order). One that `works_through_workers`
     (it delegates and reads nothing itself) has a question's parts handed to `reader`s
     (or is shown a change's parts), and answers once its workers have reported."""
@@ -40,6 +41,8 @@ def aids_for(
         chosen.append(TaskFiles(container_root, workspace))
     if file_blocks:
         chosen += [FileBlocks(), FocusedWrite()]
+        if "run_shell" in tools:
+            chosen.append(TestsAfterWrites())
         if "run_shell" in tools and tracks_changes:
             chosen.append(FreshAttempts())
     return Aids(chosen)

@@ -74,6 +74,9 @@ class EditGuard:
     """Path → the fingerprints the files it wrote had at a failed test run."""
     passing: bool = False
     """The last test run passed, and it has written nothing since."""
+    test_run_s: float | None = None
+    """How long the last of gaffer's own test runs that ended by itself took: the next
+    one's deadline is fitted to it (workers/aids/tests_after_writes.py)."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
