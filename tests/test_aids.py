@@ -332,12 +332,14 @@ def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:
 
     assert names(attach_task_files=True, file_blocks=True, tracks_changes=True) == [
         "TaskFiles",
+        "TaskRules",
         "FileBlocks",
         "FocusedWrite",
         "TestsAfterWrites",
         "FreshAttempts",
     ]
     assert names(attach_task_files=False, file_blocks=True, tracks_changes=False) == [
+        "TaskRules",
         "FileBlocks",
         "FocusedWrite",
         "TestsAfterWrites",
@@ -346,6 +348,9 @@ def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:
         {"read_file": 1}, None, attach_task_files=False, file_blocks=True, tracks_changes=False
     )
     assert "TestsAfterWrites" not in [type(a).__name__ for a in readers.each], "none to run them"
-    assert names(attach_task_files=True, file_blocks=False, tracks_changes=True) == ["TaskFiles"]
+    assert names(attach_task_files=True, file_blocks=False, tracks_changes=True) == [
+        "TaskFiles",
+        "TaskRules",
+    ]
     plain = aids_for(every, None, attach_task_files=False, file_blocks=False, tracks_changes=True)
     assert plain.hint == "" and not plain.writes_while_paused and not plain.hidden_tools

@@ -104,6 +104,7 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
     be written. A last block that never closes runs to the end of the reply, as in
     Markdown, unless the reply was `cut` at its length limit: then it is not written."""
     found = BlockWrites()
+    kept: dict[str, str] = {}  # path → a block for it, when the task keeps it
     contents: dict[str, str] = {}  # path → its content after this reply's blocks so far
     originals: dict[str, str | None] = {}
     blocks = blocks_of(text)
@@ -113,6 +114,11 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
         if path is None:
             continue
         if not _is_content_for(block.info, path):
+            continue
+        if guard.keeps(path) is not None:
+            # A test the task keeps: one write the edit guard refuses with its pointer,
+            # never "cut off, write it again".
+            kept.setdefault(path, block.body)
             continue
         where = f"the block for {path}"
         if not block.closed and cut:
@@ -138,10 +144,11 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
         # a block with no path line, cut: said all the same; a cut block of written calls
         # (json) is not a file
         and any(not b.closed and not b.info.startswith("json") for b in blocks)
+        and not kept
     ):
         found.problems.append(CUT_BLOCK)
-    for path, new in contents.items():
-        old = originals[path]
+    for path, new in [*kept.items(), *contents.items()]:
+        old = originals.get(path)
         if old is not None and _same(old, new):
             found.unchanged.append(path)
             continue

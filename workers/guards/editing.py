@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
 from workers.tools import outputs
 from workers.tools.base import ToolError, ToolResult
@@ -74,6 +75,9 @@ class EditGuard:
     """Path → the fingerprints the files it wrote had at a failed test run."""
     passing: bool = False
     """The last test run passed, and it has written nothing since."""
+    kept: KeptTests | None = None
+    """The tests the task's rules keep as they are: writes to them are refused
+    (workers/guards/task_rules.py); None: no rule."""
     test_run_s: float | None = None
     """How long the last of gaffer's own test runs that ended by itself took: the next
     one's deadline is fitted to it (workers/aids/tests_after_writes.py)."""
@@ -82,6 +86,8 @@ class EditGuard:
         """A refusal to send instead of running the call, or None to run it."""
         if name not in EDIT_TOOLS or not isinstance(arguments, dict):
             return None
+        if (kept := self.keeps(arguments.get("path"))) is not None:
+            return ToolResult(output=kept, summary="refused: the task keeps it", is_error=True)
         found = self._file(arguments.get("path"))
         if found is None:
             return None  # a new file, or a path the tool itself will refuse
@@ -98,6 +104,20 @@ class EditGuard:
             summary="refused: read it first",
             is_error=True,
         )
+
+    def keeps(self, path: object) -> str | None:
+        """The refusal for a write to `path` when the task's rules keep it, else None."""
+        if self.kept is None or not isinstance(path, str):
+            return None
+        if self.container_root and (path + "/").startswith(self.container_root + "/"):
+            path = path[len(self.container_root) :].lstrip("/") or "."
+        try:
+            rel = relative(self.workspace, resolve(self.workspace, path))
+        except ToolError:
+            return None  # the tool itself refuses it
+        if not self.kept.keeps(rel):
+            return None
+        return refusal(self.kept, rel, self.workspace, self.seen)
 
     def _back_to_failing(self, name: str, arguments: dict[str, Any], rel: str) -> ToolResult | None:
         """A refusal for a write that would put a file back as it was when the tests
