@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import make_agent
 from workers.guards.editing import EditGuard
@@ -14,6 +16,7 @@ from workers.log.events import Recorder
 from workers.loop import run_agent
 from workers.model import VARIED_TEMPERATURES, AssistantTurn, CallOptions, Message
 from workers.model.openai_client import OpenAIModel
+from workers.model.responses_client import ResponsesModel
 from workers.model.runaway import MIN_RUN_CHARS, runaway
 from workers.model.scripted import ScriptedModel, call, say
 
@@ -33,10 +36,12 @@ def test_code_is_no_runaway_and_a_loop_is_found_where_it_begins() -> None:
     assert runaway(HEAD + PHRASE * (MIN_RUN_CHARS // len(PHRASE) - 1)) is None
 
 
-def test_a_reply_that_loops_on_one_phrase_is_ended_well_before_its_end() -> None:
+@pytest.mark.parametrize("responses", [False, True])
+def test_a_reply_that_loops_on_one_phrase_is_ended_well_before_its_end(responses: bool) -> None:
     shown: list[str] = []
     with FakeOpenAI([Reply(text=LOOPING, chunk_size=4, cut_at_limit=True)]) as server:
-        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k")
+        kind = ResponsesModel if responses else OpenAIModel
+        model = kind(model="m", base_url=server.base_url, api_key="k")
         turn = model.complete(
             [{"role": "user", "content": "hi"}], [], CallOptions(on_text=shown.append)
         )
