@@ -13,10 +13,10 @@ import pytest
 from tests.helpers import make_agent
 from workers.agent import AgentResult
 from workers.aids import tests_after_writes
-from workers.aids.tests_after_writes import TEST_RUN_DEFAULT_S, TEST_RUN_MIN_S
+from workers.aids.tests_after_writes import TEST_RUN_DEFAULT_S
 from workers.changes.change_sets import ChangeTracker
 from workers.changes.snapshots import Store
-from workers.guards.editing import EditGuard
+from workers.guards.editing import TEST_RUN_MIN_S, EditGuard
 from workers.guards.verification import Gate
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
@@ -138,13 +138,31 @@ def test_fresh_attempts_start_from_the_failure_of_that_run(workspace: Path) -> N
 def test_a_test_run_that_hangs_fails_at_its_deadline_and_fresh_attempts_follow(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """gaffer's run after the write hangs and is killed at its deadline; the model's own
+    run of the same command, given no deadline, is given that one, not the shell's."""
     monkeypatch.setattr(tests_after_writes, "TEST_RUN_DEFAULT_S", 2)
-    result, recorder, model = run(workspace, fixed_afresh(HANGS))
+    script = fixed_afresh(HANGS)
+    script.insert(2, call("run_shell", command=TEST_RUN))
+    result, recorder, model = run(workspace, script)
 
-    hung, sample = shell_runs(recorder)
+    hung, own, sample = shell_runs(recorder)
     assert hung["facts"]["timed_out"] and hung["is_error"] and hung["elapsed_s"] < 30
     assert "timed out after 2s" in told(recorder, "tests_after_write")[0]
-    assert sample["tool_call_id"] == "fresh1-3-test" and not sample["is_error"]
+    assert own["args"] == {"command": TEST_RUN, "timeout": 2} and own["facts"]["timed_out"]
+    assert sample["tool_call_id"] == "fresh1-4-test" and not sample["is_error"]
     assert (workspace / "calc.py").read_text() == RIGHT
     assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    model.assert_used_up()
+
+
+def test_the_models_own_test_run_is_given_the_deadline_fitted_to_the_suite(
+    workspace: Path,
+) -> None:
+    tested = call("run_shell", command=TEST_RUN)
+    script = [call("read_file", path="calc.py"), say(block(RIGHT)), tested, say("I fixed add.")]
+    _, recorder, model = run(workspace, script)
+
+    gaffers, own = shell_runs(recorder)
+    assert gaffers["args"]["timeout"] == TEST_RUN_DEFAULT_S
+    assert own["args"] == {"command": TEST_RUN, "timeout": TEST_RUN_MIN_S}, "fitted, not 120 s"
     model.assert_used_up()

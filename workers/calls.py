@@ -262,13 +262,17 @@ def run_tool(
     started = time.monotonic()
     if refusal is None and agent.edits is not None:
         refusal = agent.edits.before(call.name, args)
+        args = agent.edits.fitted(call.name, args)
     result = refusal or executor.execute(
         call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
     )
     if refusal is None:
         result = observed(agent, call.name, result)
     if agent.edits is not None and refusal is None:
-        result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
+        took = time.monotonic() - started
+        result = executor.fit(
+            agent.edits.after(call.name, args, result, took), agent.max_output_chars
+        )
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
 

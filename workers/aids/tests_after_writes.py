@@ -16,23 +16,17 @@ the shell's two minutes. A run killed there fails like any failing test.
 from __future__ import annotations
 
 import json
-import time
 
 from workers.guards.test_runs import named_test_command
 from workers.hooks import Aid, View
 from workers.model import ToolCall
 from workers.tools.base import ToolResult
 
-# Seconds a test run may take before anything is known of the suite: a small project's
-# tests run in seconds, and a written loop that never ends should cost one minute, not
-# the shell's two.
+# Seconds gaffer's test run may take before anything is known of the suite: a small
+# project's tests run in seconds, and a written loop that never ends should cost one
+# minute, not the shell's two. Once a run ended, its suite's time with a margin
+# (workers/guards/editing.py).
 TEST_RUN_DEFAULT_S = 60
-# A suite seen to run in t seconds is given this many times t: a machine of two cores
-# under load runs it at a third of its speed.
-TEST_RUN_MARGIN = 3
-# ... and never less than this: starting the interpreter and collecting take a few
-# seconds whatever the tests.
-TEST_RUN_MIN_S = 10
 RAN = "gaffer ran the tests your task names after your change (`{command}`):\n\n{output}"
 
 
@@ -56,19 +50,7 @@ def run_test(view: View, command: str, call_id: str) -> ToolResult:
     counted as one, killed at a deadline fitted to the suite; its facts join the agent's
     evidence. The repetition guard does not see it: gaffer's runs never count as the
     agent going round."""
-    arguments: dict[str, str | int] = {"command": command, "timeout": deadline(view)}
+    fitted = view.edits.deadline(command) if view.edits is not None else None
+    arguments: dict[str, str | int] = {"command": command, "timeout": fitted or TEST_RUN_DEFAULT_S}
     call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
-    started = time.monotonic()
-    result = view.run(call, arguments, checked=False)
-    facts = result.facts
-    if view.edits is not None and facts.exit_code is not None and not facts.timed_out:
-        view.edits.test_run_s = time.monotonic() - started
-    return result
-
-
-def deadline(view: View) -> int:
-    """Seconds the next test run may take: fitted to the last that ended by itself."""
-    took = view.edits.test_run_s if view.edits is not None else None
-    if took is None:
-        return TEST_RUN_DEFAULT_S
-    return max(TEST_RUN_MIN_S, round(TEST_RUN_MARGIN * took))
+    return view.run(call, arguments, checked=False)

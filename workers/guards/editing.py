@@ -47,6 +47,12 @@ MAX_ERROR_LINES = 8
 MAX_FOCUS_CHARS = 1500
 # A test run's whole output read back for its failures: more is noise.
 MAX_FULL_OUTPUT_BYTES = 8 * 1024 * 1024
+# A suite seen to run in t seconds is given this many times t before it counts as hung:
+# a machine of two cores under load runs it at a third of its speed.
+TEST_RUN_MARGIN = 3
+# ... and never less than this: starting the interpreter and collecting take a few
+# seconds whatever the tests.
+TEST_RUN_MIN_S = 10
 
 
 @dataclass
@@ -78,9 +84,10 @@ class EditGuard:
     kept: KeptTests | None = None
     """The tests the task's rules keep as they are: writes to them are refused
     (workers/guards/task_rules.py); None: no rule."""
-    test_run_s: float | None = None
-    """How long the last of gaffer's own test runs that ended by itself took: the next
-    one's deadline is fitted to it (workers/aids/tests_after_writes.py)."""
+    suite_s: dict[str, float] = field(default_factory=dict)
+    """Test command → how long its last run that ended by itself took."""
+    hung_at: dict[str, int] = field(default_factory=dict)
+    """Test command → the deadline its last run was killed at, having hung."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
@@ -104,6 +111,33 @@ class EditGuard:
             summary="refused: read it first",
             is_error=True,
         )
+
+    def deadline(self, command: str) -> int | None:
+        """Seconds a run of this test command may take, fitted to its suite: a margin over
+        its last run that ended, else the deadline it last hung at; None: nothing known."""
+        if (took := self.suite_s.get(command)) is not None:
+            return max(TEST_RUN_MIN_S, round(TEST_RUN_MARGIN * took))
+        return self.hung_at.get(command)
+
+    def fitted(self, name: str, arguments: dict[str, Any] | str) -> dict[str, Any] | str:
+        """A test run given no deadline of its own gets its suite's (not the shell's two
+        minutes): one that hangs fails as soon as it is known to."""
+        if name != "run_shell" or not isinstance(arguments, dict) or arguments.get("timeout"):
+            return arguments
+        command = arguments.get("command")
+        if not isinstance(command, str) or not is_test_run(command, self.test_runners):
+            return arguments
+        seconds = self.deadline(command)
+        return arguments if seconds is None else {**arguments, "timeout": seconds}
+
+    def _timed(self, arguments: dict[str, Any], result: ToolResult, took: float | None) -> None:
+        """How long a test run took to end, or the deadline it hung at."""
+        command, facts = str(arguments.get("command")), result.facts
+        if facts.timed_out and isinstance(timeout := arguments.get("timeout"), int):
+            self.hung_at[command] = timeout
+        elif facts.exit_code is not None and not facts.timed_out and took is not None:
+            self.suite_s[command] = took
+            self.hung_at.pop(command, None)
 
     def keeps(self, path: object) -> str | None:
         """The refusal for a write to `path` when the task's rules keep it, else None."""
@@ -130,8 +164,15 @@ class EditGuard:
             return None
         return ToolResult(output=BACK_TO_FAILING.format(path=rel), summary="refused", is_error=True)
 
-    def after(self, name: str, arguments: dict[str, Any] | str, result: ToolResult) -> ToolResult:
-        """Remember a file as the agent now knows it; point a failed test run at its failure."""
+    def after(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str,
+        result: ToolResult,
+        took: float | None = None,
+    ) -> ToolResult:
+        """Remember a file as the agent now knows it, and how long a test run `took`;
+        point a failed test run at its failure."""
         if not isinstance(arguments, dict):
             return result
         if not result.is_error and (name == "read_file" or name in EDIT_TOOLS):
@@ -153,6 +194,7 @@ class EditGuard:
             and isinstance(command, str)
             and is_test_run(command, self.test_runners)
         ):
+            self._timed(arguments, result, took)
             if self.untested_edit and not result.is_error and not result.facts.no_tests:
                 # Small models run passing tests again and again; the answer is what's next.
                 result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")
