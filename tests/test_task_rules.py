@@ -32,6 +32,8 @@ def test_what_a_task_keeps(workspace: Path) -> None:
     (workspace / "tests").mkdir()
     for name in ("tests/test_x.py", "tests/test_y.py", "tests/conftest.py", "x.py"):
         (workspace / name).write_text("")
+    for said in ("Fix the code, not the tests.", "Leave the tests alone.", "Don't edit test_x.py"):
+        assert kept_tests(said, workspace) is not None, said
     kept = kept_tests("Fix x. Don't touch any test files.", workspace)
     assert kept is not None and [p for p in ("tests/test_y.py", "x.py") if kept.keeps(p)] == [
         "tests/test_y.py"

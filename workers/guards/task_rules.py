@@ -28,11 +28,13 @@ _TESTS = (
 )
 _CHANGE = r"(?:modify|modifying|change|changing|edit|editing|touch|touching|alter|altering|update|updating|rewrite|rewriting|delete|deleting)"
 # "Do not modify the tests", "don't touch any test files", "without changing the tests",
-# "the tests must not be changed", "leave the tests as they are".
+# "the tests must not be changed", "leave the tests as they are", "fix the code, not the
+# tests".
 _FORBIDS = re.compile(
     rf"\b(?:do\s+not|don't|never|must\s+not|should\s+not|without)\s+{_CHANGE}\s+{_TESTS}"
     rf"|\b{_TESTS}\s+(?:must|should|may)\s+not\s+be\s+\w+"
-    rf"|\bleave\s+{_TESTS}\s+(?:alone|as\s+they\s+are|unchanged)",
+    rf"|\bleave\s+{_TESTS}\s+(?:alone|as\s+they\s+are|unchanged)"
+    rf"|,\s*not\s+{_TESTS}",
     re.IGNORECASE,
 )
 # "Add a test for …", "update the tests", "fix the failing test": the task asks for a
