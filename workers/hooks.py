@@ -21,7 +21,8 @@ assembly gave them, at five moments:
 
 An aid sees the agent through a `View` only: it can ask the model aside, run a tool as
 the agent, tell the agent something, read its evidence and its files, see whether the
-budget is spent, and checkpoint and restore what its tries taught the guards. It never
+budget is spent, say its last reply was a bad one (the next call is sampled away from
+it), and checkpoint and restore what its tries taught the guards. It never
 holds the Agent, its result or the loop's guards, so an aid is tested with a fake view
 and no loop, and a new one touches its own file and the assembly line that gives it.
 Counters live in the aids.
