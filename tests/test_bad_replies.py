@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.runlog import render
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import make_agent
 from workers.guards.editing import EditGuard
@@ -103,6 +104,9 @@ def test_the_ask_after_a_looping_reply_is_sampled_away_from_it(workspace: Path) 
     told = [r["content"] for r in recorder.records if r["event"] == "user_message"]
     assert told[0].startswith("Your reply began repeating itself") and PHRASE in told[0]
     assert "return s.replace('x', '')" in (workspace / "calc.py").read_text()
+    shown = [line.plain for line in render(recorder.records) if "[step" in line.plain]
+    assert shown[0].endswith(f"; ended in a loop: {calls[0]['runaway']}"), "gaffer logs says why"
+    assert shown[1].endswith(", sampled away from 1 bad reply")
 
 
 def test_a_reply_the_run_already_had_is_recognised_and_not_asked_for_the_same_way(
@@ -120,6 +124,8 @@ def test_a_reply_the_run_already_had_is_recognised_and_not_asked_for_the_same_wa
 
     calls = [r for r in recorder.records if r["event"] == "llm_call"]
     assert "same_as" not in calls[1] and calls[2]["same_as"] == 2, "the step that first had it"
+    shown = [line.plain for line in render(recorder.records) if line.plain.startswith("[step 3]")]
+    assert shown[0].endswith("sampled away from 1 bad reply; the same reply as step 2")
     assert model.varied[:4] == [0, 0, 1, 2], "each bad reply in a row samples further away"
     model.assert_used_up()
 
