@@ -44,6 +44,8 @@ def test_what_a_task_keeps(workspace: Path) -> None:
     everything = kept_tests("Fix x. Run: python -m pytest", workspace)
     assert everything is not None and everything.keeps("tests/conftest.py")
     assert kept_tests("Add a test for x. Run the tests with: pytest", workspace) is None
+    assert kept_tests("Cover x with unit tests. Run the tests with: pytest", workspace) is None
+    assert kept_tests("Fix x. Do not change the test command.", workspace) is None
     assert kept_tests("Fix x. Run: pytest", workspace, by_command=False) is None
     assert kept_tests("Fix x in x.py.", workspace) is None
 

@@ -22,9 +22,12 @@ from workers.guards.test_runs import is_test_file, named_test_command, status_co
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined, relative, resolve
 
+# The tests, in a task's words: "the tests", "any test files", "test_calc.py"; never "the
+# test command" or "the test runner", which are not files.
 _TESTS = (
     r"(?:(?:the\s+|any\s+|existing\s+|of\s+the\s+)*(?:unit\s+)?tests?(?:\s+files?|\s+suite)?"
     r"|`?(?:[\w/.-]*/)?(?:test_\w+|\w+_test)\.py`?)\b"
+    r"(?!\s+(?:command|runner|run|script|harness|output)s?\b)"
 )
 _CHANGE = r"(?:modify|modifying|change|changing|edit|editing|touch|touching|alter|altering|update|updating|rewrite|rewriting|delete|deleting)"
 # "Do not modify the tests", "don't touch any test files", "without changing the tests",
@@ -37,10 +40,11 @@ _FORBIDS = re.compile(
     rf"|,\s*not\s+{_TESTS}",
     re.IGNORECASE,
 )
-# "Add a test for …", "update the tests", "fix the failing test": the task asks for a
-# change to tests, and its test command keeps nothing.
+# "Add a test for …", "update the tests", "fix the failing test", "cover it with tests":
+# the task asks for a change to tests, and its test command keeps nothing.
 _ASKS = re.compile(
-    rf"\b(?:write|add|create|extend|fix|{_CHANGE})\s+(?:a\s+|new\s+|more\s+|the\s+failing\s+|failing\s+)*{_TESTS}",
+    rf"\b(?:write|add|create|extend|fix|{_CHANGE})\s+(?:a\s+|new\s+|more\s+|the\s+failing\s+|failing\s+)*{_TESTS}"
+    r"|\bcover\s+[^.\n]{0,60}?\bwith\s+(?:\w+\s+)?tests?\b",
     re.IGNORECASE,
 )
 _NEGATED = re.compile(r"(?:not|n't|never|without)\s*$", re.IGNORECASE)
