@@ -29,8 +29,9 @@ PENALTIES = {"repeat_penalty": 1.1, "dry_multiplier": 0.8}
 
 
 def test_code_is_no_runaway_and_a_loop_is_found_where_it_begins() -> None:
-    code = "def f(x):\n    return x + 1\n\n" * 3 + "# " + "=" * 78 + "\n" + "    0, 1,\n" * 5
-    assert runaway(code) is None, "separators, a small table and a few like lines are code"
+    board = "BOARD = [\n" + "    [0, 0, 0, 0, 0, 0, 0, 0, 0],\n" * 9 + "]\n"
+    code = "def f(x):\n    return x + 1\n\n" * 3 + "# " + "=" * 78 + "\n" + board
+    assert runaway(code) is None, "separators, a grid and a few like lines are code"
     loop = runaway(HEAD + PHRASE * 20)
     assert loop is not None and loop.unit == PHRASE and loop.repeats == 20
     assert (HEAD + PHRASE * 20)[: loop.keep] == HEAD + PHRASE, "the sound part and one copy"

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 # A stretch of text repeated back to back over this many characters is a loop, not code:
 # about sixty tokens, longer than any separator line or literal a program spells out.
 MIN_RUN_CHARS = 240
-# ... and at least this many times: two or three copies of a long line can be real code.
-MIN_REPEATS = 6
+# ... and at least this many times: a program may spell out a few like lines (an empty
+# 9-by-9 board is nine), a loop goes on for dozens.
+MIN_REPEATS = 10
 # The longest stretch looked for: a whole line of code (or a few short ones) repeated.
 MAX_UNIT_CHARS = 200
 # How much new text comes in between two looks: each look compares one slice per unit
