@@ -140,3 +140,14 @@ def test_a_call_made_again_is_recognised_but_is_no_bad_reply() -> None:
     assert guard.observe(again, 3) == 1 and guard.vary() == 0
     assert guard.observe(AssistantTurn(text="x", finish_reason="length"), 4) is None
     assert guard.vary() == 1
+
+
+def test_a_reply_that_is_nothing_but_a_looping_call_is_asked_for_again(workspace: Path) -> None:
+    looping = '{"path": "calc.py", "content": "' + r"\n" * 400 + '"}'
+    recorder, server = run_on_server(
+        workspace, [Reply(tool_calls=[("write_file", looping)]), Reply("Done.")]
+    )
+    told = [r["content"] for r in recorder.records if r["event"] == "user_message"]
+    assert told[0].startswith("Your last reply could not be read (the reply ran into a loop: ")
+    assert server.requests[1]["temperature"] == VARIED_TEMPERATURES[0]
+    assert not (workspace / "calc.py").exists()

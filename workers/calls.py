@@ -72,6 +72,9 @@ def call_model(
     )
     try:
         turn = agent.model.complete(messages, schemas, options)
+        if turn.runaway and not turn.text.strip() and not turn.tool_calls:
+            # Nothing came before the loop: a reply the server could not read, in effect.
+            raise ModelError("malformed_output", f"the reply ran into a loop: {turn.runaway}")
     except ModelError as error:
         if error.kind == "malformed_output" and not aside:
             agent.replies.unreadable()
@@ -105,9 +108,6 @@ def call_model(
             runaway=turn.runaway or None,
         )
     )
-    if turn.runaway and not turn.text.strip() and not turn.tool_calls:
-        # Nothing came before the loop: asked for again, sampled away from it.
-        raise ModelError("malformed_output", f"the reply ran into a loop: {turn.runaway}")
     if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
         # Nothing to act on and nothing to answer with: asking the same again spends the
         # same; the run ends at the limit, saying where the tokens went.
