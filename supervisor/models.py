@@ -66,6 +66,7 @@ def model_factory(
                     tool_prefill=config.tool_prefill,
                     tool_name_prefill=config.tool_name_prefill,
                     answer_prefill=config.answer_prefill,
+                    varied_sampling=config.varied_sampling,
                 )
             return models[name, api, endpoint]
 

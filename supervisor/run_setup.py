@@ -313,6 +313,7 @@ def _with_local_model(
             "tool_prefill": local_server.TOOL_CALL_OPENING,
             "tool_name_prefill": local_server.NAMED_CALL_OPENING,
             "answer_prefill": local_server.ANSWER_OPENING,
+            "varied_sampling": config.varied_sampling or local_server.VARIED_SAMPLING,
             # Unless the user's config says otherwise.
             "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,
         }

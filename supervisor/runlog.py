@@ -230,6 +230,12 @@ def _render_step(event: Event) -> Text | None:
             text = f"[step {e.step}] model: {e.prompt_tokens} in / {e.completion_tokens} out, {e.elapsed_s}s"
             if e.attempt > 1:
                 text += f" (attempt {e.attempt})"
+            if e.varied:
+                text += f", sampled away from {e.varied} bad repl{'y' if e.varied == 1 else 'ies'}"
+            if e.same_as is not None:
+                text += f"; the same reply as step {e.same_as}"
+            if e.runaway:
+                text += f"; ended in a loop: {e.runaway}"
             return Text(text, style="dim")
         case LlmRetry() as e:
             return Text(

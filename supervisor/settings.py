@@ -113,6 +113,10 @@ class Settings(BaseModel):
     answer_prefill: str | None = None
     """The opening of a prose answer, sent as the start of the reply when tools are off,
     for models that write a call as text anyway (set for the local model)."""
+    varied_sampling: dict[str, float] | None = None
+    """Request fields sent beside a raised temperature on a call after bad replies (cut
+    off, looping, unreadable, or one the run already had), for a server that honours
+    them (set for the local model: llama.cpp's repetition and DRY penalties)."""
     workers_local: bool = False
     """Every worker on the bundled local model, served for the run, while the top agent
     stays on the configured endpoint: the strong model plans, the local one reads and

@@ -285,8 +285,12 @@ class TerminalView:
         who = f"{line.agent_id} " if line.parent_id is not None else ""
         self._write(Text(f"{who}stopped: {e.limit} limit: {e.detail}", style="bold yellow"))
 
-    def _on_llm_call(self, line: Line, _e: LlmCall) -> None:
+    def _on_llm_call(self, line: Line, e: LlmCall) -> None:
         self._answered(line.agent_id)
+        if e.runaway:
+            who = f"{line.agent_id}: " if line.parent_id is not None else ""
+            said = f"the reply began repeating itself ({e.runaway}); gaffer ended it there"
+            self._write(Text(f"  {who}{said}", style="yellow"))
 
     def _on_agent_end(self, line: Line, _e: AgentEnd) -> None:
         self._answered(line.agent_id)

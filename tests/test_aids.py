@@ -58,6 +58,7 @@ class FakeView:
         self.evidence: list[Facts] = []
         self.answer = ""
         self.is_spent = spent
+        self.bad_replies = 0
 
     @property
     def facts(self) -> Sequence[Facts]:
@@ -65,6 +66,9 @@ class FakeView:
 
     def spent(self) -> bool:
         return self.is_spent
+
+    def reply_was_bad(self) -> None:
+        self.bad_replies += 1
 
     def tell(self, content: str, *, source: str) -> None:
         self.told.append((source, content))
@@ -328,14 +332,25 @@ def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:
 
     assert names(attach_task_files=True, file_blocks=True, tracks_changes=True) == [
         "TaskFiles",
+        "TaskRules",
         "FileBlocks",
         "FocusedWrite",
+        "TestsAfterWrites",
         "FreshAttempts",
     ]
     assert names(attach_task_files=False, file_blocks=True, tracks_changes=False) == [
+        "TaskRules",
         "FileBlocks",
         "FocusedWrite",
+        "TestsAfterWrites",
     ], "no fresh attempt where a sample cannot be taken back"
-    assert names(attach_task_files=True, file_blocks=False, tracks_changes=True) == ["TaskFiles"]
+    readers = aids_for(
+        {"read_file": 1}, None, attach_task_files=False, file_blocks=True, tracks_changes=False
+    )
+    assert "TestsAfterWrites" not in [type(a).__name__ for a in readers.each], "none to run them"
+    assert names(attach_task_files=True, file_blocks=False, tracks_changes=True) == [
+        "TaskFiles",
+        "TaskRules",
+    ]
     plain = aids_for(every, None, attach_task_files=False, file_blocks=False, tracks_changes=True)
     assert plain.hint == "" and not plain.writes_while_paused and not plain.hidden_tools

@@ -452,7 +452,9 @@ def test_a_reply_past_the_size_cap_is_cut_and_not_asked_again(
     from workers.model import cancel
 
     monkeypatch.setattr(cancel, "MAX_REPLY_BYTES", 2 * 1024 * 1024)
-    huge = Reply(text="x" * (8 * 1024 * 1024), chunk_size=256 * 1024)  # one long line
+    # one long line, and no loop (which would end the stream before the cap)
+    counting = " ".join(map(str, range(1_300_000)))
+    huge = Reply(text=counting, chunk_size=256 * 1024)
     with FakeOpenAI([huge, Reply(text="never asked")]) as server:
         kind = ResponsesModel if responses else OpenAIModel
         model = kind(model="fake-model", base_url=server.base_url, api_key="k", max_attempts=3)

@@ -117,6 +117,16 @@ def test_a_fresh_attempt_says_whether_it_was_kept() -> None:
     ]
 
 
+def test_a_reply_ended_in_a_loop_says_so() -> None:
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, width=200))
+    loop = '\'.replace("x", "")\' written 15 times in a row'
+    view({"event": "llm_call", "agent_id": "w1", "parent_id": "supervisor", "runaway": loop})
+    assert out.getvalue().splitlines() == [
+        f"  w1: the reply began repeating itself ({loop}); gaffer ended it there"
+    ]
+
+
 def test_a_join_of_two_samples_names_them() -> None:
     out = io.StringIO()
     view = TerminalView(Console(file=out, width=200))

@@ -12,6 +12,7 @@ from workers.changes.merging import Merged
 from workers.facts import Facts
 from workers.guards.context import ContextKeeper
 from workers.guards.editing import EditGuard
+from workers.guards.replies import ReplyGuard
 from workers.guards.verification import Gate
 from workers.hooks import Aids
 from workers.limits import Budget, Limits
@@ -52,6 +53,9 @@ class Agent:
     """What steps in at the loop's seam (workers/hooks.py), chosen by assembly."""
     stepper: Stepper | None = None
     """Step mode: asked before its tool calls run (workers/stepping.py)."""
+    replies: ReplyGuard = field(default_factory=ReplyGuard)
+    """Its bad replies in a row, and every reply by its digest: the next call is sampled
+    away from a bad one."""
 
     def room_for_files(self) -> int:
         """Characters the files shown to it at once may take (attached, or asked about)."""

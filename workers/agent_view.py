@@ -136,6 +136,9 @@ class AgentView:
     def emit(self, event: Event) -> None:
         self._agent.events.emit(event)
 
+    def reply_was_bad(self) -> None:
+        self._agent.replies.bad()
+
     def checkpoint(self) -> Checkpoint:
         edits = self._agent.edits
         return Checkpoint(

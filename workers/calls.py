@@ -68,8 +68,18 @@ def call_model(
         tools_off=tools_off,
         require_tool=require_tool,
         temperature=temperature,
+        vary=0 if aside else agent.replies.vary(),
     )
-    turn = agent.model.complete(messages, schemas, options)
+    try:
+        turn = agent.model.complete(messages, schemas, options)
+        if turn.runaway and not turn.text.strip() and not turn.tool_calls:
+            # Nothing came before the loop: a reply the server could not read, in effect.
+            raise ModelError("malformed_output", f"the reply ran into a loop: {turn.runaway}")
+    except ModelError as error:
+        if error.kind == "malformed_output" and not aside:
+            agent.replies.unreadable()
+        raise
+    same_as = None if aside else agent.replies.observe(turn, step)
     agent.budget.spend(turn.usage.total)
     agent.budget.took(time.monotonic() - started)
     if agent.context is not None and not aside:
@@ -93,6 +103,9 @@ def call_model(
             temperature=temperature,
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
+            varied=options.vary or None,
+            same_as=same_as,
+            runaway=turn.runaway or None,
         )
     )
     if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
@@ -249,13 +262,17 @@ def run_tool(
     started = time.monotonic()
     if refusal is None and agent.edits is not None:
         refusal = agent.edits.before(call.name, args)
+        args = agent.edits.fitted(call.name, args)
     result = refusal or executor.execute(
         call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
     )
     if refusal is None:
         result = observed(agent, call.name, result)
     if agent.edits is not None and refusal is None:
-        result = executor.fit(agent.edits.after(call.name, args, result), agent.max_output_chars)
+        took = time.monotonic() - started
+        result = executor.fit(
+            agent.edits.after(call.name, args, result, took), agent.max_output_chars
+        )
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
 

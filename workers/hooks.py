@@ -1,13 +1,16 @@
 """The loop's seam: the moments an aid may step in, and all it may see there.
 
 The loop (workers/loop.py) knows no aid by name. It calls an agent's aids, in the order
-assembly gave them, at four moments:
+assembly gave them, at five moments:
 
 - `before_first_step`: before the first model call of a run (the task's files are read
   for the agent);
 - `after_reply`: once a reply is in the conversation and before its calls run. What the
   reply holds besides its calls is acted on (file blocks become write_file calls); a
   `Note` is told to the agent after the reply's calls;
+- `after_calls`: once a reply's calls (and its blocks) have their results, and what an
+  aid had to say about them is told. An aid may act as the agent on what they did (run
+  the tests the task names after a write) and tell it what came of it;
 - `answer_next`: once calls have their results: a reply's, or those an aid made before
   the first step. An aid may say the next reply is the agent's answer: tools are off for
   it, and the agent is asked (its `answer_now`) to answer every part of the task;
@@ -18,7 +21,8 @@ assembly gave them, at four moments:
 
 An aid sees the agent through a `View` only: it can ask the model aside, run a tool as
 the agent, tell the agent something, read its evidence and its files, see whether the
-budget is spent, and checkpoint and restore what its tries taught the guards. It never
+budget is spent, say its last reply was a bad one (the next call is sampled away from
+it), and checkpoint and restore what its tries taught the guards. It never
 holds the Agent, its result or the loop's guards, so an aid is tested with a fake view
 and no loop, and a new one touches its own file and the assembly line that gives it.
 Counters live in the aids.
@@ -172,6 +176,11 @@ class View(Protocol):
 
     def emit(self, event: Event) -> None: ...
 
+    def reply_was_bad(self) -> None:
+        """The last reply could not be acted on (blocks that do not parse): the next call
+        is sampled away from it (workers/guards/replies.py)."""
+        ...
+
     def checkpoint(self) -> Checkpoint: ...
 
     def restore(self, checkpoint: Checkpoint) -> None:
@@ -195,6 +204,9 @@ class Aid:
         return None
 
     def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
+        return None
+
+    def after_calls(self, view: View) -> None:
         return None
 
     def answer_next(self, view: View) -> bool:
@@ -223,6 +235,10 @@ class Aids:
         if not notes:
             return None
         return Note("\n\n".join(n.content for n in notes), notes[0].source)
+
+    def after_calls(self, view: View) -> None:
+        for aid in self.each:
+            aid.after_calls(view)
 
     def answer_next(self, view: View) -> bool:
         return any([aid.answer_next(view) for aid in self.each])  # each sees every batch

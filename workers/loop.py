@@ -2,8 +2,9 @@
 
 Call the model; run the reply's tool calls; repeat until a final answer or a stop. What
 varies between agents steps in at the seam (workers/hooks.py), never as a branch here:
-the loop names no aid, and asks the agent's aids at four moments (before the first
-step, after each reply, after its calls, and when the agent is stuck).
+the loop names no aid, and asks the agent's aids at five moments (before the first
+step, after each reply, after its calls to act on them and then to say whether the next
+reply is the answer, and when the agent is stuck).
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             paused, must_call = False, ending
             continue
         _run_calls(agent, result, turn, step, guard, note)
+        aids.after_calls(view)
         if stop := _after_calls(agent, result, schemas, guard):
             return stop
         # Every batch is shown to the aids; and an agent left too little time for

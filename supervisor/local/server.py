@@ -42,6 +42,11 @@ NAMED_CALL_OPENING = '{"name": "{name}", "arguments": {'
 # And how an answer is begun when tools are off: this model otherwise writes a call as
 # text even then. The server returns the opening as part of the answer.
 ANSWER_OPENING = "From what I found:"
+# How a call after bad replies is sampled besides its raised temperature (llama.cpp's
+# server takes these as request fields): a mild penalty on repeated tokens, and DRY
+# against repeated runs longer than four tokens (code repeats short ones: indentation,
+# `self.`), which stops a loop on one phrase before it starts.
+VARIED_SAMPLING = {"repeat_penalty": 1.1, "dry_multiplier": 0.8, "dry_allowed_length": 4}
 
 
 class LocalUnavailable(Exception):

@@ -13,6 +13,8 @@ from workers.aids.fresh_attempts import FreshAttempts
 from workers.aids.reports_answer import AnswerFromReports
 from workers.aids.task_files import TaskFiles
 from workers.aids.task_parts import TaskParts
+from workers.aids.task_rules import TaskRules
+from workers.aids.tests_after_writes import TestsAfterWrites
 from workers.hooks import Aid, Aids
 
 
@@ -28,18 +30,25 @@ def aids_for(
     workspace: Path | None = None,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
-    its first step; for one that writes in blocks, the blocks written, a focused ask when
-    it stalls and, when it can run the tests and its changes are tracked, fresh attempts
-    when it is stuck on them (asked in that order). One that `works_through_workers`
-    (it delegates and reads nothing itself) has a question's parts handed to `reader`s
-    (or is shown a change's parts), and answers once its workers have reported."""
+    its first step; for one that edits, the tests its task keeps as they are (and those
+    its test command runs, for one that writes in blocks); for one that writes in
+    blocks, the blocks written, the tests its task names run after each write, a
+    focused ask when it stalls and, when it can run the tests and its changes are
+    tracked, fresh attempts when it is stuck on them (asked in that order). One that
+    `works_through_workers` (it delegates and reads nothing itself) has a question's
+    parts handed to `reader`s (or is shown a change's parts), and answers once its
+    workers have reported."""
     chosen: list[Aid] = []
     if works_through_workers:  # the answer aid first: it counts the batches from there
         chosen += [AnswerFromReports(), TaskParts(reader)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
+    if "write_file" in tools or "edit_file" in tools:
+        chosen.append(TaskRules(by_command=file_blocks))
     if file_blocks:
         chosen += [FileBlocks(), FocusedWrite()]
+        if "run_shell" in tools:
+            chosen.append(TestsAfterWrites())
         if "run_shell" in tools and tracks_changes:
             chosen.append(FreshAttempts())
     return Aids(chosen)

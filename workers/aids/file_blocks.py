@@ -38,6 +38,10 @@ CUT_BLOCK = (
     "Your reply was cut off inside a code block, so it was not written. Give only the "
     "functions you change, or the file in parts."
 )
+RUNAWAY = (
+    "Your reply began repeating itself ({loop}), so gaffer ended it there. Write the code "
+    "once, without the repetition."
+)
 WRITE_BLOCKS = "Change files with fenced blocks, as shown under Writing files below."
 HOW_TO_WRITE = (
     "To write a file, reply with its path on a line of its own, then its complete new "
@@ -100,6 +104,7 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
     be written. A last block that never closes runs to the end of the reply, as in
     Markdown, unless the reply was `cut` at its length limit: then it is not written."""
     found = BlockWrites()
+    kept: dict[str, str] = {}  # path → a block for it, when the task keeps it
     contents: dict[str, str] = {}  # path → its content after this reply's blocks so far
     originals: dict[str, str | None] = {}
     blocks = blocks_of(text)
@@ -109,6 +114,11 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
         if path is None:
             continue
         if not _is_content_for(block.info, path):
+            continue
+        if guard.keeps(path) is not None:
+            # A test the task keeps: one write the edit guard refuses with its pointer,
+            # never "cut off, write it again".
+            kept.setdefault(path, block.body)
             continue
         where = f"the block for {path}"
         if not block.closed and cut:
@@ -134,10 +144,11 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
         # a block with no path line, cut: said all the same; a cut block of written calls
         # (json) is not a file
         and any(not b.closed and not b.info.startswith("json") for b in blocks)
+        and not kept
     ):
         found.problems.append(CUT_BLOCK)
-    for path, new in contents.items():
-        old = originals[path]
+    for path, new in [*kept.items(), *contents.items()]:
+        old = originals.get(path)
         if old is not None and _same(old, new):
             found.unchanged.append(path)
             continue
@@ -292,9 +303,11 @@ class FileBlocks(Aid):
         once, rather than taken for a final answer."""
         if view.edits is None:
             return None
-        blocks = read_blocks(
-            turn.text, view.edits, f"block-{view.step}", cut=turn.finish_reason == "length"
-        )
+        blocks = read_blocks(turn.text, view.edits, f"block-{view.step}", cut=turn.cut_off)
+        if turn.runaway and blocks.problems:  # why it was cut, said first
+            blocks.problems.insert(0, RUNAWAY.format(loop=turn.runaway))
+        if blocks.problems:
+            view.reply_was_bad()  # asked for again the same way, it comes back the same
         if blocks.calls or blocks.problems:
             return Note(write(view, blocks), source="file_blocks")
         if blocks.unchanged and not self._noted_unchanged and not turn.tool_calls:
@@ -307,8 +320,7 @@ def write_blocks(view: View, turn: AssistantTurn, label: str, *, checked: bool =
     """The file blocks of a reply run as the agent's write_file calls: what each did, for
     the agent ("" when it has none). `checked`: the repetition guard sees the writes."""
     assert view.edits is not None
-    cut = turn.finish_reason == "length"
-    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=cut)
+    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=turn.cut_off)
     return write(view, blocks, checked=checked)
 
 

@@ -32,6 +32,7 @@ from workers.aids.focused_write import (
     texts,
 )
 from workers.aids.joins import FailedSample, Joins
+from workers.aids.tests_after_writes import run_test
 from workers.changes.change_sets import Change, compare
 from workers.changes.snapshots import Tree
 from workers.changes.undo import CannotUndo, undo
@@ -46,7 +47,7 @@ from workers.guards.test_runs import (
 from workers.guards.verification import evidence, judge, outcome
 from workers.hooks import Aid, Finish, View
 from workers.log.schema import FreshAttempt
-from workers.model import AssistantTurn, ModelError, ToolCall
+from workers.model import AssistantTurn, ModelError
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined
 
@@ -195,8 +196,8 @@ def _last_test_run(view: View) -> str | None:
     runners = view.test_runners
     runs = [f for f in evidence(view.facts) if f.command and is_test_run(f.command, runners)]
     last = runs[-1] if runs else None
-    if last is None or last.exit_code in (0, None) or last.denied:
-        return None
+    if last is None or last.denied or (last.exit_code in (0, None) and not last.timed_out):
+        return None  # passed, or never ran; one that hung failed like any other
     return last.command
 
 
@@ -208,15 +209,6 @@ def _passes_as_it_is(view: View, command: str) -> bool:
     said = AS_IT_IS if passed else AS_IT_IS_FAILING
     view.tell(said.format(command=command, output=_tail(run.output)), source="fresh_attempt")
     return passed
-
-
-def run_test(view: View, command: str, call_id: str) -> ToolResult:
-    """The test command, run by gaffer as the agent's own run_shell call, logged and
-    counted as one; its facts join the agent's evidence. The repetition guard does not
-    see it: gaffer's retries never count as the agent going round."""
-    arguments = {"command": command}
-    call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
-    return view.run(call, arguments, checked=False)
 
 
 def prompt(view: View) -> tuple[str, frozenset[str]] | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
 from workers.tools import outputs
 from workers.tools.base import ToolError, ToolResult
@@ -46,6 +47,12 @@ MAX_ERROR_LINES = 8
 MAX_FOCUS_CHARS = 1500
 # A test run's whole output read back for its failures: more is noise.
 MAX_FULL_OUTPUT_BYTES = 8 * 1024 * 1024
+# A suite seen to run in t seconds is given this many times t before it counts as hung:
+# a machine of two cores under load runs it at a third of its speed.
+TEST_RUN_MARGIN = 3
+# ... and never less than this: starting the interpreter and collecting take a few
+# seconds whatever the tests.
+TEST_RUN_MIN_S = 10
 
 
 @dataclass
@@ -74,11 +81,20 @@ class EditGuard:
     """Path → the fingerprints the files it wrote had at a failed test run."""
     passing: bool = False
     """The last test run passed, and it has written nothing since."""
+    kept: KeptTests | None = None
+    """The tests the task's rules keep as they are: writes to them are refused
+    (workers/guards/task_rules.py); None: no rule."""
+    suite_s: dict[str, float] = field(default_factory=dict)
+    """Test command → how long its last run that ended by itself took."""
+    hung_at: dict[str, int] = field(default_factory=dict)
+    """Test command → the deadline its last run was killed at, having hung."""
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""
         if name not in EDIT_TOOLS or not isinstance(arguments, dict):
             return None
+        if (kept := self.keeps(arguments.get("path"))) is not None:
+            return ToolResult(output=kept, summary="refused: the task keeps it", is_error=True)
         found = self._file(arguments.get("path"))
         if found is None:
             return None  # a new file, or a path the tool itself will refuse
@@ -96,6 +112,47 @@ class EditGuard:
             is_error=True,
         )
 
+    def deadline(self, command: str) -> int | None:
+        """Seconds a run of this test command may take, fitted to its suite: a margin over
+        its last run that ended, else the deadline it last hung at; None: nothing known."""
+        if (took := self.suite_s.get(command)) is not None:
+            return max(TEST_RUN_MIN_S, round(TEST_RUN_MARGIN * took))
+        return self.hung_at.get(command)
+
+    def fitted(self, name: str, arguments: dict[str, Any] | str) -> dict[str, Any] | str:
+        """A test run given no deadline of its own gets its suite's (not the shell's two
+        minutes): one that hangs fails as soon as it is known to."""
+        if name != "run_shell" or not isinstance(arguments, dict) or arguments.get("timeout"):
+            return arguments
+        command = arguments.get("command")
+        if not isinstance(command, str) or not is_test_run(command, self.test_runners):
+            return arguments
+        seconds = self.deadline(command)
+        return arguments if seconds is None else {**arguments, "timeout": seconds}
+
+    def _timed(self, arguments: dict[str, Any], result: ToolResult, took: float | None) -> None:
+        """How long a test run took to end, or the deadline it hung at."""
+        command, facts = str(arguments.get("command")), result.facts
+        if facts.timed_out and isinstance(timeout := arguments.get("timeout"), int):
+            self.hung_at[command] = timeout
+        elif facts.exit_code is not None and not facts.timed_out and took is not None:
+            self.suite_s[command] = took
+            self.hung_at.pop(command, None)
+
+    def keeps(self, path: object) -> str | None:
+        """The refusal for a write to `path` when the task's rules keep it, else None."""
+        if self.kept is None or not isinstance(path, str):
+            return None
+        if self.container_root and (path + "/").startswith(self.container_root + "/"):
+            path = path[len(self.container_root) :].lstrip("/") or "."
+        try:
+            rel = relative(self.workspace, resolve(self.workspace, path))
+        except ToolError:
+            return None  # the tool itself refuses it
+        if not self.kept.keeps(rel):
+            return None
+        return refusal(self.kept, rel, self.workspace, self.seen)
+
     def _back_to_failing(self, name: str, arguments: dict[str, Any], rel: str) -> ToolResult | None:
         """A refusal for a write that would put a file back as it was when the tests
         failed, while they pass as it is now: a small model writes its old code again."""
@@ -107,8 +164,15 @@ class EditGuard:
             return None
         return ToolResult(output=BACK_TO_FAILING.format(path=rel), summary="refused", is_error=True)
 
-    def after(self, name: str, arguments: dict[str, Any] | str, result: ToolResult) -> ToolResult:
-        """Remember a file as the agent now knows it; point a failed test run at its failure."""
+    def after(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str,
+        result: ToolResult,
+        took: float | None = None,
+    ) -> ToolResult:
+        """Remember a file as the agent now knows it, and how long a test run `took`;
+        point a failed test run at its failure."""
         if not isinstance(arguments, dict):
             return result
         if not result.is_error and (name == "read_file" or name in EDIT_TOOLS):
@@ -130,6 +194,7 @@ class EditGuard:
             and isinstance(command, str)
             and is_test_run(command, self.test_runners)
         ):
+            self._timed(arguments, result, took)
             if self.untested_edit and not result.is_error and not result.facts.no_tests:
                 # Small models run passing tests again and again; the answer is what's next.
                 result = dataclasses.replace(result, output=f"{result.output}\n\n{TESTS_PASS}")

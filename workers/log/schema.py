@@ -185,6 +185,12 @@ class LlmCall(Event):
     """Completion tokens spent reasoning, when the server says (the Responses API)."""
     reasoning: list[Record] | None = absent_when_none()
     """The reasoning items the server returned, verbatim: a resume sends them back."""
+    varied: int | None = absent_when_none()
+    """Bad replies in a row before this call, which it was sampled away from."""
+    same_as: int | None = absent_when_none()
+    """The step of an earlier reply of the run that this one is the same as, byte for byte."""
+    runaway: str | None = absent_when_none()
+    """What the reply kept repeating when gaffer ended its stream there."""
 
 
 @dataclass(frozen=True)

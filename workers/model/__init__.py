@@ -42,6 +42,10 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+RUNAWAY = "repetition"
+"""The finish_reason of a reply gaffer ended in a runaway repetition (workers/model/runaway.py)."""
+
+
 @dataclass(frozen=True)
 class AssistantTurn:
     text: str = ""
@@ -55,6 +59,14 @@ class AssistantTurn:
     """A Responses turn that reasoned: its whole output (reasoning items and the items
     they led to), in order, as the server sent it; it goes back verbatim on the agent's
     next request (workers/model/responses_client.py)."""
+    runaway: str = ""
+    """What the reply kept repeating when the stream was ended there (finish_reason
+    RUNAWAY): its text is what came before, with one copy."""
+
+    @property
+    def cut_off(self) -> bool:
+        """The reply was ended before it was done: at the output cap, or in a runaway."""
+        return self.finish_reason in ("length", RUNAWAY)
 
     def as_message(self) -> Message:
         """The turn as it goes back into the conversation, tool calls verbatim (and its
@@ -98,11 +110,27 @@ class CallOptions:
     """A tool call is asked for rather than an answer."""
     temperature: float | None = None
     """This call alone is sampled at this temperature instead of the configured one."""
+    vary: int = 0
+    """Bad replies in a row before this call (cut off, runaway, unreadable, or one the run
+    had already): from 1, the call is sampled away from them (workers/guards/replies.py)."""
 
     def sampled_at(self, configured: float | None) -> float | None:
         """The temperature to send: this call's own, else the configured one (None: the
-        server's default)."""
-        return self.temperature if self.temperature is not None else configured
+        server's default), raised after bad replies in a row."""
+        if self.temperature is not None:
+            return self.temperature
+        if self.vary and configured is not None:
+            return max(
+                configured, VARIED_TEMPERATURES[min(self.vary, len(VARIED_TEMPERATURES)) - 1]
+            )
+        return configured
+
+
+# The temperatures a call is sampled at after one, and two or more, bad replies in a row
+# (when the configured one is lower): near-greedy sampling answers the same prompt with
+# the same reply, byte for byte; 0.7 still writes code that parses, and 1.0 is the
+# model's own distribution (workers/aids/fresh_attempts.py).
+VARIED_TEMPERATURES = (0.7, 1.0)
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")

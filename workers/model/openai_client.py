@@ -50,7 +50,13 @@ from workers.model.faults import (
     too_long_to_wait,
     wrong_address,
 )
-from workers.model.replies import Echo, from_response, from_stream
+from workers.model.replies import (
+    Echo,
+    arguments_opened,
+    begun_with,
+    from_response,
+    from_stream,
+)
 from workers.model.wire import (
     APIError,
     Endpoint,
@@ -86,6 +92,7 @@ class OpenAIModel:
         tool_prefill: str | None = None,
         tool_name_prefill: str | None = None,
         answer_prefill: str | None = None,
+        varied_sampling: dict[str, float] | None = None,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -111,6 +118,10 @@ class OpenAIModel:
         # The same for an answer: with tools off, a small model may still write a call as
         # text; a reply begun in prose stays prose.
         self.answer_prefill = answer_prefill
+        # Body fields the server honours, sent on a call after bad replies (CallOptions.vary)
+        # beside the raised temperature: llama.cpp's repetition and DRY penalties. None
+        # for OpenAI's own API, which refuses fields it does not know.
+        self.varied_sampling = varied_sampling
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -168,9 +179,9 @@ class OpenAIModel:
                     turn = self._within(call_timeout, messages, tools, echo, options)
                     self._answered = True
                     if options.tools_off and tools and self.answer_prefill:
-                        turn = _begun_with(turn, self.answer_prefill)
+                        turn = begun_with(turn, self.answer_prefill)
                     elif options.require_tool and len(tools) == 1 and self.tool_name_prefill:
-                        turn = _arguments_opened(turn)
+                        turn = arguments_opened(turn)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -281,7 +292,8 @@ class OpenAIModel:
             request["max_tokens"] = self.max_output_tokens
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
-        request |= request.pop("extra_body", None) or {}  # fields only some servers know
+        if asking.vary and self.varied_sampling:  # fields only some servers know
+            request |= self.varied_sampling
         if not self.stream:
             with self._endpoint.post("/chat/completions", request, timeout=timeout) as reply:
                 return from_response(as_fields(reply.json_object()), echo)
@@ -364,35 +376,6 @@ def _sendable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _sendable(v) for k, v in value.items()}
     return value
-
-
-def _begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
-    """The reply with the opening it was given, which a streaming server leaves out; ""
-    when the opening is all there is (the model said nothing after it)."""
-    if turn.tool_calls:
-        return turn
-    said = turn.text.removeprefix(opening)
-    return dataclasses.replace(turn, text=opening + said if said.strip() else "")
-
-
-def _arguments_opened(turn: AssistantTurn) -> AssistantTurn:
-    """A call begun for the model with its arguments' opening brace, which a streaming
-    server leaves out of the arguments it parsed: put back where they read only with it."""
-    calls = [
-        dataclasses.replace(call, arguments="{" + call.arguments)
-        if not _is_json(call.arguments) and _is_json("{" + call.arguments)
-        else call
-        for call in turn.tool_calls
-    ]
-    return dataclasses.replace(turn, tool_calls=tuple(calls))
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:

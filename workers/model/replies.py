@@ -3,9 +3,12 @@ AssistantTurn; and the echo that shows streamed text once, across retries."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
-from workers.model import AssistantTurn, TextSink, ToolCall, Usage
+from workers.model import RUNAWAY, AssistantTurn, TextSink, ToolCall, Usage
+from workers.model.runaway import Runaway, Watch, runaway
 
 # Calls read from one reply at most; the stream is closed there (the server stops
 # writing), and of those the loop runs the first few (workers/calls.py).
@@ -25,6 +28,10 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
     last = -1
     finish: str | None = None
     usage: Any = None
+    # A small model can loop on one phrase until the output cap: minutes on two cores.
+    # The stream ends where the loop begins (closing it stops the server).
+    watch = Watch()
+    watches: dict[int, Watch] = {}  # one per call's arguments
     for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = chunk.usage
@@ -34,6 +41,8 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
             if delta is not None and delta.content:
                 text.append(delta.content)
                 echo.feed(delta.content)
+                if (loop := watch.feed(delta.content)) is not None:
+                    return _ended(watch.text, loop, calls, usage, model)
             for part in (delta.tool_calls or []) if delta is not None else []:
                 index = part.index if part.index is not None else last + 1
                 if index not in calls and len(calls) >= MAX_CALLS_READ:
@@ -57,6 +66,10 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
                         slot["name"] = part.function.name
                     if part.function.arguments:
                         slot["arguments"] += part.function.arguments
+                        looping = watches.setdefault(index, Watch()).feed(part.function.arguments)
+                        if looping is not None:  # the call is never whole: it goes
+                            del calls[index]
+                            return _ended("".join(text), looping, calls, usage, model, keep=False)
             if choice.finish_reason:
                 finish = choice.finish_reason
     if finish is None:
@@ -64,6 +77,22 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
             f"the stream ended without a finish_reason after {len(''.join(text))} characters"
         )
     return _turn(text, calls, usage, finish, model)
+
+
+def _ended(
+    text: str,
+    loop: Runaway,
+    calls: dict[int, dict[str, str]],
+    usage: Any,
+    model: str,
+    *,
+    keep: bool = True,
+) -> AssistantTurn:
+    """The reply ended in a runaway: its text up to the loop and one copy (`keep`: the
+    loop was in the text), the calls whole before it."""
+    kept = [text[: loop.keep] if keep else text]
+    turn = _turn(kept, calls, usage, RUNAWAY, model)
+    return dataclasses.replace(turn, runaway=loop.said)
 
 
 def _turn(
@@ -88,16 +117,18 @@ def from_response(response: Any, echo: Echo) -> AssistantTurn:
     choice = response.choices[0]
     text = choice.message.content or ""
     echo.feed(text)
+    loop = runaway(text)  # nothing saved when it came whole, but it is never acted on
     tool_calls = tuple(
         ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
         for i, c in enumerate((choice.message.tool_calls or [])[:MAX_CALLS_READ])
     )
     return AssistantTurn(
-        text=text,
+        text=text[: loop.keep] if loop else text,
         tool_calls=tool_calls,
         usage=_usage(response.usage),
-        finish_reason=choice.finish_reason or "stop",
+        finish_reason=RUNAWAY if loop else choice.finish_reason or "stop",
         model=response.model or "",
+        runaway=loop.said if loop else "",
     )
 
 
@@ -111,6 +142,35 @@ def _usage(usage: Any) -> Usage:
         completion_tokens=usage.completion_tokens or 0,
         cached_tokens=cached if isinstance(cached, int) else None,
     )
+
+
+def begun_with(turn: AssistantTurn, opening: str) -> AssistantTurn:
+    """The reply with the opening it was given, which a streaming server leaves out; ""
+    when the opening is all there is (the model said nothing after it)."""
+    if turn.tool_calls:
+        return turn
+    said = turn.text.removeprefix(opening)
+    return dataclasses.replace(turn, text=opening + said if said.strip() else "")
+
+
+def arguments_opened(turn: AssistantTurn) -> AssistantTurn:
+    """A call begun for the model with its arguments' opening brace, which a streaming
+    server leaves out of the arguments it parsed: put back where they read only with it."""
+    calls = [
+        dataclasses.replace(call, arguments="{" + call.arguments)
+        if not _is_json(call.arguments) and _is_json("{" + call.arguments)
+        else call
+        for call in turn.tool_calls
+    ]
+    return dataclasses.replace(turn, tool_calls=tuple(calls))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Echo:

@@ -18,6 +18,7 @@ from typing import Any
 
 from workers.model import (
     REASONING_KEY,
+    RUNAWAY,
     AssistantTurn,
     CallOptions,
     Message,
@@ -28,6 +29,7 @@ from workers.model import (
 from workers.model.faults import CONTEXT_ERROR, short
 from workers.model.openai_client import OpenAIModel, _sendable
 from workers.model.replies import Echo, IncompleteStream
+from workers.model.runaway import Watch
 
 
 class ResponsesModel(OpenAIModel):
@@ -137,12 +139,22 @@ def _from_events(events: Iterator[dict[str, Any]], echo: Echo, model: str) -> As
     `response.completed` (or `.incomplete`) event holds. A stream that ends without one
     is retried; a failed response says why."""
     text: list[str] = []
+    watch = Watch()  # a reply looping on one phrase ends there (workers/model/runaway.py)
     for event in events:
         kind = event.get("type", "")
         if kind == "response.output_text.delta":
             delta = str(event.get("delta") or "")
             text.append(delta)
             echo.feed(delta)
+            if (loop := watch.feed(delta)) is not None:
+                kept = watch.text[: loop.keep]
+                return AssistantTurn(
+                    text=kept,
+                    usage=Usage(reported=False),
+                    finish_reason=RUNAWAY,
+                    model=model,
+                    runaway=loop.said,
+                )
         elif kind in ("response.completed", "response.incomplete"):
             return _turn(event.get("response") or {}, echo, model, streamed_text="".join(text))
         elif kind == "response.failed":

@@ -70,6 +70,8 @@ class ScriptedModel:
         """Whether each call had tools off (tools_off), in order."""
         self.temperatures: list[float | None] = []
         """Each call's own temperature (None: the configured one), in order."""
+        self.varied: list[int] = []
+        """How far each call was to be sampled away from bad replies before it, in order."""
 
     def complete(
         self,
@@ -83,6 +85,7 @@ class ScriptedModel:
             self.required.append(options.require_tool)
             self.paused.append(options.tools_off)
             self.temperatures.append(options.temperature)
+            self.varied.append(options.vary)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)

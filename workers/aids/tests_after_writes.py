@@ -1,0 +1,56 @@
+"""Tests after every write: when the task names its test command, gaffer runs it after each
+batch that changed a file, as the agent's own run, with a deadline fitted to the suite.
+
+A small model writes its code and then forgets the tests: it rewrites the test file, or
+answers. Nothing then says the code fails, and fresh attempts, which start from a failing
+test run, never start. So after a reply's writes (blocks or calls) that no test run
+followed, the task's own command runs in the agent's sandbox as a logged `run_shell`
+call counted as the agent's, its result told to the agent; its facts are evidence, and a
+failure is the edit guard's last failure, where fresh attempts start.
+
+A test run that hangs (a written loop that never ends) is killed at a deadline fitted to
+the suite: the last run that ended by itself, with a margin, else a named default, never
+the shell's two minutes. A run killed there fails like any failing test.
+"""
+
+from __future__ import annotations
+
+import json
+
+from workers.guards.test_runs import named_test_command
+from workers.hooks import Aid, View
+from workers.model import ToolCall
+from workers.tools.base import ToolResult
+
+# Seconds gaffer's test run may take before anything is known of the suite: a small
+# project's tests run in seconds, and a written loop that never ends should cost one
+# minute, not the shell's two. Once a run ended, its suite's time with a margin
+# (workers/guards/editing.py).
+TEST_RUN_DEFAULT_S = 60
+RAN = "gaffer ran the tests your task names after your change (`{command}`):\n\n{output}"
+
+
+class TestsAfterWrites(Aid):
+    """For an agent that can run commands, on a task that names its test command: the
+    tests run after every batch that changed a file and ran no test after it."""
+
+    def after_calls(self, view: View) -> None:
+        edits = view.edits
+        if edits is None or not edits.untested_edit or view.spent():
+            return
+        command = named_test_command(view.task, view.test_runners)
+        if command is None:
+            return
+        run = run_test(view, command, f"tests-{view.step}")
+        view.tell(RAN.format(command=command, output=run.output), source="tests_after_write")
+
+
+def run_test(view: View, command: str, call_id: str) -> ToolResult:
+    """The test command, run by gaffer as the agent's own run_shell call, logged and
+    counted as one, killed at a deadline fitted to the suite; its facts join the agent's
+    evidence. The repetition guard does not see it: gaffer's runs never count as the
+    agent going round."""
+    fitted = view.edits.deadline(command) if view.edits is not None else None
+    arguments: dict[str, str | int] = {"command": command, "timeout": fitted or TEST_RUN_DEFAULT_S}
+    call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
+    return view.run(call, arguments, checked=False)
