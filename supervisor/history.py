@@ -32,7 +32,7 @@ def undone_so_far(run: RunChanges) -> dict[str, float]:
 def diff_text(run: RunChanges) -> tuple[str, list[str]]:
     """The unified diff of what is still in effect, then what was undone, every line of it
     behind `# ` (so the whole stays a patch `git apply` takes); and notes for the user."""
-    from workers.changes.change_sets import combine, unified_diff
+    from workers.changes.change_sets import combine, quoted, unified_diff
     from workers.changes.ignored_changes import section
 
     store = run.store
@@ -47,11 +47,11 @@ def diff_text(run: RunChanges) -> tuple[str, list[str]]:
     text += section([c for f in live for c in f.ignored])
     if gone:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(when[f.key] for f in gone)))
-        who = ", ".join(sorted({f.agent_id for f in gone}))
+        who = ", ".join(sorted({quoted("", f.agent_id) for f in gone}))  # a log's ids are data
         notes.append(f"{who}: undone at {at}; shown last, each line behind '# '")
         text += f"# UNDONE at {at} (gaffer undo), no longer in the workspace: {who}\n"
         undone_diff = unified_diff(store, combine([f.changes for f in gone]))
-        text += "".join(f"# {line}\n" for line in undone_diff.splitlines())
+        text += "".join(f"# {line}\n" for line in undone_diff.split("\n")[:-1])
     return text, notes
 
 

@@ -108,12 +108,18 @@ def _read_all(
     found = []
     for line, start in starts:
         agent_id = line.agent_id
-        key = change_set_key(session_id, agent_id, counted[agent_id])
+        ordinal = counted[agent_id]
         counted[agent_id] += 1  # which of its agent's starts each one is
         turn = turns[id(line)]
         end: ChangeSet | Merge | None = ends.get(id(line))
         if start.worktree or agent_id in merges:
             end = merges.get(agent_id) or Merge(status="", files=[], conflicts=[])
+        content = (
+            {"snapshot": start.snapshot}
+            if end is None
+            else {"files": end.files, "ignored": getattr(end, "ignored", None)}
+        )
+        key = change_set_key(session_id, agent_id, ordinal, content)
         if end is not None:
             found.append(dataclasses.replace(_ended(agent_id, end), key=key, turn=turn))
             continue
@@ -138,7 +144,10 @@ def in_effect(
     live: list[AgentChanges] = []
     gone: list[AgentChanges] = []
     for found in run.chosen:
-        kept, undone = _split(found, run.inner, done)
+        try:
+            kept, undone = _split(found, run.inner, done)
+        except RecursionError:  # a planted log: real runs nest a few levels deep
+            raise NoChanges("the log nests its agents too deep to read") from None
         live += kept
         gone += undone
     return live, gone

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workers import state
 
@@ -46,6 +47,14 @@ class Settings(BaseModel):
     """Model name sent to the endpoint."""
     base_url: str | None = None
     """OpenAI-compatible endpoint, such as http://127.0.0.1:8080/v1."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://\S+", value):
+            raise ValueError(f"must begin with http:// or https://, as in http://{value}")
+        return value
+
     api_key: str | None = Field(None, exclude=True, repr=False)
     """API key for the endpoint; only from the environment or this flag, never a config file."""
     api_key_file: Path | None = None

@@ -106,6 +106,37 @@ def test_undo_never_removes_through_a_folder_swapped_for_a_link(
     removed, left = undo_added(workspace, [added, escaping])
     assert removed == [] and victim.exists()
     assert left == [
-        "build/secret.txt (it now lies under a link)",
+        "build/secret.txt (build/secret.txt lies under a link (build))",
         "'../outside/secret.txt' (not a path inside the workspace)",
     ]
+
+
+def test_a_planted_log_cannot_make_undo_remove_a_file_of_yours(workspace: Path) -> None:
+    """A log names files by size and mtime, which anyone can read; without the ctime and
+    inode the run itself saw, or for a file git or gaffer reads, nothing is removed."""
+    from workers.changes.ignored_changes import IgnoredChange, undo_added
+
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    config, source = workspace / ".git" / "config", workspace / "app.py"
+    source.write_text("x = 1\n")
+    planted = [
+        IgnoredChange(".git/config", "added", config.stat().st_size, config.stat().st_mtime_ns),
+        IgnoredChange("app.py", "added", source.stat().st_size, source.stat().st_mtime_ns),
+    ]
+    info = config.stat()
+    exact = IgnoredChange(
+        ".git/config", "added", info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
+    )
+    removed, left = undo_added(workspace, [*planted, exact])
+    assert removed == [] and config.exists() and source.exists()
+    assert "app.py (an older log that does not say which file it was)" in left
+    assert len(left) == 3
+
+
+def test_an_ignored_file_s_name_cannot_add_lines_to_a_diff(workspace: Path) -> None:
+    """A name with newlines that spell a patch is written quoted, on one line."""
+    from workers.changes.ignored_changes import IgnoredChange, section
+
+    name = "node_modules/x\ndiff --git a/evil b/evil\n+++ b/evil\n@@ -0,0 +1 @@\n+pwned"
+    text = section([IgnoredChange(name, "added", 1, 1, 1, 1)])
+    assert len(text.splitlines()) == 2 and all(line.startswith("#") for line in text.splitlines())

@@ -146,3 +146,70 @@ def test_chat_diff_and_undo_work_turn_by_turn(tmp_path: Path) -> None:
     assert "undone: a.txt" in after and "# UNDONE at " in after
     assert "undone already" in after
     assert (ws / "a.txt").read_text() == "a0\n" and not (ws / "b.txt").exists()
+
+
+def test_a_log_that_copies_a_real_run_s_names_cannot_mark_it_undone(tmp_path: Path) -> None:
+    """A second run's log rewritten to carry the first run's session id: undoing it puts
+    back its own change and leaves the first run shown, and undoable, as it was."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    two_workers_run(ws)
+    replies = [Reply(tool_calls=[delegate("make d")]), Reply(text="Made d.")]
+    routes = {"make d": [write("decoy.txt", "d\n"), Reply(text="Made it.")]}
+    done, _ = gaffer_replying(ws, "run", "--no-verify", "a decoy", replies=replies, routes=routes)
+    assert done.returncode == 0, done.stderr
+    first, second = sorted((tmp_path / "logs").glob("*.jsonl"))
+    real_id = json.loads(first.read_text().splitlines()[0])["session_id"]
+    lines = [json.loads(line) for line in second.read_text().splitlines()]
+    second.write_text("".join(json.dumps({**r, "session_id": real_id}) + "\n" for r in lines))
+
+    decoy = gaffer(ws, "undo", second.stem)
+    assert decoy.returncode == 0 and "undone: decoy.txt" in decoy.stdout, decoy.stderr
+    shown = gaffer(ws, "diff", first.stem)
+    assert "# UNDONE" not in shown.stdout and "+a1" in shown.stdout
+    real = gaffer(ws, "undo", first.stem)
+    assert real.returncode == 0, real.stderr
+    assert (ws / "a.txt").read_text() == "a0\n" and (ws / "b.txt").read_text() == "b0\n"
+
+
+def test_agent_ids_from_a_log_cannot_add_lines_to_the_diff(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    two_workers_run(ws)
+    (log,) = (tmp_path / "logs").glob("*.jsonl")
+    forged = "w2\ndiff --git a/evil b/evil\n+++ b/evil\n@@ -0,0 +1 @@\n+pwned"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for record in lines:
+        for field in ("agent_id", "parent_id", "child_id"):
+            if record.get(field) == "w2":
+                record[field] = forged
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert gaffer(ws, "undo", "--agent", forged).returncode == 0
+    shown = gaffer(ws, "diff")
+    assert "+pwned" not in [line for line in shown.stdout.splitlines()]
+    assert not any(line.startswith("diff --git a/evil") for line in shown.stdout.splitlines())
+    assert all(
+        line.startswith("# ") for line in shown.stdout.split("# UNDONE", 1)[1].splitlines()[1:]
+    )
+
+
+def test_a_log_nested_too_deep_is_one_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (logs := tmp_path / "logs").mkdir()
+    lines = [{"event": "session_start", "log_format": 3, "workspace": str(ws), "agent_id": "a0"}]
+    lines += [
+        {"event": "agent_start", "agent_id": f"a{i}", "parent_id": f"a{i - 1}" if i else None}
+        | {"snapshot": None, "worktree": None}
+        for i in range(3000)
+    ]
+    lines += [
+        {"event": "merge", "agent_id": f"a{i}", "status": "applied", "files": [], "conflicts": []}
+        for i in range(3000)
+    ]
+    (logs / "20261203-000000-deep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (ws / ".keep").write_text("")
+    Store(ws)  # its state folder, as any run makes it
+    shown = gaffer(ws, "diff")
+    assert shown.returncode == 1 and shown.stderr.count("\n") == 1, shown.stderr[-500:]
+    assert "too deep" in shown.stderr

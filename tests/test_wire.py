@@ -5,8 +5,10 @@ organisation sent as the SDK sent them."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -174,3 +176,88 @@ def test_a_redirect_is_said_with_where_it_points_not_followed() -> None:
         OpenAIModel(model="m", base_url=server.base_url, api_key="k").complete(ASK, [])
     assert "redirects to https://example.invalid/v1" in raised.value.message
     assert len(server.requests) == 1
+
+
+def raw_server(respond: Any) -> tuple[socket.socket, str]:
+    """A server on 127.0.0.1 that reads one request and calls `respond(connection)`."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                respond(connection)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+def test_every_byte_on_the_wire_counts_against_a_reply_s_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chunk framing a server pads without end (1-byte chunks with 60 KB extensions)
+    is counted like the body: the call stops at the cap, not at the deadline."""
+    from workers.model import cancel
+
+    monkeypatch.setattr(cancel, "MAX_REPLY_BYTES", 2 * 1024 * 1024)
+
+    def padded_chunks(connection: socket.socket) -> None:
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        for _ in range(1000):
+            connection.sendall(b"1;" + b"x" * 60_000 + b"\r\n:\r\n")
+
+    listener, url = raw_server(padded_chunks)
+    with listener:
+        model = OpenAIModel(model="m", base_url=url, api_key="k", max_attempts=1)
+        with pytest.raises(ModelError) as raised:
+            model.complete(ASK, [])
+    assert "more than 2 MB for one reply" in raised.value.message
+
+
+def test_an_error_body_whose_error_is_a_string_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    def plain_error(connection: socket.socket) -> None:
+        body = b'{"error": "the model is loading"}'
+        connection.sendall(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    listener, url = raw_server(plain_error)
+    with listener, pytest.raises(ModelError) as raised:
+        OpenAIModel(model="m", base_url=url, api_key="k").complete(ASK, [])
+    assert "the model is loading" in raised.value.message
+
+
+def test_a_server_that_echoes_the_key_does_not_get_it_into_the_message() -> None:
+    from tests.fake_openai import error_reply
+
+    echoed = error_reply(401, "invalid key: sk-live-0123456789abcdef")
+    with FakeOpenAI([echoed]) as server, pytest.raises(ModelError) as raised:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="sk-live-0123456789abcdef")
+        model.complete(ASK, [])
+    assert "sk-live" not in raised.value.message and "***" in raised.value.message
+
+
+def test_a_socks_or_https_proxy_is_refused_saying_how_to_give_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("no_proxy", "NO_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    monkeypatch.setenv("all_proxy", "socks5://127.0.0.1:1080")
+    with FakeOpenAI([Reply(text="never")]) as server, pytest.raises(ModelError) as raised:
+        OpenAIModel(model="m", base_url=server.base_url, api_key="k").complete(ASK, [])
+    assert "give it as http://HOST:PORT" in raised.value.message and server.requests == []
+
+
+def test_a_base_url_without_its_scheme_is_one_line(tmp_path: Path) -> None:
+    from tests.helpers import gaffer
+
+    done = gaffer(tmp_path, "run", "hi", env={"OPENAI_BASE_URL": "localhost:8080/v1"})
+    assert done.returncode == 1 and done.stderr.count("\n") == 1
+    assert "must begin with http:// or https://" in done.stderr

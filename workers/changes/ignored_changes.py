@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workers import state
-from workers.changes.tree_writes import open_folder
+from workers.changes.tree_writes import CannotWrite, check_path, open_folder
 from workers.tools.git_paths import is_git_dir_name
+from workers.tools.workspace import host_controlled
 
 # A walk stops past this many files (a bound on memory); what lies beyond is not seen.
 MAX_LOOKED_AT = 500_000
@@ -42,25 +43,37 @@ class IgnoredChange:
     size: int
     """The file's size now (before, for a deleted one)."""
     mtime_ns: int
+    ctime_ns: int | None = None
+    inode: int | None = None
+    """With the size and mtime, the file's identity: ctime cannot be set back and the
+    inode is the checkout's own, so a log written elsewhere cannot name a file of yours
+    for undo to remove. None in logs of an older gaffer."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "change": self.kind,
-            "size": self.size,
-            "mtime_ns": self.mtime_ns,
-        }
+        found = {"path": self.path, "change": self.kind, "size": self.size}
+        found["mtime_ns"] = self.mtime_ns
+        if self.ctime_ns is not None and self.inode is not None:
+            found |= {"ctime_ns": self.ctime_ns, "inode": self.inode}
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> IgnoredChange:
         kind = data["change"]
         if kind not in ("added", "modified", "deleted"):
             raise ValueError(f"unknown change {kind!r}")
-        return cls(str(data["path"]), kind, int(data["size"]), int(data["mtime_ns"]))
+        ctime, inode = data.get("ctime_ns"), data.get("inode")
+        return cls(
+            str(data["path"]),
+            kind,
+            int(data["size"]),
+            int(data["mtime_ns"]),
+            None if ctime is None else int(ctime),
+            None if inode is None else int(inode),
+        )
 
     @property
     def label(self) -> str:
-        return f"{self.path} ({self.kind}, {self.size} bytes)"
+        return f"{_quoted(self.path)} ({self.kind}, {self.size} bytes)"
 
 
 def look(workspace: Path, listed: Iterable[str]) -> Seen:
@@ -96,12 +109,14 @@ def look(workspace: Path, listed: Iterable[str]) -> Seen:
 
 def compare(before: Seen, after: Seen) -> list[IgnoredChange]:
     changes = [
-        IgnoredChange(path, "added" if path not in before else "modified", now[0], now[1])
+        IgnoredChange(
+            path, "added" if path not in before else "modified", now[0], now[1], now[2], now[3]
+        )
         for path, now in after.items()
         if before.get(path) != now
     ]
     changes += [
-        IgnoredChange(path, "deleted", was[0], was[1])
+        IgnoredChange(path, "deleted", was[0], was[1], was[2], was[3])
         for path, was in before.items()
         if path not in after
     ]
@@ -124,33 +139,51 @@ def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str]
     they are, with why). Each is reached through folder handles opened without following
     a link, so a folder swapped for one never leads out."""
     root = Path(os.path.realpath(workspace))
+    controlled = host_controlled(root)
     removed, left = [], []
     for change in changes:
+        name = _quoted(change.path)
         if change.kind != "added":
-            left.append(f"{change.path} ({change.kind}: its content was not kept)")
+            left.append(f"{name} ({change.kind}: its content was not kept)")
             continue
         parts = change.path.split("/")
         if change.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
             left.append(f"{change.path!r} (not a path inside the workspace)")
+            continue
+        try:  # never what git or gaffer would run or read on their own
+            check_path(root, change.path, controlled)
+        except CannotWrite as error:
+            left.append(f"{name} ({error})")
             continue
         try:
             folder = open_folder(root, parts[:-1], create=False)
         except FileNotFoundError:
             continue  # gone already
         except OSError:
-            left.append(f"{change.path} (it now lies under a link)")
+            left.append(f"{name} (it now lies under a link)")
             continue
         try:
             info = os.lstat(parts[-1], dir_fd=folder)
-            if (info.st_size, info.st_mtime_ns) != (change.size, change.mtime_ns):
-                left.append(f"{change.path} (changed since)")
+            now = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+            if change.ctime_ns is None or change.inode is None:
+                left.append(f"{name} (an older log that does not say which file it was)")
+                continue
+            if now != (change.size, change.mtime_ns, change.ctime_ns, change.inode):
+                left.append(f"{name} (changed since)")
                 continue
             os.unlink(parts[-1], dir_fd=folder)
-            removed.append(change.path)
+            removed.append(name)
         except FileNotFoundError:
             continue
         except OSError as error:  # a folder by that name now, or not ours to remove
-            left.append(f"{change.path} ({error.strerror or error})")
+            left.append(f"{name} ({error.strerror or error})")
         finally:
             os.close(folder)
     return removed, left
+
+
+def _quoted(path: str) -> str:
+    """The name as a patch writes it (workers/changes/change_sets.py imports this module)."""
+    from workers.changes.change_sets import quoted
+
+    return quoted("", path)

@@ -2,12 +2,13 @@
 the workspace's change store, in gaffer's state folder, never in the workspace. `gaffer
 diff` marks them as undone, and undoing the whole run later skips them.
 
-A change set is named by its run, its agent and which of that agent's starts it was
-(`20261203-081500-ab12cd/w2/0`): a chat's top agent has one per turn.
+A change set is named by a digest of its run, its agent, which of that agent's starts it
+was (a chat's top agent has one per turn) and what it changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -20,8 +21,12 @@ RECORD = "undone.jsonl"
 MAX_RECORD_BYTES = 4 << 20
 
 
-def change_set_key(session_id: str, agent_id: str, ordinal: int) -> str:
-    return f"{session_id}/{agent_id}/{ordinal}"
+def change_set_key(session_id: str, agent_id: str, ordinal: int, content: object) -> str:
+    """A change set's name: its run, agent and start, and a digest of what it changed
+    (`content`, as its log line holds it), so a log that copies a real run's names with
+    other changes names other change sets."""
+    named = json.dumps([session_id, agent_id, ordinal, content], sort_keys=True, default=str)
+    return hashlib.sha256(named.encode()).hexdigest()
 
 
 def mark_undone(store: Store, keys: list[str]) -> None:

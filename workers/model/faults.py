@@ -123,10 +123,11 @@ def retry_after(error: BaseException | None) -> float | None:
 
 def error_code(error: StatusError) -> str | None:
     body = error.body
-    if isinstance(body, dict):
-        code = body.get("code") or (body.get("error") or {}).get("code")
-        return code if isinstance(code, str) else None
-    return None
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    code = body.get("code") or (inner.get("code") if isinstance(inner, dict) else None)
+    return code if isinstance(code, str) else None
 
 
 def describe(error: BaseException | None) -> str:

@@ -68,6 +68,9 @@ from workers.model.wire import (
 )
 from workers.tools.workspace import shown_name
 
+# The endpoint's list of models is read this far: a few hundred models take a few hundred KB.
+MAX_MODELS_LIST_BYTES = 8 << 20
+
 
 class OpenAIModel:
     """Chat Completions, retried by tenacity."""
@@ -99,6 +102,7 @@ class OpenAIModel:
         self.shown_url = shown_url(base_url) or "https://api.openai.com/v1"
         """The endpoint as messages show it: never a password or key inside the URL."""
         self._has_key = bool(api_key)
+        self._key = api_key
         self._answered = False
         """The endpoint has answered a call of this run: from then on, a refused connection
         or a 404 is a fault to retry; before, it is a wrong address, said at once."""
@@ -132,8 +136,8 @@ class OpenAIModel:
     def available_models(self) -> list[str] | None:
         """The model ids the endpoint lists (GET /models), or None when it lists none."""
         try:
-            with self._endpoint.get("/models", timeout=10) as reply:
-                listed = json.loads(reply.read())["data"]
+            with self._readers.counting(), self._endpoint.get("/models", timeout=10) as reply:
+                listed = json.loads(reply.read(MAX_MODELS_LIST_BYTES))["data"]
             return [str(m["id"]) for m in listed]
         except Exception:
             return None
@@ -209,8 +213,11 @@ class OpenAIModel:
         return first_contact(error, self.shown_url, self.base_url, self.api_name, self.wire)
 
     def _hidden(self, error: ModelError) -> ModelError:
-        """The error with anything secret in the endpoint's URL taken out of its text."""
+        """The error with the key, and anything secret in the endpoint's URL, taken out of
+        its text (a server may echo what it was sent)."""
         message = error.message
+        if self._key and len(self._key) >= 8:
+            message = message.replace(self._key, "***")
         if self.base_url:
             message = message.replace(self.base_url, self.shown_url)
             parts = urllib.parse.urlsplit(self.base_url)

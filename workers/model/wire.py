@@ -14,8 +14,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import io
 import json
 import os
+import socket
 import urllib.parse
 from collections.abc import Iterator
 from types import TracebackType
@@ -30,7 +32,7 @@ OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 15.0
 # An error reply is read this far for its message; the rest is not needed.
 MAX_ERROR_BYTES = 1 << 20
-# One read of a streamed line; a longer line is read in pieces, each counted.
+# One read of a streamed line; a longer line is read in pieces.
 READ_PIECE = 64 * 1024
 
 
@@ -115,7 +117,6 @@ class Endpoint:
             except (TimeoutError, OSError, http.client.HTTPException) as error:
                 raise _failed(error, connected=True) from error
             reply.response = response
-            reply.readers.count(sum(len(k) + len(v) + 4 for k, v in response.getheaders()))
             if response.status >= 300:  # a redirect is not followed: the URL is to be mended
                 raise reply.status_error()
         except BaseException:
@@ -128,15 +129,12 @@ class Endpoint:
         request target and headers to send on it."""
         host, https = self.url.hostname or "", self.url.scheme == "https"
         port = self.url.port or (443 if https else 80)
-        proxy = _proxy_for(self.url.scheme, host)
+        proxy = _proxy_for(self.url.scheme, host, port)
         headers = dict(self.headers)
         connection: http.client.HTTPConnection
         if https:
-            import ssl
-
-            context = ssl.create_default_context()
             where = (proxy.hostname or "", proxy.port or 80) if proxy else (host, port)
-            connection = http.client.HTTPSConnection(*where, context=context)
+            connection = http.client.HTTPSConnection(*where, context=_tls_context())
             if proxy:
                 connection.set_tunnel(host, port, headers=_proxy_auth(proxy))
         elif proxy:  # a plain-HTTP proxy takes the whole URL as the target
@@ -145,6 +143,7 @@ class Endpoint:
             target = f"http://{self.url.netloc.rsplit('@', 1)[-1]}{target}"
         else:
             connection = http.client.HTTPConnection(host, port)
+        connection.response_class = _counted(self.readers)
         return connection, target, headers
 
 
@@ -190,7 +189,6 @@ class Reply:
                 if pieces:
                     yield b"".join(pieces).decode("utf-8", "replace")
                 return
-            self.readers.count(len(piece))
             pieces.append(piece)
             if piece.endswith(b"\n"):
                 yield b"".join(pieces).decode("utf-8", "replace").rstrip("\r\n")
@@ -211,7 +209,7 @@ class Reply:
             yield event
 
     def read(self, limit: int | None = None) -> bytes:
-        """The whole body (at most `limit` bytes), counted against the reply's cap."""
+        """The whole body (at most `limit` bytes)."""
         assert self.response is not None
         chunks, total = [], 0
         while limit is None or total < limit:
@@ -222,7 +220,6 @@ class Reply:
                 raise _failed(error, connected=True) from error
             if not chunk:
                 break
-            self.readers.count(len(chunk))
             chunks.append(chunk)
             total += len(chunk)
         return b"".join(chunks)
@@ -256,6 +253,33 @@ class Reply:
         return StatusError(status, message, headers, body)
 
 
+def _counted(readers: Readers) -> type[http.client.HTTPResponse]:
+    """A response class that reads the socket through `readers.count`: every byte the
+    server sends (status, headers, chunk framing, trailers, body) counts against one
+    reply's cap, and tells the first-byte deadline that something came."""
+
+    class Counted(http.client.HTTPResponse):
+        def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+            super().__init__(sock, *args, **kwargs)
+            self.fp.close()  # the socket's own reader, let go so closing the socket closes it
+            self.fp = io.BufferedReader(_CountingSocket(sock, readers))
+
+    return Counted
+
+
+class _CountingSocket(io.RawIOBase):
+    def __init__(self, sock: socket.socket, readers: Readers) -> None:
+        self.sock, self.readers = sock, readers
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        size = self.sock.recv_into(buffer)
+        self.readers.count(size)
+        return size
+
+
 def _message_of(body: object) -> str:
     """The message of an error body: OpenAI's `{"error": {"message": …}}`, or a bare one."""
     if not isinstance(body, dict):
@@ -274,16 +298,38 @@ def _failed(error: BaseException, *, connected: bool) -> ConnectionFailed:
     return ConnectionFailed(f"{what} ({text})", connected=connected)
 
 
-def _proxy_for(scheme: str, host: str) -> urllib.parse.SplitResult | None:
-    """The proxy the environment names for `scheme`, unless NO_PROXY exempts `host`."""
+def _tls_context() -> Any:
+    """The system's certificates (and SSL_CERT_FILE); certifi's where the system has none."""
+    import ssl
+
+    context = ssl.create_default_context()
+    if not context.cert_store_stats()["x509_ca"]:
+        with contextlib.suppress(ImportError, OSError):
+            import certifi
+
+            context.load_verify_locations(certifi.where())
+    return context
+
+
+def _proxy_for(scheme: str, host: str, port: int) -> urllib.parse.SplitResult | None:
+    """The proxy the environment names for `scheme` (or ALL_PROXY), unless NO_PROXY
+    exempts `host` or `host:port`."""
     if not any(name.lower().endswith("_proxy") for name in os.environ):
         return None  # urllib.request, which reads them, is not worth importing then
     import urllib.request
 
-    proxy = urllib.request.getproxies().get(scheme)
-    if not proxy or urllib.request.proxy_bypass(host):
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(f"{host}:{port}"):
         return None
-    return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    found = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if found.scheme != "http":
+        raise ConnectionFailed(
+            f"the proxy {found.scheme}://{found.hostname}:{found.port} is not one gaffer can "
+            "use: give it as http://HOST:PORT (an https:// URL is still tunnelled)",
+            connected=False,
+        )
+    return found
 
 
 def _proxy_auth(proxy: urllib.parse.SplitResult) -> dict[str, str]:
