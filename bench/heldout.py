@@ -18,7 +18,8 @@ How the tasks are chosen (fixed before the first run, and not to be tuned after 
    lists reversed or repeated), come to at least MIN_EXAMPLES recorded calls, at least
    one from the docstring.
 3. Copies (the same function vendored twice) are kept once, by name and docstring.
-4. Ten are drawn with `random.Random(SEED)` from the pool sorted by (module, name).
+4. The ten that rank first by sha256(SEED, name, docstring) are the suite: a function
+   joining or leaving the pool moves at most one of them.
 
 Each becomes an exercise in bench/agent_tasks.py's layout: `task.md`, the module with
 the function's signature and docstring and a body that raises NotImplementedError, a
@@ -36,7 +37,6 @@ import doctest
 import functools
 import hashlib
 import io
-import random
 import re
 import signal
 import sysconfig
@@ -198,9 +198,15 @@ def _has(name: str) -> bool:
 
 
 def chosen(count: int = COUNT) -> list[Found]:
-    """The suite: `count` functions drawn from the pool with the fixed seed."""
-    every = pool()
-    return random.Random(SEED).sample(every, min(count, len(every)))
+    """The suite: the `count` functions of the pool that rank first by a digest of the
+    seed, their name and their docstring. A function joining or leaving the pool (another
+    version of a package) moves at most one pick, where a seeded sample would reshuffle."""
+    return sorted(pool(), key=_rank)[:count]
+
+
+def _rank(found: Found) -> str:
+    doc = ast.get_docstring(ast.parse(found.source).body[0]) or ""  # type: ignore[arg-type]
+    return hashlib.sha256(f"{SEED}\n{found.name}\n{doc}".encode()).hexdigest()
 
 
 def write_exercise(found: Found, root: Path) -> Path:
@@ -280,7 +286,9 @@ def _helpers(
     needed: list[ast.stmt] = []
     waiting = [function]
     while waiting:
-        for name in sorted(_free_names(waiting.pop()) - set(dir(builtins))):
+        if not _harmless(current := waiting.pop()):
+            return None
+        for name in sorted(_free_names(current) - set(dir(builtins))):
             if name in imports or name == function.name:
                 continue
             helper = defined.get(name)
@@ -291,6 +299,17 @@ def _helpers(
                 waiting.append(helper)  # type: ignore[arg-type]
     order = {id(node): index for index, node in enumerate(defined.values())}
     return sorted(needed, key=lambda node: order.get(id(node), 0))
+
+
+def _harmless(node: ast.AST) -> bool:
+    """Code that calls none of UNSAFE_BUILTINS and reaches no dunder attribute (the
+    way from a harmless object to everything else): what is run here to record values."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and inner.id in UNSAFE_BUILTINS:
+            return False
+        if isinstance(inner, ast.Attribute) and inner.attr.startswith("__"):
+            return False
+    return True
 
 
 def _stdlib_imports(tree: ast.Module) -> dict[str, str]:
@@ -369,7 +388,7 @@ def _record(
         except SyntaxError:
             continue
         used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        if not used <= allowed or not _pure_imports(tree):
+        if not used <= allowed or not _pure_imports(tree) or not _harmless(tree):
             continue
         if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr)):
             try:  # a statement an example sets up for the next ones
