@@ -39,7 +39,9 @@ def block(body: str, path: str = "calc.py") -> str:
     return f"{path}\n```python\n{body}```"
 
 
-def run(workspace: Path, script: list[object]) -> tuple[AgentResult, Recorder, ScriptedModel]:
+def run(
+    workspace: Path, script: list[object], task: str = TASK
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(ORIGINAL)
     (workspace / "test_calc.py").write_text(TESTS)
     model = ScriptedModel(script)  # type: ignore[arg-type]
@@ -56,7 +58,7 @@ def run(workspace: Path, script: list[object]) -> tuple[AgentResult, Recorder, S
     agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
     messages: list[Message] = [
         {"role": "system", "content": "s"},
-        {"role": "user", "content": TASK},
+        {"role": "user", "content": task},
     ]
     return run_agent(agent, messages), recorder, model
 
@@ -165,4 +167,23 @@ def test_the_models_own_test_run_is_given_the_deadline_fitted_to_the_suite(
     gaffers, own = shell_runs(recorder)
     assert gaffers["args"]["timeout"] == TEST_RUN_DEFAULT_S
     assert own["args"] == {"command": TEST_RUN, "timeout": TEST_RUN_MIN_S}, "fitted, not 120 s"
+    model.assert_used_up()
+
+
+def test_a_run_of_its_own_that_hung_starts_fresh_attempts_like_a_failing_one(
+    workspace: Path,
+) -> None:
+    """The task names no command: the model ran the tests itself and they hung. The
+    samples are judged by that command, at the deadline it hung at."""
+    hangs = call("run_shell", command=TEST_RUN, timeout=2)
+    hangs = AssistantTurn(text=block(HANGS), tool_calls=hangs.tool_calls, usage=hangs.usage)
+    script = [call("read_file", path="calc.py"), hangs, *fixed_afresh(HANGS)[2:]]
+    result, recorder, model = run(workspace, script, "Fix add in calc.py. Run the tests.")
+
+    own, sample = shell_runs(recorder)
+    assert own["facts"]["timed_out"] and told(recorder, "tests_after_write") == []
+    assert sample["tool_call_id"] == "fresh1-3-test"
+    assert sample["args"] == {"command": TEST_RUN, "timeout": 2} and not sample["is_error"]
+    assert (workspace / "calc.py").read_text() == RIGHT
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
     model.assert_used_up()
