@@ -13,6 +13,8 @@ from workers.model.runaway import Runaway, Watch, runaway
 # Calls read from one reply at most; the stream is closed there (the server stops
 # writing), and of those the loop runs the first few (workers/calls.py).
 MAX_CALLS_READ = 256
+# For a reply cut short with no usage sent: code and prose run about four to a token.
+CHARS_PER_TOKEN = 4
 
 
 class IncompleteStream(Exception):
@@ -32,6 +34,7 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
     # The stream ends where the loop begins (closing it stops the server).
     watch = Watch()
     watches: dict[int, Watch] = {}  # one per call's arguments
+    streamed = 0  # characters read: what a reply cut short cost, its usage never sent
     for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = chunk.usage
@@ -40,13 +43,14 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
             delta = choice.delta
             if delta is not None and delta.content:
                 text.append(delta.content)
+                streamed += len(delta.content)
                 echo.feed(delta.content)
                 if (loop := watch.feed(delta.content)) is not None:
-                    return _ended(watch.text, loop, calls, usage, model)
+                    return cut_short(_ended(watch.text, loop, calls, usage, model), streamed)
             for part in (delta.tool_calls or []) if delta is not None else []:
                 index = part.index if part.index is not None else last + 1
                 if index not in calls and len(calls) >= MAX_CALLS_READ:
-                    return _turn(text, calls, usage, "tool_calls", model)
+                    return cut_short(_turn(text, calls, usage, "tool_calls", model), streamed)
                 if index not in calls and last in calls:
                     done = (calls[last]["name"], calls[last]["arguments"])
                     if done in finished:
@@ -55,7 +59,7 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
                         # stop reading (closing the stream stops the server) and keep
                         # what came before.
                         del calls[last]
-                        return _turn(text, calls, usage, "tool_calls", model)
+                        return cut_short(_turn(text, calls, usage, "tool_calls", model), streamed)
                     finished.add(done)
                 last = max(last, index)
                 slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
@@ -66,10 +70,12 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
                         slot["name"] = part.function.name
                     if part.function.arguments:
                         slot["arguments"] += part.function.arguments
+                        streamed += len(part.function.arguments)
                         looping = watches.setdefault(index, Watch()).feed(part.function.arguments)
                         if looping is not None:  # the call is never whole: it goes
                             del calls[index]
-                            return _ended("".join(text), looping, calls, usage, model, keep=False)
+                            turn = _ended("".join(text), looping, calls, usage, model, keep=False)
+                            return cut_short(turn, streamed)
             if choice.finish_reason:
                 finish = choice.finish_reason
     if finish is None:
@@ -77,6 +83,16 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
             f"the stream ended without a finish_reason after {len(''.join(text))} characters"
         )
     return _turn(text, calls, usage, finish, model)
+
+
+def cut_short(turn: AssistantTurn, streamed: int) -> AssistantTurn:
+    """A reply whose stream gaffer closed early: the server never sent its usage, so its
+    completion tokens are estimated from the characters read (still `reported` False),
+    and budgets count them."""
+    if turn.usage.reported:
+        return turn
+    estimate = Usage(completion_tokens=max(1, streamed // CHARS_PER_TOKEN), reported=False)
+    return dataclasses.replace(turn, usage=estimate)
 
 
 def _ended(

@@ -28,7 +28,7 @@ from workers.model import (
 )
 from workers.model.faults import CONTEXT_ERROR, short
 from workers.model.openai_client import OpenAIModel, _sendable
-from workers.model.replies import Echo, IncompleteStream
+from workers.model.replies import Echo, IncompleteStream, cut_short
 from workers.model.runaway import Watch
 
 
@@ -148,13 +148,14 @@ def _from_events(events: Iterator[dict[str, Any]], echo: Echo, model: str) -> As
             echo.feed(delta)
             if (loop := watch.feed(delta)) is not None:
                 kept = watch.text[: loop.keep]
-                return AssistantTurn(
+                turn = AssistantTurn(
                     text=kept,
                     usage=Usage(reported=False),
                     finish_reason=RUNAWAY,
                     model=model,
                     runaway=loop.said,
                 )
+                return cut_short(turn, len(watch.text))
         elif kind in ("response.completed", "response.incomplete"):
             return _turn(event.get("response") or {}, echo, model, streamed_text="".join(text))
         elif kind == "response.failed":
