@@ -309,10 +309,7 @@ def test_isolated_coders_work_in_parallel_containers_and_both_land(ws: Path) -> 
     assert starts["w1"]["sandbox"] == starts["w2"]["sandbox"] == "docker"
     assert starts["w2"]["ts"] < ends["w1"]["ts"] and starts["w1"]["ts"] < ends["w2"]["ts"]
     assert not list(state.workspace_dir(ws, state.WORKTREES).iterdir())
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=gaffer.sandbox"], capture_output=True, text=True
-    )
-    assert left.stdout.strip() == ""
+    assert containers_of(lines[0]["session_id"]) == [], "this run's containers are gone"
     undone, _ = gaffer(ws, "undo", "--agent", "w2")
     assert undone.returncode == 0, undone.stderr
     assert "return 'hi'" in (ws / "app.py").read_text()
