@@ -161,7 +161,8 @@ MAX_SAID = 5
 
 def shortfalls(records: list[Record]) -> list[str]:
     """What the run started that did not hold, one phrase each: workers that did not
-    complete, changes that conflicted or were not applied, commands that were denied."""
+    complete, changes that conflicted or were not applied, commands that were denied, and
+    a change whose last test run (or a command after it) failed."""
     lines = lines_of(records)
     said = [
         f"worker {end.child_id} ({end.child_profile}) ended {end.status}: {end.reason}"
@@ -183,6 +184,13 @@ def shortfalls(records: list[Record]) -> list[str]:
         for line, called in of_type(lines, ToolCalled)
         if (called.facts or {}).get("denied")
     ]
+    top = [
+        check
+        for line, check in of_type(lines, Verification)
+        if line.parent_id is None and check.action == "accepted"
+    ]
+    if top and top[-1].failed:  # the answer went out over a failing test run
+        said.append(f"the change failed its own checks: {top[-1].reason}")
     if len(said) > MAX_SAID:
         said = [*said[:MAX_SAID], f"{len(said) - MAX_SAID} more (see the log)"]
     return said

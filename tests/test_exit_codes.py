@@ -63,6 +63,42 @@ def test_an_unverified_change_exits_4_only_under_require_verified(workspace: Pat
     assert "answered, but the change is unverified:" in done.stderr
 
 
+def test_an_answer_over_a_failing_test_run_exits_3_naming_it(tmp_path: Path) -> None:
+    """Not "unverified": the change's own test run failed (in the coder's container), and
+    the answer went out anyway."""
+    from tests.docker_support import chown_tree, require_docker, user_workspace
+
+    require_docker()
+    workspace = user_workspace(tmp_path / "ws")
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "test_calc.py").write_text(
+        "from calc import x\n\ndef test_x():\n    assert x == 3\n"
+    )
+    chown_tree(workspace)
+    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
+    script = [
+        Reply(tool_calls=[("read_file", '{"path": "calc.py"}')]),
+        Reply(tool_calls=[("edit_file", edit)]),
+        Reply(tool_calls=[("run_shell", json.dumps({"command": "python3 -m pytest -q"}))]),
+        *[Reply(text="Changed x.")] * 3,  # sent back twice to fix it, then accepted
+    ]
+    with FakeOpenAI(script) as server:
+        done = gaffer(
+            workspace,
+            "run",
+            "--profile",
+            "coder",
+            "--output-format",
+            "json",
+            "set x",
+            server=server,
+        )
+    assert done.returncode == 3, done.stderr
+    assert "answered, but the change failed its own checks: the last test run failed" in done.stderr
+    result = json.loads(done.stdout)
+    assert result["exit_code"] == 3 and result["is_error"] is True
+
+
 def test_a_usage_error_asked_for_json_is_a_result_object_too(workspace: Path) -> None:
     done = gaffer(workspace, "run", "--output-format", "json", "--max-steps", "lots", "x")
     assert done.returncode == 64

@@ -33,6 +33,11 @@ class Verdict:
     """Files changed and no test ran after: what is missing is a test run, not a fix."""
 
     @property
+    def failed(self) -> bool:
+        """The change's own checks ran and failed."""
+        return not self.verified and not self.untested
+
+    @property
     def line(self) -> str:
         return (
             "Verification: verified"
@@ -326,6 +331,7 @@ class Gate:
                     reason=verdict.reason if verdict else "no files changed",
                     action="accepted",
                     sent_back=self.sent_back,
+                    failed=(verdict is not None and verdict.failed) or None,
                 )
             )
             return None

@@ -257,6 +257,9 @@ class Verification(Event):
     reason: str
     action: str
     sent_back: int
+    failed: bool | None = absent_when_none()
+    """True when the change's own checks failed (its last test run, or a command after
+    the last edit), not merely went unrun."""
 
 
 @dataclass(frozen=True)
