@@ -279,10 +279,11 @@ def test_a_failing_test_is_not_verified(workspace: Path) -> None:
     (workspace / "Makefile").write_text("test:\n\tfalse\n")
     with FakeOpenAI(replies) as server:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
-    assert done.returncode == 0
+    assert done.returncode == 3, "the answer went out over a failing test run"
     assert done.stdout.endswith(
         "Verification: unverified (the last test run failed: `make test` → exit 2)\n"
     )
+    assert "answered, but the change failed its own checks" in done.stderr
 
 
 def test_a_denied_test_command_counts_as_not_run(workspace: Path) -> None:
