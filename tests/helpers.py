@@ -286,5 +286,40 @@ def run_script(
     return result, recorder, model
 
 
+def run_editor(
+    workspace: Path,
+    script: list[object],
+    task: str,
+    *,
+    file_blocks: bool = True,
+    track_changes: bool = True,
+) -> tuple[AgentResult, Recorder, ScriptedModel]:
+    """One run of an editing agent on the host as the small-model path makes one (the
+    edit guard, the gate, file blocks, every command approved), whose model replies with
+    `script`, given `task`."""
+    from workers.changes.change_sets import ChangeTracker
+    from workers.changes.snapshots import Store
+    from workers.guards.editing import EditGuard
+    from workers.guards.verification import Gate
+
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    recorder = Recorder()
+    agent = make_agent(
+        workspace,
+        model,
+        recorder,
+        edits=EditGuard(workspace),
+        file_blocks=file_blocks,
+        changes=ChangeTracker(Store(workspace)) if track_changes else None,
+        gate=Gate(Emitter([recorder])),
+        sandbox=HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True)),
+    )
+    messages: list[Message] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": task},
+    ]
+    return run_agent(agent, messages), recorder, model
+
+
 def tool_messages(result: AgentResult) -> list[Message]:
     return [m for m in result.messages if m["role"] == "tool"]

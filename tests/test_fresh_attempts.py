@@ -8,21 +8,14 @@ import sys
 from pathlib import Path
 
 from supervisor.resume import rebuild
-from tests.helpers import make_agent
+from tests.helpers import run_editor
 from workers.agent import AgentResult
 from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.aids.python_merge import definitions, merge, with_what_it_uses
-from workers.changes.change_sets import ChangeTracker
-from workers.changes.snapshots import Store
-from workers.guards.editing import EditGuard
 from workers.guards.test_runs import failed_tests, named_test_command
-from workers.guards.verification import Gate
-from workers.log.events import Emitter, Recorder
-from workers.loop import run_agent
+from workers.log.events import Recorder
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
-from workers.sandbox.host import HostSandbox
-from workers.tools.base import ToolContext
 
 ORIGINAL = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
@@ -53,23 +46,7 @@ def run(
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(files[0])
     (workspace / "test_calc.py").write_text(files[1])
-    model = ScriptedModel(script)  # type: ignore[arg-type]
-    recorder = Recorder()
-    agent = make_agent(
-        workspace,
-        model,
-        recorder,
-        edits=EditGuard(workspace),
-        file_blocks=True,
-        changes=ChangeTracker(Store(workspace)),
-        gate=Gate(Emitter([recorder])),
-    )
-    agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
-    messages: list[Message] = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": task},
-    ]
-    return run_agent(agent, messages), recorder, model
+    return run_editor(workspace, script, task)
 
 
 def attempts(recorder: Recorder) -> list[tuple[bool, str]]:

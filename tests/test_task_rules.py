@@ -6,17 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.helpers import make_agent
+from tests.helpers import run_editor
 from workers.agent import AgentResult
-from workers.guards.editing import EditGuard
 from workers.guards.task_rules import code_under_test, kept_tests
-from workers.guards.verification import Gate
-from workers.log.events import Emitter, Recorder
-from workers.loop import run_agent
-from workers.model import AssistantTurn, Message, Usage
+from workers.log.events import Recorder
+from workers.model import AssistantTurn, Usage
 from workers.model.scripted import ScriptedModel, call, say
-from workers.sandbox.host import HostSandbox
-from workers.tools.base import ToolContext
 
 ORIGINAL = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
@@ -65,22 +60,7 @@ def run(
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(ORIGINAL)
     (workspace / "test_calc.py").write_text(TESTS)
-    model = ScriptedModel(script)  # type: ignore[arg-type]
-    recorder = Recorder()
-    agent = make_agent(
-        workspace,
-        model,
-        recorder,
-        edits=EditGuard(workspace),
-        file_blocks=file_blocks,
-        gate=Gate(Emitter([recorder])),
-    )
-    agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
-    messages: list[Message] = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": task},
-    ]
-    return run_agent(agent, messages), recorder, model
+    return run_editor(workspace, script, task, file_blocks=file_blocks, track_changes=False)
 
 
 def writes(recorder: Recorder) -> list[dict[str, object]]:

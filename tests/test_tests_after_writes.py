@@ -10,20 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import make_agent
+from tests.helpers import run_editor
 from workers.agent import AgentResult
 from workers.aids import tests_after_writes
 from workers.aids.tests_after_writes import TEST_RUN_DEFAULT_S
-from workers.changes.change_sets import ChangeTracker
-from workers.changes.snapshots import Store
-from workers.guards.editing import TEST_RUN_MIN_S, EditGuard
-from workers.guards.verification import Gate
-from workers.log.events import Emitter, Recorder
-from workers.loop import run_agent
-from workers.model import AssistantTurn, Message
+from workers.guards.editing import TEST_RUN_MIN_S
+from workers.log.events import Recorder
+from workers.model import AssistantTurn
 from workers.model.scripted import ScriptedModel, call, say
-from workers.sandbox.host import HostSandbox
-from workers.tools.base import ToolContext
 
 ORIGINAL = "def add(a, b):\n    return a - b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
@@ -44,23 +38,7 @@ def run(
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(ORIGINAL)
     (workspace / "test_calc.py").write_text(TESTS)
-    model = ScriptedModel(script)  # type: ignore[arg-type]
-    recorder = Recorder()
-    agent = make_agent(
-        workspace,
-        model,
-        recorder,
-        edits=EditGuard(workspace),
-        file_blocks=True,
-        changes=ChangeTracker(Store(workspace)),
-        gate=Gate(Emitter([recorder])),
-    )
-    agent.sandbox = HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True))
-    messages: list[Message] = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": task},
-    ]
-    return run_agent(agent, messages), recorder, model
+    return run_editor(workspace, script, task)
 
 
 def shell_runs(recorder: Recorder) -> list[dict[str, Any]]:
