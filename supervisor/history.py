@@ -56,7 +56,7 @@ def diff_text(run: RunChanges) -> tuple[str, list[str]]:
 
 
 def put_back(run: RunChanges) -> list[str]:
-    """Undo every change set of `found` not undone already, all or nothing; what was done,
+    """Undo every change set of `run` not undone already, all or nothing; what was done,
     a line each. NoChanges (nothing changed) when it cannot be done."""
     from workers.changes.change_sets import combine
     from workers.changes.ignored_changes import undo_added
