@@ -334,15 +334,15 @@ def test_assembly_gives_each_agent_only_the_aids_it_can_use() -> None:
         "TaskFiles",
         "TaskRules",
         "FileBlocks",
-        "FocusedWrite",
         "TestsAfterWrites",
         "FreshAttempts",
-    ]
+        "FocusedWrite",
+    ], "stuck on failing tests: fresh attempts before the focused ask"
     assert names(attach_task_files=False, file_blocks=True, tracks_changes=False) == [
         "TaskRules",
         "FileBlocks",
-        "FocusedWrite",
         "TestsAfterWrites",
+        "FocusedWrite",
     ], "no fresh attempt where a sample cannot be taken back"
     readers = aids_for(
         {"read_file": 1}, None, attach_task_files=False, file_blocks=True, tracks_changes=False

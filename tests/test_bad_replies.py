@@ -115,11 +115,18 @@ def test_the_ask_after_a_looping_reply_is_sampled_away_from_it(workspace: Path) 
 def test_a_reply_the_run_already_had_is_recognised_and_not_asked_for_the_same_way(
     workspace: Path,
 ) -> None:
-    """A block that does not parse, sent back and sent again byte for byte: each ask
-    after it is sampled further from it."""
+    """A block that does not parse, sent back and sent again (with one more blank line):
+    each ask after it is sampled further from it, and the agent, going round, is stuck:
+    the aids step in (the focused ask, aside) and it is told so once."""
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     unparsable = "calc.py\n```python\ndef add(a, b:\n    return a + b\n```"
-    script = [call("read_file", path="calc.py"), say(unparsable), say(unparsable), say("Done.")]
+    script = [
+        call("read_file", path="calc.py"),
+        say(unparsable),
+        say(unparsable + "\n\n"),
+        say("I do not see it."),  # the focused ask
+        say("Done."),
+    ]
     model = ScriptedModel(script)  # type: ignore[arg-type]
     recorder = Recorder()
     agent = make_agent(workspace, model, recorder, edits=EditGuard(workspace), file_blocks=True)
@@ -127,9 +134,12 @@ def test_a_reply_the_run_already_had_is_recognised_and_not_asked_for_the_same_wa
 
     calls = [r for r in recorder.records if r["event"] == "llm_call"]
     assert "same_as" not in calls[1] and calls[2]["same_as"] == 2, "the step that first had it"
+    assert calls[3]["aside"] and calls[3]["step"] == 3, "stuck at once: the focused ask"
     shown = [line.plain for line in render(recorder.records) if line.plain.startswith("[step 3]")]
     assert shown[0].endswith("sampled away from 1 bad reply; the same reply as step 2")
-    assert model.varied[:4] == [0, 0, 1, 2], "each bad reply in a row samples further away"
+    told = [r["content"] for r in recorder.records if r.get("source") == "repetition"]
+    assert told == [told[0]] and "word for word the one before it" in told[0]
+    assert model.varied[:5] == [0, 0, 1, 0, 2], "each bad reply in a row samples further away"
     model.assert_used_up()
 
 

@@ -158,6 +158,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             paused, must_call = False, ending
             continue
         _run_calls(agent, result, turn, step, guard, note)
+        if agent.replies.again:  # the same reply as the step before: it learned nothing
+            guard.same_reply()
         aids.after_calls(view)
         if stop := _after_calls(agent, result, schemas, guard):
             return stop

@@ -32,9 +32,9 @@ def aids_for(
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that edits, the tests its task keeps as they are (and those
     its test command runs, for one that writes in blocks); for one that writes in
-    blocks, the blocks written, the tests its task names run after each write, a
-    focused ask when it stalls and, when it can run the tests and its changes are
-    tracked, fresh attempts when it is stuck on them (asked in that order). One that
+    blocks, the blocks written, the tests its task names run after each write and, when
+    it can run the tests and its changes are tracked, fresh attempts when it is stuck on
+    them, then a focused ask when it stalls (asked in that order). One that
     `works_through_workers` (it delegates and reads nothing itself) has a question's
     parts handed to `reader`s (or is shown a change's parts), and answers once its
     workers have reported."""
@@ -46,9 +46,12 @@ def aids_for(
     if "write_file" in tools or "edit_file" in tools:
         chosen.append(TaskRules(by_command=file_blocks))
     if file_blocks:
-        chosen += [FileBlocks(), FocusedWrite()]
+        chosen.append(FileBlocks())
         if "run_shell" in tools:
             chosen.append(TestsAfterWrites())
         if "run_shell" in tools and tracks_changes:
+            # before the focused ask: stuck on failing tests, the model asked once more
+            # at its usual sampling writes its failing code back (held-out suite: 6 of 6)
             chosen.append(FreshAttempts())
+        chosen.append(FocusedWrite())
     return Aids(chosen)

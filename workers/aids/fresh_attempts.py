@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from workers.aids.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write_blocks
+from workers.aids.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write
 from workers.aids.focused_write import (
     ASK_FOR_CHANGE,
     MAX_TASK_CHARS,
@@ -276,15 +276,18 @@ class Sample:
             why = "the code as it is now" if found.unchanged else "no file block"
             self.logged(False, f"the sample is {why}")
             return None
-        if refused := sorted(set(paths) - may_write):
+        refused = sorted(set(paths) - may_write)
+        if len(refused) == len(set(paths)):
             self.logged(
                 False, f"the sample writes {', '.join(refused)}: not a file it was shown, or a test"
             )
             return None
+        if refused:  # a test copied out after the code: the code is still tried
+            said += f"its blocks for {', '.join(refused)} left out (not a file it may write); "
         before = changes.look()
         checkpoint = self.view.checkpoint()
         try:
-            written, ran = self._written_and_tested(turn, changes.since_start())
+            written, ran = self._written_and_tested(turn, changes.since_start(), may_write)
         except CannotUndo as error:
             self._take_back(before, "the files could not be put back as they were")
             self.logged(False, f"the files could not be put back as they were: {error}")
@@ -302,11 +305,11 @@ class Sample:
         return None
 
     def _written_and_tested(
-        self, turn: AssistantTurn, agents_changes: list[Change]
+        self, turn: AssistantTurn, agents_changes: list[Change], may_write: frozenset[str]
     ) -> tuple[str | None, Facts | None]:
-        """The files put back as they were, the sample written over them, and the failing
-        test command run again: what was written and how the run went (None, None when
-        the sample changes nothing there)."""
+        """The files put back as they were, the sample's blocks for the files it may
+        write written over them, and the failing test command run again: what was written
+        and how the run went (None, None when the sample changes nothing there)."""
         view, edits, changes = self.view, self.edits, self.changes
         if agents_changes:
             undo(changes.store, agents_changes)
@@ -315,7 +318,9 @@ class Sample:
         changes.look()
         facts_before = len(view.facts)
         # samples answer to no repetition guard: gaffer's retries are not the agent's
-        written = write_blocks(view, turn, self.label, checked=False)
+        blocks = read_blocks(turn.text, edits, f"{self.label}-{view.step}", cut=turn.cut_off)
+        blocks.calls = [c for c in blocks.calls if json.loads(c.arguments)["path"] in may_write]
+        written = write(view, blocks, checked=False)
         self.files = sorted({p for f in view.facts[facts_before:] for p in f.modified})
         if not self.files or not written:
             return None, None

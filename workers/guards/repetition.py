@@ -1,14 +1,17 @@
 """A model going round in circles is shown what it keeps doing once, then stopped.
 
-Four patterns, all judged on what gaffer saw rather than what the model said:
+Five patterns, judged on what gaffer saw (calls and their results), and the last on the
+reply itself:
 - the same call again and again: the third in a row is refused, the fourth ends the run;
 - the same sequence of 2 to 16 calls with the same results, twice in a row (a failing
   edit, an edit that re-inserts the block, the same failing test run, and round again);
 - the same error result three times, whatever call produced it;
 - for an agent that edits nothing itself, three calls that each repeat an earlier one
   with the same result, in any order (a small model listing the same folders round and
-  round).
-The last three get one nudge naming the calls; if the agent goes on, it ends with
+  round);
+- a reply word for word the one before it (a file written back as it is, with the same
+  test run): the result in between taught the model nothing.
+The last four get one nudge naming the calls; if the agent goes on, it ends with
 `repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
 an agent that has what it needs answers instead of asking again. Results are compared with their numbers masked, so a timing or a line
 number that moves does not hide a cycle.
@@ -37,7 +40,7 @@ is reading nothing new (a reader changes nothing, so the result could not differ
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 NUDGE = (
-    "You are going in circles: {what}\n{calls}\n"
+    "You are going in circles: {what}{calls}\n"
     "Doing the same again will not change the result. {next_step} If the circle goes on, "
     "the run ends."
 )
@@ -130,15 +133,24 @@ class RepetitionGuard:
         found = self._cycle() or self._same_error() or self._repeats()
         if found is None:
             return
-        what, lines = found
+        self._going_round(*found)
+
+    def same_reply(self) -> None:
+        """The agent's reply is word for word the one before it: going round, whatever
+        its calls (a file block written back as it is, and the same test run refused)."""
+        self._going_round("your reply is word for word the one before it.", [])
+
+    def _going_round(self, what: str, lines: list[str]) -> None:
+        """A nudge naming what repeats, once; after it, the run stops."""
         if self._nudge is not None:
             return  # warned in this batch, and the warning not yet shown
         if self._nudged:
-            self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':')}")
+            self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':.')}")
             return
         self._pause = self._pauses
         next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
-        self._nudge = NUDGE.format(what=what, calls="\n".join(lines), next_step=next_step)
+        calls = "".join(f"\n{line}" for line in lines)
+        self._nudge = NUDGE.format(what=what, calls=calls, next_step=next_step)
         self._nudge += self._hinted()
 
     def sent_back(self) -> None:

@@ -29,6 +29,10 @@ class ReplyGuard:
         """The last reply is counted in `in_a_row` already."""
         self._seen: dict[str, int] = {}
         """A reply's digest → the step that first had it."""
+        self._last = ""
+        self.again = False
+        """The last reply, with text in it, is word for word the one just before it: the
+        result in between taught it nothing (the repetition guard's to act on)."""
 
     def vary(self) -> int:
         """How far the next call is sampled away from the replies before it (0: as usual)."""
@@ -41,7 +45,9 @@ class ReplyGuard:
         digest = _digest(turn)
         same_as = self._seen.get(digest)
         self._seen.setdefault(digest, step)
-        bad = turn.cut_off or (same_as is not None and bool(turn.text.strip()))
+        said = bool(turn.text.strip())
+        bad = turn.cut_off or (same_as is not None and said)
+        self.again, self._last = said and digest == self._last, digest
         self.in_a_row = self.in_a_row + 1 if bad else 0
         self._counted = bad
         return same_as
@@ -60,8 +66,11 @@ class ReplyGuard:
 
 
 def _digest(turn: AssistantTurn) -> str:
-    """The reply as the model wrote it: its text and its calls, not the calls' ids."""
-    whole = hashlib.sha256(turn.text.encode("utf-8", "surrogatepass"))
+    """The reply as the model wrote it: its text and its calls, not the calls' ids. Space
+    at the ends of lines and of the reply is not part of it: the model resends the same
+    reply with one more blank line at its end."""
+    text = "\n".join(line.rstrip() for line in turn.text.strip().splitlines())
+    whole = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
     for call in turn.tool_calls:
         whole.update(b"\0" + call.name.encode() + b"\0")
         whole.update(call.arguments.encode("utf-8", "surrogatepass"))
