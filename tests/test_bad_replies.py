@@ -163,3 +163,14 @@ def test_a_reply_that_is_nothing_but_a_looping_call_is_asked_for_again(workspace
     assert told[0].startswith("Your last reply could not be read (the reply ran into a loop: ")
     assert server.requests[1]["temperature"] == VARIED_TEMPERATURES[0]
     assert not (workspace / "calc.py").exists()
+
+
+def test_a_reply_again_is_known_whatever_space_ends_its_lines() -> None:
+    """Space at the ends of lines is not the reply; the reply just before it, word for
+    word, is `again` (going round); an older one is only the same."""
+    guard = ReplyGuard()
+    assert guard.observe(say("calc.py\n```python\nx = 1\n```\n"), 1) is None and not guard.again
+    assert guard.observe(say("calc.py  \n```python\nx = 1\n```\n\n\n"), 2) == 1 and guard.again
+    assert guard.observe(say("calc.py\n```python\nx = 2\n```"), 3) is None and not guard.again
+    assert guard.observe(say("calc.py\n```python\nx = 1\n```"), 4) == 1 and not guard.again
+    assert guard.observe(say("calc.py\n```python\n    x = 1\n```"), 5) is None, "indent counts"

@@ -58,7 +58,7 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
         assert (workspace / "calc.py").read_text() == AGENTS, "the agent's own code, back"
         return say(block(RIGHT))
 
-    stuck = [say("The tests fail."), say(block(AGENTS))]  # the focused ask: an echo
+    stuck = [say("The tests fail.")]  # stuck on failing tests: samples at once
     samples = [say(block(WRONG)), right_after_the_wrong_one_was_taken_back]
     answer = say(block(AGENTS) + "\n\nI fixed add.")  # its own failing code, once more
     result, recorder, model = run(workspace, failed_fix(*stuck, *samples, answer))
@@ -68,10 +68,10 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
         (False, "the tests failed (exit 1); taken back"),
         (True, "the tests pass"),
     ]
-    sample_prompt = model.seen[4][0]["content"]
+    sample_prompt = model.seen[3][0]["content"]
     assert ORIGINAL in sample_prompt and AGENTS not in sample_prompt, "the files as they were"
-    assert model.temperatures == [None] * 4 + [FRESH_TEMPERATURE] * 2 + [None]
-    told = model.seen[6][-1]["content"]
+    assert model.temperatures == [None] * 3 + [FRESH_TEMPERATURE] * 2 + [None]
+    told = model.seen[5][-1]["content"]
     assert told.startswith("Your code still failed the tests, so gaffer asked for the change")
     assert "The tests pass now" in told and "1 passed" in told
     assert model.paused[-1], "the answer is asked for with tools off"
@@ -94,7 +94,8 @@ def test_samples_that_fail_leave_the_agents_work_and_its_evidence(workspace: Pat
     and none of them counts as the agent going round."""
     wrong = [f"def add(a, b):\n    return a - b + {n}0\n" for n in range(1, MAX_FRESH_ATTEMPTS)]
     samples = [say(block(w)) for w in wrong] + [say(block(wrong[0]))]
-    script = [say("The tests fail."), say(block(AGENTS)), *samples, say("I could not fix it.")]
+    focused = say(block(AGENTS))  # the focused ask, after the samples: an echo
+    script = [say("The tests fail."), *samples, focused, say("I could not fix it.")]
     script += [say("Still failing."), say("It cannot pass.")]
     result, recorder, model = run(workspace, failed_fix(*script))
 
@@ -121,29 +122,32 @@ def test_a_sample_is_written_over_the_files_as_they_were(workspace: Path) -> Non
 
 
 def test_a_sample_that_writes_tests_or_their_setup_is_never_written(workspace: Path) -> None:
+    """A sample of nothing but test setup is not tried; one that copies the tests out
+    after its code has its code tried, and the tests left as they are."""
     cheats = [
+        block("collect_ignore = ['test_calc.py']\n", path="conftest.py"),
         block(RIGHT) + "\n\n" + block("def test_add():\n    pass\n", path="test_calc.py"),
-        block(RIGHT) + "\n\n" + block("collect_ignore = ['test_calc.py']\n", path="conftest.py"),
     ]
-    script = [say("The tests fail."), say(block(AGENTS)), *(say(c) for c in cheats)]
-    script += [say(block(RIGHT)), say("Fixed.")]
+    script = [say("The tests fail."), *(say(c) for c in cheats), say("Fixed.")]
     _, recorder, _ = run(workspace, failed_fix(*script, reads=("calc.py", "test_calc.py")))
 
-    assert [why for _, why in attempts(recorder)[:2]] == [
-        "the sample writes test_calc.py: not a file it was shown, or a test",
-        "the sample writes conftest.py: not a file it was shown, or a test",
+    assert attempts(recorder) == [
+        (False, "the sample writes conftest.py: not a file it was shown, or a test"),
+        (True, "its blocks for test_calc.py left out (not a file it may write); the tests pass"),
     ]
-    assert attempts(recorder)[2] == (True, "the tests pass")
+    assert (workspace / "calc.py").read_text() == RIGHT
     assert (workspace / "test_calc.py").read_text() == TESTS
     assert not (workspace / "conftest.py").exists()
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
-    assert [r["tool_call_id"] for r in runs][1:] == ["fresh3-4-test"], "only the third ran"
+    assert [r["tool_call_id"] for r in runs][1:] == ["fresh2-4-test"], "only the second ran"
+    written = [r["args"]["path"] for r in recorder.records if r.get("name") == "write_file"]
+    assert "test_calc.py" not in written
 
 
 def test_a_model_that_fails_mid_sampling_leaves_the_agent_as_it_was(workspace: Path) -> None:
     down = ModelError("server", "the server went away")
-    script = [say("The tests fail."), say(block(AGENTS)), down, say("It still fails.")]
-    then = [say("No block."), say("It cannot pass.")]  # a focused ask, then its answer
+    script = [say("The tests fail."), down, say(block(AGENTS)), say("It still fails.")]
+    then = [say("No block."), say("It cannot pass.")]
     result, recorder, _ = run(workspace, failed_fix(*script, *then))
     assert (workspace / "calc.py").read_text() == AGENTS
     assert attempts(recorder) == []
@@ -157,7 +161,7 @@ def test_no_sample_is_drawn_before_a_test_has_failed(workspace: Path) -> None:
 
 
 def test_a_kept_sample_answered_with_a_call_ends_with_gaffers_account(workspace: Path) -> None:
-    stuck = [say("The tests fail."), say(block(AGENTS)), say(block(RIGHT))]
+    stuck = [say("The tests fail."), say(block(RIGHT))]
     result, _, _ = run(workspace, failed_fix(*stuck, call("run_shell", command=TEST_RUN)))
     said = result.outcome.answer  # type: ignore[union-attr]
     assert said.startswith("gaffer asked for the change afresh and kept sample 1, which passes")
@@ -186,7 +190,7 @@ def test_code_that_passes_the_tasks_test_command_ends_the_run_unsampled(workspac
     gaffer runs the one its task names, on the agent's code, and the run ends there."""
     task = f"Fix add in calc.py. Run the tests with: {TEST_RUN}"
     script = [call("read_file", path="calc.py"), wrong_command_fix(RIGHT), say("It fails.")]
-    script += [say(block(RIGHT)), say("I changed add to add.")]
+    script += [say("I changed add to add.")]
     result, recorder, model = run(workspace, script, task)
     assert attempts(recorder) == [] and FRESH_TEMPERATURE not in model.temperatures
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
@@ -202,7 +206,7 @@ def test_code_that_passes_the_tasks_test_command_ends_the_run_unsampled(workspac
 def test_samples_are_judged_by_the_tasks_test_command(workspace: Path) -> None:
     task = f"Fix add in calc.py. Run the tests with: {TEST_RUN}"
     script = [call("read_file", path="calc.py"), wrong_command_fix(AGENTS), say("It fails.")]
-    script += [say(block(AGENTS)), say(block(RIGHT)), say("Fixed.")]
+    script += [say(block(RIGHT)), say("Fixed.")]
     result, recorder, _ = run(workspace, script, task)
     assert attempts(recorder) == [(True, "the tests pass")]
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
@@ -222,8 +226,7 @@ TWO_TASK = "Fix add and sub in calc.py. Run the tests with pytest."
 def test_two_failed_samples_that_each_pass_a_test_are_joined(workspace: Path) -> None:
     one = say(block(f"{ADD_RIGHT}\n\n{SUB_WRONG}"))  # fails test_sub
     two = say(block(f"{ADD_WRONG}\n\n{SUB_RIGHT}"))  # fails test_add
-    stuck = [say("The tests fail."), say(block(AGENTS))]
-    script = failed_fix(*stuck, one, two, say("add and sub are fixed."))
+    script = failed_fix(say("The tests fail."), one, two, say("add and sub are fixed."))
     result, recorder, model = run(workspace, script, TWO_TASK, (TWO, TWO_TESTS))
 
     assert (workspace / "calc.py").read_text() == f"{ADD_RIGHT}\n\n{SUB_RIGHT}"
@@ -248,7 +251,8 @@ def test_joins_that_fail_are_taken_back_and_none_is_tried_twice(workspace: Path)
     # joined with either again, as every join it gives has been tried.
     three = say(block(f"{ADD_WRONG}\n\n{SUB_WRONG}"))
     again = [say(block(f"{ADD_WRONG}\n\n{SUB_WRONG}")) for _ in range(3)]  # not tried again
-    script = failed_fix(say("The tests fail."), say(block(AGENTS)), one, two, three, *again)
+    focused = say(block(AGENTS))  # the focused ask, after the samples: an echo
+    script = failed_fix(say("The tests fail."), one, two, three, *again, focused)
     script += [say("I could not fix it."), say("Still failing."), say("It cannot pass.")]
     result, recorder, _model = run(workspace, script, TWO_TASK, (TWO, TWO_TESTS))
 
@@ -318,3 +322,21 @@ def test_a_definition_comes_with_the_imports_and_helpers_it_uses() -> None:
     assert namespace["decode"]("12w1b") == "w" * 12 + "b"  # type: ignore[operator]
     assert namespace["encode"]("a") == "x", "the base's own encode stays"  # type: ignore[operator]
     assert with_what_it_uses(donor, "PAIR") is None and with_what_it_uses("def (", "a") is None
+
+
+def test_a_reply_sent_again_word_for_word_is_stuck_at_once(workspace: Path) -> None:
+    """The held-out pattern: told its code fails, the model sends the same block and the
+    same test run again (one blank line more). That reply is not paid for a third time:
+    the agent is stuck there, and the samples start at its step."""
+    again = failed_fix()[-1]
+    again = AssistantTurn(text=again.text + "\n\n", tool_calls=again.tool_calls, usage=again.usage)
+    script = failed_fix(again, say(block(RIGHT)), say("I fixed add."))
+    result, recorder, model = run(workspace, script)
+
+    calls = [r for r in recorder.records if r["event"] == "llm_call"]
+    assert calls[2]["same_as"] == 2 and calls[3]["aside"] and calls[3]["step"] == 3
+    assert attempts(recorder) == [(True, "the tests pass")]
+    assert (workspace / "calc.py").read_text() == RIGHT
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert said.startswith("I fixed add.") and said.endswith("Verification: verified")
+    model.assert_used_up()

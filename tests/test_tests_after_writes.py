@@ -89,13 +89,12 @@ def test_a_write_the_model_tests_itself_is_not_tested_again(workspace: Path) -> 
 
 
 def fixed_afresh(first: str) -> list[object]:
-    """The agent writes `first` and, told the tests fail, says so; the focused ask gives
-    the same code back; the first fresh sample is right."""
+    """The agent writes `first` and, told the tests fail, says so; the first fresh sample
+    is right."""
     return [
         call("read_file", path="calc.py"),
         say(block(first)),
         say("The tests fail."),
-        say(block(first)),
         say(block(RIGHT)),
         say("I fixed add."),
     ]
