@@ -100,6 +100,68 @@ def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
     assert "E   assert -1 == 3" not in focus, "and is not repeated"
 
 
+LONG_DOC = (
+    '"""Yield slices of length *n* from *seq*.\n\n' + "    Said at length.\n" * 40 + '    """'
+)
+SLICED = f"def sliced(seq, n):\n    {LONG_DOC}\n    return [seq]\n"
+SLICED_TESTS = "from sliced import sliced\n" + "".join(
+    f"\n\ndef test_{i}():\n    assert sliced([1, 2, 3], {i}) == [[1, 2, 3]]\n" for i in range(1, 7)
+)
+
+
+def test_a_failed_test_run_too_long_to_show_is_shown_as_its_summary(workspace: Path) -> None:
+    """pytest prints each failing test's whole function, docstring and all: cut as head
+    and tail, the room goes on the first tracebacks. Shown instead: what came before the
+    tracebacks, the summary a line a test, the counts, and the first failure pointed at;
+    the whole output stays in its file."""
+    raises = "if n != 3:\n        raise ValueError(n)\n    return [seq]"
+    (workspace / "sliced.py").write_text(SLICED.replace("return [seq]", raises))
+    (workspace / "test_sliced.py").write_text(SLICED_TESTS)
+    command = f"{sys.executable} -m pytest -q -p no:cacheprovider test_sliced.py"
+    agent = Agent(
+        model=ScriptedModel([call("run_shell", command=command), say("it fails")]),
+        tools=dict(BUILTIN_TOOLS),
+        sandbox=HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True)),
+        events=Emitter(),
+        edits=EditGuard(workspace),
+        max_output_chars=3000,  # a small model's window
+    )
+    result = run_agent(agent, [{"role": "user", "content": "run the tests"}])
+    shown = tool_messages(result)[0]["content"]
+    lines = shown.splitlines()
+    assert lines[0].startswith("FF.FFF"), "the progress line"
+    assert lines[1].startswith("[gaffer: the run printed ") and "tracebacks are left out" in shown
+    saved = shown.split("(the whole output is in ")[1].split(")")[0]
+    assert "Said at length." * 1 in Path(saved).read_text(), "nothing is lost"
+    assert "Said at length." not in shown.split("[gaffer: where the first failure is]")[0]
+    assert "FAILED test_sliced.py::test_6 - ValueError: 6" in shown, "every failure"
+    assert "5 failed, 1 passed" in shown and "[exit code 1; " in shown
+    assert "[gaffer: where the first failure is]" in shown and "sliced.py" in shown
+    assert len(shown) < 3000
+
+
+def test_a_short_failed_run_is_shown_whole(workspace: Path) -> None:
+    (workspace / "sliced.py").write_text(SLICED.replace(LONG_DOC, '"""Short."""'))
+    (workspace / "test_sliced.py").write_text(SLICED_TESTS.split("\n\n\ndef test_2")[0] + "\n")
+    command = f"{sys.executable} -m pytest -q -p no:cacheprovider test_sliced.py"
+    agent = Agent(
+        model=ScriptedModel([call("run_shell", command=command), say("it passes")]),
+        tools=dict(BUILTIN_TOOLS),
+        sandbox=HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True)),
+        events=Emitter(),
+        edits=EditGuard(workspace),
+        max_output_chars=3000,
+    )
+    shown = tool_messages(run_agent(agent, [{"role": "user", "content": "run"}]))[0]["content"]
+    assert "= FAILURES =" not in shown and "1 passed" in shown
+    (workspace / "sliced.py").write_text(
+        SLICED.replace(LONG_DOC, '"""Short."""').replace("[seq]", "[]")
+    )
+    agent.model = ScriptedModel([call("run_shell", command=command), say("it fails")])
+    shown = tool_messages(run_agent(agent, [{"role": "user", "content": "run"}]))[0]["content"]
+    assert "= FAILURES =" in shown and "left out" not in shown, "short enough: whole"
+
+
 def test_code_that_failed_the_tests_is_not_written_back_over_code_that_passes(
     workspace: Path,
 ) -> None:

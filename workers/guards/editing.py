@@ -205,6 +205,7 @@ class EditGuard:
                 self._remember_failing()
         if name == "run_shell" and result.is_error and isinstance(command, str):
             output = self.full_output(result)
+            result = _summarised(result, output, is_test_run(command, self.test_runners))
             focus = failure_focus(
                 self.workspace,
                 command,
@@ -275,6 +276,48 @@ def _head(workspace: Path, rel: str) -> str:
 
 
 # -- where a test failed ------------------------------------------------------------------
+
+# pytest's sections: its failures' tracebacks, and the one-line-a-test summary after them.
+_TRACEBACKS = re.compile(r"^=+ (?:FAILURES|ERRORS) =+$", re.MULTILINE)
+_SHORT_SUMMARY = re.compile(r"^=+ short test summary info =+$", re.MULTILINE)
+_SAVED_AT = re.compile(r"the full output is in (\S+): read_file it")
+# A summary longer than this (hundreds of failing tests) is left to the usual cut.
+MAX_SUMMARY_CHARS = 4000
+MAX_HEADER_CHARS = 600
+SUMMARISED = (
+    "[gaffer: the run printed {size} characters, more than is shown; its {lines} lines of "
+    "tracebacks are left out here (the whole output is in {file}), and its first failure "
+    "is pointed at below]"
+)
+
+
+def _summarised(result: ToolResult, output: str, test_run: bool) -> ToolResult:
+    """A failed pytest run too long to show whole, shown as what comes before its
+    tracebacks, then its short summary and counts: a better cut than head and tail,
+    which spends the room on the first tracebacks (pytest prints each failing test's
+    whole function, docstring and all) and which a small model pays for in prompt time.
+    The first failure is pointed at below it (failure_focus); the result as it was when
+    the output has no such summary."""
+    if not test_run or not result.facts.output_file:
+        return result  # shown whole, or not a test run
+    tracebacks, summary = _TRACEBACKS.search(output), _SHORT_SUMMARY.search(output)
+    if tracebacks is None or summary is None or summary.start() < tracebacks.start():
+        return result
+    ending = output[summary.start() :].rstrip()
+    if len(ending) > MAX_SUMMARY_CHARS:
+        return result
+    header = output[: tracebacks.start()].rstrip()
+    if len(header) > MAX_HEADER_CHARS:
+        header = "…" + header[-MAX_HEADER_CHARS:]
+    left_out = output[tracebacks.start() : summary.start()].count("\n")
+    # the path as the model's own sandbox names it, from the cut it replaces
+    saved = _SAVED_AT.search(result.output)
+    where = saved.group(1) if saved else result.facts.output_file
+    said = SUMMARISED.format(size=len(output), lines=left_out, file=where)
+    footer = result.output.rstrip().rsplit("\n", 1)[-1]  # "[exit code 1; 0.2s]"
+    shown = "\n".join(part for part in (header, said, ending, footer) if part)
+    return dataclasses.replace(result, output=shown)
+
 
 # pytest: "tests/test_calc.py:5: AssertionError"; tracebacks: 'File "/x/calc.py", line 3'
 _PYTEST_AT = re.compile(r"^(?P<file>[^\s:]+\.py):(?P<line>\d+): (?P<what>\S.*)$", re.MULTILINE)
