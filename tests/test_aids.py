@@ -73,7 +73,14 @@ class FakeView:
     def tell(self, content: str, *, source: str) -> None:
         self.told.append((source, content))
 
-    def ask_aside(self, prompt: str, *, temperature: float | None = None) -> AssistantTurn:
+    def ask_aside(
+        self,
+        prompt: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: tuple[str, ...] = (),
+    ) -> AssistantTurn:
         self.asked.append((prompt, temperature))
         return AssistantTurn(text=self.asides.pop(0))
 

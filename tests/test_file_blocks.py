@@ -63,6 +63,25 @@ def test_fences_as_markdown_has_them(workspace: Path) -> None:
     assert writes(nested, guard) == {"README.md": "# Use\n```bash\nmake\n```\n"}
 
 
+def test_a_block_left_open_ends_where_the_next_file_s_block_opens(workspace: Path) -> None:
+    """The held-out samples: the code file's fence never closed, then the test file under
+    its path line. Each is its own file; a fence with no language inside a block is still
+    the block's content, and a longer outer fence still holds a shorter inner one."""
+    guard = EditGuard(workspace)
+    reply = (
+        "calc.py\n```python\ndef add(a, b):\n    return a + b\n\n\n"
+        "test_calc.py\n```python\ndef test_add():\n    assert add(1, 2) == 3\n```"
+    )
+    assert writes(reply, guard) == {
+        "calc.py": "def add(a, b):\n    return a + b\n",
+        "test_calc.py": "def test_add():\n    assert add(1, 2) == 3\n",
+    }
+    unlabelled = "calc.py\n```python\nx = 1\n```python\ny = 2\n```"
+    assert writes(unlabelled, guard) == {"calc.py": "x = 1\n"}, "the second has no path"
+    nested = "README.md\n````markdown\n# Use\n```python\nmake()\n```\n````"
+    assert writes(nested, guard) == {"README.md": "# Use\n```python\nmake()\n```\n"}
+
+
 def test_blocks_that_are_not_a_file_s_content_are_left_as_prose(workspace: Path) -> None:
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (workspace / "notes.md").write_text("# Notes\n")

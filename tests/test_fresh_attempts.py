@@ -10,7 +10,7 @@ from pathlib import Path
 from supervisor.resume import rebuild
 from tests.helpers import run_editor
 from workers.agent import AgentResult
-from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
+from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS, fitted_cap
 from workers.aids.python_merge import definitions, merge, with_what_it_uses
 from workers.guards.test_runs import failed_tests, named_test_command
 from workers.log.events import Recorder
@@ -340,3 +340,27 @@ def test_a_reply_sent_again_word_for_word_is_stuck_at_once(workspace: Path) -> N
     said = result.outcome.answer  # type: ignore[union-attr]
     assert said.startswith("I fixed add.") and said.endswith("Verification: verified")
     model.assert_used_up()
+
+
+def test_a_sample_stops_where_a_copy_of_the_tests_would_begin(workspace: Path) -> None:
+    """Its reply stops at a test file's path line over a block, and is capped at twice
+    the size of what it may write; both are in the log. A sample whose code block never
+    closed before the stop is still its code."""
+    long_tests = TESTS + "".join(
+        f"\n\ndef test_{n}():\n    assert add(0, {n}) == {n}\n" for n in range(40)
+    )
+    unclosed = "calc.py\n```python\n" + RIGHT + "\n\n"  # the server stopped at the tests
+    stuck = [say("The tests fail."), say(unclosed), say("Fixed.")]
+    script = failed_fix(*stuck, reads=("calc.py", "test_calc.py"))
+    result, recorder, model = run(workspace, script, files=(ORIGINAL, long_tests))
+
+    sampled = FRESH_TEMPERATURE
+    asked = [i for i, t in enumerate(model.temperatures) if t == sampled]
+    assert [model.stops[i] for i in asked] == [("test_calc.py\n```",)]
+    assert [model.max_tokens[i] for i in asked] == [fitted_cap([ORIGINAL])] == [512]
+    assert fitted_cap(["x" * 3000]) == 2200, "twice the file's tokens, and a sentence"
+    logged = [r for r in recorder.records if r["event"] == "llm_call" and r.get("temperature")]
+    assert logged[0]["stop"] == ["test_calc.py\n```"] and logged[0]["max_tokens"] == 512
+    assert attempts(recorder) == [(True, "the tests pass")]
+    assert (workspace / "calc.py").read_text() == RIGHT
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]

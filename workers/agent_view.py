@@ -73,10 +73,25 @@ class AgentView:
     def tell(self, content: str, *, source: str) -> None:
         tell(self._agent, self._result.messages, content, source=source)
 
-    def ask_aside(self, prompt: str, *, temperature: float | None = None) -> AssistantTurn:
+    def ask_aside(
+        self,
+        prompt: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: tuple[str, ...] = (),
+    ) -> AssistantTurn:
         asked: list[Message] = [{"role": "user", "content": prompt}]
         turn = calls.call_model(
-            self._agent, asked, [], self.step, tools_off=True, aside=True, temperature=temperature
+            self._agent,
+            asked,
+            [],
+            self.step,
+            tools_off=True,
+            aside=True,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=stop,
         )
         self._result.tokens += turn.usage.total
         return turn

@@ -52,6 +52,8 @@ def call_model(
     require_tool: bool = False,
     aside: bool = False,
     temperature: float | None = None,
+    max_tokens: int | None = None,
+    stop: tuple[str, ...] = (),
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
     prompt of its own): its size is not the conversation's, and a resume skips it.
@@ -69,6 +71,8 @@ def call_model(
         require_tool=require_tool,
         temperature=temperature,
         vary=0 if aside else agent.replies.vary(),
+        max_tokens=max_tokens,
+        stop=stop,
     )
     try:
         turn = agent.model.complete(messages, schemas, options)
@@ -101,6 +105,8 @@ def call_model(
             calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
             aside=True if aside else None,
             temperature=temperature,
+            max_tokens=max_tokens,
+            stop=list(stop) or None,
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
             varied=options.vary or None,

@@ -146,9 +146,17 @@ class View(Protocol):
 
     def tell(self, content: str, *, source: str) -> None: ...
 
-    def ask_aside(self, prompt: str, *, temperature: float | None = None) -> AssistantTurn:
-        """One model call outside the conversation, tools off, logged as an aside and
-        counted in the agent's tokens. Raises ModelError."""
+    def ask_aside(
+        self,
+        prompt: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: tuple[str, ...] = (),
+    ) -> AssistantTurn:
+        """One model call outside the conversation, tools off, at its own temperature,
+        output cap and stop text when given, logged as an aside and counted in the
+        agent's tokens. Raises ModelError."""
         ...
 
     def answer_with_tools_off(self, unanswered: str) -> str:

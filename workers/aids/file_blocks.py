@@ -161,7 +161,12 @@ def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False)
 
 def blocks_of(text: str) -> list[Block]:
     """The fenced blocks of a reply, in order; a last one that never closes runs to the
-    end and is marked not closed."""
+    end and is marked not closed.
+
+    A fence that opens a block in a language (```python) before the one open has closed
+    ends that one, with the path line above it: a small model writing a second file often
+    forgets the first one's closing fence, and in Markdown the second file's code would
+    run into the first."""
     lines = text.replace("\r\n", "\n").split("\n")
     found: list[Block] = []
     since = 0  # where the text before the next block starts
@@ -173,7 +178,18 @@ def blocks_of(text: str) -> list[Block]:
             continue
         fence, indent = opening.group("fence"), len(opening.group("indent"))
         closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        end = next((i for i in range(index + 1, len(lines)) if closing.match(lines[i])), len(lines))
+        reopening = re.compile(rf"^ {{0,3}}{re.escape(fence)}[ \t]*[^`~\s][^`\n]*$")
+        end = next(
+            (
+                i
+                for i in range(index + 1, len(lines))
+                if closing.match(lines[i]) or reopening.match(lines[i])
+            ),
+            len(lines),
+        )
+        after = end + 1
+        if end < len(lines) and not closing.match(lines[end]):
+            end = after = _above_its_path(lines, index, end)
         body = [_dedented(line, indent) for line in lines[index + 1 : end]]
         found.append(
             Block(
@@ -183,8 +199,21 @@ def blocks_of(text: str) -> list[Block]:
                 closed=end < len(lines),
             )
         )
-        index = since = end + 1
+        index = since = after
     return found
+
+
+def _above_its_path(lines: list[str], opened: int, reopened: int) -> int:
+    """Where a block that never closed ends, when another opens at `reopened`: above the
+    blank lines and the one-word path line (`test_calc.py`) over the new one."""
+    end = reopened
+    while end - 1 > opened and not lines[end - 1].strip():
+        end -= 1
+    if end - 1 > opened and len(lines[end - 1].split()) == 1 and "." in lines[end - 1]:
+        end -= 1
+        while end - 1 > opened and not lines[end - 1].strip():
+            end -= 1
+    return end
 
 
 def _label(block: Block, guard: EditGuard) -> str | None:

@@ -20,6 +20,7 @@ back leaves the agent's evidence as it was: the gate judges what is in the works
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from workers.aids.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write
@@ -59,6 +60,16 @@ MAX_FRESH_ATTEMPTS = 6
 # default top-k, top-p and min-p still cut the tail that would stop the code parsing; 1.0
 # is also OpenAI's default.
 FRESH_TEMPERATURE = 1.0
+# A sample rewrites the files it may write. A small model then copies out the tests it
+# was shown (`sliced`: 759 tokens, 80 s, where the code took 300), so its reply stops
+# where a test file's path line over a block begins (a server honours at most four), and
+# is capped at twice the size of the files it may write, in tokens (about 3 characters a
+# token of code; a stub grows), with room for a sentence, and never below the most a
+# 30-line function takes: past that it is looping.
+CHARS_PER_TOKEN = 3
+SAMPLE_ROOM_TOKENS = 200
+MIN_SAMPLE_TOKENS = 512
+MAX_STOPS = 4
 KEPT = (
     "Your code still failed the tests, so gaffer asked for the change afresh, from the "
     "files as they were before you began. This was written:\n\n{written}\n\nThe tests "
@@ -131,18 +142,15 @@ class FreshAttempts(Aid):
         asked = prompt(view)
         if asked is None:
             return None
-        ask, may_write = asked
         try:
-            return self._samples(view, command, ask, may_write)
+            return self._samples(view, command, asked)
         except CannotUndo:
             return None  # the files cannot be put back as they were: no sample can be tried
         except CannotTakeBack as error:
             view.tell(str(error), source="fresh_attempt")
             return None
 
-    def _samples(
-        self, view: View, command: str, ask: str, may_write: frozenset[str]
-    ) -> Kept | None:
+    def _samples(self, view: View, command: str, ask: Ask) -> Kept | None:
         """Samples drawn and tried, and joins of those that failed, until one passes."""
         drawn: set[str] = set()
         joins = Joins()
@@ -151,7 +159,9 @@ class FreshAttempts(Aid):
                 return None
             self.drawn = attempt
             try:
-                turn = view.ask_aside(ask, temperature=FRESH_TEMPERATURE)
+                turn = view.ask_aside(
+                    ask.text, temperature=FRESH_TEMPERATURE, max_tokens=ask.cap, stop=ask.stop
+                )
             except ModelError:
                 return None  # the agent goes on as it was; the call is in the log
             sample = Sample(view, attempt, command)
@@ -159,7 +169,7 @@ class FreshAttempts(Aid):
                 sample.logged(False, "the same sample as an earlier one")
                 continue
             drawn.add(turn.text.strip())
-            if (written := sample.tried(turn, may_write)) is not None:
+            if (written := sample.tried(turn, ask.may_write)) is not None:
                 return Kept(attempt, written, command)
             if sample.failed is None:
                 continue
@@ -169,7 +179,7 @@ class FreshAttempts(Aid):
                 joined = Sample(view, attempt, command, made_from, join=number)
                 reply = "\n\n".join(f"{path}\n{fenced(text, path)}" for path, text in files.items())
                 if (
-                    written := joined.tried(AssistantTurn(text=reply), may_write, taken)
+                    written := joined.tried(AssistantTurn(text=reply), ask.may_write, taken)
                 ) is not None:
                     return Kept(attempt, written, command, made_from)
         return None
@@ -211,17 +221,39 @@ def _passes_as_it_is(view: View, command: str) -> bool:
     return passed
 
 
-def prompt(view: View) -> tuple[str, frozenset[str]] | None:
+@dataclass(frozen=True)
+class Ask:
+    """How a sample is asked for."""
+
+    text: str
+    may_write: frozenset[str]
+    """The files shown, tests and test setup aside."""
+    cap: int
+    """Output tokens, fitted to the files it may write."""
+    stop: tuple[str, ...]
+    """A test file's path line over a block: where a copy of the tests would begin."""
+
+
+def prompt(view: View) -> Ask | None:
     """The task and the files the agent has seen, as they were before it began (code
-    first, tests last, within the room for files), and the files a sample may write: those
-    shown, tests and test setup aside. None when no file can be shown."""
+    first, tests last, within the room for files), and what a sample may write. None when
+    no file can be shown."""
     assert view.edits is not None and view.changes is not None
     files = texts(view.edits.seen, view.changes.original, view.room_for_files)
     if not files:
         return None
     shown = [f"{path}\n{fenced(text, path)}" for path, text in files]
     ask = "\n\n".join([cut(view.task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
-    return ask, frozenset(path for path, _ in files if not steers_tests(path))
+    may_write = {path: text for path, text in files if not steers_tests(path)}
+    tests = [path for path, _ in files if path not in may_write]
+    stop = tuple(f"{path}\n```" for path in tests[:MAX_STOPS])
+    return Ask(ask, frozenset(may_write), fitted_cap(may_write.values()), stop)
+
+
+def fitted_cap(texts: Iterable[str]) -> int:
+    """Output tokens enough to write these files twice over, and a sentence."""
+    fitted = 2 * sum(len(text) for text in texts) // CHARS_PER_TOKEN + SAMPLE_ROOM_TOKENS
+    return max(MIN_SAMPLE_TOKENS, fitted)
 
 
 class CannotTakeBack(Exception):

@@ -181,6 +181,12 @@ class LlmCall(Event):
     """A call outside the conversation (the focused ask): a resume skips it."""
     temperature: float | None = absent_when_none()
     """The call's own sampling temperature (a fresh attempt); absent: the configured one."""
+    max_tokens: int | None = absent_when_none()
+    """The call's own output cap (a fresh attempt's, fitted to the files it may write);
+    absent: the configured one."""
+    stop: list[str] | None = absent_when_none()
+    """Text that ends the reply where it would begin (a fresh attempt's: a test file's
+    path line over its block); absent: none."""
     reasoning_tokens: int | None = absent_when_none()
     """Completion tokens spent reasoning, when the server says (the Responses API)."""
     reasoning: list[Record] | None = absent_when_none()

@@ -113,6 +113,19 @@ class CallOptions:
     vary: int = 0
     """Bad replies in a row before this call (cut off, runaway, unreadable, or one the run
     had already): from 1, the call is sampled away from them (workers/guards/replies.py)."""
+    max_tokens: int | None = None
+    """This call's own output cap, when lower than the configured one: a reply that
+    rewrites one file needs little more than the file."""
+
+    stop: tuple[str, ...] = ()
+    """Text that ends the reply where it would begin (Chat Completions' `stop`, at most
+    four; the Responses API has none): a sample that starts copying out a test file."""
+
+    def capped_at(self, configured: int | None) -> int | None:
+        """The output cap to send: the lower of this call's and the configured one."""
+        if self.max_tokens is None:
+            return configured
+        return self.max_tokens if configured is None else min(configured, self.max_tokens)
 
     def sampled_at(self, configured: float | None) -> float | None:
         """The temperature to send: this call's own, else the configured one (None: the

@@ -295,8 +295,10 @@ class OpenAIModel:
                 request["messages"] = [*messages, prefill]
             elif asking.require_tool:
                 request["tool_choice"] = "required"
-        if self.max_output_tokens:
-            request["max_tokens"] = self.max_output_tokens
+        if cap := asking.capped_at(self.max_output_tokens):
+            request["max_tokens"] = cap
+        if asking.stop:
+            request["stop"] = list(asking.stop[:4])
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
         if asking.vary and self.varied_sampling:  # fields only some servers know

@@ -61,8 +61,8 @@ class ResponsesModel(OpenAIModel):
                 request["tool_choice"] = "none"
             elif asking.require_tool:
                 request["tool_choice"] = "required"
-        if self.max_output_tokens:
-            request["max_output_tokens"] = self.max_output_tokens
+        if cap := asking.capped_at(self.max_output_tokens):
+            request["max_output_tokens"] = cap
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
         if not self.stream:

@@ -72,6 +72,10 @@ class ScriptedModel:
         """Each call's own temperature (None: the configured one), in order."""
         self.varied: list[int] = []
         """How far each call was to be sampled away from bad replies before it, in order."""
+        self.max_tokens: list[int | None] = []
+        """Each call's own output cap (None: the configured one), in order."""
+        self.stops: list[tuple[str, ...]] = []
+        """Each call's stop text, in order."""
 
     def complete(
         self,
@@ -86,6 +90,8 @@ class ScriptedModel:
             self.paused.append(options.tools_off)
             self.temperatures.append(options.temperature)
             self.varied.append(options.vary)
+            self.max_tokens.append(options.max_tokens)
+            self.stops.append(options.stop)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
