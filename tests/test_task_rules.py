@@ -93,6 +93,24 @@ def test_a_block_aimed_at_a_kept_test_is_refused_once_with_its_pointer(workspace
     model.assert_used_up()
 
 
+def test_a_reply_stops_where_a_block_for_a_kept_test_would_begin(workspace: Path) -> None:
+    """Once the agent has seen a test its task keeps, each reply is asked to stop at that
+    file's path line over a fence (the block would be refused: it is not paid for); the
+    stop text is in the log. An agent that edits with tool calls is asked for no stop."""
+    fixed = f"calc.py\n```python\n{RIGHT}```"
+    script = [call("read_file", path="calc.py"), call("read_file", path="test_calc.py")]
+    script += [say(fixed), say("I fixed add.")]
+    task = f"Fix add in calc.py. Do not modify the tests. Run the tests with: {TEST_RUN}"
+    _, recorder, model = run(workspace, script, task, file_blocks=True)
+    assert model.stops == [(), (), ("test_calc.py\n```",), ("test_calc.py\n```",)]
+    logged = [r.get("stop") for r in recorder.records if r["event"] == "llm_call"]
+    assert logged == [None, None, ["test_calc.py\n```"], ["test_calc.py\n```"]]
+
+    tools = [call("read_file", path="test_calc.py"), say("It tests add.")]
+    _, _, model = run(workspace, tools, task, file_blocks=False)
+    assert model.stops == [(), ()]
+
+
 def test_a_write_call_to_a_kept_test_is_refused_for_any_editor(workspace: Path) -> None:
     script = [
         call("read_file", path="test_calc.py"),

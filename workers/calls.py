@@ -42,6 +42,15 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
     return None
 
 
+def _kept_blocks(agent: Agent) -> tuple[str, ...]:
+    """For an agent that writes in blocks: where a block for a test its task keeps would
+    begin. Such a block is refused; a small model writes it whole first (`stagger`: 768
+    tokens, 142 s), so the reply stops where it starts."""
+    if agent.edits is None or not agent.aids.writes_while_paused:
+        return ()
+    return agent.edits.kept_blocks()
+
+
 def call_model(
     agent: Agent,
     messages: list[Message],
@@ -72,7 +81,7 @@ def call_model(
         temperature=temperature,
         vary=0 if aside else agent.replies.vary(),
         max_tokens=max_tokens,
-        stop=stop,
+        stop=stop or _kept_blocks(agent),
     )
     try:
         turn = agent.model.complete(messages, schemas, options)
@@ -106,7 +115,7 @@ def call_model(
             aside=True if aside else None,
             temperature=temperature,
             max_tokens=max_tokens,
-            stop=list(stop) or None,
+            stop=list(options.stop) or None,
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
             varied=options.vary or None,

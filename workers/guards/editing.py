@@ -41,6 +41,8 @@ BACK_TO_FAILING = (
     "not written: the tests pass with {path} as it is now, and this would put it back as it "
     "was when they failed. If the task is done, give your final answer in plain sentences."
 )
+# Chat Completions servers honour at most four stop texts.
+MAX_STOP_TEXTS = 4
 # Lines shown either side of the line a failure points at.
 CONTEXT_LINES = 3
 MAX_ERROR_LINES = 8
@@ -233,6 +235,15 @@ class EditGuard:
             found = self._file(rel)
             if found is not None:
                 self.failed_as.setdefault(rel, set()).add(_fingerprint(found[1]))
+
+    def kept_blocks(self) -> tuple[str, ...]:
+        """Where a block for a test the task keeps would begin, for the tests the agent
+        has seen (the most a server stops at: four): its path line over a fence. A reply
+        that starts one is stopped there, not paid for to be refused."""
+        if self.kept is None:
+            return ()
+        kept = [path for path in sorted(self.seen) if self.kept.keeps(path)]
+        return tuple(f"{path}\n```" for path in kept[:MAX_STOP_TEXTS])
 
     def full_output(self, result: ToolResult) -> str:
         """The whole output when it was cut for the model (saved outside the workspace)."""
