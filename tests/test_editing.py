@@ -8,7 +8,8 @@ from pathlib import Path
 from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
 from workers.facts import Facts
-from workers.guards.editing import EditGuard, failure_focus
+from workers.guards.editing import EditGuard
+from workers.guards.failures import failure_focus
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent

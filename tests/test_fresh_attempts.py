@@ -10,7 +10,8 @@ from pathlib import Path
 from supervisor.resume import rebuild
 from tests.helpers import run_editor
 from workers.agent import AgentResult
-from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS, fitted_cap
+from workers.aids.fresh_ask import fitted_cap
+from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.aids.python_merge import definitions, merge, with_what_it_uses
 from workers.guards.test_runs import failed_tests, named_test_command
 from workers.log.events import Recorder

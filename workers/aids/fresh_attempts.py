@@ -20,18 +20,11 @@ back leaves the agent's evidence as it was: the gate judges what is in the works
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from workers.aids.file_blocks import HOW_TO_WRITE, MAX_BLOCK_FILE_BYTES, read_blocks, write
-from workers.aids.focused_write import (
-    ASK_FOR_CHANGE,
-    MAX_TASK_CHARS,
-    cut,
-    fenced,
-    prose,
-    texts,
-)
+from workers.aids.file_blocks import MAX_BLOCK_FILE_BYTES, read_blocks, write
+from workers.aids.focused_write import fenced, prose
+from workers.aids.fresh_ask import Ask, prompt
 from workers.aids.joins import FailedSample, Joins
 from workers.aids.tests_after_writes import run_test
 from workers.changes.change_sets import Change, compare
@@ -43,7 +36,6 @@ from workers.guards.test_runs import (
     is_test_run,
     named_test_command,
     ran_no_tests,
-    steers_tests,
 )
 from workers.guards.verification import evidence, judge, outcome
 from workers.hooks import Aid, Finish, View
@@ -60,16 +52,6 @@ MAX_FRESH_ATTEMPTS = 6
 # default top-k, top-p and min-p still cut the tail that would stop the code parsing; 1.0
 # is also OpenAI's default.
 FRESH_TEMPERATURE = 1.0
-# A sample rewrites the files it may write. A small model then copies out the tests it
-# was shown (`sliced`: 759 tokens, 80 s, where the code took 300), so its reply stops
-# where a test file's path line over a block begins (a server honours at most four), and
-# is capped at twice the size of the files it may write, in tokens (about 3 characters a
-# token of code; a stub grows), with room for a sentence, and never below the most a
-# 30-line function takes: past that it is looping.
-CHARS_PER_TOKEN = 3
-SAMPLE_ROOM_TOKENS = 200
-MIN_SAMPLE_TOKENS = 512
-MAX_STOPS = 4
 KEPT = (
     "Your code still failed the tests, so gaffer asked for the change afresh, from the "
     "files as they were before you began. This was written:\n\n{written}\n\nThe tests "
@@ -219,41 +201,6 @@ def _passes_as_it_is(view: View, command: str) -> bool:
     said = AS_IT_IS if passed else AS_IT_IS_FAILING
     view.tell(said.format(command=command, output=_tail(run.output)), source="fresh_attempt")
     return passed
-
-
-@dataclass(frozen=True)
-class Ask:
-    """How a sample is asked for."""
-
-    text: str
-    may_write: frozenset[str]
-    """The files shown, tests and test setup aside."""
-    cap: int
-    """Output tokens, fitted to the files it may write."""
-    stop: tuple[str, ...]
-    """A test file's path line over a block: where a copy of the tests would begin."""
-
-
-def prompt(view: View) -> Ask | None:
-    """The task and the files the agent has seen, as they were before it began (code
-    first, tests last, within the room for files), and what a sample may write. None when
-    no file can be shown."""
-    assert view.edits is not None and view.changes is not None
-    files = texts(view.edits.seen, view.changes.original, view.room_for_files)
-    if not files:
-        return None
-    shown = [f"{path}\n{fenced(text, path)}" for path, text in files]
-    ask = "\n\n".join([cut(view.task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
-    may_write = {path: text for path, text in files if not steers_tests(path)}
-    tests = [path for path, _ in files if path not in may_write]
-    stop = tuple(f"{path}\n```" for path in tests[:MAX_STOPS])
-    return Ask(ask, frozenset(may_write), fitted_cap(may_write.values()), stop)
-
-
-def fitted_cap(texts: Iterable[str]) -> int:
-    """Output tokens enough to write these files twice over, and a sentence."""
-    fitted = 2 * sum(len(text) for text in texts) // CHARS_PER_TOKEN + SAMPLE_ROOM_TOKENS
-    return max(MIN_SAMPLE_TOKENS, fitted)
 
 
 class CannotTakeBack(Exception):
