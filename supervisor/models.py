@@ -67,6 +67,7 @@ def model_factory(
                     tool_name_prefill=config.tool_name_prefill,
                     answer_prefill=config.answer_prefill,
                     varied_sampling=config.varied_sampling,
+                    stop_texts=config.stop_texts,
                 )
             return models[name, api, endpoint]
 

@@ -314,6 +314,7 @@ def _with_local_model(
             "tool_name_prefill": local_server.NAMED_CALL_OPENING,
             "answer_prefill": local_server.ANSWER_OPENING,
             "varied_sampling": config.varied_sampling or local_server.VARIED_SAMPLING,
+            "stop_texts": True,  # llama.cpp's server honours `stop`
             # Unless the user's config says otherwise.
             "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,
         }

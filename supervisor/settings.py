@@ -126,6 +126,10 @@ class Settings(BaseModel):
     """Request fields sent beside a raised temperature on a call after bad replies (cut
     off, looping, unreadable, or one the run already had), for a server that honours
     them (set for the local model: llama.cpp's repetition and DRY penalties)."""
+    stop_texts: bool = False
+    """Send a call's stop texts (Chat Completions' `stop`): where a block for a test the
+    agent may not write would begin, for an agent that writes in blocks. Off by default:
+    some models refuse the field (OpenAI's reasoning models); on for the local model."""
     workers_local: bool = False
     """Every worker on the bundled local model, served for the run, while the top agent
     stays on the configured endpoint: the strong model plans, the local one reads and

@@ -12,14 +12,16 @@ from supervisor.runlog import render
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import make_agent
 from workers.guards.editing import EditGuard
+from workers.guards.repetition import RepetitionGuard
 from workers.guards.replies import ReplyGuard
 from workers.log.events import Recorder
 from workers.loop import run_agent
-from workers.model import VARIED_TEMPERATURES, AssistantTurn, CallOptions, Message
+from workers.model import VARIED_TEMPERATURES, AssistantTurn, CallOptions, Message, ToolCall
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
 from workers.model.runaway import MIN_RUN_CHARS, runaway
 from workers.model.scripted import ScriptedModel, call, say
+from workers.tools.base import ToolResult
 
 PHRASE = '.replace("x", "")'
 HEAD = "calc.py\n```python\ndef clean(s):\n    return s"
@@ -174,3 +176,17 @@ def test_a_reply_again_is_known_whatever_space_ends_its_lines() -> None:
     assert guard.observe(say("calc.py\n```python\nx = 2\n```"), 3) is None and not guard.again
     assert guard.observe(say("calc.py\n```python\nx = 1\n```"), 4) == 1 and not guard.again
     assert guard.observe(say("calc.py\n```python\n    x = 1\n```"), 5) is None, "indent counts"
+
+
+def test_a_reply_said_again_is_warned_about_apart_from_calls_going_round() -> None:
+    """A nudge about a cycle of calls twenty steps back does not turn the first reply
+    said again into the end of the run; the second one said again ends it."""
+    guard = RepetitionGuard()
+    for _ in range(2):
+        for path in ("a.py", "b.py"):
+            guard.observe(ToolCall("c", "read_file", f'{{"path": "{path}"}}'), ToolResult("x"))
+    assert guard.take_nudge() is not None and guard.stop is None, "the cycle, warned"
+    guard.same_reply()
+    assert guard.stop is None and "word for word" in (guard.take_nudge() or "")
+    guard.same_reply()
+    assert guard.stop is not None and guard.stop.limit == "repetition"

@@ -80,6 +80,13 @@ def test_a_block_left_open_ends_where_the_next_file_s_block_opens(workspace: Pat
     assert writes(unlabelled, guard) == {"calc.py": "x = 1\n"}, "the second has no path"
     nested = "README.md\n````markdown\n# Use\n```python\nmake()\n```\n````"
     assert writes(nested, guard) == {"README.md": "# Use\n```python\nmake()\n```\n"}
+    example = "README.md\n```markdown\n# Use\n**app.py**\n```python\nprint(1)\n```\n```"
+    assert "app.py" not in writes(example, guard), "a Markdown block's example is no file"
+    named = "calc.py\n```python\nimport unittest\nunittest.main()\n```python util.py\nx = 1\n```"
+    assert writes(named, guard) == {
+        "calc.py": "import unittest\nunittest.main()\n",
+        "util.py": "x = 1\n",
+    }, "a path in the fence: the line above it is code"
 
 
 def test_blocks_that_are_not_a_file_s_content_are_left_as_prose(workspace: Path) -> None:

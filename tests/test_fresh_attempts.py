@@ -358,10 +358,30 @@ def test_a_sample_stops_where_a_copy_of_the_tests_would_begin(workspace: Path) -
     sampled = FRESH_TEMPERATURE
     asked = [i for i, t in enumerate(model.temperatures) if t == sampled]
     assert [model.stops[i] for i in asked] == [("test_calc.py\n```",)]
-    assert [model.max_tokens[i] for i in asked] == [fitted_cap([ORIGINAL])] == [512]
+    assert [model.max_tokens[i] for i in asked] == [fitted_cap([ORIGINAL])] == [768]
     assert fitted_cap(["x" * 3000]) == 2200, "twice the file's tokens, and a sentence"
     logged = [r for r in recorder.records if r["event"] == "llm_call" and r.get("temperature")]
-    assert logged[0]["stop"] == ["test_calc.py\n```"] and logged[0]["max_tokens"] == 512
+    assert logged[0]["stop"] == ["test_calc.py\n```"] and logged[0]["max_tokens"] == 768
     assert attempts(recorder) == [(True, "the tests pass")]
     assert (workspace / "calc.py").read_text() == RIGHT
     assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+
+
+def test_a_reply_said_again_after_an_aid_stepped_in_is_not_going_round(workspace: Path) -> None:
+    """ "Running the tests." with the same test run, after the focused ask wrote new code,
+    is the right next step, not the agent going round: it runs, and the run goes on."""
+    running = call("run_shell", command=TEST_RUN)
+    running = AssistantTurn(text="Running the tests.", tool_calls=running.tool_calls)
+    wrong = [f"def add(a, b):\n    return a - b + {n}0\n" for n in range(1, MAX_FRESH_ATTEMPTS + 1)]
+    script = [call("read_file", path="calc.py"), say(block(AGENTS)), running, running]
+    script += [say(block(w)) for w in wrong]  # every sample fails
+    script += [say(block(RIGHT)), running, say("I fixed add.")]  # the focused ask, then
+    result, recorder, model = run(workspace, script, "Fix add in calc.py.")
+
+    assert (workspace / "calc.py").read_text() == RIGHT
+    told = [r["content"] for r in recorder.records if r.get("source") == "repetition"]
+    assert len(told) == 1 and "word for word" in told[0], "warned once, at the first repeat"
+    assert not any(r["event"] == "limit" for r in recorder.records)
+    said = result.outcome.answer  # type: ignore[union-attr]
+    assert said.startswith("I fixed add.") and said.endswith("Verification: verified")
+    model.assert_used_up()

@@ -51,19 +51,24 @@ def test_text_answer_with_usage(stream: bool) -> None:
 
 def test_a_calls_own_output_cap_and_stop_text_are_sent() -> None:
     """The lower of the call's cap and the configured one; the stop text as the server's
-    `stop` (Chat Completions) and not at all where the API has none (Responses)."""
-    replies = [Reply(text="a"), Reply(text="b"), Reply(text="c")]
+    `stop` (Chat Completions) where the endpoint takes it (`stop_texts`: some models
+    refuse the field), and not at all where the API has none (Responses)."""
+    replies = [Reply(text="a"), Reply(text="b"), Reply(text="c"), Reply(text="d")]
+    stop = CallOptions(max_tokens=500, stop=("t.py\n```",))
     with FakeOpenAI(replies) as server:
         chat = model_for(server)
         chat.max_output_tokens = 768
         asked = [{"role": "user", "content": "hi"}]
-        chat.complete(asked, [], CallOptions(max_tokens=500, stop=("t.py\n```",)))
+        chat.complete(asked, [], stop)
+        chat.stop_texts = True
+        chat.complete(asked, [], stop)
         chat.complete(asked, [], CallOptions(max_tokens=900))
         responses = ResponsesModel(
-            model="fake-model", base_url=server.base_url, api_key="k", max_output_tokens=None
+            model="fake-model", base_url=server.base_url, api_key="k", stop_texts=True
         )
-        responses.complete(asked, [], CallOptions(max_tokens=500, stop=("t.py\n```",)))
-    first, second, third = server.requests
+        responses.complete(asked, [], stop)
+    refused, first, second, third = server.requests
+    assert refused["max_tokens"] == 500 and "stop" not in refused, "not unless it takes it"
     assert first["max_tokens"] == 500 and first["stop"] == ["t.py\n```"]
     assert second["max_tokens"] == 768 and "stop" not in second, "the configured cap is lower"
     assert third["max_output_tokens"] == 500 and "stop" not in third

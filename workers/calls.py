@@ -43,12 +43,19 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
 
 
 def _kept_blocks(agent: Agent) -> tuple[str, ...]:
-    """For an agent that writes in blocks: where a block for a test its task keeps would
-    begin. Such a block is refused; a small model writes it whole first (`stagger`: 768
-    tokens, 142 s), so the reply stops where it starts."""
+    """For an agent that writes in blocks (the aid that writes them writes while tools
+    are paused): where a block for a test its task keeps would begin. Such a block is
+    refused; a small model writes it whole first (`stagger`: 768 tokens, 142 s), so the
+    reply stops where it starts."""
     if agent.edits is None or not agent.aids.writes_while_paused:
         return ()
     return agent.edits.kept_blocks()
+
+
+def _takes_stop(agent: Agent) -> bool:
+    """Whether the agent's model is sent stop texts: an endpoint client says so
+    (`stop_texts`, off where a model refuses the field); a scripted model records them."""
+    return bool(getattr(agent.model, "stop_texts", True))
 
 
 def call_model(
@@ -81,7 +88,7 @@ def call_model(
         temperature=temperature,
         vary=0 if aside else agent.replies.vary(),
         max_tokens=max_tokens,
-        stop=stop or _kept_blocks(agent),
+        stop=(stop or _kept_blocks(agent)) if _takes_stop(agent) else (),
     )
     try:
         turn = agent.model.complete(messages, schemas, options)

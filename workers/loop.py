@@ -18,7 +18,7 @@ from workers.agent import Agent, AgentResult, first_task, tell
 from workers.agent_view import AgentView
 from workers.changes.change_sets import record_change_set
 from workers.guards.repetition import RepetitionGuard
-from workers.hooks import Finish, Note, looked
+from workers.hooks import Finish, Note, Resume, looked
 from workers.log.schema import AgentEnd, AgentStart, Limit
 from workers.model import AssistantTurn, Message, ModelError, written_call
 from workers.outcome import (
@@ -235,12 +235,21 @@ def _would_stop(
 ) -> Finished | bool:
     """A reply with no call that did nothing: the run's answer (an aid's, or the model's
     once the gate takes it), or whether the next reply must be a call."""
-    step_on = agent.aids.when_stuck(view, said=said)
+    step_on = _when_stuck(agent, view, said)
     if isinstance(step_on, Finish):
         return Finished(_stamped(agent, step_on.answer, result))
     if step_on is not None:
         return True  # the aid told it what to do next
     return _answer(agent, result, said, paused, guard) or _wants_call(agent)
+
+
+def _when_stuck(agent: Agent, view: AgentView, said: str) -> Resume | Finish | None:
+    """The aids' answer to a stuck agent. One that stepped in changed what the agent
+    stands on, so its next reply is not held against the one before (`again`)."""
+    step_on = agent.aids.when_stuck(view, said=said)
+    if step_on is not None:
+        agent.replies.forget_last()
+    return step_on
 
 
 def _going_round(
@@ -249,7 +258,7 @@ def _going_round(
     """After a batch that went round in circles, or one an aid wants answered: an aid's
     answer, or whether an aid stepped in. The warning is shown all the same (going round
     again ends the run), and a paused agent no aid helped is asked to answer now."""
-    step_on = agent.aids.when_stuck(view, said="")
+    step_on = _when_stuck(agent, view, "")
     if isinstance(step_on, Finish):
         return Finished(_stamped(agent, step_on.answer, result))
     answer_now = _answer_now(agent, result.messages) if paused and step_on is None else ""

@@ -70,6 +70,7 @@ _ONLY_FOR = {
     "python3": (".py", ".pyi"),
 }
 _PYTHON_OR_NONE = frozenset({"", "python", "py", "python3"})
+_PYTHON = _PYTHON_OR_NONE - {""}
 
 
 @dataclass
@@ -163,10 +164,11 @@ def blocks_of(text: str) -> list[Block]:
     """The fenced blocks of a reply, in order; a last one that never closes runs to the
     end and is marked not closed.
 
-    A fence that opens a block in a language (```python) before the one open has closed
-    ends that one, with the path line above it: a small model writing a second file often
+    In a Python block, a fence that opens another block in a language (```python) ends
+    it, with the path line above that fence: a small model writing a second file often
     forgets the first one's closing fence, and in Markdown the second file's code would
-    run into the first."""
+    run into the first. A block of any other kind (Markdown holds fenced examples) ends
+    only at its closing fence."""
     lines = text.replace("\r\n", "\n").split("\n")
     found: list[Block] = []
     since = 0  # where the text before the next block starts
@@ -179,11 +181,12 @@ def blocks_of(text: str) -> list[Block]:
         fence, indent = opening.group("fence"), len(opening.group("indent"))
         closing = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
         reopening = re.compile(rf"^ {{0,3}}{re.escape(fence)}[ \t]*[^`~\s][^`\n]*$")
+        splits = _language(opening.group("info")) in _PYTHON
         end = next(
             (
                 i
                 for i in range(index + 1, len(lines))
-                if closing.match(lines[i]) or reopening.match(lines[i])
+                if closing.match(lines[i]) or (splits and reopening.match(lines[i]))
             ),
             len(lines),
         )
@@ -209,11 +212,22 @@ def _above_its_path(lines: list[str], opened: int, reopened: int) -> int:
     end = reopened
     while end - 1 > opened and not lines[end - 1].strip():
         end -= 1
-    if end - 1 > opened and len(lines[end - 1].split()) == 1 and "." in lines[end - 1]:
+    if len(lines[reopened].split()) > 1:
+        return end  # ```python util.py: the path is in the fence, the line above is code
+    above = lines[end - 1].strip("*`#:'\" ")
+    if (
+        end - 1 > opened
+        and lines[end - 1] == lines[end - 1].lstrip()
+        and named_paths(above) == [above]
+    ):
         end -= 1
         while end - 1 > opened and not lines[end - 1].strip():
             end -= 1
     return end
+
+
+def _language(info: str) -> str:
+    return info.split()[0].lower() if info.split() else ""
 
 
 def _label(block: Block, guard: EditGuard) -> str | None:

@@ -5,16 +5,18 @@ A 1.5B coder whose fix failed the tests writes the same code back again and agai
 when asked once more with its code and the failure in front of it (the focused ask).
 Asked afresh, from the task and the files as they were before it began, at temperature
 1.0, it writes other programs, and some pass (`intervals`: 9 of 16 samples). So when the
-focused ask brought nothing new and the tests still fail, gaffer draws up to
-MAX_FRESH_ATTEMPTS samples, once a run, each written as the agent's blocks are
-(read-before-edit, protected paths) and judged by the task's test command in the agent's
-sandbox. One that passes is kept; one that fails, or would change a test, is taken back,
-every file as the agent left it. Two failed samples may be joined (workers/aids/joins.py).
-Keeping the sample that passes the tests is how AlphaCode turns weak tries into solutions.
+agent is stuck (it stops, or goes round) and the tests still fail, gaffer draws up to
+MAX_FRESH_ATTEMPTS samples, once a run, before any focused ask, each written as the
+agent's blocks are (read-before-edit, protected paths; its blocks for tests left out)
+and judged by the task's test command in the agent's sandbox. One that passes is kept;
+one that fails is taken back, every file as the agent left it. Two failed samples may be
+joined (workers/aids/joins.py). Keeping the sample that passes the tests is how AlphaCode
+turns weak tries into solutions.
 
-Every sample is a logged `llm_call` (`aside`, with its `temperature`), every write and
-test run a logged `tool_call`, and each attempt a `fresh_attempt` line. A sample taken
-back leaves the agent's evidence as it was: the gate judges what is in the workspace.
+Every sample is a logged `llm_call` (`aside`, with its `temperature`, `max_tokens` and
+`stop`: workers/aids/fresh_ask.py), every write and test run a logged `tool_call`, and
+each attempt a `fresh_attempt` line. A sample taken back leaves the agent's evidence as
+it was: the gate judges what is in the workspace.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ class Kept:
 
 class FreshAttempts(Aid):
     """For an agent that writes in blocks, can run the tests and is stuck on a failing
-    test run (the focused ask brought nothing new): samples of the change, once a run,
+    test run (it stops, or goes round): samples of the change, once a run,
     each kept only when the tests pass. The run then finishes with the model's account
     of it, asked with tools off and its code blocks not written (a small model writes its
     own failing code back), or gaffer's account when the model gives none."""
@@ -253,7 +255,8 @@ class Sample:
         paths = [json.loads(c.arguments)["path"] for c in found.calls]
         if not paths:
             why = "the code as it is now" if found.unchanged else "no file block"
-            self.logged(False, f"the sample is {why}")
+            cut = f", cut off at {turn.usage.completion_tokens} tokens" if turn.cut_off else ""
+            self.logged(False, f"the sample is {why}{cut}")
             return None
         refused = sorted(set(paths) - may_write)
         if len(refused) == len(set(paths)):

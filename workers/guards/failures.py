@@ -5,6 +5,7 @@ the room on tracebacks."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -25,8 +26,7 @@ MAX_SUMMARY_CHARS = 4000
 MAX_HEADER_CHARS = 600
 SUMMARISED = (
     "[gaffer: the run printed {size} characters, more than is shown; its {lines} lines of "
-    "tracebacks are left out here (the whole output is in {file}), and its first failure "
-    "is pointed at below]"
+    "tracebacks are left out here (the whole output is in {file})]"
 )
 
 
@@ -35,11 +35,14 @@ def summarised(result: ToolResult, output: str, test_run: bool) -> ToolResult:
     tracebacks, then its short summary and counts: a better cut than head and tail,
     which spends the room on the first tracebacks (pytest prints each failing test's
     whole function, docstring and all) and which a small model pays for in prompt time.
-    The first failure is pointed at below it (failure_focus); the result as it was when
-    the output has no such summary."""
-    if not test_run or not result.facts.output_file:
-        return result  # shown whole, or not a test run
-    tracebacks, summary = _TRACEBACKS.search(output), _SHORT_SUMMARY.search(output)
+    The first failure is pointed at after it (failure_focus). The result as it was when
+    the output has no such summary, the whole output could not be read back (`output` is
+    then the cut itself), or the summary would not be shorter."""
+    saved = result.facts.output_file
+    if not test_run or not saved or output == result.output:
+        return result  # shown whole, not a test run, or nothing more to summarise
+    tracebacks = _TRACEBACKS.search(output)
+    summary = next(reversed(list(_SHORT_SUMMARY.finditer(output))), None)  # pytest's, last
     if tracebacks is None or summary is None or summary.start() < tracebacks.start():
         return result
     ending = output[summary.start() :].rstrip()
@@ -49,13 +52,14 @@ def summarised(result: ToolResult, output: str, test_run: bool) -> ToolResult:
     if len(header) > MAX_HEADER_CHARS:
         header = "…" + header[-MAX_HEADER_CHARS:]
     left_out = output[tracebacks.start() : summary.start()].count("\n")
-    # the path as the model's own sandbox names it, from the cut it replaces
-    saved = _SAVED_AT.search(result.output)
-    where = saved.group(1) if saved else result.facts.output_file
+    # The path as the model's own sandbox names it, from the cut this replaces: the
+    # marker naming the saved file, not one the tests printed.
+    named = [m.group(1) for m in _SAVED_AT.finditer(result.output)]
+    where = next((p for p in named if os.path.basename(p) == os.path.basename(saved)), saved)
     said = SUMMARISED.format(size=len(output), lines=left_out, file=where)
     footer = result.output.rstrip().rsplit("\n", 1)[-1]  # "[exit code 1; 0.2s]"
     shown = "\n".join(part for part in (header, said, ending, footer) if part)
-    return dataclasses.replace(result, output=shown)
+    return dataclasses.replace(result, output=shown) if len(shown) < len(result.output) else result
 
 
 # pytest: "tests/test_calc.py:5: AssertionError"; tracebacks: 'File "/x/calc.py", line 3'

@@ -11,8 +11,8 @@ reply itself:
   round);
 - a reply word for word the one before it (a file written back as it is, with the same
   test run): the result in between taught the model nothing.
-The last four get one nudge naming the calls; if the agent goes on, it ends with
-`repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
+The last four get one nudge naming the calls (the reply, for the last; each pattern is
+warned about apart); if the agent goes on, it ends with `repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
 an agent that has what it needs answers instead of asking again. Results are compared with their numbers masked, so a timing or a line
 number that moves does not hide a cycle.
 """
@@ -81,6 +81,10 @@ class RepetitionGuard:
         self._history: list[Seen] = []
         self._nudge: str | None = None
         self._nudged = False
+        self._same_nudged = False
+        """Warned about a reply the same as the one before it (apart from the calls')."""
+        self._cycle_nudge = False
+        """The nudge waiting to be shown is about calls, not a reply said again."""
         self._pause = False
         self.stop: LimitHit | None = None
 
@@ -137,16 +141,19 @@ class RepetitionGuard:
 
     def same_reply(self) -> None:
         """The agent's reply is word for word the one before it: going round, whatever
-        its calls (a file block written back as it is, and the same test run refused)."""
-        self._going_round("your reply is word for word the one before it.", [])
+        its calls (a file block written back as it is, and the same test run refused).
+        Warned once, for this pattern alone; the next time, the run stops."""
+        self._going_round("your reply is word for word the one before it.", [], same=True)
 
-    def _going_round(self, what: str, lines: list[str]) -> None:
-        """A nudge naming what repeats, once; after it, the run stops."""
+    def _going_round(self, what: str, lines: list[str], same: bool = False) -> None:
+        """A nudge naming what repeats, once a pattern; after it, the run stops."""
         if self._nudge is not None:
             return  # warned in this batch, and the warning not yet shown
-        if self._nudged:
+        if self._same_nudged if same else self._nudged:
             self.stop = LimitHit("repetition", f"after a warning, still {what.rstrip(':.')}")
             return
+        self._same_nudged |= same
+        self._cycle_nudge = not same
         self._pause = self._pauses
         next_step = NEXT_WHEN_PAUSED if self._pauses else NEXT_WHEN_EDITING
         calls = "".join(f"\n{line}" for line in lines)
@@ -170,7 +177,7 @@ class RepetitionGuard:
     def take_nudge(self) -> str | None:
         """The message to show the agent once, after the batch that completed a cycle."""
         nudge, self._nudge = self._nudge, None
-        self._nudged |= nudge is not None
+        self._nudged |= nudge is not None and self._cycle_nudge
         return nudge
 
     def _cycle(self) -> tuple[str, list[str]] | None:

@@ -52,6 +52,11 @@ class ReplyGuard:
         self._counted = bad
         return same_as
 
+    def forget_last(self) -> None:
+        """What came before the next reply changed (an aid stepped in): it is no longer
+        `again` for being the same as the last."""
+        self._last = ""
+
     def unreadable(self) -> None:
         """The server could not read the reply: a bad one."""
         self.in_a_row += 1

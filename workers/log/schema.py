@@ -185,8 +185,9 @@ class LlmCall(Event):
     """The call's own output cap (a fresh attempt's, fitted to the files it may write);
     absent: the configured one."""
     stop: list[str] | None = absent_when_none()
-    """Text that ends the reply where it would begin (a fresh attempt's: a test file's
-    path line over its block); absent: none."""
+    """Text that ends the reply where it would begin, asked of the server: a block
+    writer's, where a block for a test it may not write would begin (a test file's path
+    line over a fence); absent: none asked."""
     reasoning_tokens: int | None = absent_when_none()
     """Completion tokens spent reasoning, when the server says (the Responses API)."""
     reasoning: list[Record] | None = absent_when_none()

@@ -96,6 +96,7 @@ class OpenAIModel:
         tool_name_prefill: str | None = None,
         answer_prefill: str | None = None,
         varied_sampling: dict[str, float] | None = None,
+        stop_texts: bool = False,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -126,6 +127,8 @@ class OpenAIModel:
         # beside the raised temperature: llama.cpp's repetition and DRY penalties. None
         # for OpenAI's own API, which refuses fields it does not know.
         self.varied_sampling = varied_sampling
+        self.stop_texts = stop_texts
+        """Whether a call's stop texts are sent (`stop`): not every model takes them."""
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -297,7 +300,7 @@ class OpenAIModel:
                 request["tool_choice"] = "required"
         if cap := asking.capped_at(self.max_output_tokens):
             request["max_tokens"] = cap
-        if asking.stop:
+        if asking.stop and self.stop_texts:
             request["stop"] = list(asking.stop[:4])
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
