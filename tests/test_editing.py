@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
-from workers.guards.failures import failure_focus
+from workers.guards.failures import failure_focus, summarised
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
@@ -141,6 +142,30 @@ def test_a_failed_test_run_too_long_to_show_is_shown_as_its_summary(workspace: P
     assert "5 failed, 1 passed" in shown and "[exit code 1; " in shown
     assert "[gaffer: where the first failure is]" in shown and "sliced.py" in shown
     assert len(shown) < 3000, "shorter than the cut it replaces"
+
+
+def test_a_failed_run_that_fits_only_without_its_pointer_is_summarised(workspace: Path) -> None:
+    """Not cut by the shell, but too long to show with where it failed: summarised all
+    the same (no saved file: the model is told to run it again to see the tracebacks).
+    A run the room holds, and a cut one whose whole output cannot be read back, are
+    shown as they are."""
+    (workspace / "sliced.py").write_text(SLICED.replace("return [seq]", "raise ValueError(n)"))
+    (workspace / "test_sliced.py").write_text(SLICED_TESTS.split("\n\n\ndef test_3")[0] + "\n")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sliced.py"]
+    ran = subprocess.run(command, cwd=workspace, capture_output=True, text=True, check=False)
+    output = ran.stdout + "\n[exit code 1; 0.3s]"
+    result = ToolResult(output=output, is_error=True, facts=Facts(command="pytest", exit_code=1))
+    shown = summarised(result, output, room=len(output) + 100).output
+    assert shown.splitlines()[1].startswith("[gaffer: the run printed ")
+    assert "(run the command again to see them)" in shown and "2 failed" in shown
+    assert summarised(result, output, room=len(output) + 5000) is result, "it fits"
+    assert summarised(result, output, room=None) is result, "no room of the agent's own"
+    cut = ToolResult(
+        output=output,
+        is_error=True,
+        facts=Facts(command="pytest", exit_code=1, output_file="/gone/out.log"),
+    )
+    assert summarised(cut, output, room=100) is cut, "the whole could not be read back"
 
 
 def test_a_short_failed_run_is_shown_whole(workspace: Path) -> None:

@@ -114,7 +114,11 @@ def build_agent(
         workspace=setting.workspace,
     )
     edits = EditGuard(
-        setting.workspace, container_root, hint=aids.hint, test_runners=rules.test_runners
+        setting.workspace,
+        container_root,
+        hint=aids.hint,
+        test_runners=rules.test_runners,
+        room=result_chars(window),
     )
     agent = Agent(
         model=model,

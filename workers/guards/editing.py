@@ -73,6 +73,9 @@ class EditGuard:
     """The last test run, when it failed: the command and where it failed."""
     test_runners: tuple[str, ...] = ()
     """Test runners besides the known ones (workers/guards/test_runs.py)."""
+    room: int | None = None
+    """The most a tool result may hold for the agent's model (`result_chars`); None: no
+    limit of the agent's own."""
     written: set[str] = field(default_factory=set)
     """The files it wrote with the file tools (or blocks)."""
     failed_as: dict[str, set[str]] = field(default_factory=dict)
@@ -202,28 +205,32 @@ class EditGuard:
             if result.is_error:
                 self._remember_failing()
         if name == "run_shell" and result.is_error and isinstance(command, str):
-            output = self.full_output(result)
-            result = summarised(result, output, is_test_run(command, self.test_runners))
-            focus = failure_focus(
-                self.workspace,
-                command,
-                output,
-                self.container_root,
-                shown=result.output,
-                test_runners=self.test_runners,
+            return self._pointed_at(command, result)
+        return result
+
+    def _pointed_at(self, command: str, result: ToolResult) -> ToolResult:
+        """A failed command's result with where it failed added (a test run's shown as its
+        summary when too long); a failed test run is remembered as the last failure."""
+        output = self.full_output(result)
+        test_run = is_test_run(command, self.test_runners)
+        if test_run:
+            result = summarised(result, output, self.room)
+        focus = failure_focus(
+            self.workspace,
+            command,
+            output,
+            self.container_root,
+            shown=result.output,
+            test_runners=self.test_runners,
+        )
+        if test_run:
+            whole = failure_focus(
+                self.workspace, command, output, self.container_root, test_runners=self.test_runners
             )
-            if is_test_run(command, self.test_runners):
-                whole = failure_focus(
-                    self.workspace,
-                    command,
-                    output,
-                    self.container_root,
-                    test_runners=self.test_runners,
-                )
-                self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
-            if focus:
-                hint = f"\n\n[{self.hint}]" if self.hint else ""
-                return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
+            self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
+        if focus:
+            hint = f"\n\n[{self.hint}]" if self.hint else ""
+            return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
 
     def _remember_failing(self) -> None:

@@ -25,22 +25,25 @@ _SAVED_AT = re.compile(r"the full output is in (\S+): read_file it")
 MAX_SUMMARY_CHARS = 4000
 MAX_HEADER_CHARS = 600
 SUMMARISED = (
-    "[gaffer: the run printed {size} characters, more than is shown; its {lines} lines of "
-    "tracebacks are left out here (the whole output is in {file})]"
+    "[gaffer: the run printed {size} characters, more than is shown with where it failed; "
+    "its {lines} lines of tracebacks are left out here ({whole})]"
 )
 
 
-def summarised(result: ToolResult, output: str, test_run: bool) -> ToolResult:
-    """A failed pytest run too long to show whole, shown as what comes before its
-    tracebacks, then its short summary and counts: a better cut than head and tail,
-    which spends the room on the first tracebacks (pytest prints each failing test's
-    whole function, docstring and all) and which a small model pays for in prompt time.
-    The first failure is pointed at after it (failure_focus). The result as it was when
-    the output has no such summary, the whole output could not be read back (`output` is
-    then the cut itself), or the summary would not be shorter."""
+def summarised(result: ToolResult, output: str, room: int | None) -> ToolResult:
+    """A failed pytest run too long to show whole with its first failure pointed at (cut
+    for the model, or longer than `room` less the pointer), shown as what comes before its
+    tracebacks, then its short summary and counts: a better cut than head and tail, which
+    spends the room on the first tracebacks (pytest prints each failing test's whole
+    function, docstring and all), and which a small model pays for in prompt time. The
+    result as it was when it fits, when the output has no such summary, when the whole
+    output could not be read back (`output` is then the cut itself), or when the summary
+    would not be shorter."""
     saved = result.facts.output_file
-    if not test_run or not saved or output == result.output:
-        return result  # shown whole, not a test run, or nothing more to summarise
+    if saved and output == result.output:
+        return result  # cut, and the whole could not be read back
+    if not saved and (room is None or len(result.output) + MAX_FOCUS_CHARS <= room):
+        return result  # it fits, with where it failed
     tracebacks = _TRACEBACKS.search(output)
     summary = next(reversed(list(_SHORT_SUMMARY.finditer(output))), None)  # pytest's, last
     if tracebacks is None or summary is None or summary.start() < tracebacks.start():
@@ -52,11 +55,14 @@ def summarised(result: ToolResult, output: str, test_run: bool) -> ToolResult:
     if len(header) > MAX_HEADER_CHARS:
         header = "…" + header[-MAX_HEADER_CHARS:]
     left_out = output[tracebacks.start() : summary.start()].count("\n")
-    # The path as the model's own sandbox names it, from the cut this replaces: the
-    # marker naming the saved file, not one the tests printed.
-    named = [m.group(1) for m in _SAVED_AT.finditer(result.output)]
-    where = next((p for p in named if os.path.basename(p) == os.path.basename(saved)), saved)
-    said = SUMMARISED.format(size=len(output), lines=left_out, file=where)
+    whole = "run the command again to see them"
+    if saved:
+        # The path as the model's own sandbox names it, from the cut this replaces: the
+        # marker naming the saved file, not one the tests printed.
+        named = [m.group(1) for m in _SAVED_AT.finditer(result.output)]
+        where = next((p for p in named if os.path.basename(p) == os.path.basename(saved)), saved)
+        whole = f"the whole output is in {where}"
+    said = SUMMARISED.format(size=len(output), lines=left_out, whole=whole)
     footer = result.output.rstrip().rsplit("\n", 1)[-1]  # "[exit code 1; 0.2s]"
     shown = "\n".join(part for part in (header, said, ending, footer) if part)
     return dataclasses.replace(result, output=shown) if len(shown) < len(result.output) else result
