@@ -111,39 +111,6 @@ def test_a_reply_stops_where_a_block_for_a_kept_test_would_begin(workspace: Path
     assert model.stops == [(), ()]
 
 
-def test_what_a_command_changed_in_a_kept_test_is_put_back(workspace: Path) -> None:
-    """The file tools are refused before they write; a command is not (it may do anything
-    in its sandbox), so what it changed in a kept test is put back after its batch,
-    before the tests run, and the agent is told in one line. Other files it changed stay."""
-    (workspace / "calc.py").write_text(ORIGINAL)
-    (workspace / "test_calc.py").write_text(TESTS)
-    rewrite = "printf 'def test_add():\\n    pass\\n' > test_calc.py && echo x > notes.txt"
-    script = [call("read_file", path="calc.py"), call("run_shell", command=rewrite)]
-    script += [call("run_shell", command="mv test_calc.py gone.py")]
-    script += [say(f"calc.py\n```python\n{RIGHT}```"), say("I fixed add.")]
-    task = f"Fix add in calc.py. Do not modify the tests. Run the tests with: {TEST_RUN}"
-    result, recorder, _ = run_editor(workspace, script, task)
-
-    told = [r["content"] for r in recorder.records if r.get("source") == "task_rules"]
-    assert told == [
-        "put back: your commands changed test_calc.py, among the task's tests, which stay "
-        "as they are in this run (the task says not to modify the tests); gaffer put it back "
-        "as it was. Change calc.py instead.",
-        "put back: your commands changed test_calc.py, among the task's tests, which stay "
-        "as they are in this run (the task says not to modify the tests); gaffer put it back "
-        "as it was. Change calc.py instead.",
-    ]
-    assert (workspace / "test_calc.py").read_text() == TESTS and not (
-        workspace / "gone.py"
-    ).exists()
-    assert (workspace / "notes.txt").read_text() == "x\n", "what is not a test stays"
-    runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
-    gaffers = [r for r in runs if r["tool_call_id"].startswith("tests-")]
-    assert gaffers and "1 failed" in gaffers[0]["content"], "the tests as they were, failing"
-    assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
-
-
 def test_a_write_call_to_a_kept_test_is_refused_for_any_editor(workspace: Path) -> None:
     script = [
         call("read_file", path="test_calc.py"),

@@ -6,8 +6,7 @@ at the output cap, a minute each, on a task that said "Do not modify the tests".
 that says so keeps every test file as it is; one that names its test command (and asks
 for no change to tests) keeps the tests that command runs, for a small model (the run is
 judged by them). A write, edit or file block aimed at one is refused before it runs, as
-a tool result the model reads, and nothing asks for it again. What a command changed in
-one is put back after its batch (workers/aids/task_rules.py).
+a tool result the model reads, and nothing asks for it again.
 """
 
 from __future__ import annotations
