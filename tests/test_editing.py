@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -145,25 +146,34 @@ def test_a_failed_test_run_too_long_to_show_is_shown_as_its_summary(workspace: P
 
 
 def test_a_failed_run_that_fits_only_without_its_pointer_is_summarised(workspace: Path) -> None:
-    """Not cut by the shell, but too long to show with where it failed: summarised all
-    the same (no saved file: the model is told to run it again to see the tracebacks).
-    A run the room holds, and a cut one whose whole output cannot be read back, are
-    shown as they are."""
+    """Not cut by the shell, but too long to show with where it failed (the pointer's
+    own length counted): summarised all the same, and with no saved file the model is
+    told how to see a traceback. A run the room holds with its pointer, and a cut one
+    whose whole output cannot be read back, are shown as they are."""
     (workspace / "sliced.py").write_text(SLICED.replace("return [seq]", "raise ValueError(n)"))
     (workspace / "test_sliced.py").write_text(SLICED_TESTS.split("\n\n\ndef test_3")[0] + "\n")
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sliced.py"]
     ran = subprocess.run(command, cwd=workspace, capture_output=True, text=True, check=False)
     output = ran.stdout + "\n[exit code 1; 0.3s]"
-    result = ToolResult(output=output, is_error=True, facts=Facts(command="pytest", exit_code=1))
-    shown = summarised(result, output, room=len(output) + 100).output
-    assert shown.splitlines()[1].startswith("[gaffer: the run printed ")
-    assert "(run the command again to see them)" in shown and "2 failed" in shown
-    assert summarised(result, output, room=len(output) + 5000) is result, "it fits"
-    assert summarised(result, output, room=None) is result, "no room of the agent's own"
+    facts = Facts(command="pytest -q", exit_code=1)
+    result = ToolResult(output=output, is_error=True, facts=facts)
+
+    def shown(room: int | None) -> str:
+        return (
+            EditGuard(workspace, room=room)
+            .after("run_shell", {"command": "pytest -q"}, result)
+            .output
+        )
+
+    whole = shown(None)
+    assert whole.startswith(output) and "[gaffer: where the first failure is]" in whole
+    assert shown(len(whole)) == whole, "it fits with its pointer"
+    short = shown(len(whole) - 1)
+    assert short.splitlines()[1].startswith("[gaffer: the run printed ")
+    assert "(run one failing test alone to see its traceback)" in short and "2 failed" in short
+    assert "[gaffer: where the first failure is]" in short and len(short) < len(whole)
     cut = ToolResult(
-        output=output,
-        is_error=True,
-        facts=Facts(command="pytest", exit_code=1, output_file="/gone/out.log"),
+        output=output, is_error=True, facts=dataclasses.replace(facts, output_file="/gone/o.log")
     )
     assert summarised(cut, output, room=100) is cut, "the whole could not be read back"
 

@@ -53,9 +53,9 @@ def _kept_blocks(agent: Agent) -> tuple[str, ...]:
 
 
 def _takes_stop(agent: Agent) -> bool:
-    """Whether the agent's model is sent stop texts: an endpoint client says so
-    (`stop_texts`, off where a model refuses the field); a scripted model records them."""
-    return bool(getattr(agent.model, "stop_texts", True))
+    """Whether the agent's model is sent stop texts: a client that says so (`stop_texts`:
+    an endpoint that takes them; a scripted model, which records them)."""
+    return bool(getattr(agent.model, "stop_texts", False))
 
 
 def call_model(

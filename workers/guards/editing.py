@@ -213,23 +213,29 @@ class EditGuard:
         summary when too long); a failed test run is remembered as the last failure."""
         output = self.full_output(result)
         test_run = is_test_run(command, self.test_runners)
-        if test_run:
-            result = summarised(result, output, self.room)
-        focus = failure_focus(
-            self.workspace,
-            command,
-            output,
-            self.container_root,
-            shown=result.output,
-            test_runners=self.test_runners,
-        )
+        hint = f"\n\n[{self.hint}]" if self.hint else ""
+
+        def focus_on(shown: str) -> str:
+            return failure_focus(
+                self.workspace,
+                command,
+                output,
+                self.container_root,
+                shown=shown,
+                test_runners=self.test_runners,
+            )
+
+        focus = focus_on(result.output)
+        if test_run:  # the room the run has beside where it failed
+            room = None if self.room is None else self.room - len(focus) - len(hint) - 2
+            if (shorter := summarised(result, output, room)) is not result:
+                result, focus = shorter, focus_on(shorter.output)
         if test_run:
             whole = failure_focus(
                 self.workspace, command, output, self.container_root, test_runners=self.test_runners
             )
             self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
         if focus:
-            hint = f"\n\n[{self.hint}]" if self.hint else ""
             return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
 

@@ -32,7 +32,8 @@ SUMMARISED = (
 
 def summarised(result: ToolResult, output: str, room: int | None) -> ToolResult:
     """A failed pytest run too long to show whole with its first failure pointed at (cut
-    for the model, or longer than `room` less the pointer), shown as what comes before its
+    for the model, or longer than `room` less the pointer's own length), shown as what
+    comes before its
     tracebacks, then its short summary and counts: a better cut than head and tail, which
     spends the room on the first tracebacks (pytest prints each failing test's whole
     function, docstring and all), and which a small model pays for in prompt time. The
@@ -42,7 +43,7 @@ def summarised(result: ToolResult, output: str, room: int | None) -> ToolResult:
     saved = result.facts.output_file
     if saved and output == result.output:
         return result  # cut, and the whole could not be read back
-    if not saved and (room is None or len(result.output) + MAX_FOCUS_CHARS <= room):
+    if not saved and (room is None or len(result.output) <= room):
         return result  # it fits, with where it failed
     tracebacks = _TRACEBACKS.search(output)
     summary = next(reversed(list(_SHORT_SUMMARY.finditer(output))), None)  # pytest's, last
@@ -55,7 +56,7 @@ def summarised(result: ToolResult, output: str, room: int | None) -> ToolResult:
     if len(header) > MAX_HEADER_CHARS:
         header = "…" + header[-MAX_HEADER_CHARS:]
     left_out = output[tracebacks.start() : summary.start()].count("\n")
-    whole = "run the command again to see them"
+    whole = "run one failing test alone to see its traceback"
     if saved:
         # The path as the model's own sandbox names it, from the cut this replaces: the
         # marker naming the saved file, not one the tests printed.

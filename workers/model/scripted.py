@@ -54,6 +54,9 @@ class ScriptedModel:
     `latency` sleeps per call to stand in for a real endpoint (benchmarks of overlap).
     """
 
+    stop_texts = True
+    """It records every call's stop texts (`stops`), as an endpoint that takes them."""
+
     def __init__(
         self, script: Iterable[Step], *, latency: float = 0.0, name: str = "scripted"
     ) -> None:
