@@ -11,10 +11,11 @@ reply itself:
   round);
 - a reply word for word the one before it (a file written back as it is, with the same
   test run): the result in between taught the model nothing.
-The last four get one nudge naming the calls (the reply, for the last; each pattern is
-warned about apart); if the agent goes on, it ends with `repetition`. After a refusal or a nudge, the next reply is asked for with tools off, so
-an agent that has what it needs answers instead of asking again. Results are compared with their numbers masked, so a timing or a line
-number that moves does not hide a cycle.
+The last four get one nudge naming the calls (the reply, for the last; that pattern is
+warned about apart from the others); if the agent goes on, it ends with `repetition`.
+After a refusal or a nudge, the next reply is asked for with tools off, so an agent that
+has what it needs answers instead of asking again. Results are compared with their
+numbers masked, so a timing or a line number that moves does not hide a cycle.
 """
 
 from __future__ import annotations
