@@ -14,10 +14,10 @@ from workers.hooks import View
 
 # A sample rewrites the files it may write. A small model then copies out the tests it
 # was shown (`sliced`: 759 tokens, 80 s, where the code took 300), so its reply stops
-# where a test file's path line over a block begins, and
-# is capped at twice the size of the files it may write, in tokens (about 3 characters a
-# token of code; a stub grows), with room for a sentence, and never below what a 30-line
-# function and its docstring take: past that it is looping.
+# where a test file's path line over a block begins, and is capped at twice the size of
+# the files it may write, in tokens (about 3 characters a token of code; a stub grows),
+# with room for a sentence, and never below what a 30-line function and its docstring
+# take: past that it is looping.
 CHARS_PER_TOKEN = 3
 SAMPLE_ROOM_TOKENS = 200
 MIN_SAMPLE_TOKENS = 768
