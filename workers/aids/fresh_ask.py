@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from workers.aids.file_blocks import HOW_TO_WRITE
 from workers.aids.focused_write import ASK_FOR_CHANGE, MAX_TASK_CHARS, cut, fenced, texts
-from workers.guards.editing import MAX_STOP_TEXTS
+from workers.guards.editing import block_start
 from workers.guards.test_runs import steers_tests
 from workers.hooks import View
+from workers.model import MAX_STOP_TEXTS
 
 # A sample rewrites the files it may write. A small model then copies out the tests it
 # was shown (`sliced`: 759 tokens, 80 s, where the code took 300), so its reply stops
@@ -48,7 +49,7 @@ def prompt(view: View) -> Ask | None:
     ask = "\n\n".join([cut(view.task, MAX_TASK_CHARS), *shown, f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}"])
     may_write = {path: text for path, text in files if not steers_tests(path)}
     tests = [path for path, _ in files if path not in may_write]
-    stop = tuple(f"{path}\n```" for path in tests[:MAX_STOP_TEXTS])
+    stop = tuple(block_start(path) for path in tests[:MAX_STOP_TEXTS])
     return Ask(ask, frozenset(may_write), fitted_cap(may_write.values()), stop)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from workers.guards.failures import MAX_FOCUS_CHARS, failure_focus, summarised
 from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
+from workers.model import MAX_STOP_TEXTS
 from workers.tools import outputs
 from workers.tools.base import ToolError, ToolResult
 from workers.tools.workspace import read_confined, relative, resolve
@@ -41,8 +42,6 @@ BACK_TO_FAILING = (
     "not written: the tests pass with {path} as it is now, and this would put it back as it "
     "was when they failed. If the task is done, give your final answer in plain sentences."
 )
-# Chat Completions servers honour at most four stop texts.
-MAX_STOP_TEXTS = 4
 # A test run's whole output read back for its failures: more is noise.
 MAX_FULL_OUTPUT_BYTES = 8 * 1024 * 1024
 # A suite seen to run in t seconds is given this many times t before it counts as hung:
@@ -230,11 +229,7 @@ class EditGuard:
             room = None if self.room is None else self.room - len(focus) - len(hint) - 2
             if (shorter := summarised(result, output, room)) is not result:
                 result, focus = shorter, focus_on(shorter.output)
-        if test_run:
-            whole = failure_focus(
-                self.workspace, command, output, self.container_root, test_runners=self.test_runners
-            )
-            self.last_failure = f"$ {command}\n{whole or output[-MAX_FOCUS_CHARS:]}"
+            self.last_failure = f"$ {command}\n{focus_on('') or output[-MAX_FOCUS_CHARS:]}"
         if focus:
             return dataclasses.replace(result, output=f"{result.output}\n\n{focus}{hint}")
         return result
@@ -252,7 +247,7 @@ class EditGuard:
         if self.kept is None:
             return ()
         kept = [path for path in sorted(self.seen) if self.kept.keeps(path)]
-        return tuple(f"{path}\n```" for path in kept[:MAX_STOP_TEXTS])
+        return tuple(block_start(path) for path in kept[:MAX_STOP_TEXTS])
 
     def full_output(self, result: ToolResult) -> str:
         """The whole output when it was cut for the model (saved outside the workspace)."""
@@ -277,6 +272,12 @@ class EditGuard:
         if not real.is_file():
             return None
         return relative(self.workspace, real), real
+
+
+def block_start(path: str) -> str:
+    """How a reply begins a file block for `path`: its path line over a fence (as a stop
+    text, where a block the agent may not write would begin)."""
+    return f"{path}\n```"
 
 
 def _fingerprint(path: Path) -> str:

@@ -92,6 +92,10 @@ Cancelled = Callable[[], bool]
 """True once the call's agent is cancelled: the call ends and its connection closes."""
 
 
+MAX_STOP_TEXTS = 4
+"""The most stop texts a Chat Completions server honours."""
+
+
 @dataclass(frozen=True)
 class CallOptions:
     """How one model call is made, besides the conversation and the tools it offers: one

@@ -24,6 +24,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from workers.model import (
+    MAX_STOP_TEXTS,
     REASONING_KEY,
     AssistantTurn,
     CallOptions,
@@ -301,7 +302,7 @@ class OpenAIModel:
         if cap := asking.capped_at(self.max_output_tokens):
             request["max_tokens"] = cap
         if asking.stop and self.stop_texts:
-            request["stop"] = list(asking.stop[:4])
+            request["stop"] = list(asking.stop[:MAX_STOP_TEXTS])
         if (temperature := asking.sampled_at(self.temperature)) is not None:
             request["temperature"] = temperature
         if asking.vary and self.varied_sampling:  # fields only some servers know
