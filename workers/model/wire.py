@@ -174,6 +174,8 @@ class Reply:
     def close(self) -> None:
         self._registered.close()
         with contextlib.suppress(Exception):
+            if self.response is not None:
+                self.response.close()  # its reader holds the socket open until then
             self.connection.close()
 
     def lines(self) -> Iterator[str]:
@@ -261,23 +263,32 @@ def _counted(readers: Readers) -> type[http.client.HTTPResponse]:
     class Counted(http.client.HTTPResponse):
         def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
             super().__init__(sock, *args, **kwargs)
-            self.fp.close()  # the socket's own reader, let go so closing the socket closes it
+            self.fp.close()  # the buffered reader it made; ours counts what it reads
             self.fp = io.BufferedReader(_CountingSocket(sock, readers))
 
     return Counted
 
 
 class _CountingSocket(io.RawIOBase):
+    """The socket read through a file of its own, as http.client's reader does: the
+    connection closes its socket after a reply that ends the connection (HTTP/1.0, a
+    proxy), and the file keeps it open until the body is read and the reply closed.
+    Reading the socket itself there failed with EBADF whenever the body had not come yet."""
+
     def __init__(self, sock: socket.socket, readers: Readers) -> None:
-        self.sock, self.readers = sock, readers
+        self.raw, self.readers = sock.makefile("rb", buffering=0), readers
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        size = self.sock.recv_into(buffer)
+        size = self.raw.readinto(buffer) or 0
         self.readers.count(size)
         return size
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 def _message_of(body: object) -> str:
