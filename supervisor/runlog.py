@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,13 +99,31 @@ def find_run(
                 if runs
                 else f"no runs in {log_dir}"
             )
-        return going[-1]
+        return _newest(going)
     matches = [p for p in runs if p.stem.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise RunNotFound(f"no run {ref!r} in {log_dir}; `gaffer logs` lists them")
     raise RunNotFound(f"{ref!r} matches {len(matches)} runs; give more of the id")
+
+
+def _newest(runs: list[Path]) -> Path:
+    """The run started last: by the second in its id, then, for runs started in the same
+    second (their ids end in random letters), by the time of their first line."""
+    second = max(p.stem[:15] for p in runs)
+    same = [p for p in runs if p.stem[:15] == second]
+    return max(same, key=_first_ts) if len(same) > 1 else same[0]
+
+
+def _first_ts(path: Path) -> str:
+    """The first line's time (ISO 8601 in UTC, so it sorts as text); "" when unreadable."""
+    try:
+        with path.open("rb") as f:
+            ts = json.loads(f.readline(64 * 1024)).get("ts")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return ts if isinstance(ts, str) else ""
 
 
 def _got_going(path: Path) -> bool:

@@ -118,3 +118,19 @@ def test_a_planted_log_of_wrongly_typed_values_reads_without_tripping_any_reader
     assert (listed.started, listed.task, listed.status) == ("?", "", "")
     start = line_of(HOSTILE[0])
     assert start is not None and start.ts == 0.0 and start.event.task == ""  # type: ignore[attr-defined]
+
+
+def test_the_last_run_is_the_one_started_last_even_within_one_second(tmp_path: Path) -> None:
+    """Run ids name the second and end in random letters: two runs of one second sort by
+    those letters, and `last` must not take the earlier one."""
+    from supervisor.runlog import find_run
+
+    for stem, ts in [
+        ("20261203-101500-ffffff", "2026-12-03T10:15:00.100+00:00"),
+        ("20261203-101500-000000", "2026-12-03T10:15:00.900+00:00"),
+        ("20261203-101459-zzzzzz", "2026-12-03T10:14:59.999+00:00"),
+    ]:
+        (tmp_path / f"{stem}.jsonl").write_text(json.dumps({"ts": ts, "event": "x"}) + "\n")
+    assert find_run(tmp_path, "last").stem == "20261203-101500-000000"
+    (tmp_path / "20261203-101500-000000.jsonl").write_text("not json\n")
+    assert find_run(tmp_path, "last").stem == "20261203-101500-ffffff", "unreadable: oldest"
