@@ -27,6 +27,7 @@ from supervisor.reports import worker_report
 from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
+from workers.aids.task_rules import read_only_tests
 from workers.assembly.build import RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
@@ -47,9 +48,12 @@ from workers.tools.memory import project_instructions
 Copy = Worktree | RemoteCopy
 """The workspace as an isolated editor, or a worker on the cluster, sees it."""
 
-MakeSandbox = Callable[[AgentSpec, str, "Copy | None"], AbstractContextManager[Sandbox]]
-"""(spec, agent_id, the worker's copy of the workspace or None) -> a context that yields
-the sandbox and tears it down after (workers/placement.py)."""
+MakeSandbox = Callable[
+    [AgentSpec, str, "Copy | None", tuple[str, ...]], AbstractContextManager[Sandbox]
+]
+"""(spec, agent_id, the worker's copy of the workspace or None, the files its container
+mounts read-only) -> a context that yields the sandbox and tears it down after
+(workers/placement.py)."""
 
 
 @dataclass(frozen=True)
@@ -362,7 +366,11 @@ class Team:
             setting = dataclasses.replace(setting, store=copy.store)
         sandbox = None
         try:
-            with self.make_sandbox(spec, agent_id, copy) as sandbox:
+            rules = setting.rules
+            kept = read_only_tests(
+                spec, task, setting.workspace, rules.test_runners, file_blocks=rules.file_blocks
+            )
+            with self.make_sandbox(spec, agent_id, copy, kept) as sandbox:
                 agent, prompt = self.build(
                     spec, agent_id, sandbox, budget, caller.depth + 1, caller, setting
                 )

@@ -15,7 +15,8 @@ from typing import cast
 
 from supervisor.delegation import Team
 from supervisor.run_plan import RunPlan
-from workers.agent import AgentResult, tell
+from workers.agent import AgentResult, first_task, tell
+from workers.aids.task_rules import read_only_tests
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import reap_worktrees
 from workers.guards.context import ContextKeeper, window_for
@@ -174,7 +175,17 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None) as sandbox:
+            # The rules of the conversation's first task hold for it (TaskRules reads the same).
+            task = first_task(self.messages) or text
+            rules = self.plan.rules
+            kept = read_only_tests(
+                self.top_spec,
+                task,
+                self.team.workspace,
+                rules.test_runners,
+                file_blocks=rules.file_blocks,
+            )
+            with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None, task=text
                 )

@@ -47,11 +47,16 @@ class SandboxFactory:
         self._lock = threading.Lock()
 
     def __call__(
-        self, spec: AgentSpec, agent_id: str, copy: Worktree | RemoteCopy | None = None
+        self,
+        spec: AgentSpec,
+        agent_id: str,
+        copy: Worktree | RemoteCopy | None = None,
+        read_only: tuple[str, ...] = (),
     ) -> AbstractContextManager[Sandbox]:
         """`copy`: the workspace as this worker sees it instead, when it is not the
         workspace itself: an isolated editor's worktree, or a bundle on its way to a
-        cluster node (whose tools then run there)."""
+        cluster node (whose tools then run there). `read_only`: workspace-relative files
+        a container mounts read-only (the tests the task keeps)."""
         if isinstance(copy, RemoteCopy):
             assert self.cluster is not None
             return self.cluster.hands(
@@ -61,6 +66,7 @@ class SandboxFactory:
                 in_container=spec.in_container,
                 docker_options=spec.profile.docker.model_dump(),
                 uid=self.uid,
+                read_only=read_only,
             )
         workspace = copy.path if copy is not None else self.workspace
         if not spec.in_container:
@@ -77,7 +83,7 @@ class SandboxFactory:
                 # Containers of crashed runs (kill -9) go before this run adds its own.
                 leftovers.remove_leftovers(client)
                 self._client = client
-        return self._container(spec, agent_id, self._client, workspace)
+        return self._container(spec, agent_id, self._client, workspace, read_only)
 
     def _git_dir(self) -> Path | None:
         """The workspace's repository, which an isolated editor's worktree points to."""
@@ -86,7 +92,12 @@ class SandboxFactory:
 
     @contextlib.contextmanager
     def _container(
-        self, spec: AgentSpec, agent_id: str, client: Any, workspace: Path
+        self,
+        spec: AgentSpec,
+        agent_id: str,
+        client: Any,
+        workspace: Path,
+        read_only: tuple[str, ...],
     ) -> Iterator[Sandbox]:
         """A worker's container, with the boundary's doings at its start and end in the log."""
         log = self.events.bind(agent_id=agent_id, profile=spec.name)
@@ -100,6 +111,7 @@ class SandboxFactory:
                 uid=self.uid,
                 docker_client=client,
                 git_dir=self._git_dir() if workspace != self.workspace else None,
+                read_only=read_only,
             ) as box:
                 if unshared := box.survey.unshared:
                     log.emit(

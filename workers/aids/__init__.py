@@ -13,7 +13,7 @@ from workers.aids.fresh_attempts import FreshAttempts
 from workers.aids.reports_answer import AnswerFromReports
 from workers.aids.task_files import TaskFiles
 from workers.aids.task_parts import TaskParts
-from workers.aids.task_rules import TaskRules
+from workers.aids.task_rules import task_rules_for
 from workers.aids.tests_after_writes import TestsAfterWrites
 from workers.hooks import Aid, Aids
 
@@ -43,8 +43,8 @@ def aids_for(
         chosen += [AnswerFromReports(), TaskParts(reader)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
-    if "write_file" in tools or "edit_file" in tools:
-        chosen.append(TaskRules(by_command=file_blocks))
+    if (rules := task_rules_for(tools, file_blocks=file_blocks)) is not None:
+        chosen.append(rules)
     if file_blocks:
         chosen.append(FileBlocks())
         if "run_shell" in tools:

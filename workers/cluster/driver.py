@@ -67,8 +67,7 @@ class RemoteCopy:
 
     base_id: str
     base: Tree
-    ref: Any
-    """The bundle in Ray's object store."""
+    ref: Any  # the bundle in Ray's object store
     size: int
     path: None = None
     store: None = None
@@ -78,8 +77,7 @@ class RemoteCopy:
 
 
 def ray_token(environ: dict[str, str] | None = None) -> str | None:
-    """Ray's token, as Ray itself looks for it: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, then
-    the default file."""
+    """Ray's token, looked for as Ray does: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, its file."""
     environ = dict(os.environ) if environ is None else environ
     if token := environ.get("RAY_AUTH_TOKEN", "").strip():
         return token
@@ -220,6 +218,7 @@ class Cluster:
         in_container: bool,
         docker_options: dict[str, Any],
         uid: int | None,
+        read_only: tuple[str, ...] = (),
     ) -> Iterator[RemoteSandbox]:
         """A worker's hands on a node with a free slot, closed (and the node's checkout
         removed) however the worker ends; `sent_back` holds its change set."""
@@ -234,6 +233,7 @@ class Cluster:
             docker_options=docker_options,
             uid=uid,
             tools_hash=_tools_hash(),
+            read_only=read_only,
         )
         try:
             placement: Placement = self.wait(

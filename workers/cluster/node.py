@@ -72,8 +72,10 @@ class NodeHands:
         docker_options: dict[str, Any],
         uid: int | None,
         tools_hash: str | None = None,
+        read_only: tuple[str, ...] = (),
     ) -> None:
-        """`tools_hash`: the driver's sandbox image hash, which the node's image must match."""
+        """`tools_hash`: the driver's sandbox image hash, which the node's image must match;
+        `read_only`: files of the checkout its container mounts read-only."""
         self.tools_hash = tools_hash
         root = node_root()
         _reap_checkouts(root)
@@ -89,14 +91,20 @@ class NodeHands:
             self.checkout_s = time.monotonic() - started
             self.store = Store(self.workspace)
             self.tracker = ChangeTracker(self.store)
-            self.sandbox = self._sandbox(sandbox, docker_options, run_id, agent_id, uid)
+            self.sandbox = self._sandbox(sandbox, docker_options, run_id, agent_id, uid, read_only)
             self.ready_s = time.monotonic() - started
         except BaseException:
             self.close()
             raise
 
     def _sandbox(
-        self, kind: str, options: dict[str, Any], run_id: str, agent_id: str, uid: int | None
+        self,
+        kind: str,
+        options: dict[str, Any],
+        run_id: str,
+        agent_id: str,
+        uid: int | None,
+        read_only: tuple[str, ...],
     ) -> Sandbox:
         if kind != "docker":
             return HostSandbox(ToolContext(self.workspace, guard_shell=True))
@@ -115,6 +123,7 @@ class NodeHands:
             uid=uid,
             docker_client=client,
             tools_hash=self.tools_hash,
+            read_only=read_only,
         )
         return self._stack.enter_context(box)
 

@@ -7,6 +7,11 @@ that says so keeps every test file as it is; one that names its test command (an
 for no change to tests) keeps the tests that command runs, for a small model (the run is
 judged by them). A write, edit or file block aimed at one is refused before it runs, as
 a tool result the model reads, and nothing asks for it again.
+
+Shell commands are held to the same rule by the sandbox, not by reading them: in a
+container the kept tests there are at the start are read-only mounts (`kept_files`), and
+whatever a command changes of them anyway (on the host, or past a mount) gaffer puts
+back right after it (workers/guards/kept_put_back.py).
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ _ASKS = re.compile(
     re.IGNORECASE,
 )
 _NEGATED = re.compile(r"(?:not|n't|never|without)\s*$", re.IGNORECASE)
+# Kept tests mounted read-only one by one in a container; a suite with more is held by
+# the put-back alone beyond these (workers/guards/kept_put_back.py).
+MAX_READ_ONLY = 128
+# Folders no test of the project's own lives in, and that can hold thousands of files.
+_NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 # Files with tests in them besides those named like tests: pytest's fixtures.
 TEST_SUPPORT = frozenset({"conftest.py"})
 REFUSED = (
@@ -97,6 +107,46 @@ def kept_tests(
     words = status_command(command) or []
     paths = tuple(p for word in words[1:] if (p := _in_workspace(workspace, word)) is not None)
     return KeptTests(f"the task's test command `{command}` runs them", paths)
+
+
+def kept_files(kept: KeptTests, workspace: Path, limit: int = MAX_READ_ONLY) -> tuple[str, ...]:
+    """The kept tests that are in the workspace now, as workspace-relative paths of plain
+    files (never a link: a mount would follow it), at most `limit`. Hidden folders, virtual environments and package folders are not looked in."""
+    root = os.path.realpath(workspace)
+    found: dict[str, None] = {}
+    for start in kept.paths or (".",):
+        for rel in _files_under(root, start):
+            if len(found) >= limit:
+                return tuple(found)
+            if kept.keeps(rel):
+                found.setdefault(rel)
+    return tuple(found)
+
+
+def _files_under(root: str, start: str) -> Iterable[str]:
+    """Plain files at or under `start`, never through a link, shallowest folders first."""
+    path = os.path.join(root, start)
+    if os.path.isfile(path) and not os.path.islink(path):
+        yield os.path.normpath(start)
+        return
+    folders = [start] if os.path.isdir(path) and not os.path.islink(path) else []
+    while folders:
+        rel = folders.pop(0)
+        try:
+            with os.scandir(os.path.join(root, rel)) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        if any(e.name == "pyvenv.cfg" for e in entries):
+            continue  # a virtual environment
+        for entry in entries:
+            child = os.path.normpath(os.path.join(rel, entry.name))
+            if entry.is_file(follow_symlinks=False):
+                yield child
+            elif entry.is_dir(follow_symlinks=False) and not (
+                entry.name.startswith(".") or entry.name in _NOT_THE_PROJECTS
+            ):
+                folders.append(child)
 
 
 def _in_workspace(workspace: Path, word: str) -> str | None:

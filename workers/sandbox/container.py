@@ -47,10 +47,13 @@ def container_spec(
     protected: tuple[str, ...] = (),
     git_dir: Path | None = None,
     output_dir: Path | None = None,
+    *,
+    read_only: tuple[str, ...] = (),
 ) -> ContainerSpec:
-    """The container for this workspace; `protected` paths (guard.survey) are read-only;
-    `output_dir`, a folder of this container's own outside the workspace, is where its
-    commands' long output is saved.
+    """The container for this workspace; `protected` paths (guard.survey) are read-only,
+    and so are the plain files of `read_only` (the tests the task keeps: a command that
+    writes, moves or deletes one fails); `output_dir`, a folder of this container's own
+    outside the workspace, is where its commands' long output is saved.
     `git_dir`: for an isolated editor's worktree, the repository it belongs to, read-only
     at its own path, where the worktree's `.git` file points (so git works inside)."""
     real = Path(os.path.realpath(workspace))
@@ -72,6 +75,9 @@ def container_spec(
     mounts = [(str(real), WORKSPACE, False)]
     for rel in dict.fromkeys(protected):
         mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
+    for rel in dict.fromkeys(read_only):
+        if rel not in protected and _plain_file_inside(real, rel):
+            mounts.append((str(real / rel), f"{WORKSPACE}/{rel}", True))
     if output_dir is not None:  # command output too long for the model is saved here
         mounts.append((str(output_dir), str(outputs.CONTAINER_FOLDER), False))
     if git_dir is not None:
@@ -85,6 +91,15 @@ def container_spec(
         pids=options.pids,
         mounts=mounts,
     )
+
+
+def _plain_file_inside(root: Path, rel: str) -> bool:
+    """Whether `rel` is a plain file of the workspace reached through no link: Docker would
+    mount what a link points at, wherever that is."""
+    path = root / rel
+    if path.is_symlink() or os.path.realpath(path) != str(root / os.path.normpath(rel)):
+        return False
+    return path.is_file()
 
 
 def create(

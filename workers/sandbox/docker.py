@@ -115,14 +115,18 @@ def docker_sandbox(
     docker_client: Any = None,
     git_dir: Path | None = None,
     tools_hash: str | None = None,
+    read_only: tuple[str, ...] = (),
 ) -> Iterator[DockerSandbox]:
     """Start a container for one worker run, and remove it however the run ends; then
-    move aside anything it planted that the host would run (`sandbox.quarantined`)."""
+    move aside anything it planted that the host would run (`sandbox.quarantined`).
+    `read_only`: workspace files it may not change either (the tests its task keeps)."""
     docker_client = docker_client or client()
     check_image(docker_client, options.image, tools_hash)
     before = guard.survey(workspace)
     output_dir = output_folder(workspace, f"{run_id}-{agent_id}", uid)
-    spec = container_spec(workspace, options, uid, before.mounts, git_dir, output_dir)
+    spec = container_spec(
+        workspace, options, uid, before.mounts, git_dir, output_dir, read_only=read_only
+    )
     name, owner = f"gaffer-{run_id}-{agent_id}-{secrets.token_hex(3)}", owner_token()
     # Written first: a run killed at any moment after this is swept by the next gaffer.
     try:
