@@ -4,13 +4,17 @@ its container, and a put-back of what a command changed anyway (workers/guards/t
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.docker_support import chown_tree, require_docker, user_workspace
+from tests.helpers import run_editor
 from workers.guards.task_rules import KeptTests, kept_files
+from workers.log.events import Recorder
+from workers.model.scripted import call, say
 from workers.sandbox.container import container_spec
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
@@ -95,7 +99,6 @@ def test_a_shell_command_in_the_container_cannot_change_a_kept_test(
     tmp_path: Path, command: str
 ) -> None:
     require_docker()
-    from workers.model.scripted import call, say
 
     ws = user_workspace(tmp_path / "ws")
     _project(ws)
@@ -118,7 +121,6 @@ def test_a_shell_command_in_the_container_cannot_change_a_kept_test(
 
 def test_a_task_that_asks_for_tests_gets_them_writable(tmp_path: Path) -> None:
     require_docker()
-    from workers.model.scripted import call, say
 
     ws = user_workspace(tmp_path / "ws")
     _project(ws)
@@ -126,3 +128,114 @@ def test_a_task_that_asks_for_tests_gets_them_writable(tmp_path: Path) -> None:
     script = [call("run_shell", command="echo '# more' >> test_calc.py"), say("done")]
     _coder_run(ws, tmp_path / "logs", "Fix add in calc.py and add a test for it.", script)
     assert (ws / "test_calc.py").read_text() == TESTS + "# more\n"
+
+
+# -- on the host, and past the mounts: what a command changed is put back -----------------
+
+TEST_RUN = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
+WRONG = "def add(a, b):\n    return a - b\n"
+
+
+def _host_run(ws: Path, task: str, script: list[Any]) -> tuple[Any, Recorder]:
+    (ws / "calc.py").write_text(WRONG)
+    (ws / "test_calc.py").write_text(TESTS)
+    result, recorder, _ = run_editor(ws, script, task, file_blocks=False)
+    return result, recorder
+
+
+def _held(recorder: Recorder) -> list[dict[str, Any]]:
+    return [r for r in recorder.records if r["event"] == "boundary"]
+
+
+def test_a_test_run_against_tests_a_command_changed_verifies_nothing(workspace: Path) -> None:
+    """The command makes the kept test pass against the wrong code and runs it: the test
+    is put back right after, the model is told, and the run is not verified by that run."""
+    tamper = f"sed -i 's/== 3/== -1/' test_calc.py && {TEST_RUN}"
+    script = [call("run_shell", command=tamper), say("The tests pass."), say("They pass.")]
+    script += [say("They pass.")]
+    result, recorder = _host_run(workspace, TASK, script)
+    assert (workspace / "test_calc.py").read_text() == TESTS
+    [shell] = [r for r in recorder.records if r["event"] == "tool_call"]
+    assert shell["is_error"] and "1 passed" in shell["content"]
+    assert shell["content"].endswith(
+        "gaffer put test_calc.py back as it was before this call: the task's tests stay as "
+        "they are in this run (the task says not to modify the tests). Change calc.py instead."
+    )
+    assert shell["facts"]["tests_put_back"] == ["test_calc.py"]
+    assert "modified" not in shell["facts"], "no change of the agent's is left"
+    [boundary] = _held(recorder)
+    assert boundary["action"] == "put_back" and boundary["paths"] == ["test_calc.py"]
+    assert "Verification: unverified" in result.outcome.answer
+
+
+@pytest.mark.parametrize(
+    ("command", "left"),
+    [
+        ("rm test_calc.py", {"test_calc.py": TESTS}),
+        ("mv test_calc.py old.py", {"test_calc.py": TESTS, "old.py": None}),
+        ("echo 'collect_ignore = [\"test_calc.py\"]' > conftest.py", {"conftest.py": None}),
+    ],
+)
+def test_each_way_of_changing_a_kept_test_is_put_back(
+    workspace: Path, command: str, left: dict[str, str | None]
+) -> None:
+    script = [call("run_shell", command=command), say("done"), say("done"), say("done")]
+    _, recorder = _host_run(workspace, TASK, script)
+    for rel, content in left.items():
+        path = workspace / rel
+        assert (path.read_text() if path.exists() else None) == content, rel
+    assert [b["action"] for b in _held(recorder)] == ["put_back"]
+
+
+def test_a_task_that_asks_for_a_new_test_keeps_only_those_there(workspace: Path) -> None:
+    """'Add a test; do not modify the existing tests': a new test file is the agent's to
+    make, by a write or a command; the existing one is still put back."""
+    task = "Add a test for add in test_add_more.py. Do not modify the existing tests."
+    script = [
+        call("write_file", path="test_add_more.py", content="def test_more():\n    pass\n"),
+        call("run_shell", command="echo 'def test_x(): pass' > test_x.py; echo >> test_calc.py"),
+        say("done"),
+        say("done"),
+        say("done"),
+    ]
+    _, recorder = _host_run(workspace, task, script)
+    assert (workspace / "test_add_more.py").exists() and (workspace / "test_x.py").exists()
+    assert (workspace / "test_calc.py").read_text() == TESTS
+    write = next(r for r in recorder.records if r.get("name") == "write_file")
+    assert not write["is_error"]
+    assert [b["paths"] for b in _held(recorder)] == [["test_calc.py"]]
+
+
+def test_a_kept_test_behind_a_planted_link_is_not_written_through_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The command swaps the tests' folder for a link out of the workspace: nothing is
+    written through the link, the run says the tests were changed, and it is unverified."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "tests").mkdir()
+    (workspace / "tests/test_more.py").write_text("def test_more():\n    assert True\n")
+    swap = f"mv tests tests_was && ln -s {outside} tests"
+    script = [call("run_shell", command=swap), say("done"), say("done"), say("done")]
+    result, recorder = _host_run(workspace, TASK, script)
+    assert list(outside.iterdir()) == []
+    [boundary] = _held(recorder)
+    assert boundary["action"] == "not_put_back" and "tests/test_more.py" in boundary["paths"]
+    assert "could not put" in boundary["message"]
+    assert "the task's tests were changed and not put back" in result.outcome.answer
+
+
+def test_a_kept_test_replaced_past_its_mount_is_put_back(tmp_path: Path) -> None:
+    """In the container, the folder above a mounted test is renamed and a new test put in
+    its place: the mount went with the folder, so gaffer puts the test back after the
+    command."""
+    require_docker()
+    ws = user_workspace(tmp_path / "ws")
+    _project(ws)
+    chown_tree(ws)
+    swap = "mv tests tests_was && mkdir tests && echo 'def test_more(): pass' > tests/test_more.py"
+    script = [call("run_shell", command=swap), say("done")]
+    run = _coder_run(ws, tmp_path / "logs", TASK, script)
+    assert (ws / "tests/test_more.py").read_text() == "def test_more():\n    assert True\n"
+    assert not (ws / "tests_was/test_more.py").exists()
+    assert "gaffer put tests/test_more.py, tests_was/test_more.py back" in run["outputs"][0]

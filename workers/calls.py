@@ -11,6 +11,7 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
+from workers.guards.kept_put_back import hold
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.test_runs import is_test_run, ran_no_tests
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
@@ -310,8 +311,10 @@ def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
         except OSError:  # the workspace could not be read: the tool's own word stands
             changed = None
         if changed is not None and facts.worker is None:  # a worker's calls say their own
+            changed, held = hold(agent.changes, agent.edits, changed, agent.events)
             paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
-            facts = dataclasses.replace(facts, modified=tuple(paths))
+            result = held.told(result, dataclasses.replace(facts, modified=tuple(paths)))
+            facts = result.facts
     command = facts.command
     runners = agent.edits.test_runners if agent.edits else ()
     if (

@@ -43,6 +43,11 @@ class Facts:
     """It wrote the project memory (AGENT.md)."""
     no_tests: bool = False
     """A test run that exited 0 but says it ran no tests (the harness reads its output)."""
+    tests_put_back: tuple[str, ...] = ()
+    """Tests the task keeps that the call changed, put back as they were right after it
+    (workers/guards/kept_put_back.py); the call counts as an edit."""
+    tests_changed: tuple[str, ...] = ()
+    """Tests the task keeps that the call changed and gaffer could not put back."""
     worker: str | None = None
     """A delegation: the worker's id; its own calls are `evidence`."""
     status: str | None = None
@@ -83,12 +88,13 @@ class Facts:
 
 _STRINGS = frozenset({"command", "output_file", "container", "worker", "status"})
 _FLAGS = frozenset({"timed_out", "denied", "memory", "no_tests"})
+_PATHS = frozenset({"modified", "tests_put_back", "tests_changed"})
 
 
 def _checked(name: str, value: object) -> Any:
-    if name == "modified":
+    if name in _PATHS:
         if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-            raise BadFacts("modified must be a list of paths")
+            raise BadFacts(f"{name} must be a list of paths")
         return tuple(value)
     if name == "evidence":
         if not isinstance(value, list):

@@ -149,7 +149,7 @@ class EditGuard:
             rel = relative(self.workspace, resolve(self.workspace, path))
         except ToolError:
             return None  # the tool itself refuses it
-        if not self.kept.keeps(rel):
+        if not self.kept.keeps(rel, new=not (self.workspace / rel).exists()):
             return None
         return refusal(self.kept, rel, self.workspace, self.seen)
 

@@ -84,8 +84,14 @@ class KeptTests:
     why: str
     paths: tuple[str, ...] = ()
     """Workspace-relative files and folders the test command names; () is all."""
+    new_files: bool = True
+    """A test file not there before is kept from being made too; False where the task
+    asks for a test as well ("Add a test for x; do not modify the existing tests")."""
 
-    def keeps(self, rel: str) -> bool:
+    def keeps(self, rel: str, *, new: bool = False) -> bool:
+        """Whether `rel` is one of them; `new`: it is not there yet (or was not before)."""
+        if new and not self.new_files:
+            return False
         if not (is_test_file(rel) or os.path.basename(rel) in TEST_SUPPORT):
             return False
         return not self.paths or any(
@@ -100,7 +106,9 @@ def kept_tests(
     change them; else (`by_command`) the tests its named test command runs, unless it
     asks for a change to tests. None: nothing."""
     if forbids_test_changes(task):
-        return KeptTests("the task says not to modify the tests")
+        return KeptTests(
+            "the task says not to modify the tests", new_files=not asks_for_test_changes(task)
+        )
     command = named_test_command(task, runners) if by_command else None
     if command is None or asks_for_test_changes(task):
         return None

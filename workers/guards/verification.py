@@ -58,15 +58,23 @@ def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
 def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict | None:
     """None when nothing was changed; otherwise whether the change was shown to work."""
     events = list(evidence(facts))
+    if tampered := list(dict.fromkeys(p for e in events for p in e.tests_changed)):
+        return Verdict(
+            False, "the task's tests were changed and not put back: " + ", ".join(tampered)
+        )
     # What a test run writes itself (snapshots of expected output, reports) is not a
-    # change that needs another test run after it.
+    # change that needs another test run after it; tests gaffer put back after a command
+    # are (its own test run ran against the changed tests).
     edits = [
         i
         for i, e in enumerate(events)
         # A note to the project memory (`remember`) is not a code change either.
-        if e.modified
-        and not e.memory
-        and not (e.command is not None and is_test_run(e.command, test_runners))
+        if (
+            e.modified
+            and not e.memory
+            and not (e.command is not None and is_test_run(e.command, test_runners))
+        )
+        or e.tests_put_back
     ]
     if not edits:
         return None

@@ -1,0 +1,104 @@
+"""What a call changed of the tests its task keeps, put back right after it.
+
+In a container the kept tests are read-only mounts (task_rules.kept_files). A shell on the
+host, a folder renamed above a mount, a suite larger than the mounts, or a test file made
+where the task keeps every test gets past them. The change tracker sees what each call
+changed, from snapshots rather than the command's words. What it changed of the kept tests
+is put back as it was before the call, through `undo` (under no link, nothing else
+touched). The model reads so in its result, and the log has a `boundary` line.
+
+The call then counts as an edit for the verification gate (`Facts.tests_put_back`): a test
+run in the same command, made against the changed tests, verifies nothing. What cannot
+be put back (`Facts.tests_changed`) leaves the run unverified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.undo import CannotUndo, undo
+from workers.facts import Facts
+from workers.guards.editing import EditGuard
+from workers.guards.task_rules import KeptTests, code_under_test
+from workers.log.events import Emitter
+from workers.log.schema import Boundary
+from workers.tools.base import ToolResult
+
+PUT_BACK = (
+    "gaffer put {paths} back as {was} before this call: the task's tests stay as they are "
+    "in this run ({why}). Change {code} instead."
+)
+NOT_PUT_BACK = (
+    "This call changed {paths}, which the task keeps as {was} ({why}), and gaffer could not "
+    "put {them} back: {error}. The tests cannot verify this run."
+)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a call changed of the kept tests, and what became of it."""
+
+    put_back: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    """Changed and not put back."""
+    line: str = ""
+    """What the model is told; "" when the call changed none of them."""
+
+    def told(self, result: ToolResult, facts: Facts) -> ToolResult:
+        """The call's result with `facts`, and with what was held said and recorded."""
+        if not self.line:
+            return dataclasses.replace(result, facts=facts)
+        return dataclasses.replace(
+            result,
+            output=f"{result.output.rstrip()}\n\n{self.line}".lstrip(),
+            is_error=True,
+            facts=dataclasses.replace(
+                facts, tests_put_back=self.put_back, tests_changed=self.changed
+            ),
+        )
+
+
+def hold(
+    tracker: ChangeTracker, edits: EditGuard | None, changed: list[Change], events: Emitter
+) -> tuple[list[Change], Held]:
+    """The call's changes less those put back, and what was held, with a `boundary`
+    line in the log when there was any."""
+    if edits is None or edits.kept is None:
+        return changed, Held()
+    kept = edits.kept
+    theirs = [c for c in changed if _touches(kept, c)]
+    if not theirs:
+        return changed, Held()
+    paths = tuple(dict.fromkeys(p for c in theirs for p in (c.old_path, c.path) if p))
+    named = ", ".join(paths)
+    was = "it was" if len(paths) == 1 else "they were"
+    try:
+        undo(tracker.store, theirs)
+    except CannotUndo as error:
+        them = "it" if len(paths) == 1 else "them"
+        line = NOT_PUT_BACK.format(paths=named, was=was, why=kept.why, them=them, error=error)
+        events.emit(_boundary("not_put_back", paths, line))
+        return changed, Held(changed=paths, line=line)
+    finally:
+        tracker.look()  # what gaffer put back is no change of the agent's next call
+    code = code_under_test(Path(tracker.store.workspace), paths[0], edits.seen)
+    line = PUT_BACK.format(paths=named, was=was, why=kept.why, code=code or "the code they test")
+    events.emit(_boundary("put_back", paths, line))
+    return [c for c in changed if c not in theirs], Held(put_back=paths, line=line)
+
+
+def _boundary(action: str, paths: tuple[str, ...], line: str) -> Boundary:
+    return Boundary(
+        action=action, what="kept tests", paths=list(paths), count=len(paths), message=line
+    )
+
+
+def _touches(kept: KeptTests, change: Change) -> bool:
+    """Whether a change is to a kept test: one there before (or moved away), or a new one
+    where the task keeps new test files too."""
+    if change.old_path is not None and kept.keeps(change.old_path):
+        return True
+    return kept.keeps(change.path, new=change.kind in ("added", "renamed"))
