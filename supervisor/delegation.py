@@ -366,10 +366,7 @@ class Team:
             setting = dataclasses.replace(setting, store=copy.store)
         sandbox = None
         try:
-            rules = setting.rules
-            kept = read_only_tests(
-                spec, task, setting.workspace, rules.test_runners, file_blocks=rules.file_blocks
-            )
+            kept = read_only_tests(spec, task, setting)
             with self.make_sandbox(spec, agent_id, copy, kept) as sandbox:
                 agent, prompt = self.build(
                     spec, agent_id, sandbox, budget, caller.depth + 1, caller, setting

@@ -175,16 +175,10 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            # The rules of the conversation's first task hold for it (TaskRules reads the same).
+            # The rules of the conversation's first task hold for every agent of it.
             task = first_task(self.messages) or text
-            rules = self.plan.rules
-            kept = read_only_tests(
-                self.top_spec,
-                task,
-                self.team.workspace,
-                rules.test_runners,
-                file_blocks=rules.file_blocks,
-            )
+            setting = self.team.setting = dataclasses.replace(self.team.setting, user_task=task)
+            kept = read_only_tests(self.top_spec, task, setting)
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None, task=text

@@ -239,3 +239,167 @@ def test_a_kept_test_replaced_past_its_mount_is_put_back(tmp_path: Path) -> None
     assert (ws / "tests/test_more.py").read_text() == "def test_more():\n    assert True\n"
     assert not (ws / "tests_was/test_more.py").exists()
     assert "gaffer put tests/test_more.py, tests_was/test_more.py back" in run["outputs"][0]
+
+
+def test_a_workers_task_cannot_drop_the_users_rule(tmp_path: Path) -> None:
+    """The user said not to modify the tests; the supervisor's task for its coder leaves
+    that out. The worker's container still mounts them read-only, and what gets past the
+    mount is put back."""
+    require_docker()
+    from supervisor.run_plan import RunPlan
+    from supervisor.session import Session
+    from workers.assembly.build import AgentRules
+    from workers.assembly.profiles import builtin_dir, load_profiles
+    from workers.model.scripted import RoutedModel, Step
+
+    ws = user_workspace(tmp_path / "ws")
+    _project(ws)
+    chown_tree(ws)
+    worker_task = "Make the tests pass."
+    swap = "mv tests tests_was && mkdir tests && echo 'def test_more(): pass' > tests/test_more.py"
+    scripts: dict[str, list[Step]] = {
+        TASK: [call("delegate", profile="coder", task=worker_task), say("done")],
+        worker_task: [
+            call("run_shell", command="sed -i 's/== 3/== -1/' test_calc.py"),
+            call("run_shell", command=swap),
+            say("done"),
+        ],
+    }
+    session = Session(ws, tmp_path / "logs")
+    plan = RunPlan(
+        profiles=load_profiles([builtin_dir()], BUILTIN_TOOLS),
+        tools=dict(BUILTIN_TOOLS),
+        make_model=lambda *_: RoutedModel(scripts),
+        rules=AgentRules(verify=False),
+    )
+    session.run(TASK, plan)
+    assert (ws / "test_calc.py").read_text() == TESTS
+    assert (ws / "tests/test_more.py").read_text() == "def test_more():\n    assert True\n"
+    from supervisor.runlog import read_records
+
+    records = read_records(session.log.path)
+    shells = [r for r in records if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert "Device or resource busy" in shells[0]["content"], "the mount held"
+    assert shells[1]["facts"]["tests_put_back"] == ["tests/test_more.py", "tests_was/test_more.py"]
+
+
+def test_the_user_site_is_off_in_the_container(tmp_path: Path) -> None:
+    """HOME is the container's own: a .pth left in its user site would run in every later
+    Python, the test runs gaffer believes included."""
+    client = require_docker()
+    from workers.limits import Budget
+    from workers.sandbox.docker import docker_sandbox
+
+    ws = user_workspace(tmp_path / "ws")
+    chown_tree(ws)
+    with docker_sandbox(
+        ws, DockerOptions(), run_id="t", agent_id="w1", docker_client=client
+    ) as box:
+        tool = BUILTIN_TOOLS["run_shell"]
+        plant = (
+            'd=$(python3 -c "import site; print(site.getusersitepackages())") && mkdir -p "$d" '
+            '&& echo \'import sys; sys.stdout.write("PLANTED\\n")\' > "$d/x.pth" && python3 -c pass'
+        )
+        result = box.run(tool, tool.args.model_validate({"command": plant}), Budget(max_seconds=30))
+    assert result.facts.exit_code == 0 and "PLANTED" not in result.output
+
+
+# -- the rules, and what the gate makes of a put-back --------------------------------------
+
+
+def test_the_wordings_that_keep_the_tests(tmp_path: Path) -> None:
+    from workers.guards.task_rules import kept_tests
+
+    for said in (
+        "Do not modify or delete the tests.",
+        "Leave the tests untouched.",
+        "The tests are read-only.",
+        "You may not change the tests.",
+        "Do not modify anything under tests/.",
+        "Don't change, move or delete the test files.",
+    ):
+        kept = kept_tests(said, tmp_path, by_command=False)
+        assert kept is not None and kept.new_files, said
+    also = kept_tests("Add a test for x. Do not modify the existing tests.", tmp_path)
+    assert also is not None and not also.new_files
+    for said in ("Fix x. Do not change the test command.", "The test runner is read-only."):
+        assert kept_tests(said, tmp_path, by_command=False) is None, said
+
+
+def test_what_steers_a_test_run_is_kept_wherever_it_is(tmp_path: Path) -> None:
+    named = KeptTests("named", ("tests/unit/test_a.py",), new_files=False)
+    for steering in ("conftest.py", "tests/conftest.py", "pytest.ini", "tox.ini"):
+        assert named.keeps(steering) and named.keeps(steering, new=True), steering
+    assert not named.keeps("tests/unit/test_new.py", new=True), "the task asks for new tests"
+    every = KeptTests("all")
+    assert every.keeps("tests/test_new.py", new=True)
+    assert not every.keeps("tests/out/report.json", new=True), "a test run's own output"
+    assert every.keeps("tests/data/expected.json"), "the tests' data, there at the start"
+
+    ws = tmp_path / "ws"
+    (ws / "tests/unit").mkdir(parents=True)
+    for rel in ("conftest.py", "tests/conftest.py", "tests/unit/test_a.py", "other/conftest.py"):
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("")
+    (ws / os.fsdecode(b"tests/unit/test_\xff.py")).write_text("")
+    assert kept_files(named, ws) == ("conftest.py", "tests/conftest.py", "tests/unit/test_a.py")
+
+
+def test_a_test_the_agent_made_stays_its_own_to_change(workspace: Path) -> None:
+    """'Add a test; do not modify the existing tests': the new test is written, and
+    written again, by a call and by a command."""
+    task = "Add a test for add in test_more.py. Do not modify the existing tests."
+    first = "from calc import add\n\n\ndef test_more():\n    assert add(1, 1) == 0\n"
+    script = [
+        call("write_file", path="test_more.py", content=first),
+        call("write_file", path="test_more.py", content=first.replace("== 0", "== 2")),
+        call("run_shell", command="echo '# checked' >> test_more.py"),
+        say("done"),
+        say("done"),
+        say("done"),
+    ]
+    _, recorder = _host_run(workspace, task, script)
+    calls = [r for r in recorder.records if r["event"] == "tool_call"]
+    assert [c["is_error"] for c in calls] == [False, False, False]
+    assert (workspace / "test_more.py").read_text().endswith("== 2\n# checked\n")
+    assert _held(recorder) == []
+
+
+def test_a_test_changed_again_as_it_is_put_back_is_said_so(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process the command left running writes the test again the moment gaffer has put
+    it back: the run is told, and cannot be verified."""
+    from workers.guards import kept_put_back
+
+    real_undo = kept_put_back.undo
+
+    def raced(store: Any, changes: Any) -> list[str]:
+        done = real_undo(store, changes)
+        (workspace / "test_calc.py").write_text("def test_add():\n    pass\n")
+        return done
+
+    monkeypatch.setattr(kept_put_back, "undo", raced)
+    script = [call("run_shell", command="echo >> test_calc.py"), say("done"), say("done")]
+    script += [say("done")]
+    result, recorder = _host_run(workspace, TASK, script)
+    [boundary] = _held(recorder)
+    assert boundary["action"] == "not_put_back"
+    assert "test_calc.py changed again as gaffer put it back" in boundary["message"]
+    assert "the task's tests were changed and not put back" in result.outcome.answer
+
+
+def test_the_gate_counts_a_put_back_as_an_edit_even_in_a_workers_evidence() -> None:
+    from workers.facts import Facts
+    from workers.guards.verification import judge
+
+    run = f"{sys.executable} -m pytest -q"
+    rigged = Facts(command=run, exit_code=0, tests_put_back=("test_calc.py",))
+    verdict = judge([Facts(worker="w1", evidence=(Facts(modified=("calc.py",)), rigged))])
+    assert verdict is not None and not verdict.verified and verdict.untested
+    again = judge([rigged, Facts(command=run, exit_code=0)])
+    assert again is not None and again.verified
+    left = judge([Facts(command=run, exit_code=0, tests_changed=("conftest.py",))])
+    assert left is not None and not left.verified and "conftest.py" in left.reason
+    later = judge([Facts(tests_changed=("x_test.py",)), Facts(command=run, exit_code=0)])
+    assert later is not None and not later.verified, "a later passing run does not clear it"

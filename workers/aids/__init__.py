@@ -28,9 +28,10 @@ def aids_for(
     works_through_workers: bool = False,
     reader: str | None = None,
     workspace: Path | None = None,
+    user_task: str = "",
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
-    its first step; for one that edits, the tests its task keeps as they are (and those
+    its first step; for one that edits, the tests its task (or the `user_task`) keeps as they are (and those
     its test command runs, for one that writes in blocks); for one that writes in
     blocks, the blocks written, the tests its task names run after each write and, when
     it can run the tests and its changes are tracked, fresh attempts when it is stuck on
@@ -43,7 +44,7 @@ def aids_for(
         chosen += [AnswerFromReports(), TaskParts(reader)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
-    if (rules := task_rules_for(tools, file_blocks=file_blocks)) is not None:
+    if (rules := task_rules_for(tools, file_blocks=file_blocks, user_task=user_task)) is not None:
         chosen.append(rules)
     if file_blocks:
         chosen.append(FileBlocks())

@@ -63,6 +63,9 @@ class RunSetting:
     """Snapshots of the workspace, for agents that can change it; None sees no changes."""
     diff_folder: Path | None = None
     """Where each agent's change set is written as a unified diff (beside the log)."""
+    user_task: str = ""
+    """What the user asked for (a conversation's first message): its rules on the tests
+    hold for every agent of the run, whatever a worker's own task says."""
 
 
 def build_agent(
@@ -112,6 +115,7 @@ def build_agent(
         works_through_workers=works_through_workers,
         reader=reader,
         workspace=setting.workspace,
+        user_task=setting.user_task,
     )
     edits = EditGuard(
         setting.workspace,

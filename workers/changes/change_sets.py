@@ -145,6 +145,10 @@ class ChangeTracker:
         """Everything changed since the agent started, as the workspace is now."""
         return compare(self._start, self.look())
 
+    def had(self, path: str) -> bool:
+        """Whether `path` was there when the agent started."""
+        return path in self._start
+
     def original(self, path: str) -> bytes | None:
         """A file as it was when the agent started; None when it was not there, or its
         content was not kept (too large) or is gone from the store."""

@@ -82,6 +82,8 @@ class EditGuard:
     passing: bool = False
     """The last test run passed, and it has written nothing since."""
     kept: KeptTests | None = None
+    made_tests: set[str] = field(default_factory=set)
+    """Test files the agent made itself, which the task's rules let it (`kept.new_files`)."""
     """The tests the task's rules keep as they are: writes to them are refused
     (workers/guards/task_rules.py); None: no rule."""
     suite_s: dict[str, float] = field(default_factory=dict)
@@ -149,7 +151,11 @@ class EditGuard:
             rel = relative(self.workspace, resolve(self.workspace, path))
         except ToolError:
             return None  # the tool itself refuses it
-        if not self.kept.keeps(rel, new=not (self.workspace / rel).exists()):
+        # A test the agent made where the task lets it make one stays its own to change.
+        new = rel in self.made_tests or not (self.workspace / rel).exists()
+        if not self.kept.keeps(rel, new=new):
+            if new and self.kept.keeps(rel):
+                self.made_tests.add(rel)
             return None
         return refusal(self.kept, rel, self.workspace, self.seen)
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.snapshots import Entry
+from workers.changes.tree_writes import state, state_of
 from workers.changes.undo import CannotUndo, undo
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
@@ -69,7 +71,7 @@ def hold(
     if edits is None or edits.kept is None:
         return changed, Held()
     kept = edits.kept
-    theirs = [c for c in changed if _touches(kept, c)]
+    theirs = [c for c in changed if _touches(kept, c, tracker)]
     if not theirs:
         return changed, Held()
     paths = tuple(dict.fromkeys(p for c in theirs for p in (c.old_path, c.path) if p))
@@ -77,17 +79,34 @@ def hold(
     was = "it was" if len(paths) == 1 else "they were"
     try:
         undo(tracker.store, theirs)
-    except CannotUndo as error:
+        error = _not_as_before(tracker, theirs)
+    except CannotUndo as refused:
+        error = str(refused)
+        tracker.look()  # what is there now is the next call's starting point
+    if error:
         them = "it" if len(paths) == 1 else "them"
         line = NOT_PUT_BACK.format(paths=named, was=was, why=kept.why, them=them, error=error)
         events.emit(_boundary("not_put_back", paths, line))
         return changed, Held(changed=paths, line=line)
-    finally:
-        tracker.look()  # what gaffer put back is no change of the agent's next call
     code = code_under_test(Path(tracker.store.workspace), paths[0], edits.seen)
     line = PUT_BACK.format(paths=named, was=was, why=kept.why, code=code or "the code they test")
     events.emit(_boundary("put_back", paths, line))
     return [c for c in changed if c not in theirs], Held(put_back=paths, line=line)
+
+
+def _not_as_before(tracker: ChangeTracker, put_back: list[Change]) -> str:
+    """Why the files are not as they were before the call, read again once put back (a
+    process left running could change them again at once); "" when they are. What is
+    there is the next call's starting point either way."""
+    expected: dict[str, Entry | None] = {}
+    for change in put_back:
+        expected[change.path] = change.before if change.old_path is None else None
+        if change.old_path is not None:
+            expected[change.old_path] = change.before
+    now = tracker.look()
+    if moved := [p for p, e in expected.items() if state(now, p) != state_of(e)]:
+        return f"{', '.join(moved)} changed again as gaffer put it back"
+    return ""
 
 
 def _boundary(action: str, paths: tuple[str, ...], line: str) -> Boundary:
@@ -96,9 +115,11 @@ def _boundary(action: str, paths: tuple[str, ...], line: str) -> Boundary:
     )
 
 
-def _touches(kept: KeptTests, change: Change) -> bool:
-    """Whether a change is to a kept test: one there before (or moved away), or a new one
-    where the task keeps new test files too."""
-    if change.old_path is not None and kept.keeps(change.old_path):
+def _touches(kept: KeptTests, change: Change, tracker: ChangeTracker) -> bool:
+    """Whether a change is to a kept test: one there at the start (or moved away), or a
+    new one where the task keeps new test files too."""
+    if change.old_path is not None and kept.keeps(
+        change.old_path, new=not tracker.had(change.old_path)
+    ):
         return True
-    return kept.keeps(change.path, new=change.kind in ("added", "renamed"))
+    return kept.keeps(change.path, new=not tracker.had(change.path))

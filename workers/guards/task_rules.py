@@ -38,10 +38,14 @@ _CHANGE = r"(?:modify|modifying|change|changing|edit|editing|touch|touching|alte
 # "Do not modify the tests", "don't touch any test files", "without changing the tests",
 # "the tests must not be changed", "leave the tests as they are", "fix the code, not the
 # tests".
+# "modify or delete", "change, move or delete"
+_CHANGES = rf"{_CHANGE}(?:\s*(?:,|/|\bor\b|\band\b)\s*(?:{_CHANGE}|move|moving|remove|removing))*"
 _FORBIDS = re.compile(
-    rf"\b(?:do\s+not|don't|never|must\s+not|should\s+not|without)\s+{_CHANGE}\s+{_TESTS}"
+    rf"\b(?:do\s+not|don't|never|must\s+not|should\s+not|may\s+not|cannot|can't|without)"
+    rf"\s+{_CHANGES}\s+(?:anything\s+(?:in|under)\s+)?{_TESTS}"
     rf"|\b{_TESTS}\s+(?:must|should|may)\s+not\s+be\s+\w+"
-    rf"|\bleave\s+{_TESTS}\s+(?:alone|as\s+they\s+are|unchanged)"
+    rf"|\b{_TESTS}\s+(?:are|is)\s+read[\s-]only"
+    rf"|\bleave\s+{_TESTS}\s+(?:alone|as\s+(?:they\s+are|is)|unchanged|untouched)"
     rf"|,\s*not\s+{_TESTS}",
     re.IGNORECASE,
 )
@@ -58,8 +62,9 @@ _NEGATED = re.compile(r"(?:not|n't|never|without)\s*$", re.IGNORECASE)
 MAX_READ_ONLY = 128
 # Folders no test of the project's own lives in, and that can hold thousands of files.
 _NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
-# Files with tests in them besides those named like tests: pytest's fixtures.
-TEST_SUPPORT = frozenset({"conftest.py"})
+# Files that decide what a test run runs, wherever they are: kept with the tests, and
+# kept from being made (a new conftest.py can turn every failure into a pass).
+TEST_SUPPORT = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini"})
 REFUSED = (
     "refused: {path} is one of the task's tests, which stay as they are in this run ({why}); "
     "nothing was written. Change {code} instead."
@@ -71,9 +76,11 @@ def forbids_test_changes(task: str) -> bool:
 
 
 def asks_for_test_changes(task: str) -> bool:
-    """Whether the task asks for a test to be written or changed (not "do not modify")."""
+    """Whether the task asks for a test to be written or changed (not "do not modify", nor
+    "do not modify or delete")."""
+    rest = _FORBIDS.sub(" ", task)
     return any(
-        not _NEGATED.search(task[max(0, m.start() - 12) : m.start()]) for m in _ASKS.finditer(task)
+        not _NEGATED.search(rest[max(0, m.start() - 12) : m.start()]) for m in _ASKS.finditer(rest)
     )
 
 
@@ -85,14 +92,15 @@ class KeptTests:
     paths: tuple[str, ...] = ()
     """Workspace-relative files and folders the test command names; () is all."""
     new_files: bool = True
-    """A test file not there before is kept from being made too; False where the task
-    asks for a test as well ("Add a test for x; do not modify the existing tests")."""
+    """A Python test file not there before is kept from being made too; False where the
+    task asks for a test as well ("Add a test for x; do not modify the existing tests")."""
 
     def keeps(self, rel: str, *, new: bool = False) -> bool:
-        """Whether `rel` is one of them; `new`: it is not there yet (or was not before)."""
-        if new and not self.new_files:
-            return False
-        if not (is_test_file(rel) or os.path.basename(rel) in TEST_SUPPORT):
+        """Whether `rel` is one of them; `new`: it was not there when the agent started.
+        A test run's own new output (a report under tests/) is not kept."""
+        if os.path.basename(rel) in TEST_SUPPORT:
+            return True  # wherever it is: a conftest.py above a named test steers it too
+        if not is_test_file(rel) or (new and not (self.new_files and rel.endswith(".py"))):
             return False
         return not self.paths or any(
             rel == p or rel.startswith(p.rstrip("/") + "/") for p in self.paths
@@ -122,13 +130,37 @@ def kept_files(kept: KeptTests, workspace: Path, limit: int = MAX_READ_ONLY) -> 
     files (never a link: a mount would follow it), at most `limit`. Hidden folders, virtual environments and package folders are not looked in."""
     root = os.path.realpath(workspace)
     found: dict[str, None] = {}
-    for start in kept.paths or (".",):
+    for start in (*_supports_above(root, kept.paths), *(kept.paths or (".",))):
         for rel in _files_under(root, start):
             if len(found) >= limit:
                 return tuple(found)
-            if kept.keeps(rel):
+            if kept.keeps(rel) and _sayable(rel):
                 found.setdefault(rel)
     return tuple(found)
+
+
+def _supports_above(root: str, paths: Iterable[str]) -> list[str]:
+    """The conftest.py and pytest configuration in each folder from the workspace down to
+    each named path: they steer those tests as much as the tests' own."""
+    folders = {"."}
+    for path in paths:
+        parts = os.path.normpath(path).split(os.sep)
+        folders.update(os.path.join(*parts[:n]) for n in range(1, len(parts)))
+    return [
+        os.path.normpath(os.path.join(folder, name))
+        for folder in sorted(folders)
+        for name in sorted(TEST_SUPPORT)
+        if os.path.isfile(os.path.join(root, folder, name))
+    ]
+
+
+def _sayable(rel: str) -> bool:
+    """Whether a path can be named to Docker: a name that is not UTF-8 cannot."""
+    try:
+        rel.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _files_under(root: str, start: str) -> Iterable[str]:

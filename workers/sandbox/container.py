@@ -23,6 +23,9 @@ ENVIRONMENT = {
     "LANG": "C.UTF-8",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # HOME is the container's own: a .pth a command leaves in its user site would run in
+    # every later Python, the test runs gaffer believes included.
+    "PYTHONNOUSERSITE": "1",
 }
 
 
