@@ -31,11 +31,12 @@ def aids_for(
     user_task: str = "",
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
-    its first step; for one that edits, the tests its task (or the `user_task`) keeps as they are (and those
-    its test command runs, for one that writes in blocks); for one that writes in
-    blocks, the blocks written, the tests its task names run after each write and, when
-    it can run the tests and its changes are tracked, fresh attempts when it is stuck on
-    them, then a focused ask when it stalls (asked in that order). One that
+    its first step; for one that can change files, the tests its task or the run's
+    `user_task` keeps as they are (and those its test command runs, for one that writes
+    in blocks); for one that writes in blocks, the blocks written, the tests its task
+    names run after each write and, when it can run the tests and its changes are
+    tracked, fresh attempts when it is stuck on them, then a focused ask when it stalls
+    (asked in that order). One that
     `works_through_workers` (it delegates and reads nothing itself) has a question's
     parts handed to `reader`s (or is shown a change's parts), and answers once its
     workers have reported."""

@@ -82,10 +82,10 @@ class EditGuard:
     passing: bool = False
     """The last test run passed, and it has written nothing since."""
     kept: KeptTests | None = None
-    made_tests: set[str] = field(default_factory=set)
-    """Test files the agent made itself, which the task's rules let it (`kept.new_files`)."""
     """The tests the task's rules keep as they are: writes to them are refused
     (workers/guards/task_rules.py); None: no rule."""
+    made_tests: set[str] = field(default_factory=set)
+    """Test files the agent made itself, which the task's rules let it (`kept.new_files`)."""
     suite_s: dict[str, float] = field(default_factory=dict)
     """Test command → how long its last run that ended by itself took."""
     hung_at: dict[str, int] = field(default_factory=dict)
