@@ -317,13 +317,11 @@ def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
             facts = result.facts
     command = facts.command
     runners = agent.edits.test_runners if agent.edits else ()
-    if (
-        command is not None
-        and facts.exit_code == 0
-        and is_test_run(command, runners)
-        and ran_no_tests(result.output)
-    ):
+    tests_run = command is not None and is_test_run(command, runners)
+    if tests_run and facts.exit_code == 0 and ran_no_tests(result.output):
         facts = dataclasses.replace(facts, no_tests=True)
+    if tests_run and agent.edits is not None and (why := agent.edits.steered(str(command))):
+        facts = dataclasses.replace(facts, steered=why)
     return result if facts == result.facts else dataclasses.replace(result, facts=facts)
 
 

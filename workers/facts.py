@@ -48,6 +48,9 @@ class Facts:
     (workers/guards/kept_put_back.py); the call counts as an edit."""
     tests_changed: tuple[str, ...] = ()
     """Tests the task keeps that the call changed and gaffer could not put back."""
+    steered: str | None = None
+    """Why this test run cannot stand for the tests the task keeps (it runs other
+    commands too, or picks which tests run: workers/guards/test_runs.py `steered`)."""
     worker: str | None = None
     """A delegation: the worker's id; its own calls are `evidence`."""
     status: str | None = None
@@ -86,7 +89,7 @@ class Facts:
         return cls(**values)
 
 
-_STRINGS = frozenset({"command", "output_file", "container", "worker", "status"})
+_STRINGS = frozenset({"command", "output_file", "container", "worker", "status", "steered"})
 _FLAGS = frozenset({"timed_out", "denied", "memory", "no_tests"})
 _PATHS = frozenset({"modified", "tests_put_back", "tests_changed"})
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.guards.failures import MAX_FOCUS_CHARS, failure_focus, summarised
+from workers.guards.plain_runs import steered
 from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
 from workers.model import MAX_STOP_TEXTS
@@ -140,6 +141,15 @@ class EditGuard:
         elif facts.exit_code is not None and not facts.timed_out and took is not None:
             self.suite_s[command] = took
             self.hung_at.pop(command, None)
+
+    def steered(self, command: str) -> str | None:
+        """Why a test run cannot stand for the tests the task keeps (test_runs.steered);
+        None when none are kept, or it is the task's own test command."""
+        if self.kept is None or " ".join(command.split()) == " ".join(
+            (self.kept.command or "").split()
+        ):
+            return None
+        return steered(command, self.test_runners)
 
     def keeps(self, path: object) -> str | None:
         """The refusal for a write to `path` when the task's rules keep it, else None."""

@@ -94,6 +94,8 @@ class KeptTests:
     new_files: bool = True
     """A Python test file not there before is kept from being made too; False where the
     task asks for a test as well ("Add a test for x; do not modify the existing tests")."""
+    command: str | None = None
+    """The test command the task names: a run of it stands for the tests, as named."""
 
     def keeps(self, rel: str, *, new: bool = False) -> bool:
         """Whether `rel` is one of them; `new`: it was not there when the agent started.
@@ -113,21 +115,21 @@ def kept_tests(
     """What the task's rules keep from the agent's writes: every test when it says not to
     change them; else (`by_command`) the tests its named test command runs, unless it
     asks for a change to tests. None: nothing."""
+    command = named_test_command(task, runners)
     if forbids_test_changes(task):
-        return KeptTests(
-            "the task says not to modify the tests", new_files=not asks_for_test_changes(task)
-        )
-    command = named_test_command(task, runners) if by_command else None
-    if command is None or asks_for_test_changes(task):
+        why = "the task says not to modify the tests"
+        return KeptTests(why, new_files=not asks_for_test_changes(task), command=command)
+    if command is None or not by_command or asks_for_test_changes(task):
         return None
     words = status_command(command) or []
     paths = tuple(p for word in words[1:] if (p := _in_workspace(workspace, word)) is not None)
-    return KeptTests(f"the task's test command `{command}` runs them", paths)
+    return KeptTests(f"the task's test command `{command}` runs them", paths, command=command)
 
 
 def kept_files(kept: KeptTests, workspace: Path, limit: int = MAX_READ_ONLY) -> tuple[str, ...]:
     """The kept tests that are in the workspace now, as workspace-relative paths of plain
-    files (never a link: a mount would follow it), at most `limit`. Hidden folders, virtual environments and package folders are not looked in."""
+    files (never a link: a mount would follow it), at most `limit`. Hidden folders,
+    virtual environments and package folders are not looked in."""
     root = os.path.realpath(workspace)
     found: dict[str, None] = {}
     for start in (*_supports_above(root, kept.paths), *(kept.paths or (".",))):

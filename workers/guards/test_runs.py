@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
 from workers.tools.shell_policy import literal, parse
 
@@ -85,12 +85,7 @@ def status_command(command: str) -> list[str] | None:
     """The words of the simple command whose exit status the whole command returns, or
     None when that is not one plain command (a negation, a loop, an expansion), or when
     anything in the command could change what that command runs or returns."""
-    tree = parse(command)
-    if tree.root_node.has_error or _steers(tree.root_node):
-        return None
-    node = _last_statement(tree.root_node)
-    while node is not None and node.type != "command":
-        node = _status_of(node)
+    node = status_node(parse(command))
     if node is None:
         return None
     words: list[str] = []
@@ -108,6 +103,39 @@ def status_command(command: str) -> list[str] | None:
     return words or None
 
 
+def status_node(tree: Tree) -> Node | None:
+    """The simple command whose exit status the whole command returns (status_command)."""
+    if tree.root_node.has_error or _steers(tree.root_node):
+        return None
+    node = _last_statement(tree.root_node)
+    while node is not None and node.type != "command":
+        node = _status_of(node)
+    return node
+
+
+def runner_and_args(words: list[str], extra: frozenset[str]) -> tuple[str, list[str]] | None:
+    """The runner a test command runs and its arguments, past wrappers (`timeout 60`,
+    `uv run`, `python -m`); the command itself when it is one of `extra`."""
+    program, args = words[0], words[1:]
+    if program in extra or " ".join(words[:2]) in extra:
+        return program, args
+    name = os.path.basename(program)
+    if name in WRAPPERS:
+        rest = _after_wrapper(name, args)
+        if name == "env" and any("=" in a for a in args[: len(args) - len(rest or [])]):
+            return None  # `env NAME=value pytest`: judged like an assignment, never plain
+        return runner_and_args(rest, extra) if rest else None
+    if name in RUN_WRAPPERS and args[:1] == ["run"] and len(args) > 1:
+        return runner_and_args(args[1:], extra)
+    runner = _runner(name, args)
+    if runner is None:
+        return None
+    if _PYTHON.match(name):  # past `-m pytest`
+        index = next((i for i, a in enumerate(args) if a == "-m" or a.startswith("-m")), -1)
+        args = args[index + (2 if args[index] == "-m" else 1) :]
+    return runner, args
+
+
 def _steers(node: Node) -> bool:
     """A function definition, a background job, a command that redefines names, or an
     assignment to a variable that picks programs: each could make a runner's name or
@@ -116,16 +144,16 @@ def _steers(node: Node) -> bool:
         return True
     if node.type == "variable_assignment":
         name = node.child_by_field_name("name")
-        if name is not None and _text(name) in STEERING_VARIABLES:
+        if name is not None and node_text(name) in STEERING_VARIABLES:
             return True
     if node.type == "command":
         name = node.child_by_field_name("name")
-        if name is not None and _text(name) in REDEFINING:
+        if name is not None and node_text(name) in REDEFINING:
             return True
     return any(_steers(child) for child in node.children)
 
 
-def _text(node: Node) -> str:
+def node_text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "replace")
 
 

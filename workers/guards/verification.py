@@ -80,8 +80,12 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
         return None
     after = events[edits[-1] + 1 :]
     ran = [e for e in after if e.command is not None and not e.denied]
-    tests = [e for e in ran if is_test_run(str(e.command), test_runners)]
+    runs = [e for e in ran if is_test_run(str(e.command), test_runners)]
+    tests = [e for e in runs if e.steered is None]
     if not tests:
+        if runs:  # only runs that cannot stand for the tests the task keeps
+            why = f"`{runs[-1].command}` cannot verify the tests the task keeps: {runs[-1].steered}"
+            return Verdict(False, why, untested=True)
         return Verdict(
             False, "files were changed and no test ran after the last edit", untested=True
         )
@@ -90,7 +94,7 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
         return Verdict(False, f"the last test run failed: `{last.command}` → {outcome(last)}")
     if last.no_tests:
         return Verdict(False, f"the last test run ran no tests: `{last.command}`", untested=True)
-    unexplained = _still_failing([e for e in ran if e not in tests])
+    unexplained = _still_failing([e for e in ran if e not in runs])
     if unexplained:
         return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
     return Verdict(True)
