@@ -162,6 +162,9 @@ class Session:
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
         self.messages: list[Message] = list(resumed or [])
+        # The user's own words, never a summary or a model's: their rules hold for every
+        # agent of the run (a resumed run's first message is the user's task).
+        self.said: list[str] = [first_task(self.messages)] if resumed else []
         model = plan.make_model(self.model_name)
         self.keeper = ContextKeeper(
             window_for(model.name, plan.rules.context_window), rules=self.team.instructions
@@ -175,10 +178,10 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         try:
-            # The rules of the conversation's first task hold for every agent of it.
-            task = first_task(self.messages) or text
-            setting = self.team.setting = dataclasses.replace(self.team.setting, user_task=task)
-            kept = read_only_tests(self.top_spec, task, setting)
+            self.said.append(text)
+            said = "\n\n".join(s for s in self.said if s)
+            setting = self.team.setting = dataclasses.replace(self.team.setting, user_task=said)
+            kept = read_only_tests(self.top_spec, text, setting)
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None, task=text

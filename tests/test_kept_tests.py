@@ -317,6 +317,13 @@ def test_the_wordings_that_keep_the_tests(tmp_path: Path) -> None:
         "You may not change the tests.",
         "Do not modify anything under tests/.",
         "Don't change, move or delete the test files.",
+        "Don't modify, delete or rename any tests.",
+        "Do not modify the provided tests.",
+        "Do not modify any files under tests/.",
+        "Tests must remain unchanged.",
+        "No changes to the tests.",
+        "Modifying the tests is not allowed.",
+        "Do not modify or add tests.",
     ):
         kept = kept_tests(said, tmp_path, by_command=False)
         assert kept is not None and kept.new_files, said
@@ -334,6 +341,8 @@ def test_what_steers_a_test_run_is_kept_wherever_it_is(tmp_path: Path) -> None:
     every = KeptTests("all")
     assert every.keeps("tests/test_new.py", new=True)
     assert not every.keeps("tests/out/report.json", new=True), "a test run's own output"
+    assert every.keeps("tests/pyproject.toml", new=True), "a new one can hold pytest's settings"
+    assert not every.keeps("pyproject.toml"), "the project's own is its to change"
     assert every.keeps("tests/data/expected.json"), "the tests' data, there at the start"
 
     ws = tmp_path / "ws"
@@ -427,12 +436,43 @@ def test_the_gate_counts_a_put_back_as_an_edit_even_in_a_workers_evidence() -> N
         ("env PYTEST_PLUGINS=x pytest", "it is not one plain test command"),
         ("cd /tmp/copy && pytest", "it runs the tests from /tmp/copy"),
         ("cd .. && pytest", "it runs the tests from .."),
+        ("cd /workspace/../tmp && pytest", "it runs the tests from /workspace/../tmp"),
+        ("cd tests && cd .. && set -e; pytest --tb short -W error -n 4 -ra", None),
+        ("TZ=UTC DJANGO_SETTINGS_MODULE=app.settings pytest --junitxml /tmp/r.xml", None),
+        ("PYTHONPATH=src:/tmp pytest", "it sets PYTHONPATH outside the workspace"),
+        ("pytest -qk test_ok", "it picks which tests run (-qk)"),
+        ("pytest -qc /tmp/x.ini", "it picks which tests run (-qc)"),
+        ("pytest @/tmp/args", "it reads its arguments from /tmp/args"),
+        (
+            "pytest ../elsewhere/test_ok.py",
+            "it runs tests from outside the workspace (../elsewhere/test_ok.py)",
+        ),
+        ("pytest tests/test_b.py::test_ok", "it picks which tests run (tests/test_b.py::test_ok)"),
+        ("pytest -p no:unittest", "it picks which tests run (-p)"),
+        ("unset PYTHONNOUSERSITE; python -m pytest", "it runs `unset` too"),
+        ("export -n X; pytest", "it runs `export` too"),
+        ("/tmp/bin/pytest", "it runs /tmp/bin/pytest, from outside the workspace"),
+        (".venv/bin/python -m pytest -q", None),
+        ("python -X pycache_prefix=/tmp/p -m pytest", "it runs Python with -X"),
+        ("make test PYTEST_ADDOPTS=-kfoo", "it passes PYTEST_ADDOPTS=-kfoo on to the tests"),
+        ("tox -- -k foo", "it passes -- on to the tests"),
+        ("npm run test", None),
+        ("go test ./...", None),
+        ("go test -run X ./...", "it passes -run on to the tests"),
+        ("python -m unittest discover -s tests -v", None),
+        ("python -m unittest discover -s /tmp", "it runs tests from outside the workspace (/tmp)"),
     ],
 )
 def test_which_test_runs_can_stand_for_kept_tests(command: str, why: str | None) -> None:
     from workers.guards.plain_runs import steered
 
     assert steered(command) == why
+    if command.startswith("cd /workspace/.."):
+        return
+    host = command.replace("/workspace", "/home/u/project")
+    assert steered(host, roots=["/home/u/project"]) == (
+        why and why.replace("/workspace", "/home/u/project")
+    )
 
 
 def test_tests_rigged_and_run_in_one_command_verify_nothing(workspace: Path) -> None:
@@ -462,3 +502,58 @@ def test_tests_rigged_and_run_in_one_command_verify_nothing(workspace: Path) -> 
     _, recorder = _host_run(workspace, named, script)
     shell = next(r for r in recorder.records if r["event"] == "tool_call")
     assert "steered" not in shell["facts"], "the task's own command stands for its tests"
+
+
+def test_only_the_user_names_the_command_that_always_counts(tmp_path: Path) -> None:
+    """A worker's brief is a model's words: a command it names is judged like any other."""
+    from workers.aids.task_rules import TaskRules
+
+    rules = TaskRules(by_command=False, user_task="Fix parse. Do not modify the tests.")
+    brief = "Fix parse; check with `pytest -p no:unittest -k parse`."
+    kept = rules.kept(brief, tmp_path, ())
+    assert kept is not None and kept.command is None
+    named = TaskRules(by_command=False, user_task=f"{TASK} Run the tests with: {TEST_RUN}")
+    kept = named.kept(brief, tmp_path, ())
+    assert kept is not None and kept.command == TEST_RUN
+
+
+def test_a_rule_said_in_a_later_turn_holds_from_then_on(tmp_path: Path) -> None:
+    """In a conversation the user says "do not modify the tests" only in their second
+    message: the agent's commands are held to it from that turn."""
+    from supervisor.run_plan import RunPlan
+    from supervisor.session import Session
+    from tests.helpers import HOST_CODER
+    from workers.assembly.build import AgentRules
+    from workers.assembly.profiles import builtin_dir, load_profiles
+    from workers.model.scripted import ScriptedModel
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text(WRONG)
+    (ws / "test_calc.py").write_text(TESTS)
+    mine = tmp_path / "profiles"
+    mine.mkdir()
+    (mine / "hostcoder.toml").write_text(HOST_CODER)
+    model = ScriptedModel(
+        [
+            say("calc.py adds two numbers, wrongly."),
+            call("run_shell", command="sed -i 's/== 3/== -1/' test_calc.py"),
+            say("done"),
+        ]
+    )
+    session = Session(ws, tmp_path / "logs")
+    plan = RunPlan(
+        profiles=load_profiles([builtin_dir(), mine], BUILTIN_TOOLS),
+        tools=dict(BUILTIN_TOOLS),
+        make_model=lambda *_: model,
+        top="hostcoder",
+        approve=lambda _command, _reason: True,
+        rules=AgentRules(verify=False),
+    )
+    session.start(plan, task="What does calc.py do?")
+    try:
+        session.turn("What does calc.py do?")
+        session.turn("Make the tests pass. Do not modify the tests.")
+    finally:
+        session.close()
+    assert (ws / "test_calc.py").read_text() == TESTS

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from workers.assembly.specs import AgentSpec
 from workers.guards.task_rules import KeptTests, kept_files, kept_tests
+from workers.guards.test_runs import named_test_command
 from workers.hooks import Aid, View
 
 
@@ -22,9 +24,13 @@ class TaskRules(Aid):
         self.user_task = user_task
 
     def kept(self, task: str, workspace: Path, runners: Iterable[str]) -> KeptTests | None:
-        if self.user_task and self.user_task != task:
-            task = f"{self.user_task}\n\n{task}"
-        return kept_tests(task, workspace, runners, by_command=self.by_command)
+        if not self.user_task or self.user_task == task:
+            return kept_tests(task, workspace, runners, by_command=self.by_command)
+        both = f"{self.user_task}\n\n{task}"
+        kept = kept_tests(both, workspace, runners, by_command=self.by_command)
+        # Only the user names the command whose runs always count, never a worker's brief.
+        named = named_test_command(self.user_task, runners)
+        return dataclasses.replace(kept, command=named) if kept is not None else None
 
     def before_first_step(self, view: View) -> None:
         if view.edits is not None:

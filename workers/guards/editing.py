@@ -143,13 +143,12 @@ class EditGuard:
             self.hung_at.pop(command, None)
 
     def steered(self, command: str) -> str | None:
-        """Why a test run cannot stand for the tests the task keeps (test_runs.steered);
+        """Why a test run cannot stand for the tests the task keeps (plain_runs.steered);
         None when none are kept, or it is the task's own test command."""
-        if self.kept is None or " ".join(command.split()) == " ".join(
-            (self.kept.command or "").split()
-        ):
+        if self.kept is None or command.split() == (self.kept.command or "").split():
             return None
-        return steered(command, self.test_runners)
+        roots = [str(self.workspace), *([self.container_root] if self.container_root else [])]
+        return steered(command, self.test_runners, roots)
 
     def keeps(self, path: object) -> str | None:
         """The refusal for a write to `path` when the task's rules keep it, else None."""

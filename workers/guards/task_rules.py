@@ -30,7 +30,9 @@ from workers.tools.workspace import read_confined, relative, resolve
 # The tests, in a task's words: "the tests", "any test files", "test_calc.py"; never "the
 # test command" or "the test runner", which are not files.
 _TESTS = (
-    r"(?:(?:the\s+|any\s+|existing\s+|of\s+the\s+)*(?:unit\s+)?tests?(?:\s+files?|\s+suite)?"
+    r"(?:(?:the\s+|any\s+|existing\s+|provided\s+|given\s+|original\s+|of\s+the\s+)*"
+    r"(?:unit\s+)?tests?(?:\s+files?|\s+suite)?"
+    r"|(?:any\s+)?files?\s+(?:in|under)\s+`?tests/?`?"
     r"|`?(?:[\w/.-]*/)?(?:test_\w+|\w+_test)\.py`?)\b"
     r"(?!\s+(?:command|runner|run|script|harness|output)s?\b)"
 )
@@ -39,12 +41,18 @@ _CHANGE = r"(?:modify|modifying|change|changing|edit|editing|touch|touching|alte
 # "the tests must not be changed", "leave the tests as they are", "fix the code, not the
 # tests".
 # "modify or delete", "change, move or delete"
-_CHANGES = rf"{_CHANGE}(?:\s*(?:,|/|\bor\b|\band\b)\s*(?:{_CHANGE}|move|moving|remove|removing))*"
+_CHANGES = (
+    rf"{_CHANGE}(?:\s*(?:,|/|\bor\b|\band\b)\s*"
+    rf"(?:{_CHANGE}|move|moving|remove|removing|rename|renaming|add|adding|create|creating))*"
+)
 _FORBIDS = re.compile(
     rf"\b(?:do\s+not|don't|never|must\s+not|should\s+not|may\s+not|cannot|can't|without)"
     rf"\s+{_CHANGES}\s+(?:anything\s+(?:in|under)\s+)?{_TESTS}"
     rf"|\b{_TESTS}\s+(?:must|should|may)\s+not\s+be\s+\w+"
     rf"|\b{_TESTS}\s+(?:are|is)\s+read[\s-]only"
+    rf"|\b{_TESTS}\s+(?:must|should)\s+(?:remain|stay)\s+(?:unchanged|untouched|as\s+(?:they\s+are|is))"
+    rf"|\bno\s+(?:changes|edits|modifications)\s+to\s+{_TESTS}"
+    rf"|\b{_CHANGE}\s+{_TESTS}\s+is\s+not\s+allowed"
     rf"|\bleave\s+{_TESTS}\s+(?:alone|as\s+(?:they\s+are|is)|unchanged|untouched)"
     rf"|,\s*not\s+{_TESTS}",
     re.IGNORECASE,
@@ -65,6 +73,9 @@ _NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "
 # Files that decide what a test run runs, wherever they are: kept with the tests, and
 # kept from being made (a new conftest.py can turn every failure into a pass).
 TEST_SUPPORT = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini"})
+# Files that may hold pytest's settings among others: a new one is kept from being made
+# (one there already is the project's own to change).
+NEW_SETTINGS = frozenset({"pyproject.toml", "setup.cfg"})
 REFUSED = (
     "refused: {path} is one of the task's tests, which stay as they are in this run ({why}); "
     "nothing was written. Change {code} instead."
@@ -102,6 +113,8 @@ class KeptTests:
         A test run's own new output (a report under tests/) is not kept."""
         if os.path.basename(rel) in TEST_SUPPORT:
             return True  # wherever it is: a conftest.py above a named test steers it too
+        if new and os.path.basename(rel) in NEW_SETTINGS:
+            return True  # a new pyproject.toml or setup.cfg can hold pytest's settings
         if not is_test_file(rel) or (new and not (self.new_files and rel.endswith(".py"))):
             return False
         return not self.paths or any(

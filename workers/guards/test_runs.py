@@ -14,6 +14,7 @@ import functools
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
 
@@ -113,27 +114,47 @@ def status_node(tree: Tree) -> Node | None:
     return node
 
 
-def runner_and_args(words: list[str], extra: frozenset[str]) -> tuple[str, list[str]] | None:
-    """The runner a test command runs and its arguments, past wrappers (`timeout 60`,
-    `uv run`, `python -m`); the command itself when it is one of `extra`."""
-    program, args = words[0], words[1:]
-    if program in extra or " ".join(words[:2]) in extra:
-        return program, args
-    name = os.path.basename(program)
-    if name in WRAPPERS:
-        rest = _after_wrapper(name, args)
-        if name == "env" and any("=" in a for a in args[: len(args) - len(rest or [])]):
-            return None  # `env NAME=value pytest`: judged like an assignment, never plain
-        return runner_and_args(rest, extra) if rest else None
-    if name in RUN_WRAPPERS and args[:1] == ["run"] and len(args) > 1:
-        return runner_and_args(args[1:], extra)
-    runner = _runner(name, args)
-    if runner is None:
-        return None
-    if _PYTHON.match(name):  # past `-m pytest`
-        index = next((i for i, a in enumerate(args) if a == "-m" or a.startswith("-m")), -1)
-        args = args[index + (2 if args[index] == "-m" else 1) :]
-    return runner, args
+@dataclass(frozen=True)
+class Invocation:
+    """What a test command runs, past its wrappers."""
+
+    runner: str
+    """`pytest`, `unittest`, `make`, ... or a runner of `extra` as named."""
+    programs: tuple[str, ...]
+    """Every program on the way, as written (`timeout`, `.venv/bin/python`)."""
+    interpreter_options: tuple[str, ...]
+    """Python's own options before `-m` (`-X dev`)."""
+    args: tuple[str, ...]
+    """The runner's arguments."""
+
+
+def invocation(words: list[str], extra: frozenset[str]) -> Invocation | None:
+    """What a test command's words run, past wrappers (`timeout 60`, `uv run`, `python
+    -m`); None when it is no runner, or a wrapper sets variables (`env NAME=value`)."""
+    programs: list[str] = []
+    while words:
+        program, args = words[0], words[1:]
+        programs.append(program)
+        if program in extra or " ".join(words[:2]) in extra:
+            return Invocation(program, tuple(programs), (), tuple(args))
+        name = os.path.basename(program)
+        if name in WRAPPERS:
+            rest = _after_wrapper(name, args) or []
+            if name == "env" and any("=" in a for a in args[: len(args) - len(rest)]):
+                return None
+            words = rest
+        elif name in RUN_WRAPPERS and args[:1] == ["run"] and len(args) > 1:
+            words = args[1:]
+        else:
+            runner = _runner(name, args)
+            if runner is None:
+                return None
+            options: list[str] = []
+            if _PYTHON.match(name):  # past `-m pytest`
+                at = next(i for i, a in enumerate(args) if a.startswith("-m"))
+                options, args = args[:at], args[at + (2 if args[at] == "-m" else 1) :]
+            return Invocation(runner, tuple(programs), tuple(options), tuple(args))
+    return None
 
 
 def _steers(node: Node) -> bool:
