@@ -557,3 +557,27 @@ def test_a_rule_said_in_a_later_turn_holds_from_then_on(tmp_path: Path) -> None:
     finally:
         session.close()
     assert (ws / "test_calc.py").read_text() == TESTS
+
+
+def test_a_compiled_copy_planted_beside_a_kept_test_is_taken_out(workspace: Path) -> None:
+    """pytest runs its cached compiled copy of a test when the header matches the source:
+    a command writes one that passes. Snapshots leave __pycache__ out; gaffer removes
+    the kept tests' compiled copies after every call, so the next run runs the source."""
+    plant = (
+        f"{sys.executable} - <<'EOF'\n"
+        "import importlib.util, marshal, pathlib, sys, pytest\n"
+        "source = pathlib.Path('test_calc.py').read_bytes()\n"
+        "code = compile('def test_add():\\n    pass\\n', 'test_calc.py', 'exec')\n"
+        "tag = f'{sys.implementation.cache_tag}-pytest-{pytest.__version__}'\n"
+        "folder = pathlib.Path('__pycache__'); folder.mkdir(exist_ok=True)\n"
+        "(folder / f'test_calc.{tag}.pyc').write_bytes(importlib.util.MAGIC_NUMBER\n"
+        "    + b'\\x03\\x00\\x00\\x00' + importlib.util.source_hash(source)[:8] + marshal.dumps(code))\n"
+        "EOF"
+    )
+    script = [call("run_shell", command=plant), call("run_shell", command=TEST_RUN)]
+    script += [say("done"), say("done"), say("done")]
+    _, recorder = _host_run(workspace, TASK, script)
+    planted, ran = [r for r in recorder.records if r["event"] == "tool_call"][:2]
+    assert planted["facts"]["exit_code"] == 0
+    assert not list((workspace / "__pycache__").glob("test_calc.*.pyc"))
+    assert ran["facts"]["exit_code"] == 1 and "1 failed" in ran["content"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -148,6 +149,10 @@ class ChangeTracker:
     def had(self, path: str) -> bool:
         """Whether `path` was there when the agent started."""
         return path in self._start
+
+    def started_with(self) -> Iterable[str]:
+        """Every path there was when the agent started."""
+        return self._start.keys()
 
     def original(self, path: str) -> bytes | None:
         """A file as it was when the agent started; None when it was not there, or its

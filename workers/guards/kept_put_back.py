@@ -7,6 +7,9 @@ changed, from snapshots rather than the command's words. What it changed of the 
 is put back as it was before the call, through `undo` (under no link, nothing else
 touched). The model reads so in its result, and the log has a `boundary` line.
 
+After every call the kept tests' compiled copies in `__pycache__` go too: pytest runs one
+whose header matches the source instead of the source.
+
 The call then counts as an edit for the verification gate (`Facts.tests_put_back`): a test
 run in the same command, made against the changed tests, verifies nothing. What cannot
 be put back (`Facts.tests_changed`) leaves the run unverified.
@@ -14,13 +17,16 @@ be put back (`Facts.tests_changed`) leaves the run unverified.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
 from workers.changes.change_sets import Change, ChangeTracker
 from workers.changes.snapshots import Entry
-from workers.changes.tree_writes import state, state_of
+from workers.changes.tree_writes import CannotWrite, state, state_of, write_entries
 from workers.changes.undo import CannotUndo, undo
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
@@ -71,6 +77,7 @@ def hold(
     if edits is None or edits.kept is None:
         return changed, Held()
     kept = edits.kept
+    _drop_test_caches(tracker, kept)
     theirs = [c for c in changed if _touches(kept, c, tracker)]
     if not theirs:
         return changed, Held()
@@ -107,6 +114,35 @@ def _not_as_before(tracker: ChangeTracker, put_back: list[Change]) -> str:
     if moved := [p for p, e in expected.items() if state(now, p) != state_of(e)]:
         return f"{', '.join(moved)} changed again as gaffer put it back"
     return ""
+
+
+def _drop_test_caches(tracker: ChangeTracker, kept: KeptTests) -> None:
+    """Remove the compiled copies beside the kept tests (`__pycache__/test_x.*.pyc`):
+    pytest runs a cached copy whose header matches the source instead of the source, and
+    a command can write one that passes every test. Snapshots leave `__pycache__` out, so
+    none is seen as a change; each call's end is when any goes. A cache is only a cache:
+    the next run compiles the tests again."""
+    workspace = tracker.store.workspace
+    stems: dict[str, set[str]] = {}
+    for path in tracker.started_with():
+        if kept.keeps(path) and path.endswith(".py"):
+            folder, name = posixpath.split(path)
+            stems.setdefault(folder, set()).add(name[:-3])
+    stale = []
+    for folder, names in stems.items():
+        cache = posixpath.join(folder, "__pycache__") if folder else "__pycache__"
+        full = os.path.join(workspace, cache)
+        if os.path.islink(full) or not os.path.isdir(full):
+            continue
+        with contextlib.suppress(OSError), os.scandir(full) as entries:
+            stale += [
+                posixpath.join(cache, e.name)
+                for e in entries
+                if e.name.endswith(".pyc") and e.name.split(".", 1)[0] in names
+            ]
+    if stale:
+        with contextlib.suppress(CannotWrite):
+            write_entries(tracker.store, stale, {})
 
 
 def _boundary(action: str, paths: tuple[str, ...], line: str) -> Boundary:
