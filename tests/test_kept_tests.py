@@ -581,3 +581,22 @@ def test_a_compiled_copy_planted_beside_a_kept_test_is_taken_out(workspace: Path
     assert planted["facts"]["exit_code"] == 0
     assert not list((workspace / "__pycache__").glob("test_calc.*.pyc"))
     assert ran["facts"]["exit_code"] == 1 and "1 failed" in ran["content"]
+
+
+def test_a_conftest_made_where_git_ignores_it_is_removed(workspace: Path) -> None:
+    """Snapshots leave out what git ignores: a conftest.py made in an ignored folder
+    would steer every plain run unseen. It is removed after the call that made it."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    (workspace / ".gitignore").write_text("scratch/\n.venv/\n")
+    rig = "import pytest\n\n\ndef pytest_sessionfinish(session):\n    session.exitstatus = 0\n"
+    make = f"mkdir -p scratch .venv/lib && cat > scratch/conftest.py <<'EOF'\n{rig}EOF\n"
+    make += "echo '' > .venv/lib/conftest.py"  # a package's own, in a virtual environment
+    script = [call("run_shell", command=make), say("done"), say("done"), say("done")]
+    _, recorder = _host_run(workspace, TASK, script)
+    assert not (workspace / "scratch/conftest.py").exists()
+    assert (workspace / ".venv/lib/conftest.py").exists()
+    [boundary] = _held(recorder)
+    assert boundary["action"] == "put_back" and boundary["paths"] == ["scratch/conftest.py"]
+    assert "made where git ignores it" in boundary["message"]

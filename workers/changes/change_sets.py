@@ -124,6 +124,8 @@ class ChangeTracker:
         self.before_id, self._start = store.snapshot()
         self._last = self._start
         self._ignored_start = ignored_changes.look(store.workspace, self._start)
+        self.held_ignored: set[tuple[str, int, int]] = set()
+        """Ignored files already dealt with by gaffer's rules: (path, size, mtime_ns)."""
         self.ignored: list[IgnoredChange] = []
         """What changed among the files the change set leaves out (set by `finish`)."""
         self.worktree = store.workspace.name if store.home != store.workspace else None
@@ -153,6 +155,12 @@ class ChangeTracker:
     def started_with(self) -> Iterable[str]:
         """Every path there was when the agent started."""
         return self._start.keys()
+
+    def ignored_since_start(self) -> list[IgnoredChange]:
+        """What changed since the start among the files snapshots leave out (what git
+        ignores, caches): a walk by lstat alone, a fraction of a second for 50,000 files."""
+        looked = ignored_changes.look(self.store.workspace, self._last)
+        return ignored_changes.compare(self._ignored_start, looked)
 
     def original(self, path: str) -> bytes | None:
         """A file as it was when the agent started; None when it was not there, or its

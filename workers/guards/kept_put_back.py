@@ -30,7 +30,13 @@ from workers.changes.tree_writes import CannotWrite, state, state_of, write_entr
 from workers.changes.undo import CannotUndo, undo
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
-from workers.guards.task_rules import KeptTests, code_under_test
+from workers.guards.task_rules import (
+    NEW_SETTINGS,
+    NOT_THE_PROJECTS,
+    TEST_SUPPORT,
+    KeptTests,
+    code_under_test,
+)
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.tools.base import ToolResult
@@ -55,6 +61,13 @@ class Held:
     line: str = ""
     """What the model is told; "" when the call changed none of them."""
 
+    def joined(self, other: Held) -> Held:
+        return Held(
+            self.put_back + other.put_back,
+            self.changed + other.changed,
+            "\n".join(line for line in (self.line, other.line) if line),
+        )
+
     def told(self, result: ToolResult, facts: Facts) -> ToolResult:
         """The call's result with `facts`, and with what was held said and recorded."""
         if not self.line:
@@ -78,6 +91,19 @@ def hold(
         return changed, Held()
     kept = edits.kept
     _drop_test_caches(tracker, kept)
+    hidden = _ignored_steering(tracker, kept, events)
+    rest, held = _tracked(tracker, edits, kept, changed, events)
+    return rest, held.joined(hidden)
+
+
+def _tracked(
+    tracker: ChangeTracker,
+    edits: EditGuard,
+    kept: KeptTests,
+    changed: list[Change],
+    events: Emitter,
+) -> tuple[list[Change], Held]:
+    """What the call changed of the kept tests that snapshots see, put back."""
     theirs = [c for c in changed if _touches(kept, c, tracker)]
     if not theirs:
         return changed, Held()
@@ -114,6 +140,52 @@ def _not_as_before(tracker: ChangeTracker, put_back: list[Change]) -> str:
     if moved := [p for p, e in expected.items() if state(now, p) != state_of(e)]:
         return f"{', '.join(moved)} changed again as gaffer put it back"
     return ""
+
+
+def _ignored_steering(tracker: ChangeTracker, kept: KeptTests, events: Emitter) -> Held:
+    """A conftest.py, pytest.ini or new pyproject.toml where git ignores it (`scratch/` in
+    .gitignore), which snapshots leave out: a new one is removed; one there before and
+    changed cannot be put back (its content was not kept), and the run is unverifiable."""
+    found = [
+        c
+        for c in tracker.ignored_since_start()
+        if _steering_file(c.path, new=c.kind == "added")
+        and (c.path, c.size, c.mtime_ns) not in tracker.held_ignored
+    ]
+    if not found:
+        return Held()
+    tracker.held_ignored.update((c.path, c.size, c.mtime_ns) for c in found)
+    added = [c.path for c in found if c.kind == "added"]
+    error = ""
+    try:
+        if added:
+            write_entries(tracker.store, added, {})
+    except CannotWrite as refused:
+        error = str(refused)
+    left = tuple(c.path for c in found if c.kind != "added" or error)
+    named = ", ".join(c.path for c in found)
+    if left:
+        why = error or "their earlier content was not kept"
+        line = NOT_PUT_BACK.format(
+            paths=named, was="they were", why=kept.why, them="them", error=why
+        )
+        events.emit(_boundary("not_put_back", left, line))
+        return Held(changed=left, line=line)
+    line = (
+        f"gaffer removed {named}, made where git ignores it: the task's tests stay as they "
+        f"are in this run ({kept.why})."
+    )
+    events.emit(_boundary("put_back", tuple(added), line))
+    return Held(put_back=tuple(added), line=line)
+
+
+def _steering_file(path: str, *, new: bool) -> bool:
+    """A file that steers a test run (task_rules.TEST_SUPPORT, or a `new` pyproject.toml),
+    in the project's own folders, not a virtual environment's or a package's."""
+    *folders, name = path.split("/")
+    if any(f.startswith(".") or f in NOT_THE_PROJECTS for f in folders):
+        return False
+    return name in TEST_SUPPORT or (new and name in NEW_SETTINGS)
 
 
 def _drop_test_caches(tracker: ChangeTracker, kept: KeptTests) -> None:

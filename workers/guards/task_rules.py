@@ -69,7 +69,7 @@ _NEGATED = re.compile(r"(?:not|n't|never|without)\s*$", re.IGNORECASE)
 # the put-back alone beyond these (workers/guards/kept_put_back.py).
 MAX_READ_ONLY = 128
 # Folders no test of the project's own lives in, and that can hold thousands of files.
-_NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 # Files that decide what a test run runs, wherever they are: kept with the tests, and
 # kept from being made (a new conftest.py can turn every failure into a pass).
 TEST_SUPPORT = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini"})
@@ -199,7 +199,7 @@ def _files_under(root: str, start: str) -> Iterable[str]:
             if entry.is_file(follow_symlinks=False):
                 yield child
             elif entry.is_dir(follow_symlinks=False) and not (
-                entry.name.startswith(".") or entry.name in _NOT_THE_PROJECTS
+                entry.name.startswith(".") or entry.name in NOT_THE_PROJECTS
             ):
                 folders.append(child)
 
