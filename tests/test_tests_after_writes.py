@@ -164,3 +164,30 @@ def test_a_run_of_its_own_that_hung_starts_fresh_attempts_like_a_failing_one(
     assert (workspace / "calc.py").read_text() == RIGHT
     assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
     model.assert_used_up()
+
+
+def test_code_that_passed_is_not_lost_to_a_later_write(workspace: Path) -> None:
+    """The tests pass; nudged, the model writes new code that fails them. The files go
+    back to how they were at the passing run, the tests run again, and it is told so."""
+    script = [
+        call("read_file", path="calc.py"),
+        say(block(RIGHT)),
+        say(block(WRONG)),
+        say("I fixed add."),
+    ]
+    result, recorder, model = run(workspace, script)
+    assert (workspace / "calc.py").read_text() == RIGHT
+    ids = [r["tool_call_id"] for r in shell_runs(recorder)]
+    assert ids == ["tests-2", "tests-3", "passed-3"]
+    [back] = [t for t in told(recorder, "tests_after_write") if t.startswith("Your change")]
+    assert "gaffer put calc.py back as they were when they passed" in back and "1 passed" in back
+    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    model.assert_used_up()
+
+
+def test_without_kept_tests_a_later_write_stands(workspace: Path) -> None:
+    task = f"Fix add in calc.py, and add a test for it. Run the tests with: {TEST_RUN}"
+    script = [call("read_file", path="calc.py"), say(block(RIGHT)), say(block(WRONG))]
+    script += [say("The tests fail."), say("The tests fail."), say("The tests fail.")]
+    run(workspace, script, task)
+    assert (workspace / "calc.py").read_text() == WRONG

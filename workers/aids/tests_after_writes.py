@@ -11,13 +11,21 @@ failure is the edit guard's last failure, where fresh attempts start.
 A test run that hangs (a written loop that never ends) is killed at a deadline fitted to
 the suite: the last run that ended by itself, with a margin, else a named default, never
 the shell's two minutes. A run killed there fails like any failing test.
+
+Where the task keeps its tests (it is judged by them), code that passed them is not lost:
+a small model with passing tests goes round, is nudged, and writes new code that fails.
+Then the files go back to how they were at the passing run, the tests run again, and the
+agent is told its change was taken back.
 """
 
 from __future__ import annotations
 
 import json
 
-from workers.guards.test_runs import named_test_command
+from workers.changes.change_sets import ChangeTracker, compare
+from workers.changes.snapshots import Tree
+from workers.changes.undo import CannotUndo, undo
+from workers.guards.test_runs import is_test_run, named_test_command
 from workers.hooks import Aid, View
 from workers.model import ToolCall
 from workers.tools.base import ToolResult
@@ -28,21 +36,62 @@ from workers.tools.base import ToolResult
 # (workers/guards/editing.py).
 TEST_RUN_DEFAULT_S = 60
 RAN = "gaffer ran the tests your task names after your change (`{command}`):\n\n{output}"
+TAKEN_BACK = (
+    "Your change made the tests fail, and they passed before it: gaffer put {files} back as "
+    "they were when they passed, and ran `{command}` again:\n\n{output}\n\nIf they pass, the "
+    "task is done: give your final answer in plain sentences."
+)
 
 
 class TestsAfterWrites(Aid):
     """For an agent that can run commands, on a task that names its test command: the
     tests run after every batch that changed a file and ran no test after it."""
 
+    def __init__(self) -> None:
+        self.passed: Tree | None = None
+        """The workspace at the last passing run, where the task keeps its tests."""
+
     def after_calls(self, view: View) -> None:
         edits = view.edits
-        if edits is None or not edits.untested_edit or view.spent():
-            return
         command = named_test_command(view.task, view.test_runners)
-        if command is None:
+        if edits is None or command is None or view.spent():
             return
-        run = run_test(view, command, f"tests-{view.step}")
-        view.tell(RAN.format(command=command, output=run.output), source="tests_after_write")
+        if edits.untested_edit:
+            run = run_test(view, command, f"tests-{view.step}")
+            view.tell(RAN.format(command=command, output=run.output), source="tests_after_write")
+        if view.changes is not None and edits.kept is not None:
+            self._keep_what_passed(view, view.changes, command)
+
+    def _keep_what_passed(self, view: View, changes: ChangeTracker, command: str) -> None:
+        """Remember the workspace at a passing run; after a run that failed since, put
+        back what the agent changed after it, and run the tests again."""
+        assert view.edits is not None
+        if view.edits.passing:
+            self.passed = changes.store.scan()
+            return
+        runs = [
+            f
+            for f in view.facts
+            if f.command is not None and is_test_run(f.command, view.test_runners)
+        ]
+        if self.passed is None or not runs or runs[-1].exit_code == 0:
+            return
+        since = compare(self.passed, changes.store.scan())
+        if not since:
+            return
+        try:
+            undo(changes.store, since)
+        except CannotUndo:
+            return  # what is there stays the agent's, failing as it said
+        changes.look()
+        for change in since:  # the agent knows these files as they are now
+            view.edits.after("read_file", {"path": change.path}, ToolResult(output=""))
+        named = ", ".join(sorted({c.path for c in since}))
+        run = run_test(view, command, f"passed-{view.step}")
+        view.tell(
+            TAKEN_BACK.format(files=named, command=command, output=run.output),
+            source="tests_after_write",
+        )
 
 
 def run_test(view: View, command: str, call_id: str) -> ToolResult:
