@@ -434,6 +434,7 @@ def test_the_gate_counts_a_put_back_as_an_edit_even_in_a_workers_evidence() -> N
         ("PYTEST_PLUGINS=evil pytest", "it sets PYTEST_PLUGINS"),
         ("PYTHONPATH=/tmp/x pytest", "it sets PYTHONPATH outside the workspace"),
         ("env PYTEST_PLUGINS=x pytest", "it is not one plain test command"),
+        ("env -i pytest", "it is not one plain test command"),
         ("cd /tmp/copy && pytest", "it runs the tests from /tmp/copy"),
         ("cd .. && pytest", "it runs the tests from .."),
         ("cd /workspace/../tmp && pytest", "it runs the tests from /workspace/../tmp"),

@@ -130,7 +130,7 @@ class Invocation:
 
 def invocation(words: list[str], extra: frozenset[str]) -> Invocation | None:
     """What a test command's words run, past wrappers (`timeout 60`, `uv run`, `python
-    -m`); None when it is no runner, or a wrapper sets variables (`env NAME=value`)."""
+    -m`); None when it is no runner, or `env` changes the environment (`env -i`, `NAME=x`)."""
     programs: list[str] = []
     while words:
         program, args = words[0], words[1:]
@@ -140,8 +140,8 @@ def invocation(words: list[str], extra: frozenset[str]) -> Invocation | None:
         name = os.path.basename(program)
         if name in WRAPPERS:
             rest = _after_wrapper(name, args) or []
-            if name == "env" and any("=" in a for a in args[: len(args) - len(rest)]):
-                return None
+            if name == "env" and len(rest) < len(args):
+                return None  # `env -i`, `env NAME=value`: a changed environment
             words = rest
         elif name in RUN_WRAPPERS and args[:1] == ["run"] and len(args) > 1:
             words = args[1:]
