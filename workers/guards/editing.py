@@ -147,8 +147,9 @@ class EditGuard:
         None when none are kept, or it is the task's own test command."""
         if self.kept is None or command.split() == (self.kept.command or "").split():
             return None
-        roots = [str(self.workspace), *([self.container_root] if self.container_root else [])]
-        return steered(command, self.test_runners, roots)
+        if self.container_root is None:  # the host's: outside the workspace is the user's
+            return steered(command, self.test_runners, [str(self.workspace)], scratch=())
+        return steered(command, self.test_runners, [self.container_root, str(self.workspace)])
 
     def keeps(self, path: object) -> str | None:
         """The refusal for a write to `path` when the task's rules keep it, else None."""

@@ -51,18 +51,25 @@ _STEERING_NAMES = frozenset(
 )
 _HARMLESS_PYTHON = frozenset({"PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"})
 _HARMLESS_PYTHON |= frozenset({"PYTHONWARNINGS", "PYTHONIOENCODING", "PYTHONUTF8"})
-# Folders a command can write to outside the workspace (the container's /tmp and HOME,
-# the host's scratch): a runner from there could be anything the agent put there. One
-# from elsewhere is the system's or the user's own (a virtual environment in their home).
-_SCRATCH = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", "/home/gaffer/", "~")
+# What a container's commands can write outside the workspace (its /tmp and HOME): a
+# runner from there could be anything the agent put there. On the host, a program outside
+# the workspace is the user's own (a virtual environment under /tmp or in their home),
+# and the guarded shell asks before writing there.
+CONTAINER_SCRATCH = ("/tmp/", "/var/tmp/", "/dev/shm/", "/run/", "/home/gaffer/", "~")
 # Shell settings a plain run may make first (`set -e; pytest`).
 _PLAIN_SET = frozenset({"-e", "-u", "-x", "-o", "pipefail", "-eu", "-ex", "-eux", "-euo"})
 
 
-def steered(command: str, extra: Iterable[str] = (), roots: Iterable[str] = ()) -> str | None:
+def steered(
+    command: str,
+    extra: Iterable[str] = (),
+    roots: Iterable[str] = (),
+    scratch: tuple[str, ...] = CONTAINER_SCRATCH,
+) -> str | None:
     """Why a test run cannot stand for the tests a task keeps, or None when it can.
     `roots`: the workspace's absolute paths as the command sees it (the container's
-    /workspace, the host's folder); paths elsewhere are outside it."""
+    /workspace, the host's folder); paths elsewhere are outside it. `scratch`: folders
+    outside it the agent's commands can write to, where no runner counts."""
     tree = parse(command)
     status = status_node(tree)
     found = invocation(status_command(command) or [""], frozenset(extra))
@@ -71,7 +78,7 @@ def steered(command: str, extra: Iterable[str] = (), roots: Iterable[str] = ()) 
     inside = _Inside(tuple(roots) or ("/workspace",))
     return (
         _besides(tree.root_node, status, inside)
-        or _from_elsewhere(found, inside)
+        or _from_elsewhere(found, inside, scratch)
         or _picking(found, inside, frozenset(extra))
     )
 
@@ -137,13 +144,13 @@ def _assignment(node: Node, inside: _Inside) -> str | None:
     return None
 
 
-def _from_elsewhere(found: Invocation, inside: _Inside) -> str | None:
+def _from_elsewhere(found: Invocation, inside: _Inside, scratch: tuple[str, ...]) -> str | None:
     """A runner, or Python, from outside the workspace and the system's folders, or run
     with options that change what it loads (`-X pycache_prefix=...`)."""
     for program in found.programs:
-        scratch = posixpath.normpath(program).startswith(_SCRATCH) or program.startswith("~")
+        planted = bool(scratch) and posixpath.normpath(program).startswith(scratch)
         outside = inside.relative(program) is None
-        if "/" in program and outside and (scratch or not program.startswith("/")):
+        if "/" in program and outside and (planted or not program.startswith("/")):
             return f"it runs {program}, from outside the workspace"
     if odd := [o for o in found.interpreter_options if o not in _PLAIN_PYTHON]:
         return f"it runs Python with {odd[0]}"
