@@ -29,7 +29,7 @@ from supervisor.resume import rebuild
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.session import Session, gaffer_version
-from supervisor.terminal import confirm, echo
+from supervisor.terminal import confirm, echo, one_line
 from supervisor.view import stderr_console
 from workers import state
 from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
@@ -252,10 +252,12 @@ def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:
         lines = command.split("\n")
         # Every line of the command marked as the command's, and counted: blank lines
         # could otherwise push its real end out of view, or mimic gaffer's own text.
-        shown = "\n".join(f"  │ {line}" for line in lines)
+        shown = "\n".join(f"  │ {one_line(line)}" for line in lines)
         count = f" ({len(lines)} lines)" if len(lines) > 1 else ""
         console.print(
-            f"run on this machine?{count}\n{shown}\n  ({reason})", markup=False, highlight=False
+            f"run on this machine?{count}\n{shown}\n  ({one_line(reason)})",
+            markup=False,
+            highlight=False,
         )
         try:
             answer = read("  [y]es / [N]o / [a]lways this command in this session: ")

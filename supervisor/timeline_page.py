@@ -3,15 +3,19 @@ server, no library; the data is embedded as JSON and drawn by a short script. Th
 opens on the run's outcome (supervisor/timeline_outcome.py), then the chart.
 
 Everything in a log may come from a hostile model or repository, so the script puts it
-in the page as text only (textContent, never innerHTML), and the embedded JSON cannot
-close its script element.
+in the page as text only (textContent, never innerHTML), the embedded JSON cannot
+close its script element, and every string has its control and format characters
+written out by the terminal's own sanitiser (a bidirectional override reorders a page's
+text as it does a terminal's).
 """
 
 from __future__ import annotations
 
 import html
 import json
+from typing import Any
 
+from supervisor.terminal import one_line, visible
 from supervisor.timeline import Timeline
 
 STYLE = """
@@ -201,7 +205,7 @@ LEGEND = [
 
 def render(timeline: Timeline) -> str:
     """The page: the outcome first, then chart, side panel and totals, all in one file."""
-    payload = json.dumps(timeline.as_json(), ensure_ascii=True).replace("<", "\\u003c")
+    payload = json.dumps(_shown(timeline.as_json()), ensure_ascii=True).replace("<", "\\u003c")
     legend = "".join(
         f'<span><i style="background:{colour}"></i>{html.escape(name)}</span>'
         for name, colour in LEGEND
@@ -209,10 +213,10 @@ def render(timeline: Timeline) -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
-<title>gaffer run {html.escape(timeline.run_id)}</title><style>{STYLE}</style></head>
-<body><header><h1>gaffer run {html.escape(timeline.run_id)} · {html.escape(timeline.status)} ·
+<title>gaffer run {_one_line(timeline.run_id)}</title><style>{STYLE}</style></head>
+<body><header><h1>gaffer run {_one_line(timeline.run_id)} · {_one_line(timeline.status)} ·
 {timeline.wall_s:.1f} s · {len(timeline.lanes)} agents</h1>
-<div class="task">{html.escape(timeline.task)}</div></header>
+<div class="task">{html.escape(visible(timeline.task))}</div></header>
 <section id="outcome"></section>
 <main><section id="chart"><div class="legend">{legend}</div></section>
 <aside id="panel"><p>Click a bar to see the model's turn, the tool's result, or a worker's report and change set.</p></aside></main>
@@ -220,3 +224,18 @@ def render(timeline: Timeline) -> str:
 <script type="application/json" id="timeline-data">{payload}</script>
 <script>{SCRIPT}</script></body></html>
 """
+
+
+def _one_line(text: str) -> str:
+    return html.escape(one_line(text))
+
+
+def _shown(value: Any) -> Any:
+    """The page's data with every string made visible, keys included."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {_shown(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    return value

@@ -8,7 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from supervisor.terminal import confirm, echo
+from supervisor.terminal import confirm, echo, one_line
 from workers import trust
 from workers.assembly.profiles import (
     Profile,
@@ -33,7 +33,9 @@ def report(workspace_trust: WorkspaceTrust, events: Emitter) -> None:
     """One `boundary` line per thing the run will not use (the terminal view prints it)."""
     log = events.bind(agent_id="trust")
     for item in workspace_trust.skipped():
-        message = workspace_trust.notice(item)
+        # The terminal view prints the message as one line; a name of many lines would
+        # push the run's own lines out of view.
+        message = one_line(workspace_trust.notice(item))
         log.emit(Boundary(action="skipped", what=item.kind, path=item.key, message=message))
     for refused in workspace_trust.refused:
         log.emit(
@@ -41,26 +43,27 @@ def report(workspace_trust: WorkspaceTrust, events: Emitter) -> None:
                 action="refused",
                 what="workspace file",
                 path=refused.key,
-                message=f"skipped {refused.key}: {refused.reason}",
+                message=one_line(f"skipped {refused.key}: {refused.reason}"),
             )
         )
 
 
 def review(workspace_trust: WorkspaceTrust) -> list[str]:
     """Each item: its state, what it would run, and how a profile widens the built-in or
-    user profile it overrides."""
+    user profile it overrides. Every line is one line whatever a name holds: a name of
+    many lines, or a forged item in it, could push the real items out of view."""
     base = _base_profiles()
     # The workspace's profiles load in this order, each over the ones before it (a second
     # file of a name changes the first's keys): each is shown as it would be loaded.
     loaded = dict(base)
     lines = []
     for item in workspace_trust.items:
-        lines.append(f"  {_STATE_WORDS[item.state]:<8} {item.kind:<8} {item.key}")
+        lines.append(f"  {_STATE_WORDS[item.state]:<8} {item.kind:<8} {one_line(item.key)}")
         for detail in _details(item, base, loaded):
-            lines.append(f"           {detail}")
+            lines.append(f"           {one_line(detail)}")
     for refused in workspace_trust.refused:
-        lines.append(f"  REFUSED  {'':<8} {refused.key}")
-        lines.append(f"           never used, trusted or not: {refused.reason}")
+        lines.append(f"  REFUSED  {'':<8} {one_line(refused.key)}")
+        lines.append(f"           never used, trusted or not: {one_line(refused.reason)}")
     return lines
 
 
@@ -143,17 +146,18 @@ def review_and_approve(workspace: Path, *, yes: bool, revoke: bool) -> None:
     """`gaffer trust`: show what the workspace would have gaffer run or obey, and trust
     it as it is now (asked at a terminal, or --yes); --revoke forgets every approval."""
     store = TrustStore(trust.default_store())
+    shown = one_line(str(workspace))
     if revoke:
         found = store.revoke(workspace)
-        echo(f"{'forgot the approvals for' if found else 'nothing was trusted in'} {workspace}")
+        echo(f"{'forgot the approvals for' if found else 'nothing was trusted in'} {shown}")
         return
     workspace_trust = trust.evaluate(workspace)
     if not workspace_trust.items and not workspace_trust.refused:
         echo(
-            f"nothing in {workspace} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
+            f"nothing in {shown} asks for trust: no .mcp.json, and no plugins, profiles, config or skills in .gaffer/"
         )
         return
-    echo(f"{workspace} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
+    echo(f"{shown} has {len(workspace_trust.items)} item(s) gaffer would run or obey:")
     for line in review(workspace_trust):
         echo(line)
     pending = [i for i in workspace_trust.items if i.state != "trusted"]
@@ -173,7 +177,7 @@ def review_and_approve(workspace: Path, *, yes: bool, revoke: bool) -> None:
             return
     store.approve(workspace, workspace_trust.items)
     echo(
-        f"trusted {len(workspace_trust.items)} item(s) of {workspace}; a change to any of them asks again"
+        f"trusted {len(workspace_trust.items)} item(s) of {shown}; a change to any of them asks again"
     )
 
 
@@ -188,4 +192,4 @@ def print_skipped(workspace_trust: WorkspaceTrust, kinds: tuple[str, ...]) -> No
         f"\nworkspace: {len(items) - len(skipped)} item(s) trusted {how}, {len(skipped)} not loaded"
     )
     for item in skipped:
-        echo(f"not loaded: {workspace_trust.notice(item).removeprefix('skipped ')}")
+        echo(f"not loaded: {one_line(workspace_trust.notice(item).removeprefix('skipped '))}")
