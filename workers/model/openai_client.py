@@ -9,7 +9,6 @@ import dataclasses
 import json
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,7 +103,6 @@ class OpenAIModel:
         self.shown_url = shown_url(base_url) or "https://api.openai.com/v1"
         """The endpoint as messages show it: never a password or key inside the URL."""
         self._has_key = bool(api_key)
-        self._key = api_key
         self._answered = False
         """The endpoint has answered a call of this run: from then on, a refused connection
         or a 404 is a fault to retry; before, it is a wrong address, said at once."""
@@ -168,7 +166,7 @@ class OpenAIModel:
         def before_sleep(state: RetryCallState) -> None:
             echo.restart()
             if on_retry is not None and state.outcome is not None and state.next_action:
-                error = describe(state.outcome.exception())
+                error = self._said(describe(state.outcome.exception()))
                 on_retry(state.attempt_number, error, state.next_action.sleep)
 
         retrying = Retrying(
@@ -217,20 +215,15 @@ class OpenAIModel:
         return first_contact(error, self.shown_url, self.base_url, self.api_name, self.wire)
 
     def _hidden(self, error: ModelError) -> ModelError:
-        """The error with the key, and anything secret in the endpoint's URL, taken out of
-        its text (a server may echo what it was sent)."""
-        message = error.message
-        if self._key and len(self._key) >= 8:
-            message = message.replace(self._key, "***")
-        if self.base_url:
-            message = message.replace(self.base_url, self.shown_url)
-            parts = urllib.parse.urlsplit(self.base_url)
-            secrets = [parts.netloc.rsplit("@", 1)[0]] if "@" in parts.netloc else []
-            # Query values long enough to be keys; `?x=1` must not blank every 1.
-            secrets += [v for _, v in urllib.parse.parse_qsl(parts.query) if len(v) >= 8]
-            for secret in secrets:
-                message = message.replace(secret, "***")
+        message = self._said(error.message)
         return error if message == error.message else ModelError(error.kind, message)
+
+    def _said(self, text: str) -> str:
+        """`text` with the endpoint's URL as messages show it, and the key and anything
+        secret in the URL masked in any encoding (a server may echo what it was sent)."""
+        if self.base_url:
+            text = text.replace(self.base_url, self.shown_url)
+        return self._endpoint.mask(text)
 
     def _within(
         self,

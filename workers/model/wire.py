@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from workers.model.cancel import Readers
+from workers.model.masking import Mask
 from workers.model.replies import IncompleteStream
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -32,6 +33,8 @@ OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 15.0
 # An error reply is read this far for its message; the rest is not needed.
 MAX_ERROR_BYTES = 1 << 20
+# A server's message is kept this long: enough for any real one, not a page of HTML.
+MAX_MESSAGE_CHARS = 1000
 # One read of a streamed line; a longer line is read in pieces.
 READ_PIECE = 64 * 1024
 
@@ -90,6 +93,10 @@ class Endpoint:
         ):
             if value := os.environ.get(variable):
                 self.headers[header] = value
+        userinfo = self.url.netloc.rpartition("@")[0]
+        query = [value for _, value in urllib.parse.parse_qsl(self.url.query)]
+        self.mask = Mask([api_key, userinfo, self.url.password, *query])
+        """What was sent that is secret, taken out of any text a server sends back."""
 
     def post(self, path: str, body: dict[str, Any], *, timeout: float) -> Reply:
         """POST `body` as JSON to `path` under the base URL; StatusError at 300 and up."""
@@ -101,7 +108,7 @@ class Endpoint:
     def _request(self, method: str, path: str, data: bytes | None, timeout: float) -> Reply:
         target = self.url.path.rstrip("/") + path + (f"?{self.url.query}" if self.url.query else "")
         connection, target, headers = self._connection(target)
-        reply = Reply(connection, self.readers)
+        reply = Reply(connection, self.readers, self.mask)
         try:
             try:
                 connection.timeout = min(timeout, CONNECT_TIMEOUT_S)
@@ -151,9 +158,12 @@ class Reply:
     """A response being read: its lines, its server-sent events or its JSON. Its socket
     is registered with the readers from the request's sending until `close`."""
 
-    def __init__(self, connection: http.client.HTTPConnection, readers: Readers) -> None:
+    def __init__(
+        self, connection: http.client.HTTPConnection, readers: Readers, mask: Mask
+    ) -> None:
         self.connection = connection
         self.readers = readers
+        self.mask = mask
         self.response: http.client.HTTPResponse | None = None
         self._registered = contextlib.ExitStack()
 
@@ -237,7 +247,9 @@ class Reply:
         return value
 
     def status_error(self) -> StatusError:
-        """The error a status of 400 or more stands for, with the server's message."""
+        """The error a status of 300 or more stands for, with the server's own message
+        alone (a JSON body's `message` field, not the rest of it: a server may echo the
+        request, key and all), and anything secret that was sent masked in it."""
         assert self.response is not None
         status = self.response.status
         headers = {k.lower(): v for k, v in self.response.getheaders()}
@@ -248,10 +260,11 @@ class Reply:
         try:
             body: object = json.loads(text)
         except ValueError:
-            body = text or None
-        message = _message_of(body) or text or self.response.reason
+            body = None
+        message = _message_of(body) if isinstance(body, dict) else text
         if 300 <= status < 400 and (moved := headers.get("location")):
             message = f"it redirects to {moved}: set that as the base URL"
+        message = self.mask(message or self.response.reason)[:MAX_MESSAGE_CHARS]
         return StatusError(status, message, headers, body)
 
 
