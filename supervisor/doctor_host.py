@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers import trust
+from workers import host_programs, trust
 from workers.extensions import load_extensions
 from workers.log.events import Emitter
 from workers.tools import BUILTIN_TOOLS
@@ -87,9 +86,7 @@ def host_checks() -> list[Callable[[], Probe]]:
 
     def own_environment_hidden() -> Probe:
         names = [n for n in os.environ if looks_secret(n) and os.environ[n]]
-        seen = subprocess.run(
-            ["cat", f"/proc/{os.getpid()}/environ"], capture_output=True, check=False
-        ).stdout
+        seen = host_programs.run(["cat", f"/proc/{os.getpid()}/environ"], timeout=10).stdout
         shown = [n for n in names if os.environ[n].encode() in seen]
         return Probe(
             "gaffer's own secrets are not readable in /proc/<pid>/environ",

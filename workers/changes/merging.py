@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers import host_programs
 from workers.changes.change_sets import Change, compare
 from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
 from workers.changes.tree_writes import CannotWrite, check_path, state, state_of, write_entries
@@ -192,16 +193,14 @@ def _merge_file(ours: bytes, base: bytes, theirs: bytes) -> tuple[bytes | None, 
         for name, data in (("workspace", ours), ("base", base), ("worker", theirs)):
             with open(os.path.join(folder, name), "wb") as file:
                 file.write(data)
-        env = git_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": folder})
+        env = git_env(host_programs.environment(values={"HOME": folder}))
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(folder)
         try:
-            done = subprocess.run(
+            done = host_programs.run(
                 ["git", "merge-file", "-p", "workspace", "base", "worker"],
                 cwd=folder,
                 env=env,
-                capture_output=True,
                 timeout=MERGE_TIMEOUT_S,
-                stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired):
             return None, False

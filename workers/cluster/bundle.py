@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from workers import host_programs
 from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
 
 BUNDLE_TIMEOUT_S = 300
@@ -26,7 +27,7 @@ class BundleError(Exception):
 def git_alone(folder: str | Path, *args: str, stdin: bytes | None = None) -> bytes:
     """git with no config but its defaults and no hooks; its output, or BundleError."""
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": host_programs.safe_path(os.environ.get("PATH", "/usr/bin:/bin")),
         "HOME": str(folder),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
@@ -37,12 +38,11 @@ def git_alone(folder: str | Path, *args: str, stdin: bytes | None = None) -> byt
         "GIT_COMMITTER_EMAIL": "gaffer@localhost",
     }
     try:
-        done = subprocess.run(
+        done = host_programs.run(
             ["git", "-c", "core.hooksPath=/dev/null", *args],
             cwd=folder,
             env=env,
             input=stdin,
-            capture_output=True,
             timeout=BUNDLE_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as error:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from workers import host_programs
 from workers.extensions.plugins import schema_tool
 from workers.log.events import Emitter
 from workers.log.schema import McpCall
@@ -154,11 +155,14 @@ class McpHub:
                     self.log_dir.mkdir(parents=True, exist_ok=True)
                     errlog = os.fdopen(open_append(self.log_dir, self._errlog(config).name), "a")
                     self._stderr.append(errlog)
+                    # Started by the SDK, but as host_programs starts one: its program
+                    # found outside the folder it runs in, only plain variables and
+                    # those its config sets (no API key).
+                    where = os.fspath(config.cwd or os.getcwd())
+                    env = host_programs.environment(values=config.env)
+                    argv = host_programs.resolved([config.command, *config.args], env, where)
                     params = StdioServerParameters(
-                        command=config.command,
-                        args=config.args,
-                        env=config.env or None,
-                        cwd=config.cwd,
+                        command=argv[0], args=argv[1:], env=env, cwd=where
                     )
                     read, write = await stack.enter_async_context(
                         stdio_client(params, errlog=errlog)

@@ -17,6 +17,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from workers import host_programs
+
 # What makes a folder a repository to git, whatever its name: HEAD, with objects and refs
 # of its own or, through `commondir`, of another folder (git's own is_git_directory).
 GIT_DIR_MARKERS = frozenset({"HEAD", "objects", "refs", "commondir"})
@@ -53,8 +55,14 @@ def workspace_for(folder: Path) -> Path:
     """The workspace gaffer works in when started in `folder`: the top of the git
     repository around it, as other coding agents take it (so a run from a subfolder
     sees the whole project and `gaffer logs` finds its runs), or the folder itself.
-    Never the home folder or `/`: a dotfiles repository is not the project."""
-    here = Path(os.path.realpath(folder))
+    Never the home folder or `/`: a dotfiles repository is not the project. From then on
+    no program gaffer starts on the host is taken from inside it (host_programs)."""
+    found = _workspace_around(Path(os.path.realpath(folder)))
+    host_programs.keep_out(found)
+    return found
+
+
+def _workspace_around(here: Path) -> Path:
     # git's own guard stays on here: a repository someone else owns around this folder
     # (a /tmp/.git planted by another user) is not taken as the project.
     top = _git(str(here), "rev-parse", "--show-toplevel", trust_owner=False)
@@ -160,22 +168,13 @@ def run_git(
     repository in `root` itself or none, never one in a folder above it."""
     if not shutil.which("git"):
         return None
-    env = git_env(
-        {k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
-        {"safe.directory": "*"} if trust_owner else None,
-    )
+    # No GIT_* of gaffer's own (GIT_DIR, GIT_CONFIG_*) reaches it: only FORCED_GIT_CONFIG.
+    env = git_env(host_programs.environment(), {"safe.directory": "*"} if trust_owner else None)
     env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
     if only_here:
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.realpath(root))
     try:
-        return subprocess.run(
-            ["git", *args],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        return host_programs.run(["git", "-C", os.fspath(root), *args], env=env, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
 

@@ -8,7 +8,6 @@ import re
 import select
 import shutil
 import subprocess
-import sys
 import sysconfig
 import time
 from collections.abc import Iterator
@@ -16,11 +15,11 @@ from pathlib import Path
 
 from pydantic import Field
 
+from workers import host_programs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.names import name_hints
 from workers.tools.nearby import did_you_mean
 from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
-from workers.tools.shell import looks_secret
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
 MAX_MATCHES = 200
@@ -174,17 +173,9 @@ class Search:
         self.stopped = False
         self.skipped: list[str] = []
         self.error = ""
-        # No secrets for a child; the fallback runs gaffer's own module, from this checkout.
-        env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-        self._proc = subprocess.Popen(
-            command,
-            cwd=os.path.realpath(workspace),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
+        # It prints paths relative to where it runs, so it runs in the workspace; its
+        # plain environment carries no RIPGREP_CONFIG_PATH, so no `.ripgreprc` is read.
+        self._proc = host_programs.start(command, cwd=os.path.realpath(workspace))
 
     def lines(self) -> Iterator[str]:
         assert self._proc.stdout is not None
@@ -231,9 +222,9 @@ class Search:
 
 
 def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> list[str]:
-    # -P: the workspace is never on the module path, so a repository's own `workers`
-    # package (or anything it ships) is not what runs.
-    command = [sys.executable, "-P", "-m", "workers.tools.python_grep", str(workspace), str(real)]
+    # Isolated: the workspace is never on the module path, so a repository's own
+    # `workers` package (or a `re.py` it ships) is not what runs.
+    command = host_programs.gaffer_module("workers.tools.python_grep", str(workspace), str(real))
     return [*command, args.pattern, *([args.glob] if args.glob else [])]
 
 
