@@ -1,10 +1,12 @@
 """`gaffer view [RUN]`: the run's timeline page (supervisor/timeline_page.py), written
-beside its log; `--open` opens it in a browser, `--serve` serves it on 127.0.0.1 for a
-remote shell. Re-run it to refresh the page of a run that is still going."""
+beside its log; `--open` opens it in a browser, `--serve` serves it on 127.0.0.1, at a
+secret URL, for a remote shell. Re-run it to refresh the page of a run that is still going."""
 
 from __future__ import annotations
 
 import http.server
+import secrets
+import urllib.parse
 import webbrowser
 from pathlib import Path
 
@@ -51,7 +53,21 @@ def view(run_ref: str, log_dir: Path | None, open_page: bool, serve: bool, port:
 
 
 def _serve(page: Path, port: int) -> None:
-    """Just this one page, on loopback only."""
+    """Just this one page, on loopback only, at a path with a token of this serving's
+    own: every user of the machine can reach 127.0.0.1, and the page holds the run's
+    file contents, so only who was shown the URL gets it."""
+    token = secrets.token_urlsafe(32)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _handler(page, token))
+    echo(f"serving on http://127.0.0.1:{server.server_address[1]}/{token}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def _handler(page: Path, token: str) -> type[http.server.BaseHTTPRequestHandler]:
     body = page.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -60,22 +76,27 @@ def _serve(page: Path, port: int) -> None:
             # (DNS rebinding): only a request for this machine by its own name is served.
             host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
             if host not in ("127.0.0.1", "localhost"):
-                self.send_error(421, "this page is served to 127.0.0.1 and localhost only")
+                self._refuse(421)
+                return
+            asked = urllib.parse.urlsplit(self.path).path.strip("/")
+            if not secrets.compare_digest(asked.encode(), token.encode()):
+                self._refuse(404)  # not 403: nothing says a page is there
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
+            # The token is in the URL: never sent on to another site, never kept.
+            self.send_header("Referrer-Policy", "no-referrer")
+            self.send_header("Cache-Control", "no-store")
             self.end_headers()
             self.wfile.write(body)
+
+        def _refuse(self, status: int) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def log_message(self, *_args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    echo(f"serving on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    return Handler
