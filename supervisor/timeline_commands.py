@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import secrets
 import urllib.parse
-import webbrowser
 from pathlib import Path
 
 import click
@@ -17,7 +16,7 @@ from supervisor.exits import fail, log_dir_here
 from supervisor.terminal import echo
 from supervisor.timeline import build
 from supervisor.timeline_page import render
-from workers import state
+from workers import host_programs, state
 
 
 def write_page(log: Path) -> Path:
@@ -46,8 +45,8 @@ def view(run_ref: str, log_dir: Path | None, open_page: bool, serve: bool, port:
     except OSError as error:
         fail(f"cannot write the page beside {run_ref}'s log: {error}")
     echo(str(page))
-    if open_page:
-        webbrowser.open(page.resolve().as_uri())
+    if open_page and not host_programs.open_page(page.resolve().as_uri()):
+        echo("gaffer: no browser to open it with (set BROWSER); the page is above", err=True)
     if serve:
         _serve(page, port)
 
