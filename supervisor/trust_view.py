@@ -75,12 +75,16 @@ def _details(item: Item, base: dict[str, Profile], loaded: dict[str, Profile]) -
     if item.kind != "profile":
         return [item.runs] if item.kind in ("mcp", "plugin") else []
     try:
-        profile = parse_profile(item.source, _ANY_TOOL, loaded, from_workspace=True)
+        profile = parse_profile(item.source, _ANY_TOOL, loaded, from_workspace=True, ceiling=base)
     except ProfileError as error:
         return [f"does not load: {error}"]
     loaded[profile.name] = profile
     overrides = base.get(profile.name)
-    where = "in Docker" if profile.sandbox == "docker" else "on the host"
+    # Every option of its container, not only those it changes: "runs in Docker" alone
+    # hid a network opened to the host.
+    where = (
+        f"in Docker ({profile.docker.shown()})" if profile.sandbox == "docker" else "on the host"
+    )
     details = [
         f"profile {profile.name!r}: tools {', '.join(profile.tools)}; runs {where}"
         + (f"; overrides the {profile.name!r} profile" if overrides else "")

@@ -280,7 +280,10 @@ def test_a_repository_cannot_quietly_move_coder_out_of_docker(ws: Path) -> None:
     assert {c["sandbox"] for c in calls} == {"docker"}
     shown, _ = gaffer(ws, "trust", replies=[])
     assert "WIDENS 'coder': runs on the host, not in a Docker container" in shown.stdout
-    assert "WIDENS 'shell': container network 'host' (was 'none')" in shown.stdout
+    assert (
+        "does not load: .gaffer/profiles/shell.toml: docker.network: a workspace's profile "
+        "may not widen its sandbox: network 'host' (allowed: 'none')"
+    ) in shown.stdout
     listed, _ = gaffer(ws, "profiles", replies=[])
     assert "not loaded: profile .gaffer/profiles/coder.toml" in listed.stdout
 

@@ -68,7 +68,8 @@ class Profile(BaseModel):
     """The environment variable that holds the key for `base_url`: the key itself is
     never written in a file."""
     docker: DockerOptions = Field(default_factory=DockerOptions)
-    """For `docker` profiles: image, network and resource limits."""
+    """For `docker` profiles: image, network and resource limits. A workspace's profile
+    may not go past gaffer's or the user's own profile of its name (`_within_ceiling`)."""
     system_prompt: str = Field(min_length=1)
     """The agent's instructions; `{workspace}` is replaced by the workspace path."""
     source: str = Field("", exclude=True)
@@ -144,10 +145,14 @@ def load_profiles(
     key); a new name is a whole profile. With `known_tools` None, tool names are not
     checked (before plugins and MCP servers, whose tools profiles may name, are loaded)."""
     known = None if known_tools is None else set(known_tools) | HARNESS_TOOLS
-    sources = [(s, False) for folder in folders for s in read_folder(folder, "*.toml")]
     profiles: dict[str, Profile] = {}
-    for source, from_workspace in [*sources, *((s, True) for s in extra)]:
-        profile = parse_profile(source, known, profiles, from_workspace=from_workspace)
+    for folder in folders:
+        for source in read_folder(folder, "*.toml"):
+            profile = parse_profile(source, known, profiles)
+            profiles[profile.name] = profile
+    own = dict(profiles)  # gaffer's and the user's: what a workspace's may not go past
+    for source in extra:
+        profile = parse_profile(source, known, profiles, from_workspace=True, ceiling=own)
         profiles[profile.name] = profile
     return profiles
 
@@ -177,9 +182,11 @@ def parse_profile(
     loaded: Mapping[str, Profile] | None = None,
     *,
     from_workspace: bool = False,
+    ceiling: Mapping[str, Profile] | None = None,
 ) -> Profile:
     """The profile in `source`; when it names one of `loaded`, only the keys it names
-    change that one. A workspace's (`from_workspace`) may not name an endpoint."""
+    change that one. A workspace's (`from_workspace`) may not name an endpoint, nor give
+    its container more than `ceiling` (gaffer's and the user's own profiles) does."""
     origin = source.origin
     data = _read(source)
     if from_workspace and (named := [k for k in ENDPOINT_KEYS if k in data]):
@@ -195,6 +202,8 @@ def parse_profile(
         first = error.errors()[0]
         where = ".".join(map(str, first["loc"])) or "file"
         raise ProfileError(f"{origin}: {where}: {first['msg']}") from error
+    if from_workspace:
+        _within_ceiling(profile, origin, ceiling or {})
     if known_tools is None:
         return profile
     unknown = [tool for tool in profile.tools if tool not in known_tools and not is_pattern(tool)]
@@ -205,21 +214,31 @@ def parse_profile(
     return profile
 
 
+def _within_ceiling(profile: Profile, origin: str, ceiling: Mapping[str, Profile]) -> None:
+    """A workspace's profile may not give its container more than the user's or gaffer's
+    own profile of its name, or a new one more than the built-in defaults (`coder`'s and
+    `shell`'s): a trusted repository would otherwise open the network to the host's own
+    services, or mount another image, by saying only "runs in Docker". Checked whatever
+    its sandbox, so that no later switch to Docker brings them."""
+    own = ceiling.get(profile.name)
+    wider = profile.docker.wider_than(own.docker if own else DockerOptions())
+    if wider:
+        raise ProfileError(
+            f"{origin}: docker.{next(iter(wider))}: a workspace's profile may not widen its "
+            f"sandbox: {'; '.join(wider.values())}; only a profile of your own may set it "
+            f"({user_dir()})"
+        )
+
+
 def widening(profile: Profile, base: Profile | None) -> list[str]:
     """How `profile` grants more than the profile of the same name it overrides: what a
-    user must see before trusting a workspace that redefines `coder`."""
+    user must see before trusting a workspace that redefines `coder`. (A wider container
+    never gets this far: a workspace's profile that asks for one does not load.)"""
     if base is None:
         return []
     wider = []
     if base.sandbox == "docker" and profile.sandbox != "docker":
         wider.append("runs on the host, not in a Docker container")
-    if profile.sandbox == "docker":
-        if profile.docker.network != base.docker.network:
-            wider.append(
-                f"container network {profile.docker.network!r} (was {base.docker.network!r})"
-            )
-        if profile.docker.image != base.docker.image:
-            wider.append(f"container image {profile.docker.image!r} (was {base.docker.image!r})")
     added = [tool for tool in profile.tools if tool not in base.tools]
     if added:
         wider.append("adds tools " + ", ".join(added))

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
 
 class DockerOptions(BaseModel):
-    """How a `docker` profile's container is made."""
+    """How a `docker` profile's container is made. Mounts, capabilities, devices and the
+    user are gaffer's own (workers/sandbox/container.py), never a profile's: a table that
+    names one does not load."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -20,3 +24,33 @@ class DockerOptions(BaseModel):
     cpus: float = Field(1.0, gt=0, le=64)
     pids: int = Field(512, ge=16)
     """Processes and threads at once: a fork bomb stops here."""
+
+    def shown(self) -> str:
+        """Every option, in a line: what a user reads before trusting a profile."""
+        return (
+            f"image {self.image!r}, network {self.network!r}, memory {self.memory}, "
+            f"cpus {self.cpus:g}, pids {self.pids}"
+        )
+
+    def wider_than(self, ceiling: DockerOptions) -> dict[str, str]:
+        """Each option that gives the container more than `ceiling` does, by key, with what
+        it asks for: a network other than none or the ceiling's, another image (other code
+        on the other side of the tool channel), more memory, cpus or processes."""
+        wider = {}
+        if self.network not in ("none", ceiling.network):
+            wider["network"] = f"network {self.network!r} (allowed: {ceiling.network!r})"
+        if self.image != ceiling.image:
+            wider["image"] = f"image {self.image!r} (allowed: {ceiling.image!r})"
+        if _bytes(self.memory) > _bytes(ceiling.memory):
+            wider["memory"] = f"memory {self.memory} (allowed: {ceiling.memory})"
+        if self.cpus > ceiling.cpus:
+            wider["cpus"] = f"cpus {self.cpus:g} (allowed: {ceiling.cpus:g})"
+        if self.pids > ceiling.pids:
+            wider["pids"] = f"pids {self.pids} (allowed: {ceiling.pids})"
+        return wider
+
+
+def _bytes(memory: str) -> int:
+    """`2g`, `512m`, `1024` (bytes, as Docker reads a bare number) in bytes."""
+    unit = _UNITS.get(memory[-1], 1)
+    return int(memory.rstrip("kmg")) * unit
