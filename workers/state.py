@@ -181,3 +181,97 @@ def legacy_logs(workspace: Path) -> int:
             )
     except OSError:
         return 0
+
+
+# A folder handle that is never a link: each step of a walk is opened this way.
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Write bits for others than the owner: a folder above a private root with one of these
+# (and no sticky bit) lets another user rename the root away and put a link in its place.
+_OTHERS_WRITE = 0o022
+
+
+def private_root(folder: Path) -> Path:
+    """`folder` (its real path), made 0700 when missing, as a root gaffer makes and removes
+    folders under on this machine: it must be a real folder of this user's, open to nobody
+    else, and no folder above it may let another user swap it. A folder of that name made
+    first by someone else, left open or put there as a link is refused (UnsafeState), never
+    used or changed."""
+    os.makedirs(folder.parent, exist_ok=True)
+    real = Path(os.path.realpath(folder.parent)) / folder.name
+    for above in reversed(real.parents):
+        _check_above(above)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(real, 0o700)
+    os.close(open_private(real))
+    return real
+
+
+def _check_above(folder: Path) -> None:
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeState(f"{folder} is a link or a file now; gaffer will not keep folders there")
+    if info.st_uid not in (0, os.geteuid()):
+        raise UnsafeState(
+            f"{folder} belongs to uid {info.st_uid}; gaffer keeps its folders only under "
+            "folders of yours or root's"
+        )
+    if info.st_mode & _OTHERS_WRITE and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeState(
+            f"{folder} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            "gaffer keeps its folders only where nobody else can swap them"
+        )
+
+
+def open_private(folder: Path) -> int:
+    """A handle on `folder`, opened without following a link, when it is a folder of this
+    user's that nobody else may enter (0700 or narrower); UnsafeState otherwise."""
+    try:
+        fd = os.open(folder, _FOLDER_FLAGS)
+    except OSError as error:  # ELOOP: a link; ENOTDIR: a file
+        raise UnsafeState(
+            f"{folder} is not a folder gaffer may use ({error.strerror}); "
+            "gaffer keeps its folders only in folders it made"
+        ) from error
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        os.close(fd)
+        raise UnsafeState(
+            f"{folder} belongs to uid {info.st_uid} with mode {stat.S_IMODE(info.st_mode):o}, "
+            f"not to you (uid {os.geteuid()}) alone; gaffer will not use it (remove it, "
+            "and gaffer makes its own)"
+        )
+    return fd
+
+
+def chown_tree(folder: Path, uid: int, gid: int) -> None:
+    """A folder and all in it given to a user (root preparing a copy that user works in),
+    walked through folder handles: a link is changed itself, never followed, and a folder
+    swapped for a link during the walk is not entered."""
+    fd = os.open(folder, _FOLDER_FLAGS)
+    try:
+        _chown_in(fd, uid, gid)
+    finally:
+        os.close(fd)
+
+
+def _chown_in(fd: int, uid: int, gid: int) -> None:
+    os.fchown(fd, uid, gid)
+    with os.scandir(fd) as entries:
+        listed = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, is_folder in listed:
+        inner = _open_folder_at(fd, name) if is_folder else None
+        if inner is None:  # a file, or a link: changed itself, never followed
+            os.chown(name, uid, gid, dir_fd=fd, follow_symlinks=False)
+            continue
+        try:
+            _chown_in(inner, uid, gid)
+        finally:
+            os.close(inner)
+
+
+def _open_folder_at(fd: int, name: str) -> int | None:
+    """A handle on folder `name` in `fd`; None when it is no longer a folder (a link now)."""
+    try:
+        return os.open(name, _FOLDER_FLAGS, dir_fd=fd)
+    except OSError:
+        return None

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -22,17 +23,24 @@ from typing import Any
 from workers import state
 from workers.changes.change_sets import Change, ChangeTracker
 from workers.changes.snapshots import Store
-from workers.changes.worktrees import chown_tree
 from workers.cluster.bundle import check_out
 from workers.limits import Budget
+from workers.processes import owner_gone, owner_token
 from workers.sandbox import Sandbox
 from workers.sandbox.host import HostSandbox
 from workers.sandbox.options import DockerOptions
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolError, ToolResult, error_result
 
-# Where checkouts go on a node, unless the node's environment names a folder.
+# A folder the node's checkouts go under (in its own `gaffer-node`), instead of the node
+# user's state folder (`nodes`).
 NODE_ROOT_VAR = "GAFFER_NODE_ROOT"
+NODES = "nodes"
+# The record gaffer writes in each checkout folder first: who owns it
+# (workers/processes.py), so a sweep removes it only when that owner is proven gone.
+OWNER_RECORD = "owner"
+# An owner token is one short line; a longer record is none of gaffer's.
+OWNER_RECORD_BYTES = 256
 # Containers run as this uid when the node's Ray runs as root (never root itself).
 DEFAULT_SANDBOX_UID = 1000
 
@@ -78,9 +86,8 @@ class NodeHands:
         `read_only`: files of the checkout its container mounts read-only."""
         self.tools_hash = tools_hash
         root = node_root()
-        _reap_checkouts(root)
-        prefix = f"{os.getpid()}-{run_id[:12]}-{agent_id}-"
-        self.folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        reap_checkouts(root)
+        self.folder = new_checkout_folder(root, f"{run_id[:12]}-{agent_id}-")
         self.workspace = self.folder / "workspace"
         self._stack = contextlib.ExitStack()
         self._current: Budget | None = None
@@ -114,7 +121,7 @@ class NodeHands:
         leftovers.remove_leftovers(client)  # of actors killed with their node's last run
         if os.geteuid() == 0:
             uid = uid or DEFAULT_SANDBOX_UID
-            chown_tree(self.folder, uid, uid)
+            state.chown_tree(self.workspace, uid, uid)  # its folder and record stay ours
         box = docker.docker_sandbox(
             self.workspace,
             DockerOptions.model_validate(options),
@@ -191,8 +198,7 @@ class NodeHands:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._stack.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-        state.forget_workspace(self.workspace)  # its snapshots, output and quarantine
+        remove_checkout(self.folder)
 
 
 class LeftoversSweep:
@@ -210,30 +216,72 @@ class LeftoversSweep:
 
 def sweep_leftovers() -> int:
     """Remove this node's checkouts and containers whose owner is gone; how many checkouts."""
-    root = node_root()
-    before = sum(1 for _ in root.iterdir())
-    _reap_checkouts(root)
+    removed = reap_checkouts(node_root())
     with contextlib.suppress(Exception):  # no Docker here: no container to remove
         from workers.sandbox import docker, leftovers
 
         leftovers.remove_leftovers(docker.client())
-    return before - sum(1 for _ in root.iterdir())
+    return removed
 
 
 def node_root() -> Path:
-    """Where this node keeps checkouts (made when missing)."""
-    root = Path(os.environ.get(NODE_ROOT_VAR) or tempfile.gettempdir()) / "gaffer-node"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """Where this node keeps checkouts: a folder of the node's user alone, 0700, never a
+    link, made when missing; one of that name someone else made or left open is refused
+    (state.UnsafeState), never used."""
+    given = os.environ.get(NODE_ROOT_VAR)
+    if given:
+        return state.private_root(Path(given) / "gaffer-node")
+    return state.private_root(state.root() / NODES)
 
 
-def _reap_checkouts(root: Path) -> None:
-    """Checkouts of hands whose process is gone (their driver was killed, or the node's
-    Ray restarted): the pid opens each folder's name."""
-    from workers.processes import process_alive
+def new_checkout_folder(root: Path, prefix: str) -> Path:
+    """A new folder under `root` for one checkout, its owner record (this process) written
+    first: hands killed at any moment after are proven gone by the next sweep."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    state.write_file(folder, OWNER_RECORD, owner_token().encode())
+    return folder
 
-    for folder in root.iterdir():
-        pid = folder.name.partition("-")[0]
-        if pid.isdigit() and not process_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-            state.forget_workspace(folder / "workspace")
+
+def remove_checkout(folder: Path) -> None:
+    """Remove a checkout folder through its root's handle (never through a link), and
+    its workspace's state: snapshots, output and quarantine."""
+    root = state.open_private(folder.parent)
+    try:
+        shutil.rmtree(folder.name, dir_fd=root, ignore_errors=True)
+    finally:
+        os.close(root)
+    state.forget_workspace(folder / "workspace")
+
+
+def reap_checkouts(root: Path) -> int:
+    """Remove the checkouts whose owner record names an owner proven gone (their driver was
+    killed, or the node's Ray restarted); how many. A folder without gaffer's record, or a
+    link, is left alone: no name is read as a pid."""
+    fd = state.open_private(root)
+    try:
+        gone = [name for name in os.listdir(fd) if _owner_gone(fd, name)]
+    finally:
+        os.close(fd)
+    for name in gone:
+        remove_checkout(root / name)
+    return len(gone)
+
+
+def _owner_gone(root: int, name: str) -> bool:
+    """Whether `name` in `root` is a checkout folder of ours whose record's owner is gone."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        folder = os.open(name, flags | os.O_DIRECTORY, dir_fd=root)
+    except OSError:
+        return False  # a link or a file: never a checkout
+    try:
+        record = os.open(OWNER_RECORD, flags | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return False
+    finally:
+        os.close(folder)
+    with os.fdopen(record, "rb") as file:
+        info = os.fstat(record)
+        ours = stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+        token = file.read(OWNER_RECORD_BYTES) if ours else b""
+    return bool(token) and owner_gone(token.decode("ascii", errors="replace").strip())
