@@ -27,6 +27,10 @@ ENVIRONMENT = {
     # every later Python, the test runs gaffer believes included.
     "PYTHONNOUSERSITE": "1",
 }
+# The keeper (the container's init and its `sleep infinity`) runs as a uid no command
+# has: after every call the tool server ends every process of its own uid, which would
+# otherwise end the container too; and no command can signal the keeper.
+KEEPER_UID = 65534  # nobody
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,10 @@ def create(
         # The main process only keeps the container alive; the tool server is exec'd.
         command=["sleep", "infinity"],
         init=True,  # an init as PID 1 reaps what commands leave behind
-        user=spec.user,
-        working_dir=WORKSPACE,
+        user=keeper_user(spec.user),
+        # The keeper may not enter a workspace that only its owner reads; the tool
+        # server and its commands get /workspace from `docker exec`.
+        working_dir="/",
         environment=ENVIRONMENT,
         network_mode=spec.network,
         cap_drop=["ALL"],
@@ -140,6 +146,12 @@ def create(
             "gaffer.host": socket.gethostname(),
         },
     )
+
+
+def keeper_user(user: str) -> str:
+    """The keeper's uid:gid, never the uid of `user` (the workspace owner's, "uid:gid")."""
+    uid = KEEPER_UID if user.split(":")[0] != str(KEEPER_UID) else KEEPER_UID - 1
+    return f"{uid}:{uid}"
 
 
 def output_folder(workspace: Path, label: str, uid: int | None) -> Path:

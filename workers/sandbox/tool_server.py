@@ -14,18 +14,25 @@ The channel is private: before anything runs, the server moves its stdin and std
 descriptors no child inherits, puts /dev/null in their place, and makes itself
 non-dumpable, so the commands it runs (same uid, no capabilities) can neither inherit
 the channel nor open it through /proc/<pid>/fd. If that fails, it does not serve.
+
+Every process a call started ends before its reply is sent, detached ones (`setsid`,
+double fork, `nohup`) included, so nothing of the agent's acts between snapshots: see
+end_call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -85,7 +92,75 @@ def private_channel() -> tuple[BinaryIO, BinaryIO]:
     return channel_in, channel_out
 
 
-def serve(workspace: Path, channel_in: BinaryIO, channel_out: BinaryIO) -> None:
+# How a call's processes end. A PID namespace per call is out of reach: with no
+# capabilities, Docker's seccomp profile refuses unshare (checked: `unshare --pid --fork`
+# and `unshare --user --pid --fork` both fail with EPERM in the sandbox). So the server
+# sends kill(-1, SIGKILL), which reaches every process of its uid in the container but
+# itself and PID 1, and nothing outside the container's PID namespace (its own parent,
+# `docker exec`'s, is there). The kernel signals them all under one lock and a fork under
+# way fails, so a fork loop cannot slip a child past it; the keeper runs as another uid
+# (container.KEEPER_UID). /proc then confirms that none is left, and the kill is sent
+# again until so.
+# Enough for killed processes to finish exiting (freeing a large memory takes a moment);
+# past it, the server stops rather than answer with a process of the call still alive.
+END_WAIT_S = 5.0
+# Between checks of /proc while they exit.
+END_PAUSE_S = 0.01
+
+
+def end_call() -> None:
+    """End every other process of this uid; SystemExit if one is still alive after END_WAIT_S."""
+    deadline = time.monotonic() + END_WAIT_S
+    while True:
+        with contextlib.suppress(ProcessLookupError):  # none was left to signal
+            os.kill(-1, signal.SIGKILL)
+        left = others()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"processes {left} of this call outlived {END_WAIT_S:.0f}s of kills")
+        time.sleep(END_PAUSE_S)
+
+
+def others() -> list[int]:
+    """The live processes of this uid in the container other than this server."""
+    uid, found = os.getuid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            status = dict(
+                line.split(":", 1)
+                for line in Path(f"/proc/{entry}/status").read_text().splitlines()
+            )
+        except OSError:  # gone meanwhile
+            continue
+        real, _effective, saved, *_ = (int(u) for u in status["Uid"].split())
+        # A zombie leader whose other threads run is alive; a plain zombie can do nothing.
+        alive = status["State"].split()[0] not in ("Z", "X") or int(status["Threads"]) > 1
+        if uid in (real, saved) and alive:  # whom kill() may signal: real or saved uid
+            found.append(int(entry))
+    return found
+
+
+def check_alone() -> None:
+    """SystemExit unless end_call can only reach what calls start: the server was exec'd
+    into a container's PID namespace (its parent is outside it, so it reads as 0), does not
+    run as root, and no other process of its uid is there yet (the keeper has another)."""
+    if os.getppid() != 0 or os.getuid() == 0:
+        raise SystemExit("the tool server runs only as a non-root `docker exec` in its container")
+    if left := others():
+        raise SystemExit(f"processes {left} share the tool server's uid before any call")
+
+
+def serve(
+    workspace: Path,
+    channel_in: BinaryIO,
+    channel_out: BinaryIO,
+    *,
+    ending: Callable[[], None],
+) -> None:
+    """Answer requests until the channel closes; `ending` runs after each call, before its reply."""
     # Our own import path must not leak into the commands the agent runs.
     os.environ.pop("PYTHONPATH", None)
     requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -110,12 +185,16 @@ def serve(workspace: Path, channel_in: BinaryIO, channel_out: BinaryIO) -> None:
     send({"ready": True, "uid": os.getuid(), "pid": os.getpid()})
     while (request := requests.get()) is not None:
         cancel.clear()
-        send(handle(request, workspace, cancel))
+        reply = handle(request, workspace, cancel)
+        ending()  # cancelled, timed out or done: the call ends whole before it is answered
+        send(reply)
 
 
 def main() -> None:
     channel_in, channel_out = private_channel()
-    serve(Path(sys.argv[1] if len(sys.argv) > 1 else "/workspace"), channel_in, channel_out)
+    check_alone()
+    workspace = Path(sys.argv[1] if len(sys.argv) > 1 else "/workspace")
+    serve(workspace, channel_in, channel_out, ending=end_call)
 
 
 if __name__ == "__main__":

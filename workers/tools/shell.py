@@ -71,7 +71,9 @@ def execute(
     shown_chars: int = MAX_OUTPUT_CHARS,
     output_dir: Path | None = None,
 ) -> ToolResult:
-    """Run `command` with bash in its own process group; the whole group dies at the end."""
+    """Run `command` with bash in its own process group; the whole group dies at the end.
+    In a container the tool server then ends every other process the call started
+    (tool_server.end_call), detached ones included."""
     out_path, fd = outputs.new_file(output_dir or outputs.folder(ToolContext(workspace)))
     started = time.monotonic()
     killed_for = ""
@@ -177,10 +179,15 @@ RUN_SHELL = Tool(
     name="run_shell",
     description=(
         "Run a bash command in the workspace root and get its output and exit code. "
-        f"Default timeout {DEFAULT_TIMEOUT_S}s (max {MAX_TIMEOUT_S}); the command and everything "
-        f"it started are killed then. Output past {MAX_OUTPUT_CHARS} characters keeps its head and "
-        "tail; the full text is saved to a file named in the result. No input can be typed: "
-        "use non-interactive flags. Prefer read_file/grep/find_files for reading."
+        f"Default timeout {DEFAULT_TIMEOUT_S}s (max {MAX_TIMEOUT_S}); the command is killed then. "
+        "When the call ends (done, timed out or cancelled), what the command started ends "
+        "too, so start a server or watcher and use it in the same command: in the Docker "
+        "sandbox every process it started, detached ones (setsid, nohup, double fork) "
+        "included; on the host the command's process group (a process that calls setsid "
+        "leaves it and is not killed). "
+        f"Output past {MAX_OUTPUT_CHARS} characters keeps its head and tail; the full text is "
+        "saved to a file named in the result. No input can be typed: use non-interactive "
+        "flags. Prefer read_file/grep/find_files for reading."
     ),
     args=RunShellArgs,
     run=run_shell,
