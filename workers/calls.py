@@ -3,6 +3,7 @@ run in order or side by side, each logged with what it taught the harness."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -25,7 +26,7 @@ from workers.model import (
 )
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.stepping import SKIPPED, Decision, edited_note
-from workers.tools.base import ToolResult
+from workers.tools.base import Tool, ToolResult
 
 
 def limit_if_spent(agent: Agent) -> Outcome | None:
@@ -257,13 +258,19 @@ def begin_overlapping(
         return None
     label = tool.label(arguments)
     started = time.monotonic()
+    _call_starts(agent, tool)
     wait = tool.begin(args)
     if wait is None:
+        _call_ends(agent, tool)
         return None
     agent.events.emit(ToolStart(step=step, name=call.name, label=label))
 
     def finish() -> ToolResult:
-        result = executor.fit(wait(), agent.max_output_chars)
+        try:
+            done = wait()
+        finally:
+            _call_ends(agent, tool)
+        result = executor.fit(done, agent.max_output_chars)
         log_tool_call(agent, call, arguments, step, label, started, result)
         return result
 
@@ -286,6 +293,8 @@ def run_tool(
     if refusal is None and agent.edits is not None:
         refusal = agent.edits.before(call.name, args)
         args = agent.edits.fitted(call.name, args)
+    if refusal is None:
+        _call_starts(agent, tool)
     result = refusal or executor.execute(
         call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
     )
@@ -298,6 +307,22 @@ def run_tool(
         )
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
+
+
+def _call_starts(agent: Agent, tool: Tool[Any] | None) -> None:
+    """A call that may change files starts from the workspace as it is now: what someone
+    else changed since the agent's last call is not in its change set."""
+    if agent.changes is not None and tool is not None and not tool.read_only:
+        with contextlib.suppress(OSError):  # unreadable: the call's change counts from before
+            agent.changes.call_starts()
+
+
+def _call_ends(agent: Agent, tool: Tool[Any]) -> None:
+    """What an overlapping call changed goes into the agent's change set (its workers
+    report their own files; this is the span the agent answers for)."""
+    if agent.changes is not None and not tool.read_only:
+        with contextlib.suppress(OSError):
+            agent.changes.changed_by_call()
 
 
 def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:

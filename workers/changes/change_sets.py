@@ -5,6 +5,7 @@ the log, and put back by `gaffer undo`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Iterable
@@ -30,6 +31,9 @@ class Change:
     after: Entry | None
     old_path: str | None = None
     """Where a renamed file was."""
+    shared: bool = False
+    """Someone else changed this file too, between the agent's calls: its `before` is not
+    all the agent's, so undo will not put it back whole."""
 
     @property
     def label(self) -> str:
@@ -41,6 +45,8 @@ class Change:
         data: dict[str, Any] = {"path": self.path, "change": self.kind}
         if self.old_path is not None:
             data["old_path"] = self.old_path
+        if self.shared:
+            data["shared"] = True
         for side in ("before", "after"):
             entry: Entry | None = getattr(self, side)
             if entry is not None:
@@ -65,7 +71,14 @@ class Change:
         kind = data["change"]
         if kind not in ("added", "modified", "deleted", "renamed", "mode"):
             raise ValueError(f"unknown change {kind!r}")
-        return cls(str(data["path"]), kind, entry("before"), entry("after"), data.get("old_path"))
+        return cls(
+            str(data["path"]),
+            kind,
+            entry("before"),
+            entry("after"),
+            data.get("old_path"),
+            shared=data.get("shared") is True,
+        )
 
 
 def compare(before: Tree, after: Tree) -> list[Change]:
@@ -96,26 +109,34 @@ def compare(before: Tree, after: Tree) -> list[Change]:
 
 def combine(steps: list[list[Change]]) -> list[Change]:
     """Change sets made one after another as one: each path from its first `before` to
-    its last `after` (renames taken as a deletion and an addition)."""
+    its last `after` (renames taken as a deletion and an addition). A path whose next
+    step does not start where the last one ended was changed by someone else in between:
+    it is marked `shared`."""
     first: dict[str, Entry | None] = {}
     last: dict[str, Entry | None] = {}
+    shared: set[str] = set()
     for changes in steps:
         for change in changes:
+            moves = [(change.path, change.before, change.after)]
             if change.old_path is not None:
-                first.setdefault(change.old_path, change.before)
-                last[change.old_path] = None
-                first.setdefault(change.path, None)
-            else:
-                first.setdefault(change.path, change.before)
-            last[change.path] = change.after
+                moves = [(change.old_path, change.before, None), (change.path, None, change.after)]
+            for path, was, now in moves:
+                if change.shared or (path in last and last[path] != was):
+                    shared.add(path)
+                first.setdefault(path, was)
+                last[path] = now
     before = {p: e for p, e in first.items() if e is not None}
     after = {p: e for p, e in last.items() if e is not None}
-    return compare(before, after)
+    return [
+        dataclasses.replace(c, shared=True) if {c.path, c.old_path} & shared else c
+        for c in compare(before, after)
+    ]
 
 
 class ChangeTracker:
     """One editing agent's view of the workspace: what each of its calls changed, and
-    at the end its whole change set."""
+    at the end its whole change set: those calls' changes (and gaffer's own writes for
+    it), never what someone else changed between them (the user in another terminal)."""
 
     def __init__(self, store: Store, diff_file: Path | None = None) -> None:
         self.store = store
@@ -123,6 +144,9 @@ class ChangeTracker:
         """Where the change set's unified diff is written at the end (beside the log)."""
         self.before_id, self._start = store.snapshot()
         self._last = self._start
+        self._in_flight = 0
+        self._steps: list[list[Change]] = []
+        """What each call (or gaffer's own write for the agent) changed, in order."""
         self._ignored_start = ignored_changes.look(store.workspace, self._start)
         self.held_ignored: set[tuple[str, int, int]] = set()
         """Ignored files already dealt with by gaffer's rules: (path, size, mtime_ns)."""
@@ -132,21 +156,35 @@ class ChangeTracker:
         """An isolated editor's copy (workers/changes/worktrees.py): its folder's name in the
         workspace's state folder."""
 
+    def call_starts(self) -> None:
+        """The workspace as a call that may change it finds it: what changed since the
+        last look was not the agent's. While another call runs (a delegation that overlaps
+        its batch), the agent's span goes on from where that one started."""
+        self._in_flight += 1
+        if self._in_flight == 1:
+            self._last = self.store.scan()
+
     def changed_by_call(self) -> list[Change]:
-        """What changed since the last look (the call just made, or workers it ran)."""
+        """What changed since the call started (the call just made, or workers it ran)."""
+        self._in_flight = max(0, self._in_flight - 1)
         now = self.store.scan()
         changes = compare(self._last, now)
         self._last = now
+        self._steps.append(changes)
         return changes
 
     def look(self) -> Tree:
-        """The workspace now, taken as the last look (after gaffer itself put files back)."""
-        self._last = self.store.scan()
-        return self._last
+        """The workspace now, taken as the last look: what changed since is the agent's
+        (gaffer itself wrote or put back files for it)."""
+        now = self.store.scan()
+        self._steps.append(compare(self._last, now))
+        self._last = now
+        return now
 
     def since_start(self) -> list[Change]:
-        """Everything changed since the agent started, as the workspace is now."""
-        return compare(self._start, self.look())
+        """Everything the agent changed since it started, as the workspace is now."""
+        self.look()
+        return combine(self._steps)
 
     def had(self, path: str) -> bool:
         """Whether `path` was there when the agent started."""
@@ -181,7 +219,7 @@ class ChangeTracker:
         cut = ignored_changes.MAX_LOOKED_AT in (len(looked), len(self._ignored_start))
         # A look cut short would call the user's own files, beyond the first cut, added.
         self.ignored = [] if cut else ignored_changes.compare(self._ignored_start, looked)
-        return after_id, compare(self._start, now)
+        return after_id, combine(self._steps)
 
 
 def record_change_set(tracker: ChangeTracker, events: Emitter) -> list[Change] | None:
