@@ -199,3 +199,59 @@ def test_the_loop_fits_a_screen_with_two_flags() -> None:
                 and isinstance(value.value, bool)
             }
     assert len(flags) <= MAX_LOOP_FLAGS, flags
+
+
+# Calls that start a process. workers/host_programs.py is the one place they may be made:
+# it runs each program isolated from the workspace (its docstring says how).
+_STARTS = {
+    "subprocess": {"run", "Popen", "call", "check_call", "check_output", "getoutput"}
+    | {"getstatusoutput"},
+    "os": {"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp"},
+    "asyncio": {"create_subprocess_exec", "create_subprocess_shell"},
+    "pty": {"spawn", "fork"},
+    "webbrowser": {"open", "open_new", "open_new_tab", "get"},
+}
+HOST_PROGRAMS = "workers.host_programs"
+
+
+def process_starts(path: Path) -> list[str]:
+    """Where `path` starts a process itself: calls `module.call(...)` and imports `from
+    module import call` of the calls above, and any `os.exec*` / `os.spawn*`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        called = node.func if isinstance(node, ast.Call) else None
+        if isinstance(called, ast.Attribute) and isinstance(called.value, ast.Name):
+            module, name = called.value.id, called.attr
+        elif isinstance(node, ast.ImportFrom) and node.module in _STARTS:
+            module, name = node.module, ",".join(alias.name for alias in node.names)
+        else:
+            continue
+        calls = _STARTS.get(module, set())
+        names = set(name.split(","))
+        if names & calls or (module == "os" and name.startswith(("exec", "spawn"))):
+            found.append(f"{path.name}:{node.lineno} {module}.{name}")
+    return sorted(found, key=lambda where: int(where.split(":")[1].split()[0]))
+
+
+def test_only_host_programs_starts_a_process() -> None:
+    starts = [
+        where
+        for name, path in modules().items()
+        if name != HOST_PROGRAMS
+        for where in process_starts(path)
+    ]
+    assert starts == []
+
+
+def test_the_process_finder_finds_each_way(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import os, subprocess\nfrom subprocess import Popen\n"
+        "subprocess.run(['x'])\nos.execvp('x', ['x'])\nos.system('x')\n"
+    )
+    assert process_starts(planted) == [
+        "planted.py:2 subprocess.Popen",
+        "planted.py:3 subprocess.run",
+        "planted.py:4 os.execvp",
+        "planted.py:5 os.system",
+    ]

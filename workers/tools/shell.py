@@ -14,6 +14,7 @@ from typing import BinaryIO
 
 from pydantic import Field
 
+from workers import host_programs
 from workers.facts import Facts
 from workers.tools import outputs, shell_policy
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
@@ -78,14 +79,15 @@ def execute(
     started = time.monotonic()
     killed_for = ""
     with os.fdopen(fd, "w+b") as out:
-        proc = subprocess.Popen(
+        # The command is the agent's, so it runs in the workspace with the user's own
+        # environment less secrets; bash itself is never one found inside the workspace.
+        proc = host_programs.start(
             ["bash", "-c", command],
             cwd=workspace,
-            stdin=subprocess.DEVNULL,
+            env=_clean_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=_clean_env(),
+            new_session=True,
         )
         try:
             while True:
