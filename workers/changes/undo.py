@@ -1,5 +1,7 @@
-"""Putting a change set back (`gaffer undo`): every file as it was before, or nothing
-changed at all when that cannot be done safely.
+"""Putting a change set back: all or nothing (`undo`, for the harness's own guards), or
+file by file, planned and shown first (`plan`, then `apply`, for `gaffer undo`): a file
+someone else changed too is refused, one changed since has the agent's part taken out by
+an exact 3-way merge or is refused, and nothing is lost.
 
 A change set comes from a log, and a log is data a repository could have planted: every
 path is checked to lie inside the workspace, under no link, and outside what git or
@@ -8,10 +10,14 @@ gaffer would run or read on their own (workers/changes/tree_writes.py).
 
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from workers.changes.change_sets import Change
-from workers.changes.snapshots import Entry, Store
+from workers.changes.change_sets import Change, quoted
+from workers.changes.merging import _merge_file
+from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
 from workers.changes.tree_writes import CannotWrite, check_path, state, state_of, write_entries
 from workers.tools.workspace import host_controlled
 
@@ -68,3 +74,176 @@ def _check(workspace: Path, rel: str, controlled: list[str] | None) -> None:
         check_path(workspace, rel, controlled)
     except CannotWrite as error:
         raise CannotUndo(str(error)) from error
+
+
+# -- `gaffer undo`: per file, shown before it is done -------------------------------
+
+Action = Literal["restore", "delete", "merge", "refuse", "skip"]
+SHARED = "you changed it too during the run; not undone (gaffer diff shows the agent's part)"
+OVERLAPS = "changed since the run on the agent's own lines; not undone (gaffer diff shows them)"
+
+
+@dataclass(frozen=True)
+class FileUndo:
+    """One path as undo finds it and as it leaves it (None: no file)."""
+
+    path: str
+    found: Entry | None
+    left: Entry | None
+
+
+@dataclass(frozen=True)
+class Step:
+    """What undo does for one change: put it back, merge the reverse into a file changed
+    since, or refuse it (`why`); skipped when it is already as before."""
+
+    change: Change
+    action: Action
+    why: str = ""
+    files: tuple[FileUndo, ...] = ()
+    counts: str = ""
+    """`+a -b`: lines undo adds and removes, for a text file."""
+
+    @property
+    def shown(self) -> str:
+        """The line that says what undo will do."""
+        if self.action == "refuse":
+            return f"{quoted('', self.change.path)}: {self.why}"
+        counts = f", {self.counts}" if self.counts else ""
+        kept = "; your later edits kept" if self.action == "merge" else ""
+        return f"{self.action} {self.change.label}{counts}{kept}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: list[Step]
+
+    @property
+    def acting(self) -> list[Step]:
+        return [s for s in self.steps if s.action in ("restore", "delete", "merge")]
+
+    @property
+    def refused(self) -> list[Step]:
+        return [s for s in self.steps if s.action == "refuse"]
+
+
+def plan(store: Store, changes: list[Change]) -> Plan:
+    """What undoing `changes` would do, file by file, changing nothing. CannotUndo when
+    every file is already as it was before."""
+    controlled = host_controlled(store.workspace)
+    now = store.scan()
+    steps = [_step(store, change, now, controlled) for change in changes]
+    if all(s.action == "skip" for s in steps):
+        paths = sorted(p for c in changes for p in (c.path, c.old_path) if p is not None)
+        raise CannotUndo("every file is already as it was before: " + ", ".join(paths))
+    return Plan(steps)
+
+
+def apply(store: Store, planned: Plan) -> list[FileUndo]:
+    """Do what `planned` says, if every file is still as it found it (CannotUndo, nothing
+    changed, otherwise); the files written or removed."""
+    files = [f for step in planned.acting for f in step.files]
+    write_back(store, files)
+    return files
+
+
+def write_back(store: Store, files: list[FileUndo]) -> None:
+    """Each of `files` from as it found it to as it leaves it, if all are still as found
+    (CannotUndo, nothing changed, otherwise)."""
+    now = store.scan()
+    if moved := sorted(f.path for f in files if state(now, f.path) != state_of(f.found)):
+        raise CannotUndo("changed meanwhile, nothing written: " + ", ".join(moved))
+    writes = {f.path: f.left for f in files if f.left is not None}
+    try:
+        write_entries(store, [f.path for f in files if f.found is not None], writes)
+    except CannotWrite as error:
+        raise CannotUndo(str(error)) from error
+
+
+def plan_redo(store: Store, files: list[FileUndo]) -> tuple[list[FileUndo], list[str]]:
+    """What taking back an undo that wrote `files` would write (each as the undo found
+    it, where it is still as the undo left it), and the files refused, a line each."""
+    controlled = host_controlled(store.workspace)
+    now = store.scan()
+    acting: list[FileUndo] = []
+    refused: list[str] = []
+    for file in files:
+        name = quoted("", file.path)
+        try:
+            check_path(store.workspace, file.path, controlled)
+        except CannotWrite as error:
+            refused.append(f"{name}: {error}; not redone")
+            continue
+        if state(now, file.path) != state_of(file.left):
+            refused.append(f"{name}: changed since the undo; not redone")
+        elif file.found is not None and not restorable(store, file.found):
+            refused.append(f"{name}: its content was not kept (too large); not redone")
+        else:
+            acting.append(FileUndo(file.path, file.left, file.found))
+    return acting, refused
+
+
+def _step(store: Store, change: Change, now: Tree, controlled: list[str] | None) -> Step:
+    before: dict[str, Entry | None] = {change.path: None}  # a rename: its new path goes
+    before[change.old_path or change.path] = change.before
+    after: dict[str, Entry | None] = {change.old_path: None} if change.old_path else {}
+    after[change.path] = change.after
+    try:
+        for path in before:
+            check_path(store.workspace, path, controlled)
+    except CannotWrite as error:
+        return Step(change, "refuse", f"{error}; not undone")
+    if change.shared:
+        return Step(change, "refuse", SHARED)
+    if all(state(now, p) == state_of(e) for p, e in before.items()):
+        return Step(change, "skip")
+    if any(e is not None and not restorable(store, e) for e in before.values()):
+        return Step(change, "refuse", "its earlier content was not kept (too large); not undone")
+    found = now.get(change.path)
+    if all(state(now, p) == state_of(e) for p, e in after.items()):
+        files = tuple(FileUndo(p, now.get(p), e) for p, e in before.items())
+        action: Action = "delete" if change.before is None else "restore"
+        return Step(change, action, files=files, counts=_counts(store, found, change.before))
+    merged = _merged(store, change, found)
+    if merged is None:
+        return Step(change, "refuse", OVERLAPS)
+    files = (FileUndo(change.path, found, merged),)
+    return Step(change, "merge", files=files, counts=_counts(store, found, merged))
+
+
+def _merged(store: Store, change: Change, found: Entry | None) -> Entry | None:
+    """The file as it is now less the agent's change, by a 3-way merge (ours: now, base:
+    as the agent left it, theirs: as it was before); None unless that is clean."""
+    was, then = change.before, change.after
+    if change.kind != "modified" or was is None or then is None or found is None:
+        return None
+    texts = [_bytes(store, e) for e in (found, then, was)]
+    now, base, before = texts
+    if now is None or base is None or before is None:
+        return None
+    merged, clean = _merge_file(now, base, before)
+    if merged is None or not clean:
+        return None
+    mode = found.mode if found.mode != then.mode else was.mode  # a mode set since stays
+    return Entry(store.keep(merged), mode, len(merged), True)
+
+
+def _bytes(store: Store, entry: Entry) -> bytes | None:
+    """A kept text content; None for a link, a binary file or one not kept."""
+    if entry.mode == LINK_MODE or not restorable(store, entry):
+        return None
+    data = store.read(entry.digest)
+    return None if b"\0" in data[:8192] else data
+
+
+def _counts(store: Store, found: Entry | None, left: Entry | None) -> str:
+    """`+a -b`, the lines undo adds and removes; "" when either side is not text."""
+    old = b"" if found is None else _bytes(store, found)
+    new = b"" if left is None else _bytes(store, left)
+    if old is None or new is None:
+        return ""
+    lines = difflib.unified_diff(
+        old.decode("utf-8", "replace").splitlines(), new.decode("utf-8", "replace").splitlines()
+    )
+    marks = [line[0] for line in lines if not line.startswith(("+++", "---"))]
+    return f"+{marks.count('+')} -{marks.count('-')}"
