@@ -1,7 +1,8 @@
-"""`gaffer diff` and `gaffer undo`: a run's change sets (supervisor/run_changes.py)
-shown as a unified diff or put back, for the whole run or one agent. What was undone is
-kept in gaffer's state folder (workers/changes/undone.py): the diff marks it, and a later
-undo skips it.
+"""`gaffer diff`, `gaffer undo` and `gaffer redo`: a run's change sets
+(supervisor/run_changes.py) shown as a unified diff, or put back file by file (shown
+first, then asked), for the whole run or one agent. What was undone is kept in gaffer's
+state folder (workers/changes/undone.py): the diff marks it, a later undo skips it, and
+redo takes the last undo back.
 """
 
 from __future__ import annotations
@@ -9,14 +10,20 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from supervisor.exits import EXIT_ERROR, fail, log_dir_here
-from supervisor.run_changes import NoChanges, RunChanges, changes_of_run, in_effect
-from supervisor.terminal import echo, visible
+from supervisor.run_changes import AgentChanges, NoChanges, RunChanges, changes_of_run, in_effect
+from supervisor.terminal import confirm, echo, visible
 from workers.tools.git_paths import workspace_for
+
+if TYPE_CHECKING:
+    from workers.changes.ignored_changes import IgnoredChange
+    from workers.changes.undo import FileUndo, Plan
 
 
 def undone_so_far(run: RunChanges) -> dict[str, float]:
@@ -55,36 +62,130 @@ def diff_text(run: RunChanges) -> tuple[str, list[str]]:
     return text, notes
 
 
-def put_back(run: RunChanges) -> list[str]:
-    """Undo every change set of `run` not undone already, all or nothing; what was done,
-    a line each. NoChanges (nothing changed) when it cannot be done."""
-    from workers.changes.change_sets import combine
-    from workers.changes.ignored_changes import undo_added
-    from workers.changes.undo import CannotUndo, undo
-    from workers.changes.undone import mark_undone
+@dataclass(frozen=True)
+class UndoPlan:
+    """What undoing a run's change sets still in effect will do, before it is done."""
 
-    store = run.store
+    pending: list[AgentChanges]
+    plan: Plan | None
+    ignored: list[IgnoredChange]
+
+    def shown(self) -> list[str]:
+        """One line per file: what will be done, or why it will not."""
+        steps = self.plan.steps if self.plan else []
+        lines = [s.shown for s in steps if s.action != "skip"]
+        return lines + [f"remove {c.label} (git-ignored, added by the run)" for c in self.added]
+
+    @property
+    def added(self) -> list[IgnoredChange]:
+        return [c for c in self.ignored if c.kind == "added"]
+
+    @property
+    def count(self) -> int:
+        """How many files will be undone."""
+        return len(self.plan.acting if self.plan else []) + len(self.added)
+
+
+def plan_undo(run: RunChanges) -> UndoPlan:
+    """What undoing every change set of `run` not undone already will do, file by file;
+    NoChanges when there is nothing to undo."""
+    from workers.changes.change_sets import combine
+    from workers.changes.undo import CannotUndo, plan
+
     pending, _ = in_effect(run, undone_so_far(run))
     if not pending:
         raise NoChanges("nothing to undo: it was all undone already (`gaffer diff` shows it)")
     changes = combine([f.changes for f in pending])
     ignored = [c for f in pending for c in f.ignored]
-    if not changes and not ignored:
-        return ["nothing to undo: no file was changed"]
     try:
-        done = [f"undone: {label}" for label in (undo(store, changes) if changes else [])]
+        planned = plan(run.store, changes) if changes else None
     except CannotUndo as error:
         raise NoChanges(f"nothing undone: {error}") from None
-    removed, left = undo_added(store.workspace, ignored)
+    return UndoPlan(pending, planned, ignored)
+
+
+def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
+    """Do what `planned` says and record it for `gaffer diff` and `gaffer redo`; what was
+    done and refused, a line each. NoChanges (nothing changed) when it cannot be done."""
+    from workers.changes.ignored_changes import undo_added
+    from workers.changes.undo import CannotUndo, apply
+    from workers.changes.undone import mark_undone
+
+    store = run.store
+    if planned.plan is None and not planned.ignored:
+        return ["nothing to undo: no file was changed"]
+    steps = planned.plan.acting if planned.plan else []
+    refused = [f"not undone: {s.shown}" for s in (planned.plan.refused if planned.plan else [])]
+    if not steps and not planned.added:
+        raise NoChanges("nothing undone: " + "; ".join(refused))
     try:
-        mark_undone(store, [f.key for f in pending])
+        files = apply(store, planned.plan) if planned.plan else []
+    except CannotUndo as error:
+        raise NoChanges(f"nothing undone: {error}") from None
+    removed, left = undo_added(store.workspace, planned.ignored)
+    try:
+        mark_undone(store, [f.key for f in planned.pending], files)
     except OSError as error:  # done, but a later diff will not know it
         left.append(f"the record of undos (gaffer diff will not mark this one): {error}")
     return [
         *(f"removed: {path} (git-ignored, added by the run)" for path in removed),
         *(f"not put back: {why}" for why in left),
-        *done,
+        *(f"undone: {s.change.label}" for s in steps),
+        *refused,
     ]
+
+
+def put_back(run: RunChanges) -> list[str]:
+    """Undo every change set of `run` not undone already, file by file, at once (the
+    chat's `/undo`: the user asked for it there); what was done and refused, a line each."""
+    return apply_undo(run, plan_undo(run))
+
+
+def plan_redo(run: RunChanges) -> tuple[str, list[FileUndo], list[str]]:
+    """The last undo not taken back yet: its id, the files redo would write, and those
+    it refuses, a line each. NoChanges when there is none."""
+    from workers.changes.undo import plan_redo as files_to_redo
+    from workers.changes.undone import last_undo
+
+    try:
+        last = last_undo(run.store)
+    except OSError as error:
+        raise NoChanges(f"cannot read gaffer's record of undos: {error}") from None
+    if last is None:
+        raise NoChanges("nothing to redo: no undo in this workspace has files to put back")
+    undo_id, files = last
+    acting, refused = files_to_redo(run.store, files)
+    return undo_id, acting, refused
+
+
+def apply_redo(run: RunChanges, undo_id: str, files: list[FileUndo]) -> list[str]:
+    """Write `files` back as that undo found them and mark it redone."""
+    from workers.changes.change_sets import quoted
+    from workers.changes.undo import CannotUndo, write_back
+    from workers.changes.undone import mark_redone
+
+    try:
+        write_back(run.store, files)
+    except CannotUndo as error:
+        raise NoChanges(f"nothing redone: {error}") from None
+    said = [f"redone: {quoted('', f.path)}" for f in files]
+    try:
+        mark_redone(run.store, undo_id)
+    except OSError as error:
+        said.append(f"the record of undos (gaffer diff still marks it undone): {error}")
+    return said
+
+
+def go_ahead(lines: list[str], question: str, yes: bool) -> bool:
+    """Show what will be done; then whether to do it: --yes, or the user's answer at a
+    terminal. Piped without --yes, nothing is done and the CLI exits EXIT_ERROR."""
+    for line in lines:
+        echo(line)
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        fail("nothing done: stdin is not a terminal; add --yes to do the above")
+    return confirm(question)
 
 
 def _found(run_ref: str, log_dir: Path | None, agent: str | None) -> RunChanges:
@@ -152,17 +253,49 @@ def coloured(line: str) -> str:
     return click.style(line, fg=style) if style else line
 
 
+_YES = click.option("--yes", is_flag=True, help="Do it without asking (needed in a pipe).")
+
+
 @click.command()
 @_RUN
 @_AGENT
 @_LOG_DIR
-def undo(run_ref: str, agent: str | None, log_dir: Path | None) -> None:
-    """Put back what RUN (default: the last) changed, or one agent's part of it: all of
-    it, or nothing when a file has changed since. Parts undone already are skipped."""
+@_YES
+def undo(run_ref: str, agent: str | None, log_dir: Path | None, yes: bool) -> None:
+    """Put back what RUN (default: the last) changed, or one agent's part of it, file by
+    file: shown first, then asked (--yes: not asked). A file someone else changed too, or
+    changed since on the agent's own lines, is refused. Parts undone already are skipped."""
     run = _found(run_ref, log_dir, agent)
     try:
-        said = put_back(run)
+        planned = plan_undo(run)
+        if not go_ahead(planned.shown(), f"Undo these {planned.count} files?", yes):
+            fail("nothing undone")
+        said = apply_undo(run, planned)
     except NoChanges as error:
         fail(str(error), EXIT_ERROR)
     for line in said:
+        echo(line)
+
+
+@click.command()
+@_RUN
+@_LOG_DIR
+@_YES
+def redo(run_ref: str, log_dir: Path | None, yes: bool) -> None:
+    """Put back what the last undo in this workspace took away, each file still as the
+    undo left it; shown first, then asked (--yes: not asked)."""
+    from workers.changes.change_sets import quoted
+
+    run = _found(run_ref, log_dir, None)
+    try:
+        undo_id, files, refused = plan_redo(run)
+        if not files:
+            raise NoChanges("nothing redone: " + "; ".join(refused))
+        shown = [f"put back {quoted('', f.path)}" for f in files] + refused
+        if not go_ahead(shown, f"Redo these {len(files)} files?", yes):
+            fail("nothing redone")
+        said = apply_redo(run, undo_id, files)
+    except NoChanges as error:
+        fail(str(error), EXIT_ERROR)
+    for line in [*said, *(f"not redone: {r}" for r in refused)]:
         echo(line)

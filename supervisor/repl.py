@@ -33,7 +33,8 @@ HELP = """\
 /compact         summarise older turns now to free context
 /memory          what AGENT.md and AGENTS.md tell every agent
 /diff            what this session changed, as a unified diff (undone parts marked)
-/undo [all]      put back the last turn's changes (all: every turn's)
+/undo [all]      put back the last turn's changes (all: every turn's), file by file
+/redo            take the last undo back, for each file still as the undo left it
 /resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
 /step [all|off]  ask before each tool call of the top agent (all: of workers too); off stops asking
 /exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
@@ -64,6 +65,7 @@ class Repl:
             "memory": self._memory,
             "diff": self._diff,
             "undo": self._undo,
+            "redo": self._redo,
             "resume": self._resume,
             "step": self._step,
         }
@@ -214,6 +216,18 @@ class Repl:
         except NoChanges as error:
             said = [str(error)]
         for line in said:
+            self._say(line)
+
+    def _redo(self, _arg: str) -> None:
+        from supervisor import history
+
+        try:
+            run = self._changes()
+            undo_id, files, refused = history.plan_redo(run)
+            said = history.apply_redo(run, undo_id, files) if files else []
+        except NoChanges as error:
+            said, refused = [str(error)], []
+        for line in [*said, *(f"not redone: {r}" for r in refused)]:
             self._say(line)
 
     def _changes(self) -> RunChanges:
