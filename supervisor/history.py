@@ -72,18 +72,28 @@ class UndoPlan:
 
     def shown(self) -> list[str]:
         """One line per file: what will be done, or why it will not."""
+        from workers.changes.change_sets import quoted
+
         steps = self.plan.steps if self.plan else []
         lines = [s.shown for s in steps if s.action != "skip"]
+        lines += [f"move back {quoted('', n)} → {quoted('', o)}" for n, o in self.moves.items()]
         return lines + [f"remove {c.label} (git-ignored, added by the run)" for c in self.added]
 
     @property
+    def moves(self) -> dict[str, str]:
+        """Ignored files the run moved (added where one was deleted, the same file)."""
+        from workers.changes.undo import ignored_moves
+
+        return ignored_moves(self.ignored)
+
+    @property
     def added(self) -> list[IgnoredChange]:
-        return [c for c in self.ignored if c.kind == "added"]
+        return [c for c in self.ignored if c.kind == "added" and c.path not in self.moves]
 
     @property
     def count(self) -> int:
         """How many files will be undone."""
-        return len(self.plan.acting if self.plan else []) + len(self.added)
+        return len(self.plan.acting if self.plan else []) + len(self.moves) + len(self.added)
 
 
 def plan_undo(run: RunChanges) -> UndoPlan:
@@ -108,7 +118,7 @@ def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
     """Do what `planned` says and record it for `gaffer diff` and `gaffer redo`; what was
     done and refused, a line each. NoChanges (nothing changed) when it cannot be done."""
     from workers.changes.ignored_changes import undo_added
-    from workers.changes.undo import CannotUndo, apply
+    from workers.changes.undo import CannotUndo, apply, move_back
     from workers.changes.undone import mark_undone
 
     store = run.store
@@ -116,13 +126,18 @@ def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
         return ["nothing to undo: no file was changed"]
     steps = planned.plan.acting if planned.plan else []
     refused = [f"not undone: {s.shown}" for s in (planned.plan.refused if planned.plan else [])]
-    if not steps and not planned.added:
+    if not steps and not planned.added and not planned.moves:
         raise NoChanges("nothing undone: " + "; ".join(refused))
     try:
         files = apply(store, planned.plan) if planned.plan else []
     except CannotUndo as error:
         raise NoChanges(f"nothing undone: {error}") from None
-    removed, left = undo_added(store.workspace, planned.ignored)
+    moves = planned.moves
+    moved = [
+        move_back(store.workspace, c, moves[c.path]) for c in planned.ignored if c.path in moves
+    ]
+    rest = [c for c in planned.ignored if c.path not in moves and c.path not in moves.values()]
+    removed, left = undo_added(store.workspace, rest)
     try:
         mark_undone(store, [f.key for f in planned.pending], files)
     except OSError as error:  # done, but a later diff will not know it
@@ -130,6 +145,7 @@ def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
     return [
         *(f"removed: {path} (git-ignored, added by the run)" for path in removed),
         *(f"not put back: {why}" for why in left),
+        *moved,
         *(f"undone: {s.change.label}" for s in steps),
         *refused,
     ]

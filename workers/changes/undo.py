@@ -11,14 +11,23 @@ gaffer would run or read on their own (workers/changes/tree_writes.py).
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from workers.changes.change_sets import Change, quoted
+from workers.changes.ignored_changes import IgnoredChange
 from workers.changes.merging import _merge_file
 from workers.changes.snapshots import LINK_MODE, Entry, Store, Tree
-from workers.changes.tree_writes import CannotWrite, check_path, state, state_of, write_entries
+from workers.changes.tree_writes import (
+    CannotWrite,
+    check_path,
+    open_folder,
+    state,
+    state_of,
+    write_entries,
+)
 from workers.tools.workspace import host_controlled
 
 
@@ -247,3 +256,62 @@ def _counts(store: Store, found: Entry | None, left: Entry | None) -> str:
     )
     marks = [line[0] for line in lines if not line.startswith(("+++", "---"))]
     return f"+{marks.count('+')} -{marks.count('-')}"
+
+
+# -- git-ignored files the run moved (never deleted) ----------------------------------
+
+
+def ignored_moves(changes: list[IgnoredChange]) -> dict[str, str]:
+    """Ignored files "added" that are one "deleted" moved: the same inode, size and mtime
+    (a rename keeps all three). New path to old; undo moves these back, never deletes them:
+    the added path may be the only copy of the user's file (a moved `.env`)."""
+    gone: dict[tuple[int | None, int, int], str] = {
+        (c.inode, c.size, c.mtime_ns): c.path
+        for c in changes
+        if c.kind == "deleted" and c.inode is not None
+    }
+    return {
+        c.path: gone[(c.inode, c.size, c.mtime_ns)]
+        for c in changes
+        if c.kind == "added" and (c.inode, c.size, c.mtime_ns) in gone
+    }
+
+
+def move_back(workspace: Path, moved: IgnoredChange, old: str) -> str:
+    """Move an ignored file the run moved back where it was, through folder handles and
+    never over a file; one line saying what was done, or that it was left (never deleted)."""
+    new, was = quoted("", moved.path), quoted("", old)
+    left = f"left: {new}, the file the run moved from {was} (git-ignored; not deleted)"
+    controlled = host_controlled(workspace)
+    try:
+        for path in (moved.path, old):
+            check_path(workspace, path, controlled)
+        source = open_folder(workspace, moved.path.split("/")[:-1], create=False)
+    except (CannotWrite, OSError) as error:
+        return f"{left}: {error}"
+    try:
+        name = moved.path.split("/")[-1]
+        info = os.lstat(name, dir_fd=source)
+        if (info.st_ino, info.st_size, info.st_mtime_ns) != (
+            moved.inode,
+            moved.size,
+            moved.mtime_ns,
+        ):
+            return f"{left}: changed since"
+        target = open_folder(workspace, old.split("/")[:-1], create=True)
+        try:  # a link, then the old name's removal: never over a file now at `old`
+            os.link(
+                name,
+                old.split("/")[-1],
+                src_dir_fd=source,
+                dst_dir_fd=target,
+                follow_symlinks=False,
+            )
+            os.unlink(name, dir_fd=source)
+        finally:
+            os.close(target)
+    except OSError as error:
+        return f"{left}: {error.strerror or error}"
+    finally:
+        os.close(source)
+    return f"moved back: {new} → {was} (git-ignored; the run moved it)"

@@ -1,0 +1,201 @@
+"""`gaffer undo` takes back only what the agent wrote, file by file: what the user changed
+between its calls stays, a file both changed is refused in one line, one edited since is
+undone by an exact merge or refused, nothing is done in a pipe without --yes, `gaffer redo`
+takes the last undo back, the chat's `/undo` and `/redo` hold the same, and a git-ignored
+file the run moved is moved back, never deleted (issue 41)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import add_host_coder, gaffer
+
+TEN = "".join(f"line {n}\n" for n in range(1, 11))
+
+
+class Between(FakeOpenAI):
+    """A scripted model that runs `hooks[n]` before its n-th answer: the user at work in
+    another terminal between two of the agent's calls."""
+
+    def __init__(self, replies: list[Reply], hooks: dict[int, Callable[[], None]]) -> None:
+        super().__init__(replies)
+        self.hooks = hooks
+        self.asked = 0
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        if hook := self.hooks.get(self.asked):
+            hook()
+        self.asked += 1
+        return super()._next(body)
+
+
+def write(path: str, content: str) -> Reply:
+    """The agent's reply that reads a file, then writes it whole."""
+    return Reply(
+        tool_calls=[
+            ("read_file", json.dumps({"path": path})),
+            ("write_file", json.dumps({"path": path, "content": content})),
+        ]
+    )
+
+
+def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    add_host_coder(ws)
+    for name, text in files.items():
+        (ws / name).write_text(text)
+    return ws
+
+
+def run(ws: Path, replies: list[Reply], hooks: dict[int, Callable[[], None]]) -> None:
+    with Between(replies, hooks) as server:
+        done = gaffer(ws, "run", "--no-verify", "--profile", "hostcoder", "edit", server=server)
+    assert done.returncode == 0, done.stderr
+
+
+def first_line(ws: Path, name: str, text: str) -> None:
+    lines = (ws / name).read_text().splitlines(keepends=True)
+    (ws / name).write_text(text + "".join(lines[1:]))
+
+
+def test_the_user_s_work_between_calls_stays_and_a_file_both_changed_is_refused(
+    tmp_path: Path,
+) -> None:
+    ws = workspace(tmp_path, {"README.md": TEN, "a.txt": "a0\n", "shared.py": "s0\n"})
+
+    def user() -> None:  # between the agent's first calls and its last
+        with (ws / "README.md").open("a") as readme:
+            readme.write("the user's line\n")
+        (ws / "NOTES.md").write_text("the user's notes\n")
+        (ws / "shared.py").write_text("s-user\n")
+
+    readme = "agent's line 1\n" + TEN.split("\n", 1)[1]
+    replies = [
+        write("README.md", readme),
+        write("a.txt", "a1\n"),
+        write("shared.py", "s1\n"),
+        write("shared.py", "s-agent\n"),
+        Reply(text="Done."),
+    ]
+    run(ws, replies, {3: user})
+
+    done = gaffer(ws, "undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    refusal = "shared.py: you changed it too during the run; not undone"
+    assert [line for line in said.splitlines() if "shared.py" in line] == [
+        f"{refusal} (gaffer diff shows the agent's part)",
+        f"not undone: {refusal} (gaffer diff shows the agent's part)",
+    ]
+    assert (ws / "a.txt").read_text() == "a0\n"
+    assert (ws / "README.md").read_text() == TEN + "the user's line\n"
+    assert (ws / "NOTES.md").read_text() == "the user's notes\n"
+    assert (ws / "shared.py").read_text() == "s-agent\n"
+
+
+def test_a_file_edited_since_is_undone_by_an_exact_merge_or_refused(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"f.txt": TEN, "g.txt": TEN})
+    agent = "agent's line 1\n" + TEN.split("\n", 1)[1]
+    run(ws, [write("f.txt", agent), write("g.txt", agent), Reply(text="ok")], {})
+    (ws / "f.txt").write_text(agent.replace("line 10", "the user's line 10"))
+    first_line(ws, "g.txt", "the user's line 1\n")
+
+    done = gaffer(ws, "undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "merge f.txt (modified), +1 -1; your later edits kept" in done.stdout
+    assert "g.txt: changed since the run on the agent's own lines; not undone" in done.stdout
+    assert (ws / "f.txt").read_text() == TEN.replace("line 10", "the user's line 10")
+    assert (ws / "g.txt").read_text().startswith("the user's line 1\nline 2\n")
+
+
+def test_undo_in_a_pipe_acts_only_with_yes_and_redo_takes_it_back(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"a.txt": "a0\n", "b.txt": "b0\n"})
+    run(
+        ws,
+        [write("a.txt", "a1\n"), write("b.txt", "b1\n"), Reply(text="ok")],
+        {},
+    )
+
+    asked = gaffer(ws, "undo")
+    assert asked.returncode == 1
+    assert "restore a.txt (modified), +1 -1" in asked.stdout
+    assert "add --yes" in asked.stderr
+    assert (ws / "a.txt").read_text() == "a1\n" and (ws / "b.txt").read_text() == "b1\n"
+
+    done = gaffer(ws, "undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert (ws / "a.txt").read_text() == "a0\n" and (ws / "b.txt").read_text() == "b0\n"
+    assert "# UNDONE at" in gaffer(ws, "diff").stdout
+
+    assert gaffer(ws, "redo").returncode == 1 and (ws / "a.txt").read_text() == "a0\n"
+    (ws / "b.txt").write_text("b-user\n")  # changed since the undo: redo leaves it
+    redone = gaffer(ws, "redo", "--yes")
+    assert redone.returncode == 0, redone.stderr
+    assert "redone: a.txt" in redone.stdout
+    assert "not redone: b.txt: changed since the undo; not redone" in redone.stdout
+    assert (ws / "a.txt").read_text() == "a1\n" and (ws / "b.txt").read_text() == "b-user\n"
+    shown = gaffer(ws, "diff").stdout
+    assert "UNDONE" not in shown and "+a1" in shown
+    assert "nothing to redo" in gaffer(ws, "redo", "--yes").stderr
+
+
+def test_the_chat_s_undo_and_redo_hold_the_same(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"f.txt": TEN, "g.txt": TEN, "h.txt": "h0\n"})
+    agent = "agent's line 1\n" + TEN.split("\n", 1)[1]
+
+    def user() -> None:
+        (ws / "f.txt").write_text(agent + "the user's line 11\n")
+        first_line(ws, "g.txt", "the user's line 1\n")
+        (ws / "NOTES.md").write_text("notes\n")
+
+    replies = [
+        write("f.txt", agent),
+        write("g.txt", agent),
+        write("h.txt", "h1\n"),
+        Reply(text="Changed."),
+    ]
+    lines = ["change them", "/undo", "/redo", "/exit"]
+    with Between(replies, {3: user}) as server:
+        done = gaffer(
+            ws,
+            "chat",
+            "--no-verify",
+            "--profile",
+            "hostcoder",
+            server=server,
+            stdin="\n".join(lines) + "\n",
+        )
+    assert done.returncode == 0, done.stderr
+    said = done.stderr
+    assert "undone: h.txt (modified)" in said and "undone: f.txt (modified)" in said
+    assert "g.txt: changed since the run on the agent's own lines; not undone" in said
+    assert "redone: f.txt" in said and "redone: h.txt" in said
+    assert (ws / "f.txt").read_text() == agent + "the user's line 11\n"
+    assert (ws / "h.txt").read_text() == "h1\n" and (ws / "NOTES.md").exists()
+
+
+def test_a_moved_ignored_env_is_moved_back_never_deleted(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {".gitignore": ".env\nhidden/\n", ".env": "SECRET=1\n"})
+    (ws / "hidden").mkdir()
+    inode = os.stat(ws / ".env").st_ino
+
+    def move() -> None:  # as a worker's `mv .env hidden/.env` does (no allowlist here)
+        os.rename(ws / ".env", ws / "hidden" / ".env")
+
+    look = Reply(tool_calls=[("list_dir", json.dumps({"path": "."}))])
+    run(ws, [look, Reply(text="Moved.")], {1: move})
+    assert not (ws / ".env").exists() and (ws / "hidden" / ".env").stat().st_ino == inode
+
+    done = gaffer(ws, "undo", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "moved back: hidden/.env → .env" in done.stdout
+    assert (ws / ".env").read_text() == "SECRET=1\n" and os.stat(ws / ".env").st_ino == inode
+    assert not (ws / "hidden" / ".env").exists()
