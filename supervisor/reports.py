@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 from supervisor.scheduler import WorkerRun
 from workers.changes.merging import Merged
@@ -13,6 +14,7 @@ from workers.facts import Facts
 from workers.guards.verification import evidence, files_changed, judge, outcome
 from workers.log.events import Emitter
 from workers.log.schema import DelegateEnd
+from workers.sandbox.landing import take_back_line
 from workers.tools.base import ToolResult
 
 
@@ -108,11 +110,7 @@ def report_text(
         lines.append(f"git-ignored and cache files changed: {shown}{more}")
     if (merge := result.merge) is not None:
         lines.extend(_merge_lines(agent_id, merge))
-    for moved in report.quarantined:
-        lines.append(
-            f"moved aside by gaffer: {moved.path} (the host would have run it on its own; "
-            f"kept in {moved.moved_to})"
-        )
+    lines.extend(_moved_aside(report.quarantined))
     verdict = judge(result.facts, test_runners)
     if verdict is not None:
         lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
@@ -159,3 +157,21 @@ def _merge_lines(agent_id: str, merge: Merged) -> list[str]:
 def _describe_command(command: Facts) -> str:
     text = str(command.command)
     return f"`{text if len(text) <= 80 else text[:79] + '…'}` → {outcome(command)}"
+
+
+# A build can make thousands of files; the log's `boundary` lines name every one.
+MAX_MOVED_SHOWN = 20
+
+
+def _moved_aside(quarantined: list[Any]) -> list[str]:
+    """One line per path gaffer held back from the workspace, with why and the command
+    that takes it back."""
+    lines = [
+        f"moved aside by gaffer: {moved.path} ({moved.why}; kept in {moved.moved_to}; "
+        f"to take it: {take_back_line(moved.path, moved.moved_to)})"
+        for moved in quarantined[:MAX_MOVED_SHOWN]
+    ]
+    if len(quarantined) > MAX_MOVED_SHOWN:
+        more = len(quarantined) - MAX_MOVED_SHOWN
+        lines.append(f"moved aside by gaffer: {more} more (the log's boundary lines name them)")
+    return lines

@@ -123,7 +123,11 @@ def test_agents_md_links_to_host_files_never_reach_the_model(ws: Path, outside: 
         "ln -sf /proc/self/environ AGENTS.md",
         f"ln -sf {outside}/secret.txt AGENT.md",
     )
-    assert (ws / "AGENTS.md").is_symlink()
+    # Links out of the workspace made in a container never land (workers/sandbox/landing.py);
+    # a repository can still ship them, and the reader refuses those.
+    assert not os.path.lexists(ws / "AGENTS.md") and not os.path.lexists(ws / "AGENT.md")
+    os.symlink("/proc/self/environ", ws / "AGENTS.md")
+    os.symlink(outside / "secret.txt", ws / "AGENT.md")
     done, sent = next_run(ws)
     assert done.returncode == 0, done.stderr
     assert API_KEY not in sent and "OPENAI_API_KEY" not in sent
@@ -353,7 +357,7 @@ def test_a_repository_by_another_name_is_moved_aside_and_never_run(ws: Path) -> 
         "printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = \"touch ../../pwned-bare; false\"\\n' > evil/config"
     )
     done = as_coder(ws, plant)
-    assert "planted evil/HEAD, which the host would run" in done.stderr
+    assert "made evil/HEAD, which may not land in the workspace (the host would run" in done.stderr
     assert not (ws / "evil" / "HEAD").exists(), "no HEAD: no repository to git"
     git(ws / "evil", "status")
     assert not list(ws.parent.rglob("pwned-bare"))
@@ -369,7 +373,7 @@ def test_renaming_the_folder_above_a_protected_git_does_not_smuggle_a_new_one(ws
         "mv libs/foo libs/foo2 && mkdir -p libs/foo && git init -q libs/foo && "
         "git -C libs/foo config core.fsmonitor 'touch ../../pwned-rename; false'",
     )
-    assert "planted libs/foo/.git" in done.stderr
+    assert "made libs/foo/.git, which may not land" in done.stderr
     assert not (ws / "libs" / "foo" / ".git").exists()
     git(ws / "libs" / "foo", "status")
     assert not list(ws.rglob("pwned-rename"))

@@ -20,6 +20,7 @@ from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.sandbox import Sandbox, SandboxUnavailable, docker, leftovers
 from workers.sandbox.host import HostSandbox
+from workers.sandbox.landing import take_back_line
 from workers.tools.base import Approver, ToolContext
 
 
@@ -134,7 +135,8 @@ class SandboxFactory:
                         what="planted by the sandbox",
                         path=moved.path,
                         moved_to=moved.moved_to,
-                        message=f"{agent_id} planted {moved.path}, which the host would run on its "
-                        f"own; moved it aside to {moved.moved_to}",
+                        message=f"{agent_id} made {moved.path}, which may not land in the "
+                        f"workspace ({moved.why}); moved it aside to {moved.moved_to}; to take "
+                        f"it: {take_back_line(moved.path, moved.moved_to)}",
                     )
                 )

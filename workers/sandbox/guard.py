@@ -25,12 +25,13 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from workers.sandbox import SandboxUnavailable
+from workers.sandbox import SandboxUnavailable, landing
 from workers.sandbox.host_runs import (
     Fingerprint,
     command_folders,
@@ -68,9 +69,19 @@ class Survey:
     (or, for a survey that only looks, would get one)."""
     host_runs: dict[str, Fingerprint]
     """Every file the host runs on its own (host_runs.py), as it was."""
+    started_ns: int | None = None
+    """When it was taken: a file whose ctime is later was changed while the container
+    could run (landing.py). None in an older record: nothing is judged by it."""
+    executables: frozenset[str] = frozenset()
+    """Files with an executable bit, as they were."""
+    existing: frozenset[str] | None = None
+    """Every path there was; kept in memory only (a late sweep takes everything as new)."""
 
     def as_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["executables"] = sorted(self.executables)
+        del data["existing"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Survey:
@@ -87,6 +98,8 @@ class Survey:
                 for k, v in data["host_runs"].items()
                 if len(v) == 6
             },
+            started_ns=int(data["started_ns"]) if data.get("started_ns") else None,
+            executables=frozenset(str(p) for p in data.get("executables", ())),
         )
 
 
@@ -95,6 +108,8 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
     root = os.path.realpath(workspace)
     watched = (MCP_CONFIG, GAFFER_DIR, *host_controlled(workspace))
     protected = [p for p in watched if os.path.lexists(os.path.join(root, p))]
+    existing: set[str] = set()
+    executables: set[str] = set()
     linked: dict[tuple[int, int], list[str]] = {}
     commands: set[str] = set()
     runs: dict[str, Fingerprint] = {}
@@ -105,8 +120,11 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
         if rel != ".":
             trees += package_trees(rel, {e.name for e in entries})
         for entry in entries:
+            existing.add(join(rel, entry.name))
             if entry.is_file(follow_symlinks=False):
                 info = entry.stat(follow_symlinks=False)
+                if info.st_mode & 0o111:
+                    executables.add(join(rel, entry.name))
                 if info.st_nlink > 1:
                     linked.setdefault((info.st_dev, info.st_ino), []).append(join(rel, entry.name))
     mounts = []
@@ -143,6 +161,8 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
                         ) from error
                 unshared.append(rel)
     protected = list(dict.fromkeys([*protected, *mounts]))
+    # After the own copies above, whose ctime is gaffer's, not the container's.
+    started_ns = time.time_ns()
     return Survey(
         protected=tuple(protected),
         mounts=tuple(dict.fromkeys(mounts)),
@@ -150,6 +170,9 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
         watched=watched,
         unshared=tuple(sorted(unshared)),
         host_runs=runs,
+        started_ns=started_ns,
+        executables=frozenset(executables),
+        existing=frozenset(existing),
     )
 
 
@@ -175,9 +198,20 @@ def sweep(
     planted += [rel for rel, now in _host_runs(root).items() if before.host_runs.get(rel) != now]
     if not_after_ns is not None:
         planted = [rel for rel in planted if _changed_at(os.path.join(root, rel)) <= not_after_ns]
-    if not planted:
+    why = dict.fromkeys(planted, "the host would run it on its own")
+    if before.started_ns is not None:
+        held = landing.held_back(
+            root,
+            _folders(root),
+            since_ns=before.started_ns,
+            until_ns=not_after_ns,
+            executables=before.executables,
+            existing=before.existing,
+        )
+        why.update({rel: reason for rel, reason in held.items() if rel not in why})
+    if not why:
         return []
-    return quarantine(workspace, planted, label)
+    return quarantine(workspace, why, label)
 
 
 def _changed_at(path: str) -> int:

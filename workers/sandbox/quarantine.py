@@ -28,12 +28,14 @@ class Quarantined:
     """Where it was planted, relative to the workspace."""
     moved_to: str
     """Where it is now: a folder in the workspace's state folder, outside the workspace."""
+    why: str = "the host would run it on its own"
+    """Why it may not stay in the workspace."""
 
 
-def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quarantined]:
-    """Move each planted path (workspace-relative) out of the workspace, into the state
-    folder's quarantine, links as links; kept, never run. Shallowest first: what lies
-    under a path already taken goes with it."""
+def quarantine(workspace: Path, planted: dict[str, str], label: str) -> list[Quarantined]:
+    """Move each planted path (workspace-relative, with why) out of the workspace, into
+    the state folder's quarantine, links as links; kept, never run. Shallowest first:
+    what lies under a path already taken goes with it."""
     root = os.path.realpath(workspace)
     try:
         aside = state.workspace_dir(workspace, state.QUARANTINE, label)
@@ -47,7 +49,7 @@ def quarantine(workspace: Path, planted: list[str], label: str) -> list[Quaranti
             continue  # inside something already moved aside
         try:
             target = _free(aside / rel)
-            moved.append(Quarantined(rel, _move_out(root, rel, target)))
+            moved.append(Quarantined(rel, _move_out(root, rel, target), planted[rel]))
             taken.append(rel)
         except FileNotFoundError:
             continue  # gone since it was found

@@ -160,6 +160,7 @@ def run_git(
     trust_owner: bool = True,
     timeout: float = GIT_TIMEOUT_S,
     only_here: bool = False,
+    input: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes] | None:
     """git as gaffer runs it on the host: FORCED_GIT_CONFIG, no prompts, no locks; None
     when git is missing or does not end in time. `trust_owner`: read a repository owned by
@@ -174,7 +175,9 @@ def run_git(
     if only_here:
         env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.realpath(root))
     try:
-        return host_programs.run(["git", "-C", os.fspath(root), *args], env=env, timeout=timeout)
+        return host_programs.run(
+            ["git", "-C", os.fspath(root), *args], env=env, timeout=timeout, input=input
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
 

@@ -1,0 +1,163 @@
+"""What a container makes reaches the workspace by default-deny (workers/sandbox/landing.py):
+plain source and text land; a compiled extension beside its `.py`, a package's entry
+points, an executable, a link out, and anything git ignores that the container made are
+moved aside, kept, with the one line that takes them back. Real Docker, playing the
+attacker of finding C1: nothing runs at the user's next `import` or `pytest`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.docker_support import chown_tree, require_docker, user_workspace
+from workers.limits import Budget
+from workers.sandbox import leftovers
+from workers.sandbox.docker import DockerSandbox, docker_sandbox
+from workers.sandbox.guard import Survey, survey, sweep
+from workers.sandbox.landing import take_back_line
+from workers.sandbox.options import DockerOptions
+from workers.tools import BUILTIN_TOOLS
+
+# A plugin pytest would load from an entry point, and an "extension" Python would import
+# ahead of calc.py: each writes a marker when it runs.
+PLUGIN = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    return require_docker()
+
+
+def repository(path: Path, ignore: str) -> Path:
+    ws = user_workspace(path)
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (ws / "README.md").write_text("# calc\n")
+    (ws / ".env").write_text("TOKEN=mine\n")
+    (ws / ".gitignore").write_text(f".env\n{ignore}")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(
+        ["git", "-c", "safe.directory=*", "-C", str(ws), "add", "calc.py", "README.md"], check=True
+    )
+    chown_tree(ws)
+    return ws
+
+
+def shell(box: DockerSandbox, command: str) -> str:
+    tool = BUILTIN_TOOLS["run_shell"]
+    args = tool.args.model_validate({"command": command, "timeout": 60})
+    return box.run(tool, args, Budget(max_seconds=90)).output
+
+
+def in_container(client: Any, ws: Path, command: str) -> list[Any]:
+    with docker_sandbox(
+        ws, DockerOptions(), run_id="t", agent_id="w1", docker_client=client
+    ) as box:
+        said = shell(box, command)
+        assert "exit code 0" in said, said
+    return box.quarantined
+
+
+ATTACK = (
+    # an ELF beside calc.py, which Python imports ahead of the source
+    "cp /bin/true calc.cpython-311-x86_64-linux-gnu.so && "
+    # a package's metadata naming a pytest plugin
+    "mkdir zz.egg-info && printf '[pytest11]\\nzz = zz_plugin\\n' > zz.egg-info/entry_points.txt && "
+    "printf 'Metadata-Version: 2.1\\nName: zz\\nVersion: 1\\n' > zz.egg-info/PKG-INFO && "
+    "printf {plugin} > zz_plugin.py && "
+    # a script made executable, a link out, a binary data file
+    "printf '#!/bin/sh\\necho hi\\n' > run.sh && chmod +x run.sh && "
+    "ln -s /etc/passwd leak && printf 'a\\0b' > data.bin && "
+    # what lands: new and changed source and text, an edit to an ignored file, a link inside
+    "printf 'def sub(a, b):\\n    return a - b\\n' > sub.py && echo more >> README.md && "
+    "echo TOKEN=changed > .env && ln -s calc.py alias.py"
+)
+
+
+@pytest.mark.parametrize("ignore", ["", "*.so\n*.egg-info/\n"], ids=["plain", "ignored"])
+def test_only_plain_source_and_text_land(client: Any, tmp_path: Path, ignore: str) -> None:
+    ws = repository(tmp_path / "ws", ignore)
+    marker = tmp_path / "plugin-ran"
+    plugin = PLUGIN.format(marker=str(marker)).replace("\n", "\\n").replace("'", "'\\''")
+    moved = in_container(client, ws, ATTACK.format(plugin=f"'{plugin}'"))
+    held = {q.path: q.why for q in moved}
+    assert set(held) == {
+        "calc.cpython-311-x86_64-linux-gnu.so",
+        "zz.egg-info",
+        "run.sh",
+        "leak",
+        "data.bin",
+    }, held
+    assert "compiled" in held["calc.cpython-311-x86_64-linux-gnu.so"]
+    assert "package metadata" in held["zz.egg-info"]
+    assert held["run.sh"] == "made executable" and "link out" in held["leak"]
+    for path in held:
+        assert not os.path.lexists(ws / path)
+    assert (ws / "sub.py").exists() and (ws / "README.md").read_text() == "# calc\nmore\n"
+    assert (ws / ".env").read_text() == "TOKEN=changed\n" and os.path.islink(ws / "alias.py")
+    # The user's next import and pytest run the source and load no plugin.
+    subprocess.run(
+        [sys.executable, "-c", "import calc; assert calc.__file__.endswith('calc.py')"],
+        cwd=ws,
+        check=True,
+    )
+    (ws / "test_calc.py").write_text(
+        "from calc import add\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=ws,
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert not marker.exists()
+    # Everything held back is kept, and its line takes it back.
+    so = next(q for q in moved if q.path.endswith(".so"))
+    assert Path(so.moved_to).read_bytes() == Path("/bin/true").read_bytes()
+    subprocess.run(take_back_line(so.path, so.moved_to), shell=True, cwd=ws, check=True)
+    assert (ws / so.path).read_bytes() == Path("/bin/true").read_bytes()
+
+
+def test_what_git_ignores_and_the_container_made_stays_out(client: Any, tmp_path: Path) -> None:
+    ws = repository(tmp_path / "ws", "build/\n*.log\n")
+    (ws / "old.log").write_text("the user's\n")
+    chown_tree(ws)
+    moved = in_container(
+        client,
+        ws,
+        "mkdir -p build/lib && echo x > build/lib/a.py && echo y > build/b.txt && "
+        "echo new > new.log && echo more >> old.log",
+    )
+    held = {q.path: q.why for q in moved}
+    assert set(held) == {"build", "new.log"}, held
+    assert "2 file(s)" in held["build"] and "git ignores it" in held["new.log"]
+    assert (ws / "old.log").read_text() == "the user's\nmore\n"  # it was there: it lands
+
+
+def test_a_late_sweep_judges_by_the_record(tmp_path: Path) -> None:
+    """The reaper sweeps from a record written before the container started (no list of
+    what existed): a binary made after it is held back, what changed before is not."""
+    ws = repository(tmp_path / "ws", "")
+    (ws / "before.bin").write_bytes(b"\0old")
+    taken = survey(ws)
+    record = Survey.from_json(taken.as_json())
+    assert record.started_ns == taken.started_ns and record.existing is None
+    (ws / "after.bin").write_bytes(b"\0new")
+    (ws / "after.py").write_text("x = 1\n")
+    moved = sweep(ws, record, "late")
+    assert [q.path for q in moved] == ["after.bin"]
+    assert (ws / "before.bin").exists() and (ws / "after.py").exists()
+
+
+def test_an_older_record_judges_nothing_by_time(tmp_path: Path) -> None:
+    ws = repository(tmp_path / "ws", "")
+    data = survey(ws).as_json()
+    del data["started_ns"], data["executables"]
+    (ws / "after.bin").write_bytes(b"\0new")
+    assert sweep(ws, Survey.from_json(data), "old") == []
+    assert leftovers is not None  # the reaper reads records through Survey.from_json

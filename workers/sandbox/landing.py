@@ -1,0 +1,166 @@
+"""What a container made reaches the workspace by default-deny: a file it created or
+changed lands only when it is plain source or text. Everything else is moved aside into
+the state folder's quarantine when the container is gone (guard.sweep), named in the
+worker's report with the one line that takes it back:
+
+- a binary (an ELF object, an extension module beside its `.py`, anything with a NUL in
+  its first bytes), or a file whose executable bit the container set;
+- anything in a `*.dist-info` or `*.egg-info` (an `entry_points.txt` there makes pytest
+  load a plugin), compiled caches, interpreter start-up files (host_runs.py);
+- a link out of the workspace, a FIFO or socket;
+- anything git ignores that the container created (`*.so` next to `calc.py` is exactly
+  what a `.gitignore` hides from `git status`).
+
+Why a sweep and not an overlay over ignored paths: an overlay needs privileges the
+container does not have, and ignored paths that do not exist yet (a new `build/`) have
+nothing to lay it over. What the container changed is found by ctime instead: the kernel
+sets it on every write, chmod and rename, and no process can set it back, so a file whose
+ctime is later than the survey was changed while the container could run. The user's own
+files changed in that window are judged too; what is held back is kept, never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from collections.abc import Iterable
+
+from workers.sandbox.host_runs import command_folders, join, runs_on_its_own
+from workers.tools.git_paths import run_git
+
+# Enough of a file to see a NUL or an object file's magic; text never has either.
+HEAD_BYTES = 8192
+PACKAGE_METADATA = (".dist-info", ".egg-info")
+COMPILED_CACHES = (".pyc", ".pyo")
+OBJECT_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"MZ\x90\x00")
+# A workspace where a container changed more than this many files is judged by the
+# first ones; git is asked about ignored files in one call.
+MAX_JUDGED = 20_000
+
+Folders = Iterable[tuple[str, list[os.DirEntry[str]]]]
+
+
+def held_back(
+    root: str,
+    folders: Folders,
+    *,
+    since_ns: int,
+    until_ns: int | None,
+    executables: frozenset[str],
+    existing: frozenset[str] | None,
+) -> dict[str, str]:
+    """Each path the container made or changed that may not land, with why. A folder it
+    made whose every file is held back is named once, for all of them (`.pytest_cache`,
+    `build/`, `zz.egg-info`). `existing`: every path there was before (None when not
+    known, as for a late sweep: all are taken as new, and no folder is)."""
+    changed: dict[str, os.stat_result] = {}
+    made_folders: list[str] = []
+    commands: set[str] = set()
+    for rel, entries in folders:
+        commands.update(command_folders(rel, {e.name for e in entries}))
+        for entry in entries:
+            child = join(rel, entry.name)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_ctime_ns < since_ns or (
+                until_ns is not None and info.st_ctime_ns > until_ns
+            ):
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                if len(changed) < MAX_JUDGED:
+                    changed[child] = info
+            elif existing is not None and child not in existing:
+                made_folders.append(child)
+    new = {rel for rel in changed if existing is None or rel not in existing}
+    ignored = git_ignored(root, sorted(new))
+    held = {}
+    for rel, info in changed.items():
+        facts = (rel in new, rel in executables, rel in ignored)
+        if why := why_held(root, rel, info, commands, *facts):
+            held[rel] = why
+    return _by_folder(held, set(changed), made_folders)
+
+
+def _by_folder(held: dict[str, str], changed: set[str], made: list[str]) -> dict[str, str]:
+    """`held` with each folder the container made, whose every file is held, in place of
+    its files (the shallowest such folder)."""
+    for folder in sorted(made, key=lambda f: f.count("/")):
+        inside = [rel for rel in changed if rel.startswith(folder + "/")]
+        if not inside or not all(rel in held for rel in inside):
+            continue
+        if any(folder.startswith(f + "/") for f in held):
+            continue  # a folder above it is named already
+        reasons = sorted({held.pop(rel) for rel in inside})
+        held[folder] = f"a folder it made, of {len(inside)} file(s): {'; '.join(reasons)}"
+    return held
+
+
+def why_held(
+    root: str,
+    rel: str,
+    info: os.stat_result,
+    commands: set[str],
+    new: bool,
+    was_executable: bool,
+    ignored: bool,
+) -> str | None:
+    """Why a file the container made or changed may not land; None for plain source or
+    text in a path git shows."""
+    parts = rel.split("/")
+    if any(part.endswith(PACKAGE_METADATA) for part in parts):
+        return "package metadata (a plugin's entry points)"
+    if runs_on_its_own(rel, commands) or "__pycache__" in parts or rel.endswith(COMPILED_CACHES):
+        return "the host would run it on its own (a start-up file or compiled cache)"
+    if stat.S_ISLNK(info.st_mode):
+        return None if _link_stays_inside(root, rel) else "a link out of the workspace"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a plain file"
+    head = _head(os.path.join(root, rel))
+    if head is None:
+        return "could not be read"
+    if head.startswith(OBJECT_MAGIC):
+        return "a compiled program or library"
+    if b"\0" in head:
+        return "a binary"
+    if info.st_mode & 0o111 and (new or not was_executable):
+        return "made executable"
+    if ignored:
+        return "git ignores it, and the container made it"
+    return None
+
+
+def take_back_line(path: str, moved_to: str) -> str:
+    """The one command that takes a held-back file back into the workspace."""
+    return f"mv -n -- {shlex.quote(moved_to)} {shlex.quote(path)}"
+
+
+def git_ignored(root: str, paths: list[str]) -> set[str]:
+    """Which of `paths` git ignores (untracked and matched by an ignore rule); none when
+    git is missing or the workspace is no repository."""
+    if not paths:
+        return set()
+    done = run_git(root, "check-ignore", "--stdin", "-z", input="\0".join(paths).encode())
+    if done is None or done.returncode not in (0, 1):
+        return set()
+    return {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+
+
+def _link_stays_inside(root: str, rel: str) -> bool:
+    target = os.path.realpath(os.path.join(root, rel))
+    return target == root or target.startswith(root.rstrip("/") + "/")
+
+
+def _head(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
