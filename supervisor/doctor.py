@@ -17,6 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from supervisor import trust_view
+from supervisor.doctor_findings import (
+    LEFT_BEHIND,
+    after_container,
+    container_attack,
+    host_findings,
+    taken,
+)
 from supervisor.doctor_host import Probe, host_checks
 from supervisor.terminal import echo
 from workers import state, trust
@@ -89,14 +96,21 @@ def run_probes(workspace: Path, options: DockerOptions, uid: int | None) -> list
                 f"echo x > {planted}-x/node_modules/.bin/jest && "
                 f"echo 'ref: refs/heads/main' > {planted}-x/HEAD && echo .. > {planted}-x/commondir",
             )
+            # A watcher that would outlive its call, and what must not land on the host.
+            _shell(box, container_attack(f"{planted}-y"))
+            left_behind = _shell(box, LEFT_BEHIND)
         probes.append(_planted_git_moved_aside(box, planted))
         probes += _planted_host_runs_moved_aside(box, f"{planted}-x")
+        probes += after_container(left_behind, box.quarantined, f"{planted}-y")
     finally:
         os.environ.pop(CANARY_VAR, None)
         _clean_up(
-            workspace, [planted, f"{planted}-x", linked.name if linked else ""], outside_twin, token
+            workspace,
+            [planted, f"{planted}-x", f"{planted}-y", linked.name if linked else ""],
+            outside_twin,
+            token,
         )
-    return probes + [probe() for probe in host_checks()]
+    return probes + [probe() for probe in [*host_checks(), *host_findings()]]
 
 
 def _shell(box: DockerSandbox, command: str) -> str:
@@ -254,20 +268,21 @@ def _recorded_for_the_reaper(box: DockerSandbox) -> Probe:
 
 
 def _planted_host_runs_moved_aside(box: DockerSandbox | None, folder: str) -> list[Probe]:
-    moved = {q.path for q in (box.quarantined if box else [])}
+    moved = box.quarantined if box else []
     runs = {f"{folder}/{p}" for p in ("evil.pth", "__pycache__/m.cpython-311.pyc")}
     runs.add(f"{folder}/node_modules/.bin/jest")
-    repository = {f"{folder}/HEAD", f"{folder}/commondir"}
+    left = sorted(p for p in runs if not taken(p, moved))
+    repository = all(taken(f"{folder}/{p}", moved) for p in ("HEAD", "commondir"))
     return [
         Probe(
             "start-up files, compiled caches and command folders planted anywhere are taken out",
-            runs <= moved,
-            "all moved aside" if runs <= moved else f"left: {', '.join(sorted(runs - moved))}",
+            not left,
+            "all moved aside" if not left else f"left: {', '.join(left)}",
         ),
         Probe(
             "a folder git takes for a repository by its commondir loses its HEAD",
-            repository <= moved,
-            "moved aside" if repository <= moved else "it stayed a repository",
+            repository,
+            "moved aside" if repository else "it stayed a repository",
         ),
     ]
 
