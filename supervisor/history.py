@@ -192,6 +192,11 @@ def apply_redo(run: RunChanges, undo_id: str, files: list[FileUndo]) -> list[str
     return said
 
 
+def stdin_is_terminal() -> bool:
+    """Whether a person can answer (a test stands in for one here)."""
+    return sys.stdin.isatty()
+
+
 def go_ahead(lines: list[str], question: str, yes: bool) -> bool:
     """Show what will be done; then whether to do it: --yes, or the user's answer at a
     terminal. Piped without --yes, nothing is done and the CLI exits EXIT_ERROR."""
@@ -199,7 +204,7 @@ def go_ahead(lines: list[str], question: str, yes: bool) -> bool:
         echo(line)
     if yes:
         return True
-    if not sys.stdin.isatty():
+    if not stdin_is_terminal():
         fail("nothing done: stdin is not a terminal; add --yes to do the above")
     return confirm(question)
 
@@ -284,7 +289,8 @@ def undo(run_ref: str, agent: str | None, log_dir: Path | None, yes: bool) -> No
     run = _found(run_ref, log_dir, agent)
     try:
         planned = plan_undo(run)
-        if not go_ahead(planned.shown(), f"Undo these {planned.count} files?", yes):
+        question = f"Undo these {planned.count} files?"
+        if planned.count and not go_ahead(planned.shown(), question, yes):
             fail("nothing undone")
         said = apply_undo(run, planned)
     except NoChanges as error:

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from click.testing import CliRunner
+
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import add_host_coder, gaffer
 
@@ -199,3 +202,28 @@ def test_a_moved_ignored_env_is_moved_back_never_deleted(tmp_path: Path) -> None
     assert "moved back: hidden/.env → .env" in done.stdout
     assert (ws / ".env").read_text() == "SECRET=1\n" and os.stat(ws / ".env").st_ino == inode
     assert not (ws / "hidden" / ".env").exists()
+
+
+def test_at_a_terminal_undo_asks_and_no_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor import history
+    from supervisor.cli import main
+
+    ws = workspace(tmp_path, {"a.txt": "a0\n"})
+    run(ws, [write("a.txt", "a1\n"), Reply(text="ok")], {})
+    for name in [k for k in os.environ if k.startswith(("GAFFER_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
+    monkeypatch.setenv("GAFFER_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.chdir(ws)
+    monkeypatch.setattr(history, "stdin_is_terminal", lambda: True)
+
+    said_no = CliRunner().invoke(main, ["undo"], input="n\n")
+    assert said_no.exit_code == 1 and "Undo these 1 files? [y/N]" in said_no.output
+    assert "restore a.txt (modified), +1 -1" in said_no.output
+    assert (ws / "a.txt").read_text() == "a1\n"
+    said_yes = CliRunner().invoke(main, ["undo"], input="y\n")
+    assert said_yes.exit_code == 0, said_yes.output
+    assert (ws / "a.txt").read_text() == "a0\n"

@@ -66,9 +66,9 @@ def undone(store: Store) -> dict[str, float]:
     found: dict[str, tuple[float, str]] = {}
     for entry in _lines(store):
         if "key" in entry:
-            found[str(entry["key"])] = (float(entry["at"]), str(entry.get("undo", "")))
+            found[entry["key"]] = (entry["at"], entry["undo"])
         elif "redo" in entry:
-            found = {k: v for k, v in found.items() if v[1] != str(entry["redo"])}
+            found = {k: v for k, v in found.items() if v[1] != entry["redo"]}
     return {key: at for key, (at, _) in found.items()}
 
 
@@ -77,9 +77,9 @@ def last_undo(store: Store) -> tuple[str, list[FileUndo]] | None:
     undos: list[tuple[str, list[FileUndo]]] = []
     for entry in _lines(store):
         if "files" in entry:
-            undos.append((str(entry["undo"]), [_file(f) for f in entry["files"]]))
+            undos.append((entry["undo"], entry["files"]))
         elif "redo" in entry:
-            undos = [u for u in undos if u[0] != str(entry["redo"])]
+            undos = [u for u in undos if u[0] != entry["redo"]]
     return undos[-1] if undos else None
 
 
@@ -93,16 +93,27 @@ def _lines(store: Store) -> list[dict[str, Any]]:
     found = []
     for line in data.decode("utf-8", "replace").splitlines():
         try:
-            entry = json.loads(line)
-            if "key" in entry:
-                str(entry["key"]), float(entry["at"])
-            if "files" in entry:
-                [_file(f) for f in entry["files"]]
+            found.append(_valid(json.loads(line)))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # a line cut short by a crash
-        if isinstance(entry, dict):
-            found.append(entry)
     return found
+
+
+def _valid(entry: Any) -> dict[str, Any]:
+    """A line as this module writes it, its values typed (an error when it is not)."""
+    if not isinstance(entry, dict):
+        raise TypeError("not a record")
+    if "key" in entry:
+        return {
+            "key": str(entry["key"]),
+            "at": float(entry["at"]),
+            "undo": str(entry.get("undo") or ""),
+        }
+    if "files" in entry:
+        return {"undo": str(entry["undo"]), "files": [_file(f) for f in entry["files"]]}
+    if "redo" in entry:
+        return {"redo": str(entry["redo"])}
+    return {}
 
 
 def _file_json(file: FileUndo) -> dict[str, Any]:
