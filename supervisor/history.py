@@ -36,6 +36,17 @@ def undone_so_far(run: RunChanges) -> dict[str, float]:
         raise NoChanges(f"cannot read gaffer's record of undos: {error}") from None
 
 
+def refused_by_undo(run: RunChanges, gone: list[AgentChanges]) -> set[str]:
+    """Paths undo refused (left in effect) in the change sets `gone` it marked undone."""
+    from workers.changes.undone import refused_paths
+
+    try:
+        refused = refused_paths(run.store)
+    except OSError:
+        return set()  # the record could not be read: undone_so_far says so
+    return {path for found in gone for path in refused.get(found.key, [])}
+
+
 def diff_text(run: RunChanges) -> tuple[str, list[str]]:
     """The unified diff of what is still in effect, then what was undone, every line of it
     behind `# ` (so the whole stays a patch `git apply` takes); and notes for the user."""
@@ -50,14 +61,21 @@ def diff_text(run: RunChanges) -> tuple[str, list[str]]:
         for f in live
         if not f.finished
     ]
-    text = unified_diff(store, combine([f.changes for f in live]))
+    # What undo refused in a change set it marked undone is still in effect: shown so.
+    held = refused_by_undo(run, gone)
+    gone_changes = combine([f.changes for f in gone])
+    live_changes = [
+        *combine([f.changes for f in live]),
+        *(c for c in gone_changes if c.path in held),
+    ]
+    text = unified_diff(store, live_changes)
     text += section([c for f in live for c in f.ignored])
     if gone:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(max(when[f.key] for f in gone)))
         who = ", ".join(sorted({quoted("", f.agent_id) for f in gone}))  # a log's ids are data
         notes.append(f"{who}: undone at {at}; shown last, each line behind '# '")
         text += f"# UNDONE at {at} (gaffer undo), no longer in the workspace: {who}\n"
-        undone_diff = unified_diff(store, combine([f.changes for f in gone]))
+        undone_diff = unified_diff(store, [c for c in gone_changes if c.path not in held])
         text += "".join(f"# {line}\n" for line in undone_diff.split("\n")[:-1])
     return text, notes
 
@@ -139,7 +157,9 @@ def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
     rest = [c for c in planned.ignored if c.path not in moves and c.path not in moves.values()]
     removed, left = undo_added(store.workspace, rest)
     try:
-        mark_undone(store, [f.key for f in planned.pending], files)
+        refusals = planned.plan.refused if planned.plan else []
+        paths = [p for r in refusals for p in (r.change.path, r.change.old_path) if p]
+        mark_undone(store, [f.key for f in planned.pending], files, paths)
     except OSError as error:  # done, but a later diff will not know it
         left.append(f"the record of undos (gaffer diff will not mark this one): {error}")
     return [

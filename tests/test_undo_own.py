@@ -102,6 +102,10 @@ def test_the_user_s_work_between_calls_stays_and_a_file_both_changed_is_refused(
     assert (ws / "README.md").read_text() == TEN + "the user's line\n"
     assert (ws / "NOTES.md").read_text() == "the user's notes\n"
     assert (ws / "shared.py").read_text() == "s-agent\n"
+    # What was refused is still in effect, so the diff shows it so; the rest is undone.
+    live, _, undone = gaffer(ws, "diff").stdout.partition("# UNDONE at ")
+    assert "+s-agent" in live and "a.txt" not in live
+    assert "# +a1" in undone and "s-agent" not in undone
 
 
 def test_a_file_edited_since_is_undone_by_an_exact_merge_or_refused(tmp_path: Path) -> None:

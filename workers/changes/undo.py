@@ -216,6 +216,8 @@ def _step(store: Store, change: Change, now: Tree, controlled: list[str] | None)
     merged = _merged(store, change, found)
     if merged is None:
         return Step(change, "refuse", OVERLAPS)
+    if state_of(merged) == state_of(found):  # the agent's part is out already
+        return Step(change, "skip")
     files = (FileUndo(change.path, found, merged),)
     return Step(change, "merge", files=files, counts=_counts(store, found, merged))
 

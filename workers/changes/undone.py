@@ -38,11 +38,15 @@ def change_set_key(session_id: str, agent_id: str, ordinal: int, content: object
     return hashlib.sha256(named.encode()).hexdigest()
 
 
-def mark_undone(store: Store, keys: list[str], files: Sequence[FileUndo] = ()) -> None:
-    """Note that the change sets `keys` were put back, now, writing `files`."""
+def mark_undone(
+    store: Store, keys: list[str], files: Sequence[FileUndo] = (), refused: Sequence[str] = ()
+) -> None:
+    """Note that the change sets `keys` were put back, now, writing `files`; the paths
+    `refused` stay in effect."""
     now = time.time()
     undo_id = secrets.token_hex(8)
-    lines = [{"key": k, "at": now, "undo": undo_id} for k in keys]
+    kept = {"refused": sorted(refused)} if refused else {}
+    lines = [{"key": k, "at": now, "undo": undo_id} | kept for k in keys]
     lines.append({"undo": undo_id, "at": now, "files": [_file_json(f) for f in files]})
     _append(store, lines)
 
@@ -70,6 +74,17 @@ def undone(store: Store) -> dict[str, float]:
         elif "redo" in entry:
             found = {k: v for k, v in found.items() if v[1] != entry["redo"]}
     return {key: at for key, (at, _) in found.items()}
+
+
+def refused_paths(store: Store) -> dict[str, list[str]]:
+    """By change set marked undone: the paths undo refused there, still in effect."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for entry in _lines(store):
+        if "key" in entry:
+            found[entry["key"]] = (entry["undo"], entry["refused"])
+        elif "redo" in entry:
+            found = {k: v for k, v in found.items() if v[0] != entry["redo"]}
+    return {key: paths for key, (_, paths) in found.items() if paths}
 
 
 def last_undo(store: Store) -> tuple[str, list[FileUndo]] | None:
@@ -108,6 +123,7 @@ def _valid(entry: Any) -> dict[str, Any]:
             "key": str(entry["key"]),
             "at": float(entry["at"]),
             "undo": str(entry.get("undo") or ""),
+            "refused": [str(path) for path in entry.get("refused", [])],
         }
     if "files" in entry:
         return {"undo": str(entry["undo"]), "files": [_file(f) for f in entry["files"]]}
