@@ -144,7 +144,7 @@ def apply_undo(run: RunChanges, planned: UndoPlan) -> list[str]:
         return ["nothing to undo: no file was changed"]
     steps = planned.plan.acting if planned.plan else []
     refused = [f"not undone: {s.shown}" for s in (planned.plan.refused if planned.plan else [])]
-    if not steps and not planned.added and not planned.moves:
+    if refused and not steps and not planned.added and not planned.moves:
         raise NoChanges("nothing undone: " + "; ".join(refused))
     try:
         files = apply(store, planned.plan) if planned.plan else []
