@@ -366,10 +366,10 @@ def test_a_worker_killed_mid_edit_is_shown_and_undone_from_its_starting_snapshot
     shown = gaffer(ws, "diff", "last", "--agent", "w1")
     assert shown.returncode == 0, shown.stderr
     assert "w1 never ended" in shown.stderr and "+x = 'half-made'" in shown.stdout
-    undone = gaffer(ws, "undo", "last")
+    undone = gaffer(ws, "undo", "--yes", "last")
     assert undone.returncode == 0, undone.stderr
     assert (ws / "src" / "app.py").read_bytes() == original and (ws / "gone.txt").exists()
-    missing = gaffer(ws, "undo", "last", "--agent", "w9")
+    missing = gaffer(ws, "undo", "--yes", "last", "--agent", "w9")
     assert missing.returncode == 1 and "no agent 'w9'" in missing.stderr
 
 

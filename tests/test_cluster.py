@@ -269,7 +269,7 @@ def test_a_coder_on_node_b_edits_in_its_own_container_and_the_change_lands(
     assert merge["status"] == "applied" and [f["path"] for f in merge["files"]] == ["app.py"]
     assert merge["node"].startswith(f"{NODE_IP} "), "the merge line says where the change was made"
     assert cluster.containers_on_b() == [], "its container is gone"
-    undone = gaffer(ws, "undo", "--agent", "w1")
+    undone = gaffer(ws, "undo", "--yes", "--agent", "w1")
     assert undone.returncode == 0, undone.stderr
     assert (ws / "app.py").read_text() == "def greet():\n    return 'hi'\n"
     assert not any(state.workspace_dir(ws, state.WORKTREES).iterdir())

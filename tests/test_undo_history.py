@@ -56,7 +56,7 @@ def test_diff_marks_an_undone_worker_and_the_run_s_undo_puts_back_the_rest(
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     two_workers_run(ws)
 
-    one = gaffer(ws, "undo", "--agent", "w2")
+    one = gaffer(ws, "undo", "--yes", "--agent", "w2")
     assert one.returncode == 0, one.stderr
     assert (ws / "b.txt").read_text() == "b0\n" and (ws / "a.txt").read_text() == "a1\n"
 
@@ -73,12 +73,12 @@ def test_diff_marks_an_undone_worker_and_the_run_s_undo_puts_back_the_rest(
     check = subprocess.run(["git", "-C", str(ws), "apply", "-R", "--check", str(patch)])
     assert check.returncode == 0
 
-    rest = gaffer(ws, "undo")
+    rest = gaffer(ws, "undo", "--yes")
     assert rest.returncode == 0, rest.stderr
     assert "undone: a.txt" in rest.stdout and "b.txt" not in rest.stdout
     assert (ws / "a.txt").read_text() == "a0\n" and (ws / "b.txt").read_text() == "b0\n"
 
-    again = gaffer(ws, "undo")
+    again = gaffer(ws, "undo", "--yes")
     assert again.returncode == 1 and "undone already" in again.stderr
     both = gaffer(ws, "diff")
     assert both.stdout.startswith("# UNDONE at ") and "# +a1" in both.stdout
@@ -165,11 +165,11 @@ def test_a_log_that_copies_a_real_run_s_names_cannot_mark_it_undone(tmp_path: Pa
     lines = [json.loads(line) for line in second.read_text().splitlines()]
     second.write_text("".join(json.dumps({**r, "session_id": real_id}) + "\n" for r in lines))
 
-    decoy = gaffer(ws, "undo", second.stem)
+    decoy = gaffer(ws, "undo", "--yes", second.stem)
     assert decoy.returncode == 0 and "undone: decoy.txt" in decoy.stdout, decoy.stderr
     shown = gaffer(ws, "diff", first.stem)
     assert "# UNDONE" not in shown.stdout and "+a1" in shown.stdout
-    real = gaffer(ws, "undo", first.stem)
+    real = gaffer(ws, "undo", "--yes", first.stem)
     assert real.returncode == 0, real.stderr
     assert (ws / "a.txt").read_text() == "a0\n" and (ws / "b.txt").read_text() == "b0\n"
 
@@ -186,7 +186,7 @@ def test_agent_ids_from_a_log_cannot_add_lines_to_the_diff(tmp_path: Path) -> No
             if record.get(field) == "w2":
                 record[field] = forged
     log.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    assert gaffer(ws, "undo", "--agent", forged).returncode == 0
+    assert gaffer(ws, "undo", "--yes", "--agent", forged).returncode == 0
     shown = gaffer(ws, "diff")
     assert "+pwned" not in [line for line in shown.stdout.splitlines()]
     assert not any(line.startswith("diff --git a/evil") for line in shown.stdout.splitlines())

@@ -194,11 +194,13 @@ def test_a_moved_ignored_env_is_moved_back_never_deleted(tmp_path: Path) -> None
     (ws / "hidden").mkdir()
     inode = os.stat(ws / ".env").st_ino
 
-    def move() -> None:  # as a worker's `mv .env hidden/.env` does (no allowlist here)
-        os.rename(ws / ".env", ws / "hidden" / ".env")
-
-    look = Reply(tool_calls=[("list_dir", json.dumps({"path": "."}))])
-    run(ws, [look, Reply(text="Moved.")], {1: move})
+    # The worker's own command (approved with --yes): a move inside one of its calls.
+    move = Reply(tool_calls=[("run_shell", json.dumps({"command": "mv .env hidden/.env"}))])
+    with Between([move, Reply(text="Moved.")], {}) as server:
+        done = gaffer(
+            ws, "run", "--yes", "--no-verify", "--profile", "hostcoder", "edit", server=server
+        )
+    assert done.returncode == 0, done.stderr
     assert not (ws / ".env").exists() and (ws / "hidden" / ".env").stat().st_ino == inode
 
     done = gaffer(ws, "undo", "--yes")

@@ -126,12 +126,12 @@ def test_two_coders_are_shown_and_undone_one_at_a_time(ws: Path) -> None:
     assert "✎ w1 changed: gone.txt (deleted), old.txt → moved.txt (renamed)" in shown.stdout
 
     (ws / "app.py").write_text("def greet():\n    return 'bye, by hand'\n")
-    refused, _ = gaffer(ws, "undo", "--agent", "w2")
+    refused, _ = gaffer(ws, "undo", "--yes", "--agent", "w2")
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1 and "app.py" in refused.stderr
     assert (ws / "app.py").read_text() == "def greet():\n    return 'bye, by hand'\n"
 
-    undone, _ = gaffer(ws, "undo", "--agent", "w1")
+    undone, _ = gaffer(ws, "undo", "--yes", "--agent", "w1")
     assert undone.returncode == 0, undone.stderr
     assert {name: (ws / name).read_bytes() for name in originals} == originals
     assert not (ws / "moved.txt").exists()
@@ -310,6 +310,6 @@ def test_isolated_coders_work_in_parallel_containers_and_both_land(ws: Path) -> 
     assert starts["w2"]["ts"] < ends["w1"]["ts"] and starts["w1"]["ts"] < ends["w2"]["ts"]
     assert not list(state.workspace_dir(ws, state.WORKTREES).iterdir())
     assert containers_of(lines[0]["session_id"]) == [], "this run's containers are gone"
-    undone, _ = gaffer(ws, "undo", "--agent", "w2")
+    undone, _ = gaffer(ws, "undo", "--yes", "--agent", "w2")
     assert undone.returncode == 0, undone.stderr
     assert "return 'hi'" in (ws / "app.py").read_text()

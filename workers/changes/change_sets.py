@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +135,23 @@ def combine(steps: list[list[Change]]) -> list[Change]:
     ]
 
 
+# The kernel stamps ctime from a coarse clock, up to a tick behind time.time_ns().
+CLOCK_SLACK_NS = 20_000_000
+
+
+def _own_output() -> set[tuple[int, int]]:
+    """(device, inode) of gaffer's stdout and stderr where they are plain files."""
+    found = set()
+    for fd in (1, 2):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.add((info.st_dev, info.st_ino))
+    return found
+
+
 class ChangeTracker:
     """One editing agent's view of the workspace: what each of its calls changed, and
     at the end its whole change set: those calls' changes (and gaffer's own writes for
@@ -147,6 +166,11 @@ class ChangeTracker:
         self._in_flight = 0
         self._steps: list[list[Change]] = []
         """What each call (or gaffer's own write for the agent) changed, in order."""
+        self._since_ns = time.time_ns()
+        self._windows: list[tuple[int, int]] = []
+        """When the agent's calls ran: an ignored file whose ctime falls in none of them
+        was changed by someone else (a `2> run.log` of the user's, their own build)."""
+        self._own_output = _own_output()
         self._ignored_start = ignored_changes.look(store.workspace, self._start)
         self.held_ignored: set[tuple[str, int, int]] = set()
         """Ignored files already dealt with by gaffer's rules: (path, size, mtime_ns)."""
@@ -162,24 +186,55 @@ class ChangeTracker:
         its batch), the agent's span goes on from where that one started."""
         self._in_flight += 1
         if self._in_flight == 1:
+            self._since_ns = time.time_ns()
             self._last = self.store.scan()
 
     def changed_by_call(self) -> list[Change]:
         """What changed since the call started (the call just made, or workers it ran)."""
         self._in_flight = max(0, self._in_flight - 1)
-        now = self.store.scan()
-        changes = compare(self._last, now)
-        self._last = now
-        self._steps.append(changes)
-        return changes
+        return self._step()
 
     def look(self) -> Tree:
         """The workspace now, taken as the last look: what changed since is the agent's
         (gaffer itself wrote or put back files for it)."""
+        self._step()
+        return self._last
+
+    def _step(self) -> list[Change]:
+        """What changed since the last look, the agent's: one step and one time window."""
         now = self.store.scan()
-        self._steps.append(compare(self._last, now))
-        self._last = now
-        return now
+        ended = time.time_ns()
+        changes = [c for c in compare(self._last, now) if not self._gaffers_output(c.path)]
+        self._windows.append((self._since_ns - CLOCK_SLACK_NS, ended))
+        self._since_ns, self._last = ended, now
+        self._steps.append(changes)
+        return changes
+
+    def _gaffers_output(self, path: str) -> bool:
+        """Whether `path` is where gaffer's own stdout or stderr goes (`2> run.log` inside
+        the workspace): it grows while every call runs, and is the user's, never the agent's."""
+        if not self._own_output:
+            return False
+        try:
+            info = os.lstat(self.store.workspace / path)
+        except OSError:
+            return False
+        return (info.st_dev, info.st_ino) in self._own_output
+
+    def _agents(self, changes: list[IgnoredChange]) -> list[IgnoredChange]:
+        """Of the ignored files changed since the start, those the agent's calls changed:
+        their ctime (set by the kernel on every change) falls in one of its windows."""
+        inodes = {inode for _, inode in self._own_output}
+        return [
+            c
+            for c in changes
+            if c.inode not in inodes
+            and (
+                c.kind == "deleted"  # no time to judge by: named, never put back
+                or c.ctime_ns is None
+                or any(start <= c.ctime_ns <= end for start, end in self._windows)
+            )
+        ]
 
     def since_start(self) -> list[Change]:
         """Everything the agent changed since it started, as the workspace is now."""
@@ -198,7 +253,7 @@ class ChangeTracker:
         """What changed since the start among the files snapshots leave out (what git
         ignores, caches): a walk by lstat alone, a fraction of a second for 50,000 files."""
         looked = ignored_changes.look(self.store.workspace, self._last)
-        return ignored_changes.compare(self._ignored_start, looked)
+        return self._agents(ignored_changes.compare(self._ignored_start, looked))
 
     def original(self, path: str) -> bytes | None:
         """A file as it was when the agent started; None when it was not there, or its
@@ -218,7 +273,9 @@ class ChangeTracker:
         looked = ignored_changes.look(self.store.workspace, now)
         cut = ignored_changes.MAX_LOOKED_AT in (len(looked), len(self._ignored_start))
         # A look cut short would call the user's own files, beyond the first cut, added.
-        self.ignored = [] if cut else ignored_changes.compare(self._ignored_start, looked)
+        self.ignored = (
+            [] if cut else self._agents(ignored_changes.compare(self._ignored_start, looked))
+        )
         return after_id, combine(self._steps)
 
 
