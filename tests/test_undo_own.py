@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,34 @@ def test_at_a_terminal_undo_asks_and_no_changes_nothing(
     said_yes = CliRunner().invoke(main, ["undo"], input="y\n")
     assert said_yes.exit_code == 0, said_yes.output
     assert (ws / "a.txt").read_text() == "a0\n"
+
+
+def test_gaffers_own_output_redirected_into_the_workspace_is_never_the_agents(
+    tmp_path: Path,
+) -> None:
+    """`gaffer run ... 2> run.log` in the repository: run.log grows while every call runs
+    (the worker's lines print during the supervisor's delegation), and is the user's; the
+    change set and undo leave it alone."""
+    from tests.helpers import cli_env
+
+    ws = workspace(tmp_path, {"a.txt": "a0\n", "run.log": "earlier\n"})
+    task = json.dumps({"profile": "hostcoder", "task": "edit a.txt"})
+    top = [Reply(tool_calls=[("delegate", task)]), Reply(text="done")]
+    worker = [write("a.txt", "a1\n"), Reply(text="ok")]
+    with FakeOpenAI(top, {"edit a.txt": worker}) as server, open(ws / "run.log", "a") as log:
+        done = subprocess.run(
+            [sys.executable, "-m", "supervisor", "run", "--no-verify", "edit"],
+            cwd=ws,
+            env=cli_env(ws, server, None),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+    grown = (ws / "run.log").read_text()
+    assert done.returncode == 0, grown
+    assert "w1" in grown and (ws / "a.txt").read_text() == "a1\n"
+    assert "run.log" not in gaffer(ws, "diff").stdout
+    undone = gaffer(ws, "undo", "--yes")
+    assert undone.returncode == 0, undone.stderr
+    assert (ws / "a.txt").read_text() == "a0\n" and (ws / "run.log").read_text() == grown
