@@ -181,6 +181,7 @@ COMMANDS = (
     ["stats"],
     ["diff"],
     ["undo"],
+    ["redo"],
     ["view"],
     ["trust"],
     ["profiles"],
