@@ -74,9 +74,9 @@ def make_worktree(store: Store, agent_id: str) -> Worktree:
         _write_tree(store, path, base)
         if os.geteuid() == 0:  # root working in a user's checkout: the copy is theirs too
             owner = os.stat(workspace)
-            chown_tree(path, owner.st_uid, owner.st_gid)
+            state.chown_tree(path, owner.st_uid, owner.st_gid)
             if (admin := _admin_folder(path)) is not None:  # git checks its owner too
-                chown_tree(admin, owner.st_uid, owner.st_gid)
+                state.chown_tree(admin, owner.st_uid, owner.st_gid)
     except (OSError, KeyError, CannotIsolate) as error:
         remove_worktree(workspace, path)
         raise CannotIsolate(f"cannot make the copy {path.name}: {error}") from error
@@ -160,15 +160,6 @@ def _write_tree(store: Store, root: Path, tree: Tree) -> None:
                 raise CannotIsolate(f"{rel} now lies under a link")
             shutil.copyfile(source, full, follow_symlinks=False)
         os.chmod(full, 0o755 if entry.mode == 0o100755 else 0o644)
-
-
-def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """A folder and all in it given to a user (root making a copy that user works on);
-    links are changed themselves, never followed."""
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files]:
-            os.lchown(os.path.join(folder, name), uid, gid)
-    os.lchown(root, uid, gid)
 
 
 def _writable_and_retry(function: object, path: str, _error: object) -> None:
