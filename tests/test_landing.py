@@ -161,3 +161,19 @@ def test_an_older_record_judges_nothing_by_time(tmp_path: Path) -> None:
     (ws / "after.bin").write_bytes(b"\0new")
     assert sweep(ws, Survey.from_json(data), "old") == []
     assert leftovers is not None  # the reaper reads records through Survey.from_json
+
+
+def test_build_outputs_land_where_the_users_own_profile_says(client: Any, tmp_path: Path) -> None:
+    ws = repository(tmp_path / "ws", "*.so\n")
+    options = DockerOptions(keep_built=("*.so",))
+    with docker_sandbox(ws, options, run_id="t", agent_id="w1", docker_client=client) as box:
+        shell(box, "cp /bin/true calc.cpython-311-x86_64-linux-gnu.so && echo x > evil.pth")
+    assert [q.path for q in box.quarantined] == ["evil.pth"]  # never what the host runs
+    assert (ws / "calc.cpython-311-x86_64-linux-gnu.so").exists()
+
+
+def test_only_the_users_own_config_may_keep_built_outputs() -> None:
+    wider = DockerOptions(keep_built=("*.so",)).wider_than(DockerOptions())
+    assert wider == {"keep_built": "keep_built ['*.so'] (allowed: [])"}
+    mine = DockerOptions(keep_built=("*.so",))
+    assert DockerOptions(keep_built=("*.so",)).wider_than(mine) == {}

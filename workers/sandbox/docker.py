@@ -144,7 +144,9 @@ def docker_sandbox(
     finally:
         # Whole, even when a second Ctrl-C lands in the middle of it.
         quarantined = _until_done(
-            lambda: _clean_up(docker_client, name, workspace, before, output_dir)
+            lambda: _clean_up(
+                docker_client, name, workspace, before, output_dir, options.keep_built
+            )
         )
         leftovers.forget(name)  # only once swept: a fault above keeps it for the reaper
         if sandbox is not None:
@@ -152,7 +154,12 @@ def docker_sandbox(
 
 
 def _clean_up(
-    docker_client: Any, name: str, workspace: Path, before: Survey, output_dir: Path
+    docker_client: Any,
+    name: str,
+    workspace: Path,
+    before: Survey,
+    output_dir: Path,
+    keep_built: tuple[str, ...],
 ) -> list[Quarantined]:
     """Remove the container, then move out what it planted; its output folder goes too.
     Nothing is swept while the container may still run: it could swap a folder for a link
@@ -165,7 +172,7 @@ def _clean_up(
     leftovers.mark_removed(name)
     shutil.rmtree(output_dir, ignore_errors=True)
     try:
-        return guard.sweep(workspace, before, name)
+        return guard.sweep(workspace, before, name, keep_built=keep_built)
     except OSError as error:
         raise SandboxFault(f"cannot move aside what the container planted: {error}") from error
 

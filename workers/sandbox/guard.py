@@ -177,12 +177,18 @@ def survey(workspace: Path, *, unshare: bool = True) -> Survey:
 
 
 def sweep(
-    workspace: Path, before: Survey, label: str, not_after_ns: int | None = None
+    workspace: Path,
+    before: Survey,
+    label: str,
+    not_after_ns: int | None = None,
+    keep_built: tuple[str, ...] = (),
 ) -> list[Quarantined]:
     """Move aside every repository, hooks folder, git config, `.mcp.json` or `.gaffer`
     that appeared or was replaced since `survey`, and every file the host runs on its own
-    that is new or changed. `not_after_ns`: for a late sweep (the reaper's), only what
-    changed before then, when the container ended; the user's own since stays."""
+    that is new or changed, and whatever else the container made that may not land
+    (landing.py; `keep_built`: the globs of build outputs the user's profile lets land).
+    `not_after_ns`: for a late sweep (the reaper's), only what changed before then, when
+    the container ended; the user's own since stays."""
     root = os.path.realpath(workspace)
     found = [
         path
@@ -207,6 +213,7 @@ def sweep(
             until_ns=not_after_ns,
             executables=before.executables,
             existing=before.existing,
+            keep_built=keep_built,
         )
         why.update({rel: reason for rel, reason in held.items() if rel not in why})
     if not why:

@@ -21,6 +21,7 @@ files changed in that window are judged too; what is held back is kept, never de
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
 import stat
@@ -38,6 +39,17 @@ OBJECT_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"MZ\x90\x
 # first ones; git is asked about ignored files in one call.
 MAX_JUDGED = 20_000
 
+# What a profile's `keep_built` (the user's own config) lets land: build outputs, never
+# what the host runs on its own, package metadata or a link out.
+BUILT = frozenset(
+    {
+        "a compiled program or library",
+        "a binary",
+        "made executable",
+        "git ignores it, and the container made it",
+    }
+)
+
 Folders = Iterable[tuple[str, list[os.DirEntry[str]]]]
 
 
@@ -49,6 +61,7 @@ def held_back(
     until_ns: int | None,
     executables: frozenset[str],
     existing: frozenset[str] | None,
+    keep_built: tuple[str, ...] = (),
 ) -> dict[str, str]:
     """Each path the container made or changed that may not land, with why. A folder it
     made whose every file is held back is named once, for all of them (`.pytest_cache`,
@@ -79,7 +92,8 @@ def held_back(
     held = {}
     for rel, info in changed.items():
         facts = (rel in new, rel in executables, rel in ignored)
-        if why := why_held(root, rel, info, commands, *facts):
+        why = why_held(root, rel, info, commands, *facts)
+        if why and not (why in BUILT and any(fnmatch.fnmatchcase(rel, g) for g in keep_built)):
             held[rel] = why
     return _by_folder(held, set(changed), made_folders)
 

@@ -24,12 +24,17 @@ class DockerOptions(BaseModel):
     cpus: float = Field(1.0, gt=0, le=64)
     pids: int = Field(512, ge=16)
     """Processes and threads at once: a fork bomb stops here."""
+    keep_built: tuple[str, ...] = ()
+    """Globs (`*.so`, `build/**`) of what a container builds that lands in the workspace
+    though it is not plain source: an extension from `build_ext --inplace`. Start-up
+    files, compiled caches and package metadata never land. Your own config only."""
 
     def shown(self) -> str:
         """Every option, in a line: what a user reads before trusting a profile."""
         return (
             f"image {self.image!r}, network {self.network!r}, memory {self.memory}, "
             f"cpus {self.cpus:g}, pids {self.pids}"
+            + (f", keep_built {list(self.keep_built)}" if self.keep_built else "")
         )
 
     def wider_than(self, ceiling: DockerOptions) -> dict[str, str]:
@@ -47,6 +52,8 @@ class DockerOptions(BaseModel):
             wider["cpus"] = f"cpus {self.cpus:g} (allowed: {ceiling.cpus:g})"
         if self.pids > ceiling.pids:
             wider["pids"] = f"pids {self.pids} (allowed: {ceiling.pids})"
+        if more := [g for g in self.keep_built if g not in ceiling.keep_built]:
+            wider["keep_built"] = f"keep_built {more} (allowed: {list(ceiling.keep_built)})"
         return wider
 
 
