@@ -185,6 +185,7 @@ COMMANDS = (
     ["view"],
     ["trust"],
     ["profiles"],
+    ["sandbox", "doctor"],
     ["chat"],
     ["--help"],
 )
