@@ -177,3 +177,38 @@ def test_only_the_users_own_config_may_keep_built_outputs() -> None:
     assert wider == {"keep_built": "keep_built ['*.so'] (allowed: [])"}
     mine = DockerOptions(keep_built=("*.so",))
     assert DockerOptions(keep_built=("*.so",)).wider_than(mine) == {}
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in place", "isolated"])
+def test_a_coders_build_outputs_never_land_through_a_run(
+    client: Any, tmp_path: Path, isolate: bool
+) -> None:
+    """Through `gaffer run`, as a user runs it: a coder's compiled extension and plugin
+    entry point stay out of the workspace, in place and with --isolate."""
+    import json
+
+    from tests.fake_openai import Reply
+    from tests.helpers import gaffer_replying, shell_reply
+
+    ws = repository(tmp_path / "ws", "*.so\n")
+    who = ["-c", "user.email=t@t", "-c", "user.name=t", "-c", "safe.directory=*"]
+    subprocess.run(["git", *who, "-C", str(ws), "commit", "-qm", "start"], check=True)
+    chown_tree(ws)
+    build = (
+        "cp /bin/true calc.cpython-311-x86_64-linux-gnu.so && mkdir zz.egg-info && "
+        "echo '[pytest11]' > zz.egg-info/entry_points.txt && echo 'x = 1' > new.py"
+    )
+    worker = [shell_reply(build), Reply(text="built")]
+    top = [
+        Reply(tool_calls=[("delegate", json.dumps({"profile": "coder", "task": "build it"}))]),
+        Reply(text="done"),
+    ]
+    flags = ["--isolate"] if isolate else []
+    done, _ = gaffer_replying(
+        ws, "run", *flags, "--no-verify", "go", replies=top, routes={"build it": worker}
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ws / "new.py").read_text() == "x = 1\n"
+    assert not (ws / "calc.cpython-311-x86_64-linux-gnu.so").exists()
+    assert not (ws / "zz.egg-info").exists()
+    assert "may not land in the workspace" in done.stderr
