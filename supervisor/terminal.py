@@ -35,6 +35,12 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # Letters that draw as blank space (Hangul fillers), used to forge a blank name.
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
 _BLANK_LETTER = re.compile(f"[{''.join(sorted(_BLANK_LETTERS))}]")
+# Spaces past this many in a row, in a one-line field, are counted: a name padded to the
+# terminal's width wraps into lines that look like gaffer's own.
+MAX_SPACES_SHOWN = 8
+_SPACE_RUN = re.compile(f" {{{MAX_SPACES_SHOWN + 1},}}")
+# Blanks other than the plain space: separators of other widths and the braille blank.
+_ODD_BLANK = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000\u2800]")
 # What a one-line field writes out besides: its own line breaks and tabs.
 _LINE_BREAKS = str.maketrans({"\n": "\\n", "\t": "\\t"})
 
@@ -52,10 +58,16 @@ def visible(text: str) -> str:
     return _OTHER.sub(_written_if_hidden, text)
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int | None = None) -> str:
     """`text` made visible and kept on one line: a name, key, path or command shown in a
-    line of gaffer's own, whose newlines could otherwise push real lines out of view."""
-    return visible(text).translate(_LINE_BREAKS)
+    line of gaffer's own, whose newlines could otherwise push real lines out of view. A
+    line can also be pushed by wrapping, so a run of spaces is counted, not sent, and a
+    blank of another kind (U+3000, U+2800) is written out; `limit` cuts a name there."""
+    shown = _ODD_BLANK.sub(_written, visible(text).translate(_LINE_BREAKS))
+    shown = _SPACE_RUN.sub(lambda run: f"[{len(run.group())} spaces]", shown)
+    if limit is not None and len(shown) > limit:
+        return f"{shown[:limit]}… ({len(shown) - limit} more characters)"
+    return shown
 
 
 def _written_if_hidden(match: re.Match[str]) -> str:

@@ -21,6 +21,9 @@ from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.trust import Item, TrustStore, WorkspaceTrust, read_folder
 
+# A name past this is cut in the review (what it runs, on the lines below, is not).
+MAX_NAME_SHOWN = 200
+
 _STATE_WORDS = {"trusted": "trusted", "new": "NEW", "changed": "CHANGED"}
 
 
@@ -58,11 +61,13 @@ def review(workspace_trust: WorkspaceTrust) -> list[str]:
     loaded = dict(base)
     lines = []
     for item in workspace_trust.items:
-        lines.append(f"  {_STATE_WORDS[item.state]:<8} {item.kind:<8} {one_line(item.key)}")
+        lines.append(
+            f"  {_STATE_WORDS[item.state]:<8} {item.kind:<8} {one_line(item.key, MAX_NAME_SHOWN)}"
+        )
         for detail in _details(item, base, loaded):
             lines.append(f"           {one_line(detail)}")
     for refused in workspace_trust.refused:
-        lines.append(f"  REFUSED  {'':<8} {one_line(refused.key)}")
+        lines.append(f"  REFUSED  {'':<8} {one_line(refused.key, MAX_NAME_SHOWN)}")
         lines.append(f"           never used, trusted or not: {one_line(refused.reason)}")
     return lines
 

@@ -214,3 +214,15 @@ def test_no_gaffer_command_runs_a_workspace_file(
         check=False,
     )
     assert marks(planted) == [], done.stderr.decode()[-2000:]
+
+
+def test_a_python_server_started_in_the_workspace_imports_nothing_from_it(
+    planted: Path,
+) -> None:
+    """An MCP server a workspace's config names runs where its files are, and may be
+    `python -m something`: the child Python never puts that folder on its path."""
+    env = host_programs.environment()
+    argv = host_programs.resolved(["python3", "-m", "json.tool", "--help"], env, str(planted))
+    done = host_programs.run(argv, cwd=planted, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert marks(planted) == []

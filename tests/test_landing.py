@@ -91,6 +91,7 @@ def test_only_plain_source_and_text_land(client: Any, tmp_path: Path, ignore: st
         "run.sh",
         "leak",
         "data.bin",
+        ".env",  # git ignores it, and the container changed it
     }, held
     assert "compiled" in held["calc.cpython-311-x86_64-linux-gnu.so"]
     assert "package metadata" in held["zz.egg-info"]
@@ -98,7 +99,7 @@ def test_only_plain_source_and_text_land(client: Any, tmp_path: Path, ignore: st
     for path in held:
         assert not os.path.lexists(ws / path)
     assert (ws / "sub.py").exists() and (ws / "README.md").read_text() == "# calc\nmore\n"
-    assert (ws / ".env").read_text() == "TOKEN=changed\n" and os.path.islink(ws / "alias.py")
+    assert os.path.islink(ws / "alias.py") and "git ignores it" in held[".env"]
     # The user's next import and pytest run the source and load no plugin.
     subprocess.run(
         [sys.executable, "-c", "import calc; assert calc.__file__.endswith('calc.py')"],
@@ -123,7 +124,9 @@ def test_only_plain_source_and_text_land(client: Any, tmp_path: Path, ignore: st
     assert (ws / so.path).read_bytes() == Path("/bin/true").read_bytes()
 
 
-def test_what_git_ignores_and_the_container_made_stays_out(client: Any, tmp_path: Path) -> None:
+def test_what_git_ignores_and_the_container_made_or_changed_stays_out(
+    client: Any, tmp_path: Path
+) -> None:
     ws = repository(tmp_path / "ws", "build/\n*.log\n")
     (ws / "old.log").write_text("the user's\n")
     chown_tree(ws)
@@ -134,9 +137,11 @@ def test_what_git_ignores_and_the_container_made_stays_out(client: Any, tmp_path
         "echo new > new.log && echo more >> old.log",
     )
     held = {q.path: q.why for q in moved}
-    assert set(held) == {"build", "new.log"}, held
+    assert set(held) == {"build", "new.log", "old.log"}, held
     assert "2 file(s)" in held["build"] and "git ignores it" in held["new.log"]
-    assert (ws / "old.log").read_text() == "the user's\nmore\n"  # it was there: it lands
+    # Changed, though it was there: its new content is kept aside, and lands on the word.
+    old = next(q for q in moved if q.path == "old.log")
+    assert Path(old.moved_to).read_text() == "the user's\nmore\n"
 
 
 def test_a_late_sweep_judges_by_the_record(tmp_path: Path) -> None:
@@ -212,3 +217,72 @@ def test_a_coders_build_outputs_never_land_through_a_run(
     assert not (ws / "calc.cpython-311-x86_64-linux-gnu.so").exists()
     assert not (ws / "zz.egg-info").exists()
     assert "may not land in the workspace" in done.stderr
+
+
+SHUT_OUT = """
+import sys
+from pathlib import Path
+from workers.sandbox.guard import survey, sweep
+ws = Path(sys.argv[1])
+before = survey(ws)
+hidden = ws / "hide"
+(hidden / "bin").mkdir(parents=True)
+(hidden / "evil.pth").write_text("import os\\n")
+(hidden / "bin" / "python").write_bytes(open("/bin/true", "rb").read())
+hidden.chmod(0o100)
+print(sorted(q.path for q in sweep(ws, before, "shut")))
+"""
+
+
+def test_a_folder_the_host_cannot_list_is_held_whole(tmp_path: Path) -> None:
+    """A container runs as the workspace's owner and can `chmod 100` a folder it made:
+    a user who is not root cannot list it, yet programs reach what it holds by name."""
+    ws = tmp_path / "ws"  # the owner's own, as a user's checkout is
+    ws.mkdir()
+    (ws / "calc.py").write_text("x = 1\n")
+    # Root without the capabilities that read past a folder's mode: as the user would be.
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-all"]
+    done = subprocess.run(
+        [*drop, sys.executable, "-c", SHUT_OUT, str(ws)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['hide']"
+    assert not (ws / "hide").exists()
+
+
+def test_when_git_cannot_say_what_it_ignores_the_path_is_held(tmp_path: Path) -> None:
+    """A path inside a submodule makes `git check-ignore --stdin` fail for all the others:
+    each is asked alone, and one git cannot answer for is taken for ignored."""
+    from workers.sandbox.landing import git_ignored
+
+    ws = repository(tmp_path / "ws", "build/\n")
+    sub = ws / "sub"
+    subprocess.run(["git", "init", "-q", str(sub)], check=True)
+    (sub / "f").write_text("f\n")
+    who = ["-c", "user.email=t@t", "-c", "user.name=t", "-c", "safe.directory=*"]
+    subprocess.run(["git", *who, "-C", str(sub), "add", "f"], check=True)
+    subprocess.run(["git", *who, "-C", str(sub), "commit", "-qm", "s"], check=True)
+    subprocess.run(["git", *who, "-C", str(ws), "add", "sub"], check=True, capture_output=True)
+    found = git_ignored(str(ws), ["build/x.py", "sub/n", "plain.py"])
+    assert found == {"build/x.py", "sub/n"}
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_ignored(str(plain), ["a.py"]) == set(), "no repository: nothing is ignored"
+
+
+def test_no_number_of_changed_files_lets_one_land_unjudged(tmp_path: Path) -> None:
+    """A judge that stopped at a count would let whatever lies past it land: 25,000 files
+    the container touched first, then an extension module and a plugin's entry point."""
+    ws = repository(tmp_path / "ws", "")
+    before = survey(ws)
+    for n in range(25_000):
+        (ws / f"junk{n}.txt").write_text("x\n")
+    (ws / "pkg").mkdir()
+    (ws / "pkg" / "calc.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF\x02\x01")
+    (ws / "evil-1.0.dist-info").mkdir()
+    (ws / "evil-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nevil = evil\n")
+    held = {q.path for q in sweep(ws, before, "many")}
+    assert held == {"pkg", "evil-1.0.dist-info"}

@@ -156,3 +156,14 @@ def test_the_timeline_page_shows_format_characters_written_out() -> None:
     results = [bar["detail"].get("result", "") for bar in data["bars"] if bar["kind"] == "tool"]
     assert "safe" + "".join(WRITTEN) + "text" in results
     assert "survey" + "".join(WRITTEN) in page
+
+
+def test_a_name_padded_to_wrap_stays_one_short_line() -> None:
+    """Spaces and other blanks wrap a long name into lines that look like the review's."""
+    from supervisor.terminal import one_line
+
+    padded = "srv" + " " * 2000 + "trusted  mcp  harmless"
+    assert one_line(padded) == "srv[2000 spaces]trusted  mcp  harmless"
+    assert one_line("a\u3000b\u2800c\u2003d") == "a\\u3000b\\u2800c\\u2003d"
+    cut = one_line("x" * 500, 200)
+    assert cut == "x" * 200 + "… (300 more characters)"

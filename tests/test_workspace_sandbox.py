@@ -157,3 +157,14 @@ def test_the_review_shows_every_option_of_a_workspace_profile_s_container(
         "network 'none', memory 1g, cpus 1, pids 64)"
     ) in shown
     assert "does not load" not in shown
+
+
+def test_no_profile_may_lift_the_memory_limit() -> None:
+    """Docker reads a memory limit of 0 as none at all: it is no value, from anyone."""
+    from pydantic import ValidationError
+
+    from workers.sandbox.options import DockerOptions
+
+    for memory in ("0", "0m", "00g"):
+        with pytest.raises(ValidationError):
+            DockerOptions(memory=memory)

@@ -56,6 +56,9 @@ def environment(
     source = os.environ if base is None else base
     env = {k: source[k] for k in (*PLAIN_VARIABLES, *names) if k in source}
     env["PATH"] = safe_path(env.get("PATH", os.defpath))
+    # A Python the program starts itself (`python -m server` in a folder it was given)
+    # never puts that folder on its path either.
+    env["PYTHONSAFEPATH"] = "1"
     env.update(values or {})
     return env
 

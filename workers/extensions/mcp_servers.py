@@ -87,7 +87,7 @@ def _server(name: str, entry: Any, config_file: Path | None) -> ServerConfig:
         url=entry.get("url"),
         read_only=read_only if isinstance(read_only, bool) else None,
         timeout=float(entry.get("timeout", DEFAULT_CALL_TIMEOUT_S)),
-        # A workspace's server runs at the workspace's top; the user's own where gaffer runs.
+        # A workspace's server runs at the workspace's top; the user's own outside it.
         cwd=config_file.parent if config_file and config_file.name == MCP_CONFIG else None,
     )
 
@@ -158,7 +158,9 @@ class McpHub:
                     # Started by the SDK, but as host_programs starts one: its program
                     # found outside the folder it runs in, only plain variables and
                     # those its config sets (no API key).
-                    where = os.fspath(config.cwd or os.getcwd())
+                    # A workspace's server runs where its files were hashed; the user's
+                    # own from outside the workspace (host_programs), as every program.
+                    where = os.fspath(config.cwd or host_programs.FALLBACK_FOLDER)
                     env = host_programs.environment(values=config.env)
                     argv = host_programs.resolved([config.command, *config.args], env, where)
                     params = StdioServerParameters(

@@ -206,9 +206,11 @@ def sweep(
         planted = [rel for rel in planted if _changed_at(os.path.join(root, rel)) <= not_after_ns]
     why = dict.fromkeys(planted, "the host would run it on its own")
     if before.started_ns is not None:
+        unreadable: list[str] = []
         held = landing.held_back(
             root,
-            _folders(root),
+            _folders(root, unreadable),
+            unreadable=unreadable,
             since_ns=before.started_ns,
             until_ns=not_after_ns,
             executables=before.executables,
@@ -283,18 +285,26 @@ def _repositories(
     return found
 
 
-def _folders(root: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
+def _folders(
+    root: str, unreadable: list[str] | None = None
+) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
     """Every folder under root with its entries, never following links and never entering
     a `.git` (protected, or moved out, whole) or a workspace's `.gaffer`. A folder git takes
     for a repository by another name is entered: when it loses its HEAD, what it holds is
-    an ordinary folder's, and must be as clean."""
+    an ordinary folder's, and must be as clean. `unreadable` collects the folders that
+    could not be listed (a container can `chmod 100` one it made: programs still reach
+    what it holds by name)."""
     stack = ["."]
     while stack:
         rel = stack.pop()
         try:
             with os.scandir(os.path.join(root, rel)) as scan:
                 entries = list(scan)
+        except FileNotFoundError:
+            continue
         except OSError:
+            if unreadable is not None:
+                unreadable.append(rel)
             continue
         yield rel, entries
         for entry in entries:

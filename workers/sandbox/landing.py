@@ -35,9 +35,9 @@ HEAD_BYTES = 8192
 PACKAGE_METADATA = (".dist-info", ".egg-info")
 COMPILED_CACHES = (".pyc", ".pyo")
 OBJECT_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"MZ\x90\x00")
-# A workspace where a container changed more than this many files is judged by the
-# first ones; git is asked about ignored files in one call.
-MAX_JUDGED = 20_000
+# Paths git is asked about one at a time when it will not answer for all at once (a path
+# inside a submodule fails the lot); past this, the rest are taken for ignored.
+MAX_ASKED_ALONE = 2000
 
 # What a profile's `keep_built` (the user's own config) lets land: build outputs, never
 # what the host runs on its own, package metadata or a link out.
@@ -46,7 +46,7 @@ BUILT = frozenset(
         "a compiled program or library",
         "a binary",
         "made executable",
-        "git ignores it, and the container made it",
+        "git ignores it, and the container made or changed it",
     }
 )
 
@@ -62,6 +62,7 @@ def held_back(
     executables: frozenset[str],
     existing: frozenset[str] | None,
     keep_built: tuple[str, ...] = (),
+    unreadable: list[str] | None = None,
 ) -> dict[str, str]:
     """Each path the container made or changed that may not land, with why. A folder it
     made whose every file is held back is named once, for all of them (`.pytest_cache`,
@@ -83,14 +84,15 @@ def held_back(
             ):
                 continue
             if not stat.S_ISDIR(info.st_mode):
-                if len(changed) < MAX_JUDGED:
-                    changed[child] = info
+                changed[child] = info  # every one: a cap would let what lies past it land
             elif existing is not None and child not in existing:
                 made_folders.append(child)
     new = {rel for rel in changed if existing is None or rel not in existing}
-    ignored = git_ignored(root, sorted(new))
-    held = {}
+    ignored = git_ignored(root, sorted(changed))
+    held = _shut(root, unreadable or [], since_ns, until_ns)
     for rel, info in changed.items():
+        if any(rel.startswith(folder + "/") for folder in held):
+            continue
         facts = (rel in new, rel in executables, rel in ignored)
         why = why_held(root, rel, info, commands, *facts)
         if why and not (why in BUILT and any(fnmatch.fnmatchcase(rel, g) for g in keep_built)):
@@ -142,7 +144,7 @@ def why_held(
     if info.st_mode & 0o111 and (new or not was_executable):
         return "made executable"
     if ignored:
-        return "git ignores it, and the container made it"
+        return "git ignores it, and the container made or changed it"
     return None
 
 
@@ -152,14 +154,37 @@ def take_back_line(path: str, moved_to: str) -> str:
 
 
 def git_ignored(root: str, paths: list[str]) -> set[str]:
-    """Which of `paths` git ignores (untracked and matched by an ignore rule); none when
-    git is missing or the workspace is no repository."""
+    """Which of `paths` git ignores (untracked and matched by an ignore rule); none where
+    the workspace is no repository. Where git cannot say, the path is taken for ignored:
+    held back and kept is safe, landed unjudged is not."""
     if not paths:
         return set()
     done = run_git(root, "check-ignore", "--stdin", "-z", input="\0".join(paths).encode())
-    if done is None or done.returncode not in (0, 1):
+    if done is not None and done.returncode in (0, 1):
+        return {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+    inside = run_git(root, "rev-parse", "--is-inside-work-tree")
+    if inside is not None and inside.returncode != 0 and b"not a git repository" in inside.stderr:
         return set()
-    return {os.fsdecode(p) for p in done.stdout.split(b"\0") if p}
+    found = set(paths[MAX_ASKED_ALONE:])
+    for path in paths[:MAX_ASKED_ALONE]:
+        alone = run_git(root, "check-ignore", "-q", "--", path)
+        if alone is None or alone.returncode != 1:
+            found.add(path)
+    return found
+
+
+def _shut(root: str, unreadable: list[str], since_ns: int, until_ns: int | None) -> dict[str, str]:
+    """The folders gaffer could not list that changed while the container ran (it made
+    them, or shut them): held whole, since what is in them cannot be judged."""
+    held = {}
+    for rel in unreadable:
+        try:
+            changed_ns = os.lstat(os.path.join(root, rel)).st_ctime_ns
+        except OSError:
+            continue
+        if rel != "." and changed_ns >= since_ns and (until_ns is None or changed_ns <= until_ns):
+            held[rel] = "a folder gaffer cannot list (its mode shuts the host out)"
+    return held
 
 
 def _link_stays_inside(root: str, rel: str) -> bool:

@@ -19,8 +19,9 @@ class DockerOptions(BaseModel):
     """The image; another one for projects that need their own toolchain."""
     network: str = "none"
     """Docker network mode; `none` unless the profile opts into a named network."""
-    memory: str = Field("2g", pattern=r"^[0-9]+[kmg]?$")
-    """Memory limit, e.g. 2g or 512m; the container is killed past it."""
+    memory: str = Field("2g", pattern=r"^[1-9][0-9]*[kmg]?$")
+    """Memory limit, e.g. 2g or 512m; the container is killed past it (Docker reads 0 as
+    no limit at all, so 0 is no value here)."""
     cpus: float = Field(1.0, gt=0, le=64)
     pids: int = Field(512, ge=16)
     """Processes and threads at once: a fork bomb stops here."""

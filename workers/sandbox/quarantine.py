@@ -82,11 +82,7 @@ def _move_out(root: str, rel: str, target: Path) -> str:
             return str(target)
         except PermissionError:
             _writable_fd(parent)
-            with contextlib.suppress(OSError):  # a folder of its own: writable, to be moved
-                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                inner = os.open(parts[-1], flags, dir_fd=parent)
-                _writable_fd(inner)
-                os.close(inner)
+            _writable_folder(parent, parts[-1])
             try:
                 os.rename(parts[-1], target, src_dir_fd=parent)
                 return str(target)
@@ -120,6 +116,22 @@ def _take_across(parent: int, name: str, target: Path) -> str:
             os.close(fd)
     os.unlink(name, dir_fd=parent)
     return kept
+
+
+def _writable_folder(parent: int, name: str) -> None:
+    """A folder of the container's own made writable, to be moved: through its handle,
+    or, when its mode shuts even that out (`chmod 100`), by name in `parent` once lstat
+    shows a folder (chmod follows a link; nothing in the container runs any more)."""
+    with contextlib.suppress(OSError):
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        inner = os.open(name, flags, dir_fd=parent)
+        _writable_fd(inner)
+        os.close(inner)
+        return
+    with contextlib.suppress(OSError):
+        info = os.lstat(name, dir_fd=parent)
+        if stat.S_ISDIR(info.st_mode):
+            os.chmod(name, stat.S_IMODE(info.st_mode) | stat.S_IRWXU, dir_fd=parent)
 
 
 def _writable_fd(fd: int) -> None:
