@@ -80,11 +80,13 @@ def test_a_worker_s_ignored_writes_are_reported_shown_and_undone(tmp_path: Path)
     # Its change set was taken as the worker ended, before its container's sweep.
     assert "git-ignored and cache files changed: .pytest_cache/v/evil (added" in report
     assert ".tox/left.txt (modified" in report
+    # Changed though ignored: moved aside too, its new content kept with the line to take it.
+    assert "moved aside by gaffer: .tox/left.txt (git ignores it" in report
+    assert not (ws / ".tox" / "left.txt").exists()
     shown = gaffer(ws, "diff")
-    assert "#   .tox/left.txt (modified" in shown.stdout
+    assert "#   .tox/left.txt (deleted" in shown.stdout, "the run's own section says so"
     undone = gaffer(ws, "undo", "--yes")
-    assert "not put back: .tox/left.txt (modified" in undone.stdout
-    assert (ws / ".tox" / "left.txt").read_text() == "left\nx\n"
+    assert "not put back: .tox/left.txt (deleted" in undone.stdout
     assert ".tox" not in git_status(ws), "git itself never shows them"
 
 
