@@ -20,8 +20,9 @@ from pathlib import Path
 
 from bench.common import Row, size
 from workers.changes import ignored_changes, snapshots
-from workers.changes.change_sets import ChangeTracker, compare
+from workers.changes.change_sets import compare
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker
 
 PER_FOLDER = 100
 UNCHANGED_TARGET_S = 1.0

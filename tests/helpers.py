@@ -297,8 +297,8 @@ def run_editor(
     """One run of an editing agent on the host as the small-model path makes one (the
     edit guard, the gate, file blocks, every command approved), whose model replies with
     `script`, given `task`."""
-    from workers.changes.change_sets import ChangeTracker
     from workers.changes.snapshots import Store
+    from workers.changes.tracker import ChangeTracker
     from workers.guards.editing import EditGuard
     from workers.guards.verification import Gate
 

@@ -16,8 +16,8 @@ from workers.aids.file_blocks import FileBlocks
 from workers.aids.focused_write import MAX_FOCUSED_WRITES, FocusedWrite
 from workers.aids.fresh_attempts import FRESH_TEMPERATURE, FreshAttempts
 from workers.aids.task_files import TaskFiles
-from workers.changes.change_sets import ChangeTracker
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
 from workers.hooks import ATTACHED, FOUND, Checkpoint, Finish, Resume

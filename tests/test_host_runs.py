@@ -118,8 +118,11 @@ def test_a_planted_tree_is_taken_out_across_file_systems_fifos_and_all(
 
     monkeypatch.setattr(os, "rename", across)
     [moved] = guard.sweep(ws, before, "t")
-    assert moved.path == "sub/.git" and not planted.exists(), "removed, FIFO and all"
-    assert moved.moved_to.startswith("removed, not kept (a folder")
+    assert moved.path == "sub/.git" and not planted.exists(), "taken out, FIFO and all"
+    kept = Path(moved.moved_to)  # copied through a handle, never removed without its copy
+    assert (kept / "config").read_text().startswith("[core]") and not (
+        kept / "hooks" / "pipe"
+    ).exists()
 
 
 def test_a_late_sweep_leaves_what_the_user_made_after_the_container_ended(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ import pytest
 from tests.docker_support import require_docker, user_workspace
 from tests.fake_openai import Reply
 from tests.helpers import gaffer, gaffer_replying, git_status, shell_reply
-from workers.changes.change_sets import ChangeTracker, record_change_set
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker, record_change_set
 from workers.log.events import Emitter, Recorder
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests.docker_support import chown_tree, require_docker, user_workspace
 from workers.limits import Budget
+from workers.processes import CLOCK_SLACK_NS
 from workers.sandbox import leftovers
 from workers.sandbox.docker import DockerSandbox, docker_sandbox
 from workers.sandbox.guard import Survey, survey, sweep
@@ -44,6 +46,7 @@ def repository(path: Path, ignore: str) -> Path:
         ["git", "-c", "safe.directory=*", "-C", str(ws), "add", "calc.py", "README.md"], check=True
     )
     chown_tree(ws)
+    time.sleep(CLOCK_SLACK_NS / 1e9)  # the user's files are older than a container's window
     return ws
 
 
@@ -149,6 +152,7 @@ def test_a_late_sweep_judges_by_the_record(tmp_path: Path) -> None:
     what existed): a binary made after it is held back, what changed before is not."""
     ws = repository(tmp_path / "ws", "")
     (ws / "before.bin").write_bytes(b"\0old")
+    time.sleep(CLOCK_SLACK_NS / 1e9)
     taken = survey(ws)
     record = Survey.from_json(taken.as_json())
     assert record.started_ns == taken.started_ns and record.existing is None
@@ -286,3 +290,23 @@ def test_no_number_of_changed_files_lets_one_land_unjudged(tmp_path: Path) -> No
     (ws / "evil-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nevil = evil\n")
     held = {q.path for q in sweep(ws, before, "many")}
     assert held == {"pkg", "evil-1.0.dist-info"}
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["live", "late"])
+def test_a_folder_renamed_into_package_metadata_is_judged(tmp_path: Path, late: bool) -> None:
+    """Renaming a folder leaves its files' ctime as it was: a harmless `entry_points.txt`
+    that landed earlier, renamed into a `.dist-info`, would load a pytest plugin."""
+    ws = repository(tmp_path / "ws", "")
+    (ws / "docs" / "example").mkdir(parents=True)
+    (ws / "docs" / "example" / "entry_points.txt").write_text("[pytest11]\nevil = evil\n")
+    (ws / "docs" / "example" / "METADATA").write_text("Name: evil\nVersion: 1\n")
+    before = survey(ws)
+    if late:
+        before = Survey.from_json(before.as_json())
+    (ws / "docs" / "example").rename(ws / "evil-1.dist-info")
+    held = {q.path for q in sweep(ws, before, "renamed")}
+    if late:  # no list of what was there: file by file, in the folder the window touched
+        assert held == {"evil-1.dist-info/entry_points.txt", "evil-1.dist-info/METADATA"}
+    else:
+        assert held == {"evil-1.dist-info"}
+    assert not (ws / "evil-1.dist-info" / "entry_points.txt").exists()

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.change_sets import Change
 from workers.changes.ignored_changes import IgnoredChange
 from workers.changes.merging import Merged
+from workers.changes.tracker import ChangeTracker
 from workers.facts import Facts
 from workers.guards.context import ContextKeeper
 from workers.guards.editing import EditGuard

@@ -10,7 +10,7 @@ from typing import Any
 
 from workers import calls, executor
 from workers.agent import Agent, AgentResult, first_task, tell
-from workers.changes.change_sets import ChangeTracker
+from workers.changes.tracker import ChangeTracker
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
 from workers.guards.repetition import RepetitionGuard

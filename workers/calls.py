@@ -3,7 +3,6 @@ run in order or side by side, each logged with what it taught the harness."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
@@ -12,9 +11,7 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
-from workers.guards.kept_put_back import hold
 from workers.guards.repetition import RepetitionGuard
-from workers.guards.test_runs import is_test_run, ran_no_tests
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import (
     AssistantTurn,
@@ -24,9 +21,10 @@ from workers.model import (
     ModelErrorKind,
     ToolCall,
 )
+from workers.observed import call_ends, call_starts, executed
 from workers.outcome import Aborted, LimitHit, Outcome
 from workers.stepping import SKIPPED, Decision, edited_note
-from workers.tools.base import Tool, ToolResult
+from workers.tools.base import ToolResult
 
 
 def limit_if_spent(agent: Agent) -> Outcome | None:
@@ -258,10 +256,14 @@ def begin_overlapping(
         return None
     label = tool.label(arguments)
     started = time.monotonic()
-    _call_starts(agent, tool)
-    wait = tool.begin(args)
+    call_starts(agent, tool)
+    try:
+        wait = tool.begin(args)
+    except BaseException:
+        call_ends(agent, tool)
+        raise
     if wait is None:
-        _call_ends(agent, tool)
+        call_ends(agent, tool)
         return None
     agent.events.emit(ToolStart(step=step, name=call.name, label=label))
 
@@ -269,7 +271,7 @@ def begin_overlapping(
         try:
             done = wait()
         finally:
-            _call_ends(agent, tool)
+            call_ends(agent, tool)
         result = executor.fit(done, agent.max_output_chars)
         log_tool_call(agent, call, arguments, step, label, started, result)
         return result
@@ -293,13 +295,7 @@ def run_tool(
     if refusal is None and agent.edits is not None:
         refusal = agent.edits.before(call.name, args)
         args = agent.edits.fitted(call.name, args)
-    if refusal is None:
-        _call_starts(agent, tool)
-    result = refusal or executor.execute(
-        call, args, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars
-    )
-    if refusal is None:
-        result = observed(agent, call.name, result)
+    result = executed(agent, call, args, tool) if refusal is None else refusal
     if agent.edits is not None and refusal is None:
         took = time.monotonic() - started
         result = executor.fit(
@@ -307,47 +303,6 @@ def run_tool(
         )
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
-
-
-def _call_starts(agent: Agent, tool: Tool[Any] | None) -> None:
-    """A call that may change files starts from the workspace as it is now: what someone
-    else changed since the agent's last call is not in its change set."""
-    if agent.changes is not None and tool is not None and not tool.read_only:
-        with contextlib.suppress(OSError):  # unreadable: the call's change counts from before
-            agent.changes.call_starts()
-
-
-def _call_ends(agent: Agent, tool: Tool[Any]) -> None:
-    """What an overlapping call changed goes into the agent's change set (its workers
-    report their own files; this is the span the agent answers for)."""
-    if agent.changes is not None and not tool.read_only:
-        with contextlib.suppress(OSError):
-            agent.changes.changed_by_call()
-
-
-def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
-    """The result with what the harness saw for itself: the files the call really
-    changed (for an agent that can change files), and a test run that ran no tests."""
-    facts = result.facts
-    tool = agent.tools.get(name)
-    if agent.changes is not None and tool is not None and not tool.read_only:
-        try:
-            changed = agent.changes.changed_by_call()
-        except OSError:  # the workspace could not be read: the tool's own word stands
-            changed = None
-        if changed is not None and facts.worker is None:  # a worker's calls say their own
-            changed, held = hold(agent.changes, agent.edits, changed, agent.events)
-            paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
-            result = held.told(result, dataclasses.replace(facts, modified=tuple(paths)))
-            facts = result.facts
-    command = facts.command
-    runners = agent.edits.test_runners if agent.edits else ()
-    tests_run = command is not None and is_test_run(command, runners)
-    if tests_run and facts.exit_code == 0 and ran_no_tests(result.output):
-        facts = dataclasses.replace(facts, no_tests=True)
-    if tests_run and agent.edits is not None and (why := agent.edits.steered(str(command))):
-        facts = dataclasses.replace(facts, steered=why)
-    return result if facts == result.facts else dataclasses.replace(result, facts=facts)
 
 
 def log_tool_call(

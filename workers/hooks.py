@@ -39,7 +39,7 @@ from workers.model import AssistantTurn, Message, ToolCall
 from workers.tools.base import ToolResult
 
 if TYPE_CHECKING:
-    from workers.changes.change_sets import ChangeTracker
+    from workers.changes.tracker import ChangeTracker
     from workers.guards.editing import EditGuard
     from workers.log.schema import Event
 

@@ -16,7 +16,7 @@ from typing import Any
 from workers import calls
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.agent_view import AgentView
-from workers.changes.change_sets import record_change_set
+from workers.changes.tracker import record_change_set
 from workers.guards.repetition import RepetitionGuard
 from workers.hooks import Finish, Note, Resume, looked
 from workers.log.schema import AgentEnd, AgentStart, Limit

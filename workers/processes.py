@@ -6,6 +6,10 @@ import ctypes
 import os
 from collections.abc import Callable
 
+# The kernel stamps ctime from a coarse clock, up to a tick (1-10 ms) behind
+# time.time_ns(): a window judged by ctime opens this much earlier.
+CLOCK_SLACK_NS = 20_000_000
+
 
 def process_alive(pid: int) -> bool:
     """Whether a process with this pid exists (one we may not signal still counts)."""

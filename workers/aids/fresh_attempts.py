@@ -266,7 +266,7 @@ class Sample:
             return None
         if refused:  # a test copied out after the code: the code is still tried
             said += f"its blocks for {', '.join(refused)} left out (not a file it may write); "
-        before = changes.look()
+        before = changes.mark()  # gaffer writes for the agent from here
         checkpoint = self.view.checkpoint()
         try:
             written, ran = self._written_and_tested(turn, changes.since_start(), may_write)

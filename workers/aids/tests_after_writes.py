@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 
-from workers.changes.change_sets import ChangeTracker, compare
-from workers.changes.snapshots import Tree
+from workers.changes.tracker import ChangeTracker
 from workers.changes.undo import CannotUndo, undo
 from workers.guards.test_runs import is_test_run, named_test_command
 from workers.hooks import Aid, View
@@ -48,8 +47,9 @@ class TestsAfterWrites(Aid):
     tests run after every batch that changed a file and ran no test after it."""
 
     def __init__(self) -> None:
-        self.passed: Tree | None = None
-        """The workspace at the last passing run, where the task keeps its tests."""
+        self.passed: int | None = None
+        """How many steps the agent had taken at its last passing run, where the task
+        keeps its tests."""
 
     def after_calls(self, view: View) -> None:
         edits = view.edits
@@ -67,7 +67,7 @@ class TestsAfterWrites(Aid):
         back what the agent changed after it, and run the tests again."""
         assert view.edits is not None
         if view.edits.passing:
-            self.passed = changes.store.scan()
+            self.passed = changes.steps_taken()
             return
         runs = [
             f
@@ -76,7 +76,8 @@ class TestsAfterWrites(Aid):
         ]
         if self.passed is None or not runs or runs[-1].exit_code == 0:
             return
-        since = compare(self.passed, changes.store.scan())
+        # The agent's own steps since the pass: what the user changed meanwhile stays.
+        since = changes.changes_since(self.passed)
         if not since:
             return
         try:

@@ -13,8 +13,8 @@ from workers.agent import Agent
 from workers.aids import aids_for
 from workers.aids.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
 from workers.assembly.specs import AgentSpec
-from workers.changes.change_sets import ChangeTracker
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker
 from workers.guards.context import ContextKeeper, window_for
 from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from workers import state
-from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.change_sets import Change
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker
 from workers.cluster.bundle import check_out
 from workers.limits import Budget
 from workers.processes import owner_gone, owner_token

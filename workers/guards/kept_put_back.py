@@ -24,8 +24,9 @@ import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.changes.change_sets import Change, ChangeTracker
+from workers.changes.change_sets import Change
 from workers.changes.snapshots import Entry
+from workers.changes.tracker import ChangeTracker
 from workers.changes.tree_writes import CannotWrite, state, state_of, write_entries
 from workers.changes.undo import CannotUndo, undo
 from workers.facts import Facts

@@ -67,9 +67,11 @@ def held_back(
     """Each path the container made or changed that may not land, with why. A folder it
     made whose every file is held back is named once, for all of them (`.pytest_cache`,
     `build/`, `zz.egg-info`). `existing`: every path there was before (None when not
-    known, as for a late sweep: all are taken as new, and no folder is)."""
+    known, as for a late sweep: all are taken as new, and what lies in a folder whose
+    ctime is in the window is judged)."""
     changed: dict[str, os.stat_result] = {}
     made_folders: list[str] = []
+    moved: set[str] = set()  # folders renamed or made in the window (a late sweep's view)
     commands: set[str] = set()
     for rel, entries in folders:
         commands.update(command_folders(rel, {e.name for e in entries}))
@@ -79,14 +81,21 @@ def held_back(
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if info.st_ctime_ns < since_ns or (
-                until_ns is not None and info.st_ctime_ns > until_ns
-            ):
-                continue
-            if not stat.S_ISDIR(info.st_mode):
+            before_end = until_ns is None or info.st_ctime_ns <= until_ns
+            in_window = info.st_ctime_ns >= since_ns and before_end
+            # A renamed folder's files keep their ctime: a path that was not there is
+            # judged whatever its ctime says (`mv docs/x evil-1.dist-info`), unless it
+            # changed after the container ended (the user's own, for a late sweep).
+            new_here = before_end and (
+                child not in existing if existing is not None else rel in moved
+            )
+            if stat.S_ISDIR(info.st_mode):
+                if in_window or new_here:
+                    moved.add(child)
+                if existing is not None and child not in existing:
+                    made_folders.append(child)
+            elif in_window or new_here:
                 changed[child] = info  # every one: a cap would let what lies past it land
-            elif existing is not None and child not in existing:
-                made_folders.append(child)
     new = {rel for rel in changed if existing is None or rel not in existing}
     ignored = git_ignored(root, sorted(changed))
     held = _shut(root, unreadable or [], since_ns, until_ns)

@@ -17,8 +17,9 @@ from workers import state
 from workers.changes.tree_writes import open_folder
 from workers.sandbox import SandboxFault, SandboxUnavailable
 
-# What of a planted file is kept when the state folder is on another file system; more
-# is removed without being kept (a planted sparse file could fill the disk).
+# What is copied to the state folder when it is on another file system; past this a
+# path stays in the workspace and the run says so (a planted sparse file could fill the
+# disk).
 MAX_KEPT_COPY_BYTES = 64 * 1024 * 1024
 
 
@@ -98,24 +99,52 @@ def _move_out(root: str, rel: str, target: Path) -> str:
 
 
 def _take_across(parent: int, name: str, target: Path) -> str:
-    """The state folder is on another file system: keep a small plain file's bytes, read
-    through a handle that follows no link and never blocks; remove the rest unkept."""
+    """The state folder is on another file system: a plain file or a folder is copied
+    there, never following a link, then removed; what is too large to keep (a planted
+    sparse file could fill the disk) stays in the workspace, OSError saying so, and the
+    run says it could not be taken out. Nothing is removed without its copy."""
     info = os.lstat(name, dir_fd=parent)
     if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(name, dir_fd=parent)
-        return "removed, not kept (a folder, and the state folder is on another file system)"
-    kept = "removed, not kept (not a small plain file)"
-    if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_KEPT_COPY_BYTES:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
         try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                data = os.read(fd, MAX_KEPT_COPY_BYTES + 1)[:MAX_KEPT_COPY_BYTES]
-                state.write_file(target.parent, target.name, data)
-                kept = str(target)
+            source = f"/proc/self/fd/{fd}"
+            if _tree_bytes(source) > MAX_KEPT_COPY_BYTES:
+                raise OSError(errno.EFBIG, "too large to keep on the state folder's disk")
+            shutil.copytree(source, target, symlinks=True, copy_function=_copy_plain)
         finally:
             os.close(fd)
-    os.unlink(name, dir_fd=parent)
-    return kept
+        shutil.rmtree(name, dir_fd=parent)
+        return str(target)
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size > MAX_KEPT_COPY_BYTES:
+            raise OSError(errno.EFBIG, "too large to keep on the state folder's disk")
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+        try:
+            data = os.read(fd, MAX_KEPT_COPY_BYTES + 1)
+        finally:
+            os.close(fd)
+        state.write_file(target.parent, target.name, data)
+    elif stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=parent), target)
+    os.unlink(name, dir_fd=parent)  # a FIFO or socket holds nothing to keep
+    return str(target)
+
+
+def _copy_plain(source: str, target: str) -> None:
+    """A plain file copied; a FIFO or socket holds nothing, and opening one would block."""
+    if stat.S_ISREG(os.lstat(source).st_mode):
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _tree_bytes(folder: str) -> int:
+    total = 0
+    for path, _, files in os.walk(folder):
+        for file in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(path, file)).st_size
+        if total > MAX_KEPT_COPY_BYTES:
+            break
+    return total
 
 
 def _writable_folder(parent: int, name: str) -> None:
