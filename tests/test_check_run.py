@@ -1,0 +1,119 @@
+"""gaffer runs the check itself (workers/check/run.py), against a real Docker daemon: what
+the agent did to the tests, the test run and its caches cannot change the verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.docker_support import chown_tree, require_docker, user_workspace
+from workers.check.choose import Check
+from workers.check.run import run_check
+from workers.sandbox.options import DockerOptions
+
+CODE = "def is_even(n):\n    return n % 2 == 0\n"
+TESTS = (
+    "from even import is_even\n\n\ndef test_two():\n    assert is_even(2)\n\n\n"
+    "def test_three():\n    assert not is_even(3)\n"
+)
+CHECK = Check("python3 -m pytest -q even_test.py", "task")
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    return require_docker()
+
+
+def workspace(tmp_path: Path, code: str = CODE, tests: str = TESTS) -> Path:
+    ws = user_workspace(tmp_path / "ws")
+    (ws / "even.py").write_text(code)
+    (ws / "even_test.py").write_text(tests)
+    chown_tree(ws)
+    return ws
+
+
+def check(client: Any, ws: Path, restored: dict[str, bytes | None] | None = None, **kw: Any) -> Any:
+    return run_check(
+        kw.pop("check", CHECK),
+        ws,
+        restored=restored if restored is not None else {"even_test.py": TESTS.encode()},
+        options=DockerOptions(),
+        seconds=kw.pop("seconds", 60),
+        docker_client=client,
+    )
+
+
+def test_a_passing_suite_is_verified_with_its_counts(client: Any, tmp_path: Path) -> None:
+    done = check(client, workspace(tmp_path))
+    assert (done.verdict, done.passed, done.failed, done.exit) == ("verified", 2, 0, 0)
+    assert done.line() == "verified: `python3 -m pytest -q even_test.py` (2 passed)"
+
+
+def test_a_failing_suite_names_its_first_failure(client: Any, tmp_path: Path) -> None:
+    done = check(client, workspace(tmp_path, code="def is_even(n):\n    return True\n"))
+    assert (done.verdict, done.passed, done.failed) == ("failed", 1, 1)
+    assert "test_three" in done.detail
+
+
+def test_tests_the_agent_rewrote_are_run_as_they_were(client: Any, tmp_path: Path) -> None:
+    ws = workspace(tmp_path, code="def is_even(n):\n    return True\n")
+    (ws / "even_test.py").write_text("def test_nothing():\n    assert True\n")
+    done = check(client, ws)
+    assert done.verdict == "failed" and "test_three" in done.detail
+    assert (ws / "even_test.py").read_text().startswith("def test_nothing"), "the copy only"
+
+
+def test_a_conftest_that_passes_everything_is_not_there(client: Any, tmp_path: Path) -> None:
+    ws = workspace(tmp_path, code="def is_even(n):\n    return True\n")
+    (ws / "conftest.py").write_text(
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
+    done = check(client, ws, {"even_test.py": TESTS.encode(), "conftest.py": None})
+    assert done.verdict == "failed"
+
+
+def test_code_that_exits_0_on_import_fails(client: Any, tmp_path: Path) -> None:
+    done = check(client, workspace(tmp_path, code="import os\nos._exit(0)\n"))
+    assert (done.verdict, done.exit) == ("failed", 0)
+    assert "no report" in done.detail
+
+
+def test_a_planted_compiled_cache_is_never_read(client: Any, tmp_path: Path) -> None:
+    ws = workspace(tmp_path, code="def is_even(n):\n    return True\n")
+    # A cache that would pass, with a header matching the source: Python reads caches
+    # only under gaffer's own prefix in the check.
+    import py_compile
+
+    passing = tmp_path / "passing"
+    passing.mkdir()
+    (passing / "even.py").write_text(CODE.replace("n % 2 == 0", "n % 2 == 0 or n == 3 - 0 * n"))
+    cache = ws / "__pycache__"
+    cache.mkdir()
+    py_compile.compile(str(passing / "even.py"), cfile=str(cache / "even.cpython-311.pyc"))
+    chown_tree(ws)
+    assert check(client, ws).verdict == "failed"
+
+
+def test_a_check_that_hangs_times_out(client: Any, tmp_path: Path) -> None:
+    ws = workspace(tmp_path, code="import time\ntime.sleep(600)\n")
+    done = check(client, ws, seconds=5)
+    assert done.verdict == "timed_out" and done.line().startswith("timed out:")
+
+
+def test_other_runners_are_judged_by_their_summary(client: Any, tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    unittest = Check("python3 -m unittest even_test.py", "project")
+    (ws / "even_test.py").write_text(
+        "import unittest\nfrom even import is_even\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_two(self):\n        self.assertTrue(is_even(2))\n\n"
+        "    def test_three(self):\n        self.assertTrue(is_even(3))\n"
+    )
+    chown_tree(ws)
+    done = check(client, ws, {}, check=unittest)
+    assert (done.verdict, done.passed, done.failed) == ("failed", 1, 1)
+    nothing = check(client, ws, {}, check=Check("true", "flag"))
+    assert nothing.verdict == "unchecked" and "no count of tests" in nothing.detail
