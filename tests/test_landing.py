@@ -310,3 +310,21 @@ def test_a_folder_renamed_into_package_metadata_is_judged(tmp_path: Path, late: 
     else:
         assert held == {"evil-1.dist-info"}
     assert not (ws / "evil-1.dist-info" / "entry_points.txt").exists()
+
+
+def test_what_changed_under_a_read_only_mount_is_the_users(tmp_path: Path) -> None:
+    """The container cannot write in an existing virtual environment (mounted read-only):
+    a package the user installs there meanwhile stays where they put it."""
+    ws = repository(tmp_path / "ws", ".venv/\n")
+    site = ws / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (ws / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    time.sleep(CLOCK_SLACK_NS / 1e9)
+    before = survey(ws)
+    assert ".venv" in before.mounts
+    (site / "fast").mkdir()
+    (site / "fast" / "_speedups.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF\x02")
+    (site / "fast-1.0.dist-info").mkdir()
+    (site / "fast-1.0.dist-info" / "METADATA").write_text("Name: fast\n")
+    assert sweep(ws, before, "user") == []
+    assert (site / "fast" / "_speedups.cpython-311-x86_64-linux-gnu.so").exists()

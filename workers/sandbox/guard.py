@@ -221,7 +221,17 @@ def sweep(
             existing=before.existing,
             keep_built=keep_built,
         )
-        why.update({rel: reason for rel, reason in held.items() if rel not in why})
+        # What lies under a read-only mount (a virtual environment, node_modules) the
+        # container could not change: what changed there is the user's (a pip install
+        # in another terminal), and its identity is checked above.
+        mine = [m for m in before.mounts if before.identity.get(m) == _identity(f"{root}/{m}")]
+        why.update(
+            {
+                rel: reason
+                for rel, reason in held.items()
+                if rel not in why and not any(rel == m or rel.startswith(m + "/") for m in mine)
+            }
+        )
     if not why:
         return []
     return quarantine(workspace, why, label)
