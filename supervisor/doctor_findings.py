@@ -10,7 +10,7 @@ from pathlib import Path
 
 from supervisor.doctor_host import Probe
 from supervisor.terminal import one_line
-from workers import host_programs, trust
+from workers import host_programs, state, trust
 from workers.assembly.profiles import ProfileError, load_profiles, search_path
 from workers.model.masking import Mask
 from workers.sandbox.quarantine import Quarantined
@@ -21,7 +21,13 @@ PROBE_KEY = "sk-doctor-probe-0123456789abcdef"
 
 
 def host_findings() -> list[Callable[[], Probe]]:
-    return [_no_workspace_python, _one_line_names, _key_masked, _no_network_from_a_workspace]
+    return [
+        _no_workspace_python,
+        _one_line_names,
+        _key_masked,
+        _no_network_from_a_workspace,
+        _node_root_refuses_a_link,
+    ]
 
 
 def _no_workspace_python() -> Probe:
@@ -79,6 +85,23 @@ def _no_network_from_a_workspace() -> Probe:
         "a workspace profile cannot open its container's network, even trusted",
         "network" in refused,
         "refused before trust" if refused else "it loaded with network 'host'",
+    )
+
+
+def _node_root_refuses_a_link() -> Probe:
+    with tempfile.TemporaryDirectory(prefix="gaffer-doctor-") as folder:
+        elsewhere = Path(folder, "elsewhere")
+        elsewhere.mkdir(mode=0o700)
+        Path(folder, "gaffer-node").symlink_to(elsewhere)
+        try:
+            state.private_root(Path(folder, "gaffer-node"))
+            refused = False
+        except OSError:
+            refused = True
+    return Probe(
+        "a folder gaffer keeps checkouts under is refused when it is a link (a node's root)",
+        refused,
+        "refused, never used" if refused else "the link was used",
     )
 
 

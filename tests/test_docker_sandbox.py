@@ -319,7 +319,7 @@ def test_sandbox_doctor_passes_every_probe(client: Any, ws: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"user     {USER_UID}:{USER_UID}" in done.stdout and "network  none" in done.stdout
     assert f"mount    {os.path.realpath(ws)} -> /workspace (read-write)" in done.stdout
-    assert done.stdout.count("PASS") == 23 and "FAIL" not in done.stdout
+    assert done.stdout.count("PASS") == 24 and "FAIL" not in done.stdout
     assert (
         "OPENAI_API_KEY" not in done.stdout and "secret-looking variable(s) hidden" in done.stdout
     )
