@@ -25,7 +25,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 # What every program may see: where to find programs, who and where the user is, how text
 # is encoded. No PYTHON*, GIT_*, LD_*, RIPGREP_CONFIG_PATH or secrets.
@@ -126,8 +126,13 @@ def resolved(argv: Sequence[str], env: Mapping[str, str], cwd: str) -> list[str]
     return [program, *argv[1:]]
 
 
-def _where(cwd: str | Path | None) -> str:
-    return os.fspath(cwd) if cwd is not None else FALLBACK_FOLDER
+def _launch(
+    argv: Sequence[str], cwd: str | Path | None, env: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """What every start shares: the program found, the folder, the environment."""
+    where = os.fspath(cwd) if cwd is not None else FALLBACK_FOLDER
+    chosen = environment() if env is None else dict(env)
+    return {"args": resolved(argv, chosen, where), "cwd": where, "env": chosen}
 
 
 def run(
@@ -140,12 +145,8 @@ def run(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run a program to its end and capture its output; OSError when it cannot start,
     subprocess.TimeoutExpired past `timeout` (it is killed)."""
-    where = _where(cwd)
-    env = environment() if env is None else dict(env)
     return subprocess.run(
-        resolved(argv, env, where),
-        cwd=where,
-        env=env,
+        **_launch(argv, cwd, env),
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
         capture_output=True,
@@ -164,12 +165,8 @@ def start(
     new_session: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start a program that runs beside gaffer; the caller waits for it and ends it."""
-    where = _where(cwd)
-    env = environment() if env is None else dict(env)
     return subprocess.Popen(
-        resolved(argv, env, where),
-        cwd=where,
-        env=env,
+        **_launch(argv, cwd, env),
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
