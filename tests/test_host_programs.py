@@ -226,3 +226,14 @@ def test_a_python_server_started_in_the_workspace_imports_nothing_from_it(
     done = host_programs.run(argv, cwd=planted, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marks(planted) == []
+
+
+def test_a_working_folder_removed_under_gaffer_still_lets_programs_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    done = host_programs.run(["true"], timeout=30)
+    assert done.returncode == 0

@@ -328,3 +328,15 @@ def test_what_changed_under_a_read_only_mount_is_the_users(tmp_path: Path) -> No
     (site / "fast-1.0.dist-info" / "METADATA").write_text("Name: fast\n")
     assert sweep(ws, before, "user") == []
     assert (site / "fast" / "_speedups.cpython-311-x86_64-linux-gnu.so").exists()
+
+
+def test_without_git_nothing_is_taken_for_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where git is not installed, what a container wrote is judged by its kind alone:
+    plain text lands (held back as "ignored", every write would be)."""
+    from workers.sandbox.landing import git_ignored
+
+    ws = repository(tmp_path / "ws", "*.log\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert git_ignored(str(ws), ["a.log", "b.py"]) == set()

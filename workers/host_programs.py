@@ -76,7 +76,7 @@ def keep_out(workspace: str | Path) -> None:
 def safe_path(path: str, *, outside: str | Path | None = None) -> str:
     """PATH with only absolute folders, and none inside `outside` (where the program
     runs), the working folder, or a workspace kept out."""
-    unsafe = [*_kept_out, os.getcwd(), *([outside] if outside is not None else [])]
+    unsafe = [*_kept_out, *_working_folder(), *([outside] if outside is not None else [])]
     kept = []
     for entry in path.split(os.pathsep):
         if not os.path.isabs(entry) or any(_inside(entry, folder) for folder in unsafe):
@@ -84,6 +84,13 @@ def safe_path(path: str, *, outside: str | Path | None = None) -> str:
         if entry not in kept:
             kept.append(entry)
     return os.pathsep.join(kept) or os.defpath
+
+
+def _working_folder() -> list[str]:
+    try:
+        return [os.getcwd()]
+    except OSError:  # removed under gaffer: nothing there to keep out
+        return []
 
 
 def _inside(entry: str, folder: str | Path) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
+import shutil
 import stat
 from collections.abc import Iterable
 
@@ -166,7 +167,7 @@ def git_ignored(root: str, paths: list[str]) -> set[str]:
     """Which of `paths` git ignores (untracked and matched by an ignore rule); none where
     the workspace is no repository. Where git cannot say, the path is taken for ignored:
     held back and kept is safe, landed unjudged is not."""
-    if not paths:
+    if not paths or shutil.which("git") is None:  # no git: nothing is ignored by it
         return set()
     done = run_git(root, "check-ignore", "--stdin", "-z", input="\0".join(paths).encode())
     if done is not None and done.returncode in (0, 1):
