@@ -87,3 +87,20 @@ def test_with_nothing_to_check_the_run_says_why(tmp_path: Path) -> None:
     found = choose(tmp_path, "Tidy the notes.")
     assert isinstance(found, NoCheck)
     assert found.describe().startswith("unchecked: no --check, no check in the config")
+
+
+def test_the_held_out_wording_keeps_its_tests_and_names_its_command(tmp_path: Path) -> None:
+    """The wording of the held-out exercises: the command in parentheses, mid-sentence.
+    The old finder took `... isogram_test.py)` and bash refused it, so neither the
+    task's rules nor tests after writes ever switched on."""
+    from workers.guards.task_rules import kept_tests
+
+    (tmp_path / "isogram_test.py").write_text("def test_x():\n    pass\n")
+    task = (
+        "Implement is_isogram in isogram.py so the tests in isogram_test.py pass (run them "
+        f"with: {PYTEST}). Do not modify the tests."
+    )
+    kept = kept_tests(task, tmp_path)
+    assert kept is not None and kept.command == PYTEST
+    by_command = kept_tests(task.replace(" Do not modify the tests.", ""), tmp_path)
+    assert by_command is not None and by_command.paths == ("isogram_test.py",)

@@ -13,7 +13,8 @@ from workers.agent import AgentResult
 from workers.aids.fresh_ask import fitted_cap
 from workers.aids.fresh_attempts import FRESH_TEMPERATURE, MAX_FRESH_ATTEMPTS
 from workers.aids.python_merge import definitions, merge, with_what_it_uses
-from workers.guards.test_runs import failed_tests, named_test_command
+from workers.check.choose import named_command
+from workers.guards.test_runs import failed_tests
 from workers.log.events import Recorder
 from workers.model import AssistantTurn, Message, ModelError
 from workers.model.scripted import ScriptedModel, call, say
@@ -42,7 +43,9 @@ def failed_fix(*then: object, reads: tuple[str, ...] = ("calc.py",)) -> list[obj
 def run(
     workspace: Path,
     script: list[object],
-    task: str = "Fix add in calc.py. Run the tests with pytest.",
+    # Names no command ("with pytest" would: see the named-command tests below), so the
+    # samples are judged by the agent's own failing run.
+    task: str = "Fix add in calc.py so that its tests pass.",
     files: tuple[str, str] = (ORIGINAL, TESTS),
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
     (workspace / "calc.py").write_text(files[0])
@@ -171,11 +174,11 @@ def test_a_kept_sample_answered_with_a_call_ends_with_gaffers_account(workspace:
 
 
 def test_the_test_command_a_task_names() -> None:
-    assert named_test_command("Fix it. Run the tests with: python3 -m pytest -q") == (
+    assert named_command("Fix it. Run the tests with: python3 -m pytest -q") == (
         "python3 -m pytest -q"
     )
-    assert named_test_command("Make it pass; check with `make test`.") == "make test"
-    assert named_test_command("Run: echo hi. Fix add with care: it is wrong.") is None
+    assert named_command("Make it pass; check with `make test`.") == "make test"
+    assert named_command("Run: echo hi. Fix add with care: it is wrong.") is None
 
 
 NO_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider calc.py"  # collects nothing

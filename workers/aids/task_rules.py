@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Protocol
 
 from workers.assembly.specs import AgentSpec
+from workers.check.choose import named_command
 from workers.guards.task_rules import KeptTests, kept_files, kept_tests
-from workers.guards.test_runs import named_test_command
 from workers.hooks import Aid, View
 
 
@@ -29,7 +29,7 @@ class TaskRules(Aid):
         both = f"{self.user_task}\n\n{task}"
         kept = kept_tests(both, workspace, runners, by_command=self.by_command)
         # Only the user names the command whose runs always count, never a worker's brief.
-        named = named_test_command(self.user_task, runners)
+        named = named_command(self.user_task, runners)
         return dataclasses.replace(kept, command=named) if kept is not None else None
 
     def before_first_step(self, view: View) -> None:

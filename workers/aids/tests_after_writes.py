@@ -24,7 +24,8 @@ import json
 
 from workers.changes.tracker import ChangeTracker
 from workers.changes.undo import CannotUndo, undo
-from workers.guards.test_runs import is_test_run, named_test_command
+from workers.check.choose import named_command
+from workers.guards.test_runs import is_test_run
 from workers.hooks import Aid, View
 from workers.model import ToolCall
 from workers.tools.base import ToolResult
@@ -53,7 +54,7 @@ class TestsAfterWrites(Aid):
 
     def after_calls(self, view: View) -> None:
         edits = view.edits
-        command = named_test_command(view.task, view.test_runners)
+        command = named_command(view.task, view.test_runners)
         if edits is None or command is None or view.spent():
             return
         if edits.untested_edit:

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -88,12 +88,12 @@ _SENTENCE_END = re.compile(r"[.;!?]+(?:\s+(?=[A-Z\"'“(])|\s*$)")
 _TRAILING = ".,;:!?\"'”’"
 
 
-def named_command(text: str) -> str | None:
+def named_command(text: str, extra: Iterable[str] = ()) -> str | None:
     """The first test command the task names, in whatever wording; None when it names
-    none."""
+    none. `extra`: more test runners, as guards/test_runs.is_test_run takes them."""
     for candidate in _candidates(text):
         command = _cut(candidate)
-        if command and _one_command(command) and is_test_run(command):
+        if command and _one_command(command) and is_test_run(command, extra):
             return command
     return None
 

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workers.guards.test_runs import is_test_file, named_test_command, status_command
+from workers.check.choose import named_command
+from workers.guards.test_runs import is_test_file, status_command
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined, relative, resolve
 
@@ -128,7 +129,7 @@ def kept_tests(
     """What the task's rules keep from the agent's writes: every test when it says not to
     change them; else (`by_command`) the tests its named test command runs, unless it
     asks for a change to tests. None: nothing."""
-    command = named_test_command(task, runners)
+    command = named_command(task, runners)
     if forbids_test_changes(task):
         why = "the task says not to modify the tests"
         return KeptTests(why, new_files=not asks_for_test_changes(task), command=command)

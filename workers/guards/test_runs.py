@@ -179,19 +179,6 @@ def node_text(node: Node) -> str:
 
 
 # A command as a task names it: in backticks, or after "with:" / "run:" to the line's end.
-_NAMED_COMMAND = re.compile(r"`([^`\n]+)`|\b(?:with|run|command)\s*:\s*([^\n`]+)", re.IGNORECASE)
-
-
-def named_test_command(text: str, extra: Iterable[str] = ()) -> str | None:
-    """The first test command a text names ("Run the tests with: python3 -m pytest -q",
-    "run `make test`"); None when it names none."""
-    for match in _NAMED_COMMAND.finditer(text):
-        command = (match.group(1) or match.group(2) or "").strip().rstrip(".;,")
-        if command and is_test_run(command, extra):
-            return command
-    return None
-
-
 def ran_no_tests(output: str) -> bool:
     """A runner that exited 0 but says it ran nothing."""
     tail = output[-4000:]
