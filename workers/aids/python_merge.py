@@ -17,6 +17,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from workers import python_source
+
 _DEFINITION = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 _OLD_DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.MULTILINE)
 
@@ -30,14 +32,14 @@ def merge(old: str, block: str) -> str:
     newline = "\r\n" if "\r\n" in old else "\n"
     old, block = _lf(old), _lf(block)
     try:
-        new_tree = ast.parse(block)
+        new_tree = python_source.parse(block)
     except SyntaxError as error:
         message = f"the block is not valid Python (line {error.lineno}: {error.msg})"
         raise MergeProblem(message) from None
     if not old.strip():
         return _ended(block, newline)
     try:
-        old_tree = ast.parse(old)
+        old_tree = python_source.parse(old)
     except SyntaxError:
         # A broken file is replaced only by a block that has everything it defined.
         if set(_OLD_DEFINITION.findall(old)) <= _names(new_tree.body):
@@ -48,7 +50,7 @@ def merge(old: str, block: str) -> str:
         ) from None
     merged = _Merge(old.split("\n"), old_tree, block.split("\n"), new_tree).run()
     try:
-        ast.parse(merged)
+        python_source.parse(merged)
     except SyntaxError as error:
         raise MergeProblem(
             f"merged into the file it would not parse (line {error.lineno}: {error.msg}); "
@@ -61,7 +63,7 @@ def defines(source: str) -> set[str]:
     """The functions and classes a module defines, methods included; empty when it does
     not parse."""
     try:
-        tree = ast.parse(_lf(source))
+        tree = python_source.parse(_lf(source))
     except (SyntaxError, ValueError):
         return set()
     names = _names(tree.body, constants=False)
@@ -113,7 +115,7 @@ def _parsed(source: str) -> tuple[ast.Module, list[str]] | None:
     break); None when it does not parse."""
     source = _lf(source)
     try:
-        return ast.parse(source), source.split("\n")
+        return python_source.parse(source), source.split("\n")
     except (SyntaxError, ValueError):
         return None
 

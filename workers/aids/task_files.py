@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+from workers import python_source
 from workers.guards.verification import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.tools.base import ToolError
@@ -223,7 +224,7 @@ def _imported(workspace: Path, path: str) -> list[str]:
     if not path.endswith(".py") or (text := _text(workspace, path)) is None:
         return []
     try:
-        tree = ast.parse(text)
+        tree = python_source.parse(text)
     except (SyntaxError, ValueError):
         return []
     names = []

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers import python_source
 from workers.check.choose import named_command
 from workers.guards.test_runs import is_test_file, status_command
 from workers.tools.base import ToolError
@@ -247,7 +248,7 @@ def _imported(workspace: Path, test: str) -> list[str]:
     """The modules a test file imports, in order; none when it cannot be read or parsed."""
     try:
         data = read_confined(workspace, test, 1024 * 1024)
-        tree = ast.parse(data or b"")
+        tree = python_source.parse(data or b"")
     except (ToolError, OSError, SyntaxError, ValueError):
         return []
     found: list[str] = []

@@ -7,6 +7,8 @@ import ast
 import hashlib
 from pathlib import Path
 
+from workers import python_source
+
 
 def image_hash() -> str:
     """A digest of what the image runs: the tool server, every module of gaffer's it
@@ -38,7 +40,7 @@ def _imported_by(module: str, workers: Path) -> set[Path]:
                 if path in seen or not path.is_file():
                     continue
                 seen.add(path)
-                for node in ast.walk(ast.parse(path.read_bytes())):
+                for node in ast.walk(python_source.parse(path.read_bytes())):
                     if isinstance(node, ast.Import):
                         todo += [alias.name for alias in node.names]
                     elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
