@@ -28,6 +28,7 @@ from supervisor.exits import (
     TERMINATED,
     terminated_by,
 )
+from supervisor.run_check import check_json
 from supervisor.session import Session
 from supervisor.settings import Price
 from supervisor.terminal import echo
@@ -35,6 +36,7 @@ from workers.log.events import LOGGED_EVENTS, Record
 from workers.log.reader import events_of, lines_of, of_type
 from workers.log.schema import (
     ChangeSet,
+    CheckRan,
     DelegateEnd,
     DelegateStart,
     LlmCall,
@@ -184,12 +186,16 @@ def shortfalls(records: list[Record]) -> list[str]:
         for line, called in of_type(lines, ToolCalled)
         if (called.facts or {}).get("denied")
     ]
+    checks = [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]
     top = [
         check
         for line, check in of_type(lines, Verification)
         if line.parent_id is None and check.action == "accepted"
     ]
-    if top and top[-1].failed:  # the answer went out over a failing test run
+    if checks:  # gaffer ran the check itself: its verdict is the run's
+        if checks[-1].verdict in ("failed", "timed_out"):
+            said.append(f"the check {checks[-1].line}")
+    elif top and top[-1].failed:  # the answer went out over a failing test run
         said.append(f"the change failed its own checks: {top[-1].reason}")
     if len(said) > MAX_SAID:
         said = [*said[:MAX_SAID], f"{len(said) - MAX_SAID} more (see the log)"]
@@ -198,9 +204,12 @@ def shortfalls(records: list[Record]) -> list[str]:
 
 def unverified(records: list[Record]) -> str:
     """Why an answer went out with its change unverified, or "" when none did."""
+    lines = lines_of(records)
+    if checks := [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]:
+        return checks[-1].detail if checks[-1].verdict == "unchecked" else ""
     accepted = [
         check
-        for _, check in of_type(lines_of(records), Verification)
+        for _, check in of_type(lines, Verification)
         if check.action == "accepted" and check.verdict == "unverified"
     ]
     return accepted[-1].reason if accepted else ""
@@ -235,6 +244,8 @@ def _result(
         "total_cost_usd": cost_of(by_model, prices),
         "permission_denials": denials(records),
         "verification": _verdict(records),
+        "verified": None if session.check is None else session.check.verdict == "verified",
+        "check": None if session.check is None else check_json(session.check),
         "answer": answer,
         "status": status_of(outcome),
         "reason": reason_of(outcome),
@@ -366,8 +377,12 @@ def workers_of(records: list[Record]) -> list[dict[str, Any]]:
 def _summary(session: Session, outcome: Outcome) -> str:
     end = _session_end(session)
     steps, tokens, elapsed = (end.steps, end.tokens, end.elapsed_s) if end else (0, 0, 0.0)
+    said: str = status_of(outcome)
+    if (check := session.check) is not None:  # a failed check is never "completed"
+        failed = check.verdict in ("failed", "timed_out")
+        said = f"check {check.line()}" if failed else f"{said} · {check.line()}"
     return (
-        f"{status_of(outcome)} · {steps} step{'' if steps == 1 else 's'} · "
+        f"{said} · {steps} step{'' if steps == 1 else 's'} · "
         f"{tokens:,} tokens · {elapsed:.1f} s · log: {session.log.path}"
     )
 

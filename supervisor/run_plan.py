@@ -66,6 +66,10 @@ class RunPlan:
     """Workers' tools run on this Ray cluster's nodes (--cluster); closed with the session."""
     stepper: Stepper | None = None
     """Step mode (--step): asked before the top agent's tool calls."""
+    check: str | None = None
+    """The check command the user gave (--check), or None to choose one."""
+    check_config: str | None = None
+    """The config's `check`, used when --check is not given."""
     require_verified: bool = False
     """An unverified change is a failure of the run (exit 4)."""
     prices: Mapping[str, Price] = field(default_factory=dict)

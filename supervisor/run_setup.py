@@ -67,6 +67,7 @@ def set_up(
             "set OPENAI_API_KEY, or api_key_file in ~/.config/gaffer/config.toml, instead",
             err=True,
         )
+    check_flag = flags.get("check")
     try:
         config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
@@ -171,6 +172,8 @@ def set_up(
         extensions=extensions,
         cluster=cluster,
         require_verified=config.require_verified,
+        check=check_flag,
+        check_config=None if check_flag else config.check,
         prices=config.prices,
     )
     return session, plan

@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import cast
 
 from supervisor.delegation import Team
+from supervisor.run_check import check_at_end, could_change_files
 from supervisor.run_plan import RunPlan
 from workers.agent import AgentResult, first_task, tell
 from workers.aids.task_rules import read_only_tests
 from workers.changes.snapshots import Store
+from workers.changes.tracker import ChangeTracker
 from workers.changes.worktrees import reap_worktrees
+from workers.check.run import CheckRun
 from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
 from workers.log.eventlog import JsonlLog
@@ -34,9 +37,10 @@ from workers.log.schema import (
 )
 from workers.loop import run_agent
 from workers.model import Api, Endpoint, Message, Model
-from workers.outcome import Aborted, Failed, reason_of, status_of
+from workers.outcome import Aborted, Failed, Finished, reason_of, status_of
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
+from workers.sandbox.options import DockerOptions
 
 TOP_AGENT_ID = "supervisor"
 
@@ -125,6 +129,8 @@ class Session:
         self.model_name: str | None = self.top.model
         self._started = time.monotonic()
         self._last: AgentResult | None = None
+        self.check: CheckRun | None = None
+        """The run's check, run by gaffer at its end (supervisor/run_check.py)."""
         self._turn_budget = None
         self.top_events.emit(
             SessionStart(
@@ -191,12 +197,36 @@ class Session:
                     self.messages.insert(0, {"role": "system", "content": prompt})
                 tell(agent, self.messages, text, source="user")
                 result = run_agent(agent, self.messages)
+                self.check = self._check(result, agent.changes, said)
         except SandboxUnavailable as error:
             result = AgentResult(Failed(str(error), kind="sandbox"), self.messages)
         finally:
             self._turn_budget = None
         self._last = result
         return result
+
+    def _check(
+        self, result: AgentResult, tracker: ChangeTracker | None, said: str
+    ) -> CheckRun | None:
+        """The run's check, when its answer came and it could have changed files."""
+        if not isinstance(result.outcome, Finished) or not self.plan.task_mode:
+            return None  # a chat's turns are not checked yet (issue 42 goes on)
+        if not self.plan.rules.verify:
+            return None  # --no-verify: the user asked for no judgement of the answer
+        if not could_change_files(self.top_spec, self.team.specs):
+            return None
+        sandboxed = self.top.sandbox == "docker"
+        return check_at_end(
+            self.workspace,
+            said,
+            flag=self.plan.check,
+            config=self.plan.check_config,
+            tracker=tracker,
+            runners=tuple(self.plan.rules.test_runners),
+            options=self.top.docker if sandboxed else DockerOptions(),
+            uid=self.plan.sandbox_uid,
+            events=self.top_events,
+        )
 
     def compact(self) -> bool:
         """Fold older turns now (/compact)."""

@@ -108,6 +108,10 @@ class Settings(BaseModel):
     require_verified: bool = False
     """An answer whose change is unverified (no passing test run after the last edit)
     ends the run with exit code 4, not 0."""
+    check: str | None = Field(None, min_length=1, max_length=1000)
+    """The command that decides whether the workspace is right, run by gaffer itself in a
+    fresh container at the end of every run that could change files; default: the one
+    the task names, else the project's own tests."""
     context_window: int | None = Field(None, ge=1024, le=100_000_000)
     """The model's context window in tokens; default: known per model, else 32768."""
     sandbox_uid: int | None = Field(None, ge=1, le=2**31 - 2)
@@ -184,6 +188,7 @@ FLAGS = (
     "stream",
     "verify",
     "require_verified",
+    "check",
     "context_window",
     "sandbox_uid",
 )

@@ -54,9 +54,9 @@ def test_the_sources_in_order(tmp_path: Path) -> None:
     assert choose(tmp_path, task, config="tox -e py") == Check("tox -e py", "config")
     assert choose(tmp_path, task) == Check(PYTEST, "task")
     named = choose(tmp_path, "Fix isogram so isogram_test.py passes.")
-    assert named == Check("python -m pytest -q isogram_test.py", "project")
+    assert named == Check("python3 -m pytest -q isogram_test.py", "project")
     assert named.describe() == (
-        "check: `python -m pytest -q isogram_test.py` (from the project's files)"
+        "check: `python3 -m pytest -q isogram_test.py` (from the project's files)"
     )
 
 
@@ -69,9 +69,9 @@ def test_the_project_s_files_give_the_command(tmp_path: Path) -> None:
             (folder / name).write_text(text)
         return project_check(folder)
 
-    assert project({"pyproject.toml": "[tool.pytest.ini_options]\n"}) == "python -m pytest -q"
-    assert project({"setup.cfg": "[tool:pytest]\naddopts = -q\n"}) == "python -m pytest -q"
-    assert project({"tests/test_app.py": "def test(): pass\n"}) == "python -m pytest -q"
+    assert project({"pyproject.toml": "[tool.pytest.ini_options]\n"}) == "python3 -m pytest -q"
+    assert project({"setup.cfg": "[tool:pytest]\naddopts = -q\n"}) == "python3 -m pytest -q"
+    assert project({"tests/test_app.py": "def test(): pass\n"}) == "python3 -m pytest -q"
     scripts = {"scripts": {"test": "jest"}}
     assert project({"package.json": json.dumps(scripts)}) == "npm test"
     placeholder = {"scripts": {"test": 'echo "Error: no test specified" && exit 1'}}

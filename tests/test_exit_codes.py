@@ -94,7 +94,8 @@ def test_an_answer_over_a_failing_test_run_exits_3_naming_it(tmp_path: Path) -> 
             server=server,
         )
     assert done.returncode == 3, done.stderr
-    assert "answered, but the change failed its own checks: the last test run failed" in done.stderr
+    assert "answered, but the check failed: `python3 -m pytest -q`" in done.stderr
+    assert "test_x" in done.stderr, "its first failure named"
     result = json.loads(done.stdout)
     assert result["exit_code"] == 3 and result["is_error"] is True
 

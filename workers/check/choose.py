@@ -141,7 +141,7 @@ def _one_command(command: str) -> bool:
 def project_check(workspace: Path, task: str = "") -> str | None:
     """The test command the project's files imply, with the test files the task names."""
     if _uses_pytest(workspace):
-        return " ".join(["python -m pytest -q", *_named_test_files(workspace, task)])
+        return " ".join(["python3 -m pytest -q", *_named_test_files(workspace, task)])
     if (script := _npm_test(workspace)) is not None:
         return script
     if (workspace / "go.mod").is_file():

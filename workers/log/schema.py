@@ -270,6 +270,25 @@ class Verification(Event):
 
 
 @dataclass(frozen=True)
+class CheckRan(Event):
+    """The run's check, run by gaffer itself at its end (workers/check/): its verdict."""
+
+    event = "check"
+    verdict: str
+    """verified, failed, timed_out or unchecked."""
+    detail: str
+    line: str
+    """The verdict in the user's terms, as the last stderr line says it."""
+    seconds: float
+    command: str | None = absent_when_none()
+    source: str | None = absent_when_none()
+    """flag, config, task or project."""
+    exit: int | None = absent_when_none()
+    passed: int | None = absent_when_none()
+    failed: int | None = absent_when_none()
+
+
+@dataclass(frozen=True)
 class FreshAttempt(Event):
     """A sample of the change drawn afresh for an agent stuck on a failing test
     (workers/aids/fresh_attempts.py): kept when the tests passed, else taken back."""
