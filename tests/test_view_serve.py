@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import must_run_here
 from tests.helpers import cli_env
 
 SURVEY = (
@@ -97,7 +98,7 @@ def test_another_user_gets_nothing_and_cannot_learn_the_token(
     # What every user may read of another's process: its command line.
     assert token not in Path(f"/proc/{process.pid}/cmdline").read_text()
     if os.geteuid() != 0:
-        pytest.skip("switching to another uid needs root; the token test above stands")
+        must_run_here("switching to another uid needs root; the token test above stands")
     parts = urllib.parse.urlsplit(url)
 
     def as_other_user(path: str) -> tuple[str, bytes]:
