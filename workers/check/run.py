@@ -28,7 +28,7 @@ from typing import Any, Literal
 from workers import state
 from workers.check.choose import Check
 from workers.guards.test_runs import invocation, status_command
-from workers.sandbox.container import ENVIRONMENT, HOME, WORKSPACE
+from workers.sandbox.container import ENVIRONMENT, WORKSPACE, confined
 from workers.sandbox.options import DockerOptions
 
 Verdict = Literal["verified", "failed", "timed_out", "unchecked"]
@@ -174,14 +174,7 @@ def _run(
         working_dir=WORKSPACE,
         environment={**ENVIRONMENT, "PYTHONPYCACHEPREFIX": "/tmp/pycache"},
         network_mode="none",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={"/tmp": "rw,exec,size=512m,mode=1777", HOME: "rw,size=128m,mode=1777"},
-        mem_limit=options.memory,
-        memswap_limit=options.memory,
-        nano_cpus=int(options.cpus * 1e9),
-        pids_limit=options.pids,
+        **confined(options.memory, options.cpus, options.pids),
         mounts=[
             Mount(target=WORKSPACE, source=str(copy), type="bind"),
             Mount(target=REPORT, source=str(report), type="bind"),

@@ -126,14 +126,7 @@ def create(
         working_dir="/",
         environment=ENVIRONMENT,
         network_mode=spec.network,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        read_only=True,
-        tmpfs={"/tmp": "rw,exec,size=512m,mode=1777", HOME: "rw,size=128m,mode=1777"},
-        mem_limit=spec.memory,
-        memswap_limit=spec.memory,
-        nano_cpus=int(spec.cpus * 1e9),
-        pids_limit=spec.pids,
+        **confined(spec.memory, spec.cpus, spec.pids),
         # Nothing reads the main process's output, and a command that floods /proc/1/fd/1
         # must not fill the host's disk with Docker's log of it.
         log_config=LogConfig(type=LogConfig.types.NONE),
@@ -146,6 +139,21 @@ def create(
             "gaffer.host": socket.gethostname(),
         },
     )
+
+
+def confined(memory: str, cpus: float, pids: int) -> dict[str, Any]:
+    """What every gaffer container is held to: no capabilities or new privileges, a
+    read-only root with small scratch folders, and its memory, CPU and process limits."""
+    return {
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": {"/tmp": "rw,exec,size=512m,mode=1777", HOME: "rw,size=128m,mode=1777"},
+        "mem_limit": memory,
+        "memswap_limit": memory,
+        "nano_cpus": int(cpus * 1e9),
+        "pids_limit": pids,
+    }
 
 
 def keeper_user(user: str) -> str:
