@@ -409,43 +409,6 @@ def test_the_outcome_comes_first_in_chromium_and_the_conflict_is_red(
     screenshot(browser, tmp_path, "timeline-conflict")
 
 
-def test_gaffer_view_serve_answers_on_loopback(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-    import urllib.error
-    import urllib.request
-
-    from tests.helpers import cli_env
-
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    shutil.copy(SURVEY, logs / SURVEY.name)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "view", "last", "--serve"],
-        cwd=workspace,
-        env=cli_env(workspace, None, None),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        process.stdout.readline()  # the page's path
-        url = process.stdout.readline().split()[2]
-        assert url.startswith("http://127.0.0.1:")
-        with urllib.request.urlopen(url, timeout=10) as response:
-            assert b"timeline-data" in response.read()
-        # A rebound name (evil.example resolving to 127.0.0.1) is refused.
-        rebound = urllib.request.Request(url, headers={"Host": "evil.example"})
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(rebound, timeout=10)
-        assert refused.value.code == 421
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 def test_a_planted_log_cannot_make_the_page_read_other_files(tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("the user's secret\n")

@@ -123,3 +123,20 @@ def test_another_user_gets_nothing_and_cannot_learn_the_token(
         assert " 404 " in status and body == b"", path
     status, body = as_other_user(parts.path)
     assert " 200 " in status and b"timeline-data" in body, "with the URL, any user gets it"
+
+
+def test_it_answers_on_loopback_and_refuses_a_rebound_name(
+    served: tuple[subprocess.Popen[str], str],
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    _, url = served
+    assert url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert b"timeline-data" in response.read()
+    # A rebound name (evil.example resolving to 127.0.0.1) is refused.
+    rebound = urllib.request.Request(url, headers={"Host": "evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(rebound, timeout=10)
+    assert refused.value.code == 421
