@@ -114,6 +114,16 @@ def gaffer_replying(
     return done, server
 
 
+def read_then_write(path: str, content: str) -> Reply:
+    """The model's reply that reads a file, then writes it whole."""
+    return Reply(
+        tool_calls=[
+            ("read_file", json.dumps({"path": path})),
+            ("write_file", json.dumps({"path": path, "content": content})),
+        ]
+    )
+
+
 def shell_reply(command: str) -> Reply:
     """The model's reply that runs one shell command."""
     return Reply(tool_calls=[("run_shell", json.dumps({"command": command}))])

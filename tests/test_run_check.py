@@ -12,7 +12,7 @@ import pytest
 
 from tests.docker_support import chown_tree, require_docker
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import add_host_coder, gaffer
+from tests.helpers import add_host_coder, gaffer, read_then_write
 
 WRONG = "def is_even(n):\n    return True\n"
 RIGHT = "def is_even(n):\n    return n % 2 == 0\n"
@@ -43,15 +43,6 @@ def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
     return ws
 
 
-def write(path: str, content: str) -> Reply:
-    return Reply(
-        tool_calls=[
-            ("read_file", json.dumps({"path": path})),
-            ("write_file", json.dumps({"path": path, "content": content})),
-        ]
-    )
-
-
 def run(ws: Path, replies: list[Reply], *flags: str, task: str = TASK) -> tuple[int, dict, str]:
     with FakeOpenAI(replies) as server:
         done = gaffer(
@@ -64,7 +55,7 @@ def run(ws: Path, replies: list[Reply], *flags: str, task: str = TASK) -> tuple[
 def test_an_answer_that_claims_a_test_run_that_never_happened_fails(tmp_path: Path) -> None:
     ws = workspace(tmp_path, {"even.py": "def is_even(n):\n    pass\n", "even_test.py": TESTS})
     said = Reply(text="I ran the tests and they all pass.")
-    code, result, stderr = run(ws, [write("even.py", WRONG), said])
+    code, result, stderr = run(ws, [read_then_write("even.py", WRONG), said])
     assert code == 3, stderr
     assert result["verified"] is False and result["check"]["verdict"] == "failed"
     assert result["check"]["command"] == "python3 -m pytest -q even_test.py"
@@ -76,7 +67,7 @@ def test_an_answer_that_claims_a_test_run_that_never_happened_fails(tmp_path: Pa
 
 def test_a_right_fix_is_verified_by_gaffer_s_own_run(tmp_path: Path) -> None:
     ws = workspace(tmp_path, {"even.py": "def is_even(n):\n    pass\n", "even_test.py": TESTS})
-    code, result, stderr = run(ws, [write("even.py", RIGHT), Reply(text="Fixed.")])
+    code, result, stderr = run(ws, [read_then_write("even.py", RIGHT), Reply(text="Fixed.")])
     assert code == 0, stderr
     assert result["verified"] is True and result["check"]["passed"] == 2
     assert "verified: `python3 -m pytest -q even_test.py` (2 passed)" in stderr
@@ -102,7 +93,7 @@ def test_a_fix_that_changed_nothing_over_failing_tests_fails(tmp_path: Path) -> 
 
 def test_a_project_with_nothing_to_check_is_unchecked(tmp_path: Path) -> None:
     ws = workspace(tmp_path, {"notes.md": "notes\n"})
-    replies = [write("notes.md", "tidy notes\n"), Reply(text="Tidied.")]
+    replies = [read_then_write("notes.md", "tidy notes\n"), Reply(text="Tidied.")]
     code, result, _ = run(ws, replies, task="Tidy the notes.")
     assert code == 0 and result["verified"] is False
     assert result["check"]["verdict"] == "unchecked"
@@ -112,12 +103,12 @@ def test_a_project_with_nothing_to_check_is_unchecked(tmp_path: Path) -> None:
 
 def test_the_flag_and_the_config_name_the_check(tmp_path: Path) -> None:
     ws = workspace(tmp_path, {"even.py": WRONG, "even_test.py": TESTS})
-    fix = [write("even.py", RIGHT), Reply(text="Fixed.")]
+    fix = [read_then_write("even.py", RIGHT), Reply(text="Fixed.")]
     task = "Fix is_even."
     code, result, _ = run(ws, fix, "--check", "python3 -m pytest -q", task=task)
     assert code == 0 and result["check"]["source"] == "flag"
     config = tmp_path / "home" / ".config" / "gaffer"
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.toml").write_text('check = "python3 -m pytest -q even_test.py"\n')
-    code, result, _ = run(ws, [write("even.py", WRONG), Reply(text="Done.")], task=task)
+    code, result, _ = run(ws, [read_then_write("even.py", WRONG), Reply(text="Done.")], task=task)
     assert code == 3 and result["check"]["source"] == "config"

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import add_host_coder, gaffer
+from tests.helpers import add_host_coder, gaffer, read_then_write
 
 TEN = "".join(f"line {n}\n" for n in range(1, 11))
 
@@ -37,16 +37,6 @@ class Between(FakeOpenAI):
             hook()
         self.asked += 1
         return super()._next(body)
-
-
-def write(path: str, content: str) -> Reply:
-    """The agent's reply that reads a file, then writes it whole."""
-    return Reply(
-        tool_calls=[
-            ("read_file", json.dumps({"path": path})),
-            ("write_file", json.dumps({"path": path, "content": content})),
-        ]
-    )
 
 
 def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -83,10 +73,10 @@ def test_the_user_s_work_between_calls_stays_and_a_file_both_changed_is_refused(
 
     readme = "agent's line 1\n" + TEN.split("\n", 1)[1]
     replies = [
-        write("README.md", readme),
-        write("a.txt", "a1\n"),
-        write("shared.py", "s1\n"),
-        write("shared.py", "s-agent\n"),
+        read_then_write("README.md", readme),
+        read_then_write("a.txt", "a1\n"),
+        read_then_write("shared.py", "s1\n"),
+        read_then_write("shared.py", "s-agent\n"),
         Reply(text="Done."),
     ]
     run(ws, replies, {3: user})
@@ -112,7 +102,9 @@ def test_the_user_s_work_between_calls_stays_and_a_file_both_changed_is_refused(
 def test_a_file_edited_since_is_undone_by_an_exact_merge_or_refused(tmp_path: Path) -> None:
     ws = workspace(tmp_path, {"f.txt": TEN, "g.txt": TEN})
     agent = "agent's line 1\n" + TEN.split("\n", 1)[1]
-    run(ws, [write("f.txt", agent), write("g.txt", agent), Reply(text="ok")], {})
+    run(
+        ws, [read_then_write("f.txt", agent), read_then_write("g.txt", agent), Reply(text="ok")], {}
+    )
     (ws / "f.txt").write_text(agent.replace("line 10", "the user's line 10"))
     first_line(ws, "g.txt", "the user's line 1\n")
 
@@ -128,7 +120,7 @@ def test_undo_in_a_pipe_acts_only_with_yes_and_redo_takes_it_back(tmp_path: Path
     ws = workspace(tmp_path, {"a.txt": "a0\n", "b.txt": "b0\n"})
     run(
         ws,
-        [write("a.txt", "a1\n"), write("b.txt", "b1\n"), Reply(text="ok")],
+        [read_then_write("a.txt", "a1\n"), read_then_write("b.txt", "b1\n"), Reply(text="ok")],
         {},
     )
 
@@ -165,9 +157,9 @@ def test_the_chat_s_undo_and_redo_hold_the_same(tmp_path: Path) -> None:
         (ws / "NOTES.md").write_text("notes\n")
 
     replies = [
-        write("f.txt", agent),
-        write("g.txt", agent),
-        write("h.txt", "h1\n"),
+        read_then_write("f.txt", agent),
+        read_then_write("g.txt", agent),
+        read_then_write("h.txt", "h1\n"),
         Reply(text="Changed."),
     ]
     lines = ["change them", "/undo", "/redo", "/exit"]
@@ -218,7 +210,7 @@ def test_at_a_terminal_undo_asks_and_no_changes_nothing(
     from supervisor.cli import main
 
     ws = workspace(tmp_path, {"a.txt": "a0\n"})
-    run(ws, [write("a.txt", "a1\n"), Reply(text="ok")], {})
+    run(ws, [read_then_write("a.txt", "a1\n"), Reply(text="ok")], {})
     for name in [k for k in os.environ if k.startswith(("GAFFER_", "OPENAI_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -247,7 +239,7 @@ def test_gaffers_own_output_redirected_into_the_workspace_is_never_the_agents(
     ws = workspace(tmp_path, {"a.txt": "a0\n", "run.log": "earlier\n"})
     task = json.dumps({"profile": "hostcoder", "task": "edit a.txt"})
     top = [Reply(tool_calls=[("delegate", task)]), Reply(text="done")]
-    worker = [write("a.txt", "a1\n"), Reply(text="ok")]
+    worker = [read_then_write("a.txt", "a1\n"), Reply(text="ok")]
     with FakeOpenAI(top, {"edit a.txt": worker}) as server, open(ws / "run.log", "a") as log:
         done = subprocess.run(
             [sys.executable, "-m", "supervisor", "run", "--no-verify", "edit"],
