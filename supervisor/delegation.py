@@ -33,7 +33,7 @@ from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import RemoteCopy
-from workers.guards.verification import about_the_code
+from workers.guards.named_code import about_the_code
 from workers.limits import Budget, worker_limits
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
@@ -364,6 +364,8 @@ class Team:
         if copy is not None:  # snapshots of a copy on a node are the node's to take
             setting = dataclasses.replace(setting, workspace=copy.path or setting.workspace)
             setting = dataclasses.replace(setting, store=copy.store)
+            if copy.path is None:  # its check runs over the merged workspace, at the top
+                setting = dataclasses.replace(setting, checker=None)
         sandbox = None
         try:
             kept = read_only_tests(spec, task, setting)

@@ -132,9 +132,12 @@ class Repl:
                 self._say(answer)
             case Finished(answer=answer):
                 # The text streamed already; what the gate added did not.
-                stamp = answer.rsplit("\n\n", 1)[-1] if "\nVerification: " in answer else ""
+                stamped = "\nVerification: " in answer or "\nCheck: " in answer
+                stamp = answer.rsplit("\n\n", 1)[-1] if stamped else ""
                 if stamp:
                     self._say(stamp)
+                if (check := self.session.check) is not None and not stamp.startswith("Check:"):
+                    self._say(f"Check: {check.line()}")  # gaffer's own, at the turn's end
             case LimitHit() | Failed():
                 self._say(f"stopped: {reason_of(result.outcome)}")
             case Aborted():

@@ -112,7 +112,9 @@ def report_text(
         lines.extend(_merge_lines(agent_id, merge))
     lines.extend(_moved_aside(report.quarantined))
     verdict = judge(result.facts, test_runners)
-    if verdict is not None:
+    if result.check is not None:  # gaffer ran the run's check over the worker's change
+        lines.append(f"check (run by gaffer): {result.check.line()}")
+    elif verdict is not None:
         lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
     commands = _commands(result.facts)
     if commands:

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import cast
 
 from supervisor.delegation import Team
-from supervisor.run_check import check_at_end, could_change_files
+from supervisor.run_check import could_change_files
 from supervisor.run_plan import RunPlan
 from workers.agent import AgentResult, first_task, tell
 from workers.aids.task_rules import read_only_tests
 from workers.changes.snapshots import Store
 from workers.changes.tracker import ChangeTracker
 from workers.changes.worktrees import reap_worktrees
+from workers.check.checker import Checker
 from workers.check.run import CheckRun
 from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
@@ -167,6 +168,7 @@ class Session:
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
+        self.team.setting = dataclasses.replace(self.team.setting, checker=self._checker())
         self.messages: list[Message] = list(resumed or [])
         # The user's own words, never a summary or a model's: their rules hold for every
         # agent of the run (a resumed run's first message is the user's task).
@@ -183,6 +185,7 @@ class Session:
     def turn(self, text: str) -> AgentResult:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
+        self.check = None
         try:
             self.said.append(text)
             said = "\n\n".join(s for s in self.said if s)
@@ -208,24 +211,28 @@ class Session:
     def _check(
         self, result: AgentResult, tracker: ChangeTracker | None, said: str
     ) -> CheckRun | None:
-        """The run's check, when its answer came and it could have changed files."""
-        if not isinstance(result.outcome, Finished) or not self.plan.task_mode:
-            return None  # a chat's turns are not checked yet (issue 42 goes on)
-        if not self.plan.rules.verify:
-            return None  # --no-verify: the user asked for no judgement of the answer
-        if not could_change_files(self.top_spec, self.team.specs):
+        """The run's check at the end of a turn whose answer came: every `gaffer run`
+        that could change files, and a chat's turn that changed some."""
+        checker = self.team.setting.checker
+        if checker is None or not isinstance(result.outcome, Finished):
             return None
+        if not self.plan.task_mode and not (tracker is not None and tracker.since_start()):
+            return None  # a chat's turn that changed nothing has nothing new to check
+        return checker.run(said, self.top_events)
+
+    def _checker(self) -> Checker | None:
+        """The run's check, when it could change files and its answer is judged."""
+        if not self.plan.rules.verify or not could_change_files(self.top_spec, self.team.specs):
+            return None  # --no-verify: the user asked for no judgement of the answer
         sandboxed = self.top.sandbox == "docker"
-        return check_at_end(
+        return Checker(
             self.workspace,
-            said,
             flag=self.plan.check,
             config=self.plan.check_config,
-            tracker=tracker,
             runners=tuple(self.plan.rules.test_runners),
             options=self.top.docker if sandboxed else DockerOptions(),
             uid=self.plan.sandbox_uid,
-            events=self.top_events,
+            store=self.team.store,
         )
 
     def compact(self) -> bool:

@@ -280,10 +280,11 @@ def test_a_failing_test_is_not_verified(workspace: Path) -> None:
     with FakeOpenAI(replies) as server:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server)
     assert done.returncode == 3, "the answer went out over a failing test run"
+    # gaffer ran the project's `make test` itself when the agent answered, and at the end:
+    # its verdict is the answer's and the run's.
     assert done.stdout.endswith(
-        "Verification: unverified (the last test run failed: `make test` → exit 2)\n"
+        "Check: failed: `make test` (exit 2); make: *** [Makefile:2: test] Error 1\n"
     )
-    # gaffer ran the project's `make test` itself at the end: its verdict is the run's.
     assert "answered, but the check failed: `make test`" in done.stderr
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tests.helpers import run_script
 from workers.facts import Facts
-from workers.guards.verification import EMPTY_ANSWER, Gate, missing_paths
+from workers.guards.named_code import missing_paths
+from workers.guards.verification import EMPTY_ANSWER, Gate
 from workers.log.events import Emitter, Recorder
 from workers.model.scripted import call, say
 from workers.outcome import Finished

@@ -10,6 +10,7 @@ from workers.changes.change_sets import Change
 from workers.changes.ignored_changes import IgnoredChange
 from workers.changes.merging import Merged
 from workers.changes.tracker import ChangeTracker
+from workers.check.run import CheckRun
 from workers.facts import Facts
 from workers.guards.context import ContextKeeper
 from workers.guards.editing import EditGuard
@@ -81,6 +82,9 @@ class AgentResult:
     """An isolated editor's: how its change set came into the workspace, or why not."""
     node: str | None = None
     """The cluster node its tools ran on; None on this machine."""
+    check: CheckRun | None = None
+    """The run's check over its change, as gaffer ran it when it answered; None when it
+    changed nothing or no check could run."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

@@ -363,7 +363,11 @@ def _short(text: str, limit: int) -> str:
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
     answer = _unfenced(answer)
-    return agent.gate.stamp(answer, result.facts) if agent.gate is not None else answer
+    if agent.gate is None:
+        return answer
+    stamped = agent.gate.stamp(answer, result.facts)
+    result.check = agent.gate.last_check
+    return stamped
 
 
 def _unfenced(text: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from workers.aids.python_merge import MergeProblem, defines, merge
 from workers.guards.editing import EDIT_TOOLS, EditGuard
-from workers.guards.verification import named_paths
+from workers.guards.named_code import named_paths
 from workers.hooks import Aid, Note, View
 from workers.model import AssistantTurn, ToolCall
 from workers.tools.base import ToolError

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from workers import python_source
-from workers.guards.verification import named_paths
+from workers.guards.named_code import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.tools.base import ToolError
 from workers.tools.names import MAX_NAME_HINTS, name_words, named_like

@@ -15,6 +15,7 @@ from workers.aids.file_blocks import HOW_TO_WRITE, WRITE_BLOCKS
 from workers.assembly.specs import AgentSpec
 from workers.changes.snapshots import Store
 from workers.changes.tracker import ChangeTracker
+from workers.check.checker import Checker
 from workers.guards.context import ContextKeeper, window_for
 from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate
@@ -66,6 +67,9 @@ class RunSetting:
     user_task: str = ""
     """What the user asked for (a conversation's first message): its rules on the tests
     hold for every agent of the run, whatever a worker's own task says."""
+    checker: Checker | None = None
+    """The run's check, run when an agent that changed files answers; None: its own
+    evidence alone is judged (a run that could change nothing, or --no-verify)."""
 
 
 def build_agent(
@@ -103,6 +107,8 @@ def build_agent(
         look_with="your workers (delegate)" if works_through_workers else Gate.look_with,
         through_workers=works_through_workers,
         test_runners=rules.test_runners,
+        checker=setting.checker,
+        check_task=setting.user_task,
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,
     )

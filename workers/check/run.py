@@ -65,8 +65,10 @@ class CheckRun:
             "timed_out": f"timed out: `{self.command}` after {self.seconds:.0f}s",
             "unchecked": f"unchecked: {self.detail}",
         }[self.verdict]
-        detail = self.detail if self.verdict == "failed" and self.detail else ""
-        return said + (f"; {detail.splitlines()[0]}" if detail else "")
+        lines = self.detail.splitlines() if self.verdict == "failed" else []
+        # A report's first failure leads; a runner that counted nothing ends with its cause.
+        shown = (lines[0] if self.passed is not None else lines[-1]) if lines else ""
+        return said + (f"; {shown}" if shown else "")
 
 
 def run_check(

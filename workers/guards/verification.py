@@ -10,16 +10,20 @@ inside the delegate call's facts, in order.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from workers.check.run import CheckRun
 from workers.facts import Facts
+from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
 from workers.log.events import Emitter
 from workers.log.schema import Verification
+
+if TYPE_CHECKING:
+    from workers.check.checker import Checker
 
 # How often an agent is sent back before its answer goes out marked unverified.
 DEFAULT_MAX_SEND_BACKS = 2
@@ -31,6 +35,8 @@ class Verdict:
     reason: str = ""
     untested: bool = False
     """Files changed and no test ran after: what is missing is a test run, not a fix."""
+    check: CheckRun | None = None
+    """The run's check, when gaffer ran it over the change: this verdict is its."""
 
     @property
     def failed(self) -> bool:
@@ -39,6 +45,8 @@ class Verdict:
 
     @property
     def line(self) -> str:
+        if self.check is not None:
+            return f"Check: {self.check.line()}"
         return (
             "Verification: verified"
             if self.verified
@@ -125,144 +133,29 @@ def files_changed(facts: Iterable[Facts]) -> list[str]:
     return list(files)
 
 
-# A path as answers name them: `src/app.py`, `workers/loop.py:42`, `sandbox_image/`.
-_NAMED_PATH = re.compile(
-    r"(?<![\w/.:-])((?:[\w.-]+/)+(?:[\w.-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|tsx|go|rs|c|h|cpp|java|rb|cfg|ini|jinja))?|[\w-]+\.(?:py|md|toml|json|ya?ml|txt|sh|js|ts|go|rs|cfg|ini))(?::\d+)?(?![\w/])"
-)
-
-
-# A bare file name ("loop.py") counts when a file of that name is anywhere in the
-# workspace; looking is capped so a huge tree costs little.
-MAX_NAMES_SEEN = 50_000
-_SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
-
-
-def named_paths(text: str, container_root: str | None = None) -> list[str]:
-    """The paths a text names, workspace-relative, in order, each once: `src/app.py`,
-    `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`)."""
-    if container_root:
-        text = re.sub(rf"(?<![\w/.-]){re.escape(container_root.rstrip('/'))}/", " ", text)
-    paths: dict[str, None] = {}
-    for match in _NAMED_PATH.finditer(text):
-        if "://" in text[max(0, match.start() - 8) : match.start() + 3]:
-            continue  # part of a URL
-        paths[match.group(1)] = None
-    return list(paths)
-
-
-_CODE_NAME = re.compile(r"`[^`\n]{2,}`|\b[A-Za-z_]\w*\(\)|\b\w+/")
-
-
-def names_code(answer: str, workspace: Path | None) -> bool:
-    """Whether an answer speaks of the code: a path, a `name` or call(), a folder/, or a
-    top-level name of the workspace. Only such an answer needs a look behind it; a
-    greeting or a question about no code is answered as it is."""
-    if named_paths(answer) or _CODE_NAME.search(answer):
-        return True
-    if workspace is None:
-        return False
-    try:
-        top = {
-            entry.name.lower() for entry in os.scandir(workspace) if not entry.name.startswith(".")
-        }
-    except OSError:
-        return False
-    return any(word in top for word in re.findall(r"[\w.-]+", answer.lower()))
-
-
-# Words of a task about the code in front of the agent, when it names none of it.
-_CODE_WORDS = frozenset(
-    [
-        "repo",
-        "repository",
-        "codebase",
-        "project",
-        "code",
-        "source",
-        "file",
-        "files",
-        "folder",
-        "folders",
-        "directory",
-        "function",
-        "functions",
-        "class",
-        "classes",
-        "method",
-        "methods",
-        "module",
-        "modules",
-        "package",
-        "test",
-        "tests",
-        "bug",
-        "bugs",
-        "fix",
-        "error",
-        "errors",
-        "crash",
-        "fails",
-        "failing",
-        "refactor",
-        "rename",
-        "implement",
-        "add",
-        "change",
-        "build",
-        "survey",
-        "explain",
-        "where",
-        "api",
-        "cli",
-        "config",
-        "docs",
-        "readme",
-        "script",
-    ]
-)
-
-
-def about_the_code(task: str, workspace: Path | None) -> bool:
-    """Whether a task is about the code: it names some, or speaks of code, files,
-    tests, a change. `hello there` or `what is 2+2?` is not: it needs no look."""
-    words = set(re.findall(r"[a-z]+", task.lower()))
-    return bool(words & _CODE_WORDS) or names_code(task, workspace)
-
-
-def missing_paths(answer: str, workspace: Path, container_root: str | None = None) -> list[str]:
-    """Paths an answer names that are not in the workspace: what a model made up."""
-    missing: list[str] = []
-    inside: set[str] | None = None
-    for path in named_paths(answer, container_root):
-        if os.path.lexists(os.path.join(workspace, path)):
-            continue
-        # A name, or a path from inside a folder ("workers/: cluster/driver.py, …"),
-        # counts when some file or folder in the workspace ends with it.
-        inside = _paths_in(workspace) if inside is None else inside
-        if path.rstrip("/") in inside:
-            continue
-        missing.append(path)
-    return missing
-
-
-def _paths_in(workspace: Path) -> set[str]:
-    """Every tail of every workspace path: `a/b/c.py` gives `c.py`, `b/c.py`, `a/b/c.py`."""
-    tails: set[str] = set()
-    for folder, dirs, files in os.walk(workspace):
-        dirs[:] = [d for d in dirs if d not in _SKIPPED_WHEN_LOOKING]
-        parts = Path(folder).relative_to(workspace).parts
-        for name in [*dirs, *files]:
-            whole = [*parts, name]
-            tails.update("/".join(whole[i:]) for i in range(len(whole)))
-        if len(tails) > MAX_NAMES_SEEN:
-            break
-    return tails
-
-
 NO_CHANGE = (
     "Before you answer: you have changed no files. If the task asks for a change, make it "
     "now and run the tests; if no change is needed, say why in your answer."
 )
+
+
+CHECK_FAILED = (
+    "Not done yet: gaffer ran the check `{command}` over your change, in a fresh sandbox "
+    "with the task's tests as they were, and it did not pass: {why}. Fix the code, then "
+    "answer again. If it truly cannot pass, say exactly why in your answer."
+)
+# What of a failed check's output goes back to the agent: its first failure, not the log.
+MAX_FAILURE_CHARS = 1_500
+
+
+def _check_failure(check: CheckRun) -> str:
+    if check.verdict == "timed_out":
+        return f"it did not end within {check.seconds:.0f}s"
+    counts = f"{check.failed} failed, {check.passed} passed" if check.failed is not None else ""
+    detail = check.detail.strip()
+    if len(detail) > MAX_FAILURE_CHARS:
+        detail = detail[:MAX_FAILURE_CHARS] + " …"
+    return "; ".join(part for part in (counts, detail or f"exit {check.exit}") if part)
 
 
 EMPTY_ANSWER = (
@@ -296,11 +189,18 @@ class Gate:
     expects_change: bool = False
     """The agent was given a task and tools to change files: an answer that changed none
     goes back once, asking for the change or for why none is needed."""
+    checker: Checker | None = None
+    """The run's check: an answer after a change stands on its verdict, run by gaffer over
+    the workspace (`workspace`); None, or a check that cannot run, leaves the agent's own
+    evidence to judge."""
+    check_task: str = ""
+    """What the user asked for, which the check is chosen from."""
     sent_back: int = field(default=0, init=False)
     wants_call: bool = field(default=False, init=False)
     """The last send-back asked for a tool call (a test run, a look at the code): the
     agent's next reply must be one, or a small model repeats its answer word for word."""
     _asked_for_change: bool = field(default=False, init=False)
+    _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
 
     def review(
         self, facts: list[Facts], answer: str = "", looked: bool | None = None
@@ -311,7 +211,7 @@ class Gate:
             # Nothing said is no answer, whatever the evidence holds.
             self._sent_back_unsupported("the answer was empty")
             return EMPTY_ANSWER
-        verdict = judge(facts, self.test_runners)
+        verdict = self.judged(facts)
         if (
             verdict is None
             and self.expects_change
@@ -357,6 +257,10 @@ class Gate:
                 sent_back=self.sent_back,
             )
         )
+        if verdict.check is not None:
+            return CHECK_FAILED.format(
+                command=verdict.check.command, why=_check_failure(verdict.check)
+            )
         return (
             f"Not done yet: {verdict.reason}. Run the project's tests (or the failing command) "
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
@@ -387,5 +291,25 @@ class Gate:
         return None
 
     def stamp(self, answer: str, facts: list[Facts]) -> str:
-        verdict = judge(facts, self.test_runners)
+        verdict = self.judged(facts)
         return answer if verdict is None else f"{answer.rstrip()}\n\n{verdict.line}"
+
+    @property
+    def last_check(self) -> CheckRun | None:
+        """The check the last verdict stood on; None when it was the agent's own evidence."""
+        return self._judged[1].check if self._judged and self._judged[1] else None
+
+    def judged(self, facts: list[Facts]) -> Verdict | None:
+        """The verdict on the evidence so far: None when nothing was changed; the run's
+        check, run by gaffer, when something was and it can run; else the agent's own
+        test runs. Judged once for the same evidence (the answer is stamped with the
+        verdict it was let through on)."""
+        if self._judged is not None and self._judged[0] == len(facts):
+            return self._judged[1]
+        verdict = judge(facts, self.test_runners)
+        if verdict is not None and self.checker is not None and self.workspace is not None:
+            done = self.checker.run(self.check_task, self.events, self.workspace)
+            if done.verdict != "unchecked":
+                verdict = Verdict(done.verdict == "verified", done.line(), check=done)
+        self._judged = (len(facts), verdict)
+        return verdict

@@ -271,7 +271,8 @@ class Verification(Event):
 
 @dataclass(frozen=True)
 class CheckRan(Event):
-    """The run's check, run by gaffer itself at its end (workers/check/): its verdict."""
+    """The run's check, run by gaffer itself (workers/check/) when an agent that changed
+    files answers, and at the run's end: its verdict."""
 
     event = "check"
     verdict: str
@@ -286,6 +287,8 @@ class CheckRan(Event):
     exit: int | None = absent_when_none()
     passed: int | None = absent_when_none()
     failed: int | None = absent_when_none()
+    reused: bool | None = absent_when_none()
+    """The workspace had not changed since the last check: its verdict, not run again."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,200 @@
+"""The run's check, held once per run: chosen from the flag, the config, the user's task or
+the project's files (choose.py), and run by gaffer (run.py) wherever an agent that changed
+files answers, and at the run's end. The workspace as the run found it is its baseline:
+in the check's copy, the tests the task keeps and every file that steers a test run go
+back to it, whatever the agents did.
+
+A check over a workspace that has not changed since the last one (every file's size,
+time and kind the same, the same command and the same files put back) is that one's
+verdict again: a supervisor answering over its worker's change, and the run's end after
+it, cost one run of the suite, not three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.changes import ignored_changes
+from workers.changes.snapshots import LINK_MODE, Store, Tree
+from workers.check.choose import Check, NoCheck, choose
+from workers.check.run import NOT_COPIED, CheckRun, run_check
+from workers.guards.task_rules import kept_tests
+from workers.log.events import Emitter
+from workers.log.schema import CheckRan
+from workers.sandbox import SandboxUnavailable
+from workers.sandbox.options import DockerOptions
+
+# What decides a test run besides its tests: put back as they were at the start (or taken
+# away when an agent made them) in the check's copy.
+STEERING = frozenset(
+    {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
+    | {"sitecustomize.py", "usercustomize.py"}
+)
+# A suite that takes longer than this on the check's one CPU is stopped and the check says
+# it timed out.
+CHECK_SECONDS = 300.0
+
+
+@dataclass
+class Checker:
+    workspace: Path
+    """The run's workspace; an isolated editor's check runs over its own copy of it."""
+    flag: str | None = None
+    config: str | None = None
+    runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (the config's test_runners)."""
+    options: DockerOptions = field(default_factory=DockerOptions)
+    uid: int | None = None
+    """Whom the check runs as; None: the workspace's owner."""
+    store: Store | None = None
+    """The run's snapshots: without them nothing can be put back (no agent could write)."""
+    seconds: float = CHECK_SECONDS
+    docker_client: Any = None
+    """The Docker client; None: made at the first check."""
+    _baseline: Tree | None = field(default=None, init=False)
+    _ignored_at_start: ignored_changes.Seen = field(default_factory=dict, init=False)
+    _last: tuple[str, CheckRun] | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        if self.store is not None:
+            try:
+                _, self._baseline = self.store.snapshot()
+                self._ignored_at_start = ignored_changes.look(self.workspace, self._baseline)
+            except OSError:  # an unreadable workspace: the check puts nothing back
+                self._baseline = None
+
+    def choose(self, task: str) -> Check | NoCheck:
+        return choose(self.workspace, task, flag=self.flag, config=self.config)
+
+    def run(self, task: str, events: Emitter, workspace: Path | None = None) -> CheckRun:
+        """The check over `workspace` (the run's own by default), logged as a `check`
+        line of the agent `events` speaks for. One check runs at a time."""
+        with self._lock:
+            last = self._last
+            done = self._run(task, workspace or self.workspace)
+        events.emit(
+            CheckRan(
+                verdict=done.verdict,
+                command=done.command or None,
+                source=done.source or None,
+                exit=done.exit,
+                passed=done.passed,
+                failed=done.failed,
+                seconds=round(done.seconds, 3),
+                detail=done.detail,
+                line=done.line(),
+                reused=True if last is not None and done is last[1] else None,
+            )
+        )
+        return done
+
+    def _run(self, task: str, workspace: Path) -> CheckRun:
+        chosen = self.choose(task)
+        if isinstance(chosen, NoCheck):
+            return CheckRun("unchecked", "", "", detail=chosen.reason)
+        try:
+            fingerprint, present = _look(workspace)
+            restored = self.restored(task, workspace, present)
+        except OSError as error:
+            return CheckRun(
+                "unchecked", chosen.command, chosen.source, detail=f"cannot read: {error}"
+            )
+        key = _key(chosen, fingerprint, restored)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        if self.docker_client is None:
+            from workers.sandbox.docker import client
+
+            try:
+                self.docker_client = client()
+            except SandboxUnavailable as error:
+                why = f"no Docker to run it in: {error}"
+                return CheckRun("unchecked", chosen.command, chosen.source, detail=why)
+        done = run_check(
+            chosen,
+            workspace,
+            restored=restored,
+            options=self.options,
+            seconds=self.seconds,
+            docker_client=self.docker_client,
+            uid=self.uid,
+        )
+        self._last = (key, done)
+        return done
+
+    def restored(self, task: str, workspace: Path, present: set[str]) -> dict[str, bytes | None]:
+        """What the check's copy holds in place of the workspace's own: the tests the task
+        keeps and every file that steers a test run, as they were when the run began (None:
+        it was not there, or it is a git-ignored one an agent changed). Without a baseline
+        (no agent could write), nothing."""
+        if self._baseline is None:
+            return {}
+        at_start = set(self._baseline)
+        paths = {p for p in at_start | present if os.path.basename(p) in STEERING}
+        kept = kept_tests(task, workspace, self.runners, by_command=True)
+        if kept is not None:  # what the task keeps, deleted since or not
+            paths |= {p for p in at_start if kept.keeps(p)}
+            paths |= {p for p in present - at_start if kept.keeps(p, new=True)}
+        found: dict[str, bytes | None] = {}
+        for path in sorted(paths):
+            if path in at_start:
+                if (before := self._original(path)) is not None:
+                    found[path] = before
+            elif path not in self._ignored_at_start or self._ignored_changed(workspace, path):
+                found[path] = None
+        return found
+
+    def _original(self, path: str) -> bytes | None:
+        assert self.store is not None and self._baseline is not None
+        entry = self._baseline[path]
+        if not entry.kept or entry.mode == LINK_MODE:
+            return None
+        try:
+            return self.store.read(entry.digest)
+        except KeyError:
+            return None
+
+    def _ignored_changed(self, workspace: Path, path: str) -> bool:
+        """Whether a git-ignored file that was there at the start is not as it was."""
+        try:
+            info = os.lstat(workspace / path)
+        except OSError:
+            return True
+        size, mtime, _ctime, inode, mode = self._ignored_at_start[path]
+        return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode) != (
+            size,
+            mtime,
+            inode,
+            mode,
+        )
+
+
+def _look(workspace: Path) -> tuple[str, set[str]]:
+    """The workspace's fingerprint (every path with its size, time and kind, as the check
+    copies it) and its files."""
+    digest = hashlib.sha256()
+    present: set[str] = set()
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_COPIED)
+        rel = os.path.relpath(folder, workspace)
+        for name in sorted([*files, *dirs]):
+            path = name if rel == "." else f"{rel}/{name}"
+            info = os.lstat(os.path.join(folder, name))
+            digest.update(os.fsencode(path))
+            digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_mode}\n".encode())
+        present.update(name if rel == "." else f"{rel}/{name}" for name in files)
+    return digest.hexdigest(), present
+
+
+def _key(check: Check, fingerprint: str, restored: dict[str, bytes | None]) -> str:
+    digest = hashlib.sha256(f"{check.command}\0{fingerprint}".encode())
+    for path, data in sorted(restored.items()):
+        digest.update(os.fsencode(path) + b"\0")
+        digest.update(hashlib.sha256(data).digest() if data is not None else b"-")
+    return digest.hexdigest()
