@@ -18,6 +18,7 @@ from workers.log.schema import (
     AgentEnd,
     AgentStart,
     ChangeSet,
+    CheckRan,
     DelegateEnd,
     DelegateStart,
     Event,
@@ -269,6 +270,10 @@ def _render_step(event: Event) -> Text | None:
             return shown + Text(f" ({e.elapsed_s}s)", style="dim")
         case Limit() as e:
             return Text(f"stopped: {e.limit} limit: {e.detail}", style="yellow")
+        case CheckRan() as e:
+            style = {"verified": "green", "unchecked": "yellow"}.get(e.verdict, "red")
+            again = " (unchanged since the last: not run again)" if e.reused else ""
+            return Text("check ", style="bold") + Text(e.line + again, style=style)
     return None
 
 
@@ -357,6 +362,30 @@ def stats(records: list[Record]) -> list[Table]:
     for name, c in sorted(tools.items()):
         per_tool.add_row(name, str(c["calls"]), str(c["errors"]), f"{tool_time[name]:.3f}")
     end = next((e for _, e in reversed(of_type(lines, SessionEnd))), None)
+    return [_run_table(end), per_agent, per_tool, *_checks_table(lines)]
+
+
+def _checks_table(lines: list[Line]) -> list[Table]:
+    """Each check gaffer ran, by the agent whose answer it judged; none: no table."""
+    checks = of_type(lines, CheckRan)
+    if not checks:
+        return []
+    table = Table(title="checks (run by gaffer)")
+    for column in ("agent", "verdict", "command", "passed", "failed", "s"):
+        table.add_column(column, justify="right" if column in ("passed", "failed", "s") else "left")
+    for line, e in checks:
+        table.add_row(
+            line.agent_id or "?",
+            e.verdict + (" (reused)" if e.reused else ""),
+            e.command or e.detail,
+            "-" if e.passed is None else str(e.passed),
+            "-" if e.failed is None else str(e.failed),
+            f"{e.seconds:.1f}",
+        )
+    return [table]
+
+
+def _run_table(end: SessionEnd | None) -> Table:
     total = Table(title="run")
     total.add_column("status")
     total.add_column("tokens", justify="right")
@@ -366,4 +395,4 @@ def stats(records: list[Record]) -> list[Table]:
         total.add_row(end.status, str(end.tokens), str(end.tool_calls), str(end.elapsed_s))
     else:
         total.add_row("interrupted", "?", "?", "?")
-    return [total, per_agent, per_tool]
+    return total

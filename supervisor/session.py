@@ -190,6 +190,8 @@ class Session:
             self.said.append(text)
             said = "\n\n".join(s for s in self.said if s)
             setting = self.team.setting = dataclasses.replace(self.team.setting, user_task=said)
+            if setting.checker is not None:  # from the project as the turn finds it
+                setting.checker.choose(said)
             kept = read_only_tests(self.top_spec, text, setting)
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(

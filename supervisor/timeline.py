@@ -21,6 +21,7 @@ from workers.log.schema import (
     AgentEnd,
     AgentStart,
     ChangeSet,
+    CheckRan,
     Compaction,
     DelegateStart,
     FreshAttempt,
@@ -248,6 +249,12 @@ class _Builder:
     def _on_verification(self, agent: str, now: float, e: Verification, _line: Line) -> None:
         self.add(agent, "verification", now, now, f"verification: {e.verdict} ({e.action})",
                  error=e.action == "sent_back", detail={"reason": e.reason})  # fmt: skip
+
+    def _on_check(self, agent: str, now: float, e: CheckRan, _line: Line) -> None:
+        took = 0.0 if e.reused else e.seconds
+        self.add(agent, "verification", now - took, now, f"check {e.line}",
+                 error=e.verdict in ("failed", "timed_out"),
+                 detail={"command": e.command or "", "detail": e.detail})  # fmt: skip
 
     def _on_fresh_attempt(self, agent: str, now: float, e: FreshAttempt, _line: Line) -> None:
         what = f"fresh attempt {e.attempt}"

@@ -13,6 +13,7 @@ from workers.log.schema import (
     AgentEnd,
     AgentStart,
     ChangeSet,
+    CheckRan,
     Merge,
     SessionEnd,
     ToolCalled,
@@ -35,6 +36,7 @@ ENDINGS: dict[str, tuple[str, str]] = {
 }
 NO_END = ("interrupted", "the log ends before the run did: killed, or still going")
 SHORTFALL = "the answer came, but something it started did not hold (exit 3)"
+CHECK_FAILED = "the answer came, but gaffer's check of its change failed (exit 3)"
 UNVERIFIED = "the answer came, its change unverified (exit 0; 4 under --require-verified)"
 
 # A worker's trouble, coloured: red for what failed or did not come in, amber for what
@@ -67,14 +69,17 @@ class Trouble:
 
 @dataclass
 class GateVerdict:
-    """The verification gate's last word on the top agent's answer."""
+    """The last word on the top agent's answer: gaffer's own check, else the gate's."""
 
     verdict: str
-    """verified, unverified, none (nothing changed), failed (sent back, never
-    accepted), or unchecked (no verification in the log)"""
+    """The check's (verified, failed, timed_out, unchecked); else the gate's: verified,
+    unverified, none (nothing changed), failed (sent back, never accepted), or unchecked
+    (no verification in the log)"""
     tone: str
     """green, amber, red, or plain"""
     reason: str
+    checked: bool = False
+    """gaffer ran the check: the verdict is that run's."""
 
 
 @dataclass
@@ -105,7 +110,9 @@ def outcome_of(lines: list[Line]) -> RunOutcome:
     if kind == "completed" and (troubles or _denied(lines)):
         meaning, tone = SHORTFALL, "amber"
     verdict = _verdict(top)
-    if meaning == ENDINGS["completed"][1] and verdict.verdict == "unverified":
+    if kind == "completed" and verdict.verdict in ("failed", "timed_out") and verdict.checked:
+        meaning, tone = CHECK_FAILED, "red"  # gaffer's own check: never "completed" as is
+    if meaning == ENDINGS["completed"][1] and verdict.verdict in ("unverified", "unchecked"):
         meaning = UNVERIFIED
     answers = [e.answer for _, e in of_type(top, AgentEnd)]
     answer = (answers[-1] if answers else None) or ""
@@ -126,6 +133,11 @@ def outcome_of(lines: list[Line]) -> RunOutcome:
 
 
 def _verdict(top: list[Line]) -> GateVerdict:
+    """The check gaffer ran over the top agent's answer, else the gate's verdict."""
+    ran = [e for _, e in of_type(top, CheckRan)]
+    if ran and ran[-1].verdict != "unchecked":  # else the gate's word on its own evidence
+        tone = {"verified": "green", "unchecked": "amber"}.get(ran[-1].verdict, "red")
+        return GateVerdict(ran[-1].verdict, tone, ran[-1].line, checked=True)
     checks = [e for _, e in of_type(top, Verification)]
     if not checks:
         return GateVerdict(

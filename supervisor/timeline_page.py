@@ -96,7 +96,7 @@ function outcome(o) {
   wide.append(el('h3', 'Answer'), el('pre', o.answer || '(no answer)', 'answer'));
   const verdict = el('div', null, 'verdict');
   verdict.append(pill(o.verdict.verdict, o.verdict.tone), el('span', o.verdict.reason));
-  side.append(el('h3', 'Verification'), verdict, el('h3', 'Files changed (' + o.files.length + ')'));
+  side.append(el('h3', o.verdict.checked ? 'Check (run by gaffer)' : 'Verification'), verdict, el('h3', 'Files changed (' + o.files.length + ')'));
   const files = el('ul', null, 'files');
   for (const f of o.files) { const li = el('li'); li.append(el('code', f.path), el('span', ' ' + f.change + (f.by ? ' · ' + f.by : ''))); files.appendChild(li); }
   side.appendChild(o.files.length ? files : el('div', 'none'));

@@ -303,25 +303,37 @@ def run_editor(
     *,
     file_blocks: bool = True,
     track_changes: bool = True,
+    check: bool = False,
 ) -> tuple[AgentResult, Recorder, ScriptedModel]:
     """One run of an editing agent on the host as the small-model path makes one (the
     edit guard, the gate, file blocks, every command approved), whose model replies with
-    `script`, given `task`."""
+    `script`, given `task`; with `check`, gaffer runs the run's check (real Docker) when
+    it answers after a change."""
     from workers.changes.snapshots import Store
     from workers.changes.tracker import ChangeTracker
+    from workers.check.checker import Checker
     from workers.guards.editing import EditGuard
     from workers.guards.verification import Gate
 
     model = ScriptedModel(script)  # type: ignore[arg-type]
     recorder = Recorder()
+    store = Store(workspace)
+    checker = Checker(workspace, store=store) if check else None
+    if checker is not None:
+        checker.choose(task)
     agent = make_agent(
         workspace,
         model,
         recorder,
         edits=EditGuard(workspace),
         file_blocks=file_blocks,
-        changes=ChangeTracker(Store(workspace)) if track_changes else None,
-        gate=Gate(Emitter([recorder])),
+        changes=ChangeTracker(store) if track_changes else None,
+        gate=Gate(
+            Emitter([recorder]),
+            checker=checker,
+            check_task=task,
+            workspace=workspace if check else None,
+        ),
         sandbox=HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True)),
     )
     messages: list[Message] = [

@@ -64,6 +64,13 @@ class FakeView:
     def facts(self) -> Sequence[Facts]:
         return tuple(self.evidence)
 
+    @property
+    def check_command(self) -> str | None:
+        """As a run with no check of its own: the command the task names."""
+        from workers.check.choose import named_command
+
+        return named_command(self.task, self.test_runners)
+
     def spent(self) -> bool:
         return self.is_spent
 

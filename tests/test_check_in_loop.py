@@ -108,3 +108,41 @@ def test_a_chat_turn_that_changed_files_ends_with_the_check(tmp_path: Path) -> N
     assert done.stderr.count("Check: verified: `python3 -m pytest -q even_test.py`") == 1, (
         "the turn that said hello changed nothing and is not checked"
     )
+
+
+def test_logs_stats_and_the_timeline_show_the_check(tmp_path: Path) -> None:
+    from supervisor.runlog import read_records
+    from supervisor.timeline import build
+    from supervisor.timeline_outcome import CHECK_FAILED
+
+    ws = workspace(tmp_path, {"even.py": "def is_even(n):\n    pass\n", "even_test.py": TESTS})
+    replies = [read_then_write("even.py", WRONG), *[Reply(text="Done.")] * 3]
+    code, result, _ = run(ws, replies)
+    assert code == 3
+    logs = gaffer(ws, "logs", "last").stdout
+    assert "check failed: `python3 -m pytest -q even_test.py` (1 failed, 1 passed)" in logs
+    assert "(unchanged since the last: not run again)" in logs
+    stats = gaffer(ws, "stats", "last", env={"COLUMNS": "200"}).stdout
+    assert "checks (run by gaffer)" in stats and "failed (reused)" in stats
+    log = Path(result["log"])
+    outcome = build(read_records(log), log).outcome
+    assert (outcome.tone, outcome.meaning) == ("red", CHECK_FAILED)
+    assert outcome.verdict.checked and outcome.verdict.verdict == "failed"
+    assert outcome.verdict.reason.startswith("failed: `python3 -m pytest -q even_test.py`")
+
+
+def test_tests_after_writes_start_from_the_check_whatever_the_task_says(tmp_path: Path) -> None:
+    """A small model's aids run the tests after its writes: the run's check, here given
+    with --check to a task that names no command."""
+    ws = workspace(tmp_path, {"even.py": "def is_even(n):\n    pass\n", "even_test.py": TESTS})
+    config = tmp_path / "home" / ".config" / "gaffer"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text("file_blocks = true\n")
+    replies = [read_then_write("even.py", RIGHT), Reply(text="Fixed.")]
+    command = "python3 -m pytest -q even_test.py"
+    code, result, stderr = run(ws, replies, "--yes", "--check", command, task="Make is_even right.")
+    assert code == 0, stderr
+    lines = [json.loads(line) for line in Path(result["log"]).read_text().splitlines()]
+    shells = [r for r in lines if r["event"] == "tool_call" and r["name"] == "run_shell"]
+    assert [s["args"]["command"] for s in shells] == [command], "gaffer ran it as the agent"
+    assert "2 passed" in shells[0]["content"]

@@ -117,3 +117,31 @@ def test_other_runners_are_judged_by_their_summary(client: Any, tmp_path: Path) 
     assert (done.verdict, done.passed, done.failed) == ("failed", 1, 1)
     nothing = check(client, ws, {}, check=Check("true", "flag"))
     assert nothing.verdict == "unchecked" and "no count of tests" in nothing.detail
+
+
+def test_a_runner_the_image_lacks_leaves_the_run_unchecked(client: Any, tmp_path: Path) -> None:
+    """`npm test` in an image with no npm says nothing of the change: unchecked, not failed."""
+    done = check(client, workspace(tmp_path), check=Check("npm test", "project"))
+    assert (done.verdict, done.exit) == ("unchecked", 127)
+    assert done.line() == "unchecked: the sandbox image cannot run `npm test` (command not found)"
+
+
+def test_a_kept_test_under_a_link_is_put_back_as_a_folder_of_the_copy(
+    client: Any, tmp_path: Path
+) -> None:
+    """The tests' folder swapped for a link out of the workspace: the copy has the folder
+    again with the test as it was; nothing is written through the link."""
+    ws = workspace(tmp_path, tests="")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "even_test.py").unlink()
+    (ws / "tests").symlink_to(outside)
+    done = check(
+        client,
+        ws,
+        {"tests/even_test.py": TESTS.encode()},
+        check=Check("python3 -m pytest -q", "project"),
+    )
+    assert (done.verdict, done.passed) == ("verified", 2)
+    assert done.put_back == ("tests/even_test.py",)
+    assert list(outside.iterdir()) == [] and (ws / "tests").is_symlink()

@@ -1,9 +1,11 @@
 """The tests a task keeps stay as they are whatever the agent runs: read-only mounts in
-its container, and a put-back of what a command changed anyway (workers/guards/task_rules.py)."""
+its container, and gaffer's check runs them as they were whatever a command changed
+(workers/guards/task_rules.py, workers/check/)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,66 +132,69 @@ def test_a_task_that_asks_for_tests_gets_them_writable(tmp_path: Path) -> None:
     assert (ws / "test_calc.py").read_text() == TESTS + "# more\n"
 
 
-# -- on the host, and past the mounts: what a command changed is put back -----------------
+# -- on the host, and past the mounts: gaffer's check runs the tests as they were --------
 
 TEST_RUN = f"{sys.executable} -m pytest -q -p no:cacheprovider test_calc.py"
 WRONG = "def add(a, b):\n    return a - b\n"
 
 
 def _host_run(ws: Path, task: str, script: list[Any]) -> tuple[Any, Recorder]:
+    """An editor on the host whose answers after a change have gaffer run the check (in
+    a fresh container over a copy of the workspace, the kept tests as they were)."""
+    require_docker()
     (ws / "calc.py").write_text(WRONG)
     (ws / "test_calc.py").write_text(TESTS)
-    result, recorder, _ = run_editor(ws, script, task, file_blocks=False)
+    result, recorder, _ = run_editor(ws, script, task, file_blocks=False, check=True)
     return result, recorder
 
 
-def _held(recorder: Recorder) -> list[dict[str, Any]]:
-    return [r for r in recorder.records if r["event"] == "boundary"]
+def _checks(recorder: Recorder) -> list[dict[str, Any]]:
+    return [r for r in recorder.records if r["event"] == "check"]
 
 
 def test_a_test_run_against_tests_a_command_changed_verifies_nothing(workspace: Path) -> None:
-    """The command makes the kept test pass against the wrong code and runs it: the test
-    is put back right after, the model is told, and the run is not verified by that run."""
+    """The command makes the kept test pass against the wrong code and runs it: its own
+    run passes, gaffer's check runs the test as it was and fails, and says the run
+    changed it. The change stays the agent's, in its change set, for undo to take back."""
     tamper = f"sed -i 's/== 3/== -1/' test_calc.py && {TEST_RUN}"
     script = [call("run_shell", command=tamper), say("The tests pass."), say("They pass.")]
     script += [say("They pass.")]
     result, recorder = _host_run(workspace, TASK, script)
-    assert (workspace / "test_calc.py").read_text() == TESTS
     [shell] = [r for r in recorder.records if r["event"] == "tool_call"]
-    assert shell["is_error"] and "1 passed" in shell["content"]
-    assert shell["content"].endswith(
-        "gaffer put test_calc.py back as it was before this call: the task's tests stay as "
-        "they are in this run (the task says not to modify the tests). Change calc.py instead."
+    assert shell["facts"]["exit_code"] == 0 and "1 passed" in shell["content"]
+    assert shell["facts"]["modified"] == ["test_calc.py"]
+    assert "== -1" in (workspace / "test_calc.py").read_text(), "gaffer changes no file"
+    assert result.check is not None and result.check.verdict == "failed"
+    assert result.check.put_back == ("test_calc.py",)
+    assert result.outcome.answer.endswith(
+        "changed kept tests: test_calc.py (checked as they were; `gaffer undo` puts them back)"
     )
-    assert shell["facts"]["tests_put_back"] == ["test_calc.py"]
-    assert "modified" not in shell["facts"], "no change of the agent's is left"
-    [boundary] = _held(recorder)
-    assert boundary["action"] == "put_back" and boundary["paths"] == ["test_calc.py"]
-    assert "Verification: unverified" in result.outcome.answer
+    assert [c["verdict"] for c in _checks(recorder)] == ["failed"], "once for the same change"
 
 
 @pytest.mark.parametrize(
-    ("command", "left"),
+    ("command", "named"),
     [
-        ("rm test_calc.py", {"test_calc.py": TESTS}),
-        ("mv test_calc.py old.py", {"test_calc.py": TESTS, "old.py": None}),
-        ("echo 'collect_ignore = [\"test_calc.py\"]' > conftest.py", {"conftest.py": None}),
+        ("rm test_calc.py", ("test_calc.py",)),
+        ("mv test_calc.py old.py", ("test_calc.py",)),
+        ("echo 'collect_ignore = [\"test_calc.py\"]' > conftest.py", ("conftest.py",)),
     ],
 )
-def test_each_way_of_changing_a_kept_test_is_put_back(
-    workspace: Path, command: str, left: dict[str, str | None]
+def test_each_way_of_changing_a_kept_test_is_checked_as_it_was(
+    workspace: Path, command: str, named: tuple[str, ...]
 ) -> None:
-    script = [call("run_shell", command=command), say("done"), say("done"), say("done")]
-    _, recorder = _host_run(workspace, TASK, script)
-    for rel, content in left.items():
-        path = workspace / rel
-        assert (path.read_text() if path.exists() else None) == content, rel
-    assert [b["action"] for b in _held(recorder)] == ["put_back"]
+    fix = "def add(a, b):\n    return a + b\n"
+    script = [call("run_shell", command=f"{command} && printf '{fix}' > calc.py"), say("done")]
+    result, _ = _host_run(workspace, TASK, script)
+    assert result.check is not None and result.check.put_back == named
+    assert result.check.verdict == "verified" and result.check.passed == 1, (
+        "the test the run took away still ran, and passes on the fixed code"
+    )
 
 
 def test_a_task_that_asks_for_a_new_test_keeps_only_those_there(workspace: Path) -> None:
     """'Add a test; do not modify the existing tests': a new test file is the agent's to
-    make, by a write or a command; the existing one is still put back."""
+    make, by a write or a command; the existing one is checked as it was."""
     task = "Add a test for add in test_add_more.py. Do not modify the existing tests."
     script = [
         call("write_file", path="test_add_more.py", content="def test_more():\n    pass\n"),
@@ -198,53 +203,57 @@ def test_a_task_that_asks_for_a_new_test_keeps_only_those_there(workspace: Path)
         say("done"),
         say("done"),
     ]
-    _, recorder = _host_run(workspace, task, script)
-    assert (workspace / "test_add_more.py").exists() and (workspace / "test_x.py").exists()
-    assert (workspace / "test_calc.py").read_text() == TESTS
+    result, recorder = _host_run(workspace, task, script)
     write = next(r for r in recorder.records if r.get("name") == "write_file")
     assert not write["is_error"]
-    assert [b["paths"] for b in _held(recorder)] == [["test_calc.py"]]
+    assert result.check is not None and result.check.put_back == ("test_calc.py",)
+    assert result.check.passed == 2 and result.check.failed == 1, "the new tests ran too"
 
 
-def test_a_kept_test_behind_a_planted_link_is_not_written_through_it(
+def test_a_kept_test_behind_a_planted_link_is_checked_as_it_was(
     workspace: Path, tmp_path: Path
 ) -> None:
-    """The command swaps the tests' folder for a link out of the workspace: nothing is
-    written through the link, the run says the tests were changed, and it is unverified."""
+    """The command swaps the tests' folder for a link out of the workspace: the check's
+    copy holds the tests' folder again, nothing is written through the link, and the
+    test that was there runs."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (workspace / "tests").mkdir()
-    (workspace / "tests/test_more.py").write_text("def test_more():\n    assert True\n")
+    (workspace / "tests/test_more.py").write_text("def test_more():\n    assert False\n")
     swap = f"mv tests tests_was && ln -s {outside} tests"
     script = [call("run_shell", command=swap), say("done"), say("done"), say("done")]
-    result, recorder = _host_run(workspace, TASK, script)
+    result, _ = _host_run(workspace, TASK, script)
     assert list(outside.iterdir()) == []
-    [boundary] = _held(recorder)
-    assert boundary["action"] == "not_put_back" and "tests/test_more.py" in boundary["paths"]
-    assert "could not put" in boundary["message"]
-    assert "the task's tests were changed and not put back" in result.outcome.answer
+    assert result.check is not None and "tests/test_more.py" in result.check.put_back
+    assert result.check.verdict == "failed" and result.check.passed == 0
 
 
-def test_a_kept_test_replaced_past_its_mount_is_put_back(tmp_path: Path) -> None:
-    """In the container, the folder above a mounted test is renamed and a new test put in
-    its place: the mount went with the folder, so gaffer puts the test back after the
-    command."""
-    require_docker()
-    ws = user_workspace(tmp_path / "ws")
-    _project(ws)
-    chown_tree(ws)
-    swap = "mv tests tests_was && mkdir tests && echo 'def test_more(): pass' > tests/test_more.py"
-    script = [call("run_shell", command=swap), say("done")]
-    run = _coder_run(ws, tmp_path / "logs", TASK, script)
-    assert (ws / "tests/test_more.py").read_text() == "def test_more():\n    assert True\n"
-    assert not (ws / "tests_was/test_more.py").exists()
-    assert "gaffer put tests/test_more.py, tests_was/test_more.py back" in run["outputs"][0]
+def test_a_detached_process_that_swaps_the_tests_cannot_pass_the_check(
+    workspace: Path,
+) -> None:
+    """A process left running by the agent's command rewrites the test to pass while any
+    run reads it. The check runs after the agent answers, in a fresh container over a
+    copy with the test as it was: it fails."""
+    rig = "def test_add():\n    pass\n"
+    watcher = (
+        f"setsid sh -c 'end=$(($(date +%s) + 30)); while [ $(date +%s) -lt $end ]; do "
+        f'printf "{rig}" > test_calc.py; sleep 0.05; done\' >/dev/null 2>&1 < /dev/null &'
+    )
+    script = [call("run_shell", command="echo '# tidied' >> calc.py")]
+    script += [call("run_shell", command=watcher), call("run_shell", command=TEST_RUN)]
+    script += [say("They pass."), say("They pass."), say("They pass.")]
+    try:
+        result, _ = _host_run(workspace, TASK, script)
+    finally:
+        subprocess.run(["pkill", "-f", "while \\[ \\$(date"], check=False)
+    assert result.check is not None and result.check.verdict == "failed"
+    assert "test_add" in result.check.detail
 
 
 def test_a_workers_task_cannot_drop_the_users_rule(tmp_path: Path) -> None:
     """The user said not to modify the tests; the supervisor's task for its coder leaves
-    that out. The worker's container still mounts them read-only, and what gets past the
-    mount is put back."""
+    that out. The worker's write is still refused, and its container still mounts them
+    read-only."""
     require_docker()
     from supervisor.run_plan import RunPlan
     from supervisor.session import Session
@@ -256,12 +265,11 @@ def test_a_workers_task_cannot_drop_the_users_rule(tmp_path: Path) -> None:
     _project(ws)
     chown_tree(ws)
     worker_task = "Make the tests pass."
-    swap = "mv tests tests_was && mkdir tests && echo 'def test_more(): pass' > tests/test_more.py"
     scripts: dict[str, list[Step]] = {
         TASK: [call("delegate", profile="coder", task=worker_task), say("done")],
         worker_task: [
-            call("run_shell", command="sed -i 's/== 3/== -1/' test_calc.py"),
-            call("run_shell", command=swap),
+            call("write_file", path="test_calc.py", content="def test_add():\n    pass\n"),
+            call("run_shell", command="echo 'def test_add(): pass' > test_calc.py"),
             say("done"),
         ],
     }
@@ -274,13 +282,12 @@ def test_a_workers_task_cannot_drop_the_users_rule(tmp_path: Path) -> None:
     )
     session.run(TASK, plan)
     assert (ws / "test_calc.py").read_text() == TESTS
-    assert (ws / "tests/test_more.py").read_text() == "def test_more():\n    assert True\n"
     from supervisor.runlog import read_records
 
     records = read_records(session.log.path)
-    shells = [r for r in records if r["event"] == "tool_call" and r["name"] == "run_shell"]
-    assert "Device or resource busy" in shells[0]["content"], "the mount held"
-    assert shells[1]["facts"]["tests_put_back"] == ["tests/test_more.py", "tests_was/test_more.py"]
+    write, shell = [r for r in records if r["event"] == "tool_call" and r["agent_id"] == "w1"]
+    assert write["is_error"] and "one of the task's tests" in write["content"]
+    assert "Read-only file system" in shell["content"], "the mount held"
 
 
 def test_the_user_site_is_off_in_the_container(tmp_path: Path) -> None:
@@ -356,7 +363,7 @@ def test_what_steers_a_test_run_is_kept_wherever_it_is(tmp_path: Path) -> None:
 
 def test_a_test_the_agent_made_stays_its_own_to_change(workspace: Path) -> None:
     """'Add a test; do not modify the existing tests': the new test is written, and
-    written again, by a call and by a command."""
+    written again, by a call and by a command, and the check runs it as the agent left it."""
     task = "Add a test for add in test_more.py. Do not modify the existing tests."
     first = "from calc import add\n\n\ndef test_more():\n    assert add(1, 1) == 0\n"
     script = [
@@ -367,119 +374,18 @@ def test_a_test_the_agent_made_stays_its_own_to_change(workspace: Path) -> None:
         say("done"),
         say("done"),
     ]
-    _, recorder = _host_run(workspace, task, script)
+    result, recorder = _host_run(workspace, task, script)
     calls = [r for r in recorder.records if r["event"] == "tool_call"]
     assert [c["is_error"] for c in calls] == [False, False, False]
     assert (workspace / "test_more.py").read_text().endswith("== 2\n# checked\n")
-    assert _held(recorder) == []
-
-
-def test_a_test_changed_again_as_it_is_put_back_is_said_so(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A process the command left running writes the test again the moment gaffer has put
-    it back: the run is told, and cannot be verified."""
-    from workers.guards import kept_put_back
-
-    real_undo = kept_put_back.undo
-
-    def raced(store: Any, changes: Any) -> list[str]:
-        done = real_undo(store, changes)
-        (workspace / "test_calc.py").write_text("def test_add():\n    pass\n")
-        return done
-
-    monkeypatch.setattr(kept_put_back, "undo", raced)
-    script = [call("run_shell", command="echo >> test_calc.py"), say("done"), say("done")]
-    script += [say("done")]
-    result, recorder = _host_run(workspace, TASK, script)
-    [boundary] = _held(recorder)
-    assert boundary["action"] == "not_put_back"
-    assert "test_calc.py changed again as gaffer put it back" in boundary["message"]
-    assert "the task's tests were changed and not put back" in result.outcome.answer
-
-
-def test_the_gate_counts_a_put_back_as_an_edit_even_in_a_workers_evidence() -> None:
-    from workers.facts import Facts
-    from workers.guards.verification import judge
-
-    run = f"{sys.executable} -m pytest -q"
-    rigged = Facts(command=run, exit_code=0, tests_put_back=("test_calc.py",))
-    verdict = judge([Facts(worker="w1", evidence=(Facts(modified=("calc.py",)), rigged))])
-    assert verdict is not None and not verdict.verified and verdict.untested
-    again = judge([rigged, Facts(command=run, exit_code=0)])
-    assert again is not None and again.verified
-    left = judge([Facts(command=run, exit_code=0, tests_changed=("conftest.py",))])
-    assert left is not None and not left.verified and "conftest.py" in left.reason
-    later = judge([Facts(tests_changed=("x_test.py",)), Facts(command=run, exit_code=0)])
-    assert later is not None and not later.verified, "a later passing run does not clear it"
-
-
-@pytest.mark.parametrize(
-    ("command", "why"),
-    [
-        ("python -m pytest -q", None),
-        ("cd app && timeout 60 python3 -m pytest -x -p no:cacheprovider", None),
-        ("PYTHONPATH=src:. pytest -q --tb=short", None),
-        ("cd /workspace/pkg && uv run pytest > out.txt", None),
-        ("make test", None),
-        ("cat > conftest.py <<EOF\nx = 1\nEOF\npython -m pytest -q", "it runs `cat` too"),
-        ("echo hi; pytest", "it runs `echo` too"),
-        ("python -m pytest -k 'not test_add'", "it picks which tests run (-k)"),
-        ("pytest -ktest_a", "it picks which tests run (-ktest_a)"),
-        ("pytest --deselect test_calc.py::test_add", "it picks which tests run (--deselect)"),
-        ("pytest -p evil_plugin", "it picks which tests run (-p)"),
-        ("pytest -c /dev/null", "it picks which tests run (-c)"),
-        ("pytest --rootdir=/tmp", "it picks which tests run (--rootdir=/tmp)"),
-        ("python -m unittest -k x", "it picks which tests run (-k)"),
-        ("PYTEST_PLUGINS=evil pytest", "it sets PYTEST_PLUGINS"),
-        ("PYTHONPATH=/tmp/x pytest", "it sets PYTHONPATH outside the workspace"),
-        ("env PYTEST_PLUGINS=x pytest", "it is not one plain test command"),
-        ("env -i pytest", "it is not one plain test command"),
-        ("cd /tmp/copy && pytest", "it runs the tests from /tmp/copy"),
-        ("cd .. && pytest", "it runs the tests from .."),
-        ("cd /workspace/../tmp && pytest", "it runs the tests from /workspace/../tmp"),
-        ("cd tests && cd .. && set -e; pytest --tb short -W error -n 4 -ra", None),
-        ("TZ=UTC DJANGO_SETTINGS_MODULE=app.settings pytest --junitxml /tmp/r.xml", None),
-        ("PYTHONPATH=src:/tmp pytest", "it sets PYTHONPATH outside the workspace"),
-        ("pytest -qk test_ok", "it picks which tests run (-qk)"),
-        ("pytest -qc /tmp/x.ini", "it picks which tests run (-qc)"),
-        ("pytest @/tmp/args", "it reads its arguments from /tmp/args"),
-        (
-            "pytest ../elsewhere/test_ok.py",
-            "it runs tests from outside the workspace (../elsewhere/test_ok.py)",
-        ),
-        ("pytest tests/test_b.py::test_ok", "it picks which tests run (tests/test_b.py::test_ok)"),
-        ("pytest -p no:unittest", "it picks which tests run (-p)"),
-        ("unset PYTHONNOUSERSITE; python -m pytest", "it runs `unset` too"),
-        ("export -n X; pytest", "it runs `export` too"),
-        ("/tmp/bin/pytest", "it runs /tmp/bin/pytest, from outside the workspace"),
-        (".venv/bin/python -m pytest -q", None),
-        ("python -X pycache_prefix=/tmp/p -m pytest", "it runs Python with -X"),
-        ("make test PYTEST_ADDOPTS=-kfoo", "it passes PYTEST_ADDOPTS=-kfoo on to the tests"),
-        ("tox -- -k foo", "it passes -- on to the tests"),
-        ("npm run test", None),
-        ("go test ./...", None),
-        ("go test -run X ./...", "it passes -run on to the tests"),
-        ("python -m unittest discover -s tests -v", None),
-        ("python -m unittest discover -s /tmp", "it runs tests from outside the workspace (/tmp)"),
-    ],
-)
-def test_which_test_runs_can_stand_for_kept_tests(command: str, why: str | None) -> None:
-    from workers.guards.plain_runs import steered
-
-    assert steered(command) == why
-    if command.startswith("cd /workspace/.."):
-        return
-    host = command.replace("/workspace", "/home/u/project")
-    if host.startswith("/tmp/bin"):  # on the host, a program outside is the user's own
-        why = None
-    hosts = steered(host, roots=["/home/u/project"], scratch=())
-    assert hosts == (why and why.replace("/workspace", "/home/u/project"))
+    assert result.check is not None and result.check.put_back == ()
+    assert result.check.failed == 2, "test_add on the wrong code, and the new == 2 one"
 
 
 def test_tests_rigged_and_run_in_one_command_verify_nothing(workspace: Path) -> None:
     """The command writes a conftest.py that passes every test and deletes itself when
-    pytest ends: no snapshot between calls sees it, and its pass verifies nothing."""
+    pytest ends: no snapshot between calls sees it, its own run passes, and gaffer's
+    check, run by gaffer over the workspace as the agent left it, fails."""
     rig = (
         "import os, pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
         "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
@@ -495,28 +401,8 @@ def test_tests_rigged_and_run_in_one_command_verify_nothing(workspace: Path) -> 
     result, recorder = _host_run(workspace, TASK, script)
     shell = next(r for r in recorder.records if r.get("name") == "run_shell")
     assert shell["facts"]["exit_code"] == 0 and not (workspace / "conftest.py").exists()
-    assert shell["facts"]["steered"] == "it runs `cat` too"
-    assert "Verification: unverified" in result.outcome.answer
-    assert "cannot verify the tests the task keeps: it runs `cat` too" in result.outcome.answer
-    named = f"{TASK} Run the tests with: {TEST_RUN} -k add"
-    script = [call("run_shell", command=f"{TEST_RUN} -k add"), say("done")]
-    (workspace / "calc.py").write_text(WRONG)
-    _, recorder = _host_run(workspace, named, script)
-    shell = next(r for r in recorder.records if r["event"] == "tool_call")
-    assert "steered" not in shell["facts"], "the task's own command stands for its tests"
-
-
-def test_only_the_user_names_the_command_that_always_counts(tmp_path: Path) -> None:
-    """A worker's brief is a model's words: a command it names is judged like any other."""
-    from workers.aids.task_rules import TaskRules
-
-    rules = TaskRules(by_command=False, user_task="Fix parse. Do not modify the tests.")
-    brief = "Fix parse; check with `pytest -p no:unittest -k parse`."
-    kept = rules.kept(brief, tmp_path, ())
-    assert kept is not None and kept.command is None
-    named = TaskRules(by_command=False, user_task=f"{TASK} Run the tests with: {TEST_RUN}")
-    kept = named.kept(brief, tmp_path, ())
-    assert kept is not None and kept.command == TEST_RUN
+    assert result.check is not None and result.check.verdict == "failed"
+    assert "Check: failed: `python3 -m pytest -q` (1 failed, 0 passed)" in result.outcome.answer
 
 
 def test_a_rule_said_in_a_later_turn_holds_from_then_on(tmp_path: Path) -> None:
@@ -539,7 +425,7 @@ def test_a_rule_said_in_a_later_turn_holds_from_then_on(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
             say("calc.py adds two numbers, wrongly."),
-            call("run_shell", command="sed -i 's/== 3/== -1/' test_calc.py"),
+            call("write_file", path="test_calc.py", content="def test_add():\n    pass\n"),
             say("done"),
         ]
     )
@@ -561,10 +447,10 @@ def test_a_rule_said_in_a_later_turn_holds_from_then_on(tmp_path: Path) -> None:
     assert (ws / "test_calc.py").read_text() == TESTS
 
 
-def test_a_compiled_copy_planted_beside_a_kept_test_is_taken_out(workspace: Path) -> None:
+def test_a_compiled_copy_planted_beside_a_kept_test_steers_no_check(workspace: Path) -> None:
     """pytest runs its cached compiled copy of a test when the header matches the source:
-    a command writes one that passes. Snapshots leave __pycache__ out; gaffer removes
-    the kept tests' compiled copies after every call, so the next run runs the source."""
+    a command writes one that passes, and the agent's own run passes with it. The check's
+    Python reads no `__pycache__` of the tree (PYTHONPYCACHEPREFIX): it runs the source."""
     plant = (
         f"{sys.executable} - <<'EOF'\n"
         "import importlib.util, marshal, pathlib, sys, pytest\n"
@@ -576,29 +462,27 @@ def test_a_compiled_copy_planted_beside_a_kept_test_is_taken_out(workspace: Path
         "    + b'\\x03\\x00\\x00\\x00' + importlib.util.source_hash(source)[:8] + marshal.dumps(code))\n"
         "EOF"
     )
-    script = [call("run_shell", command=plant), call("run_shell", command=TEST_RUN)]
+    edit = call("run_shell", command="echo '# tidied' >> calc.py")
+    script = [call("run_shell", command=plant), edit, call("run_shell", command=TEST_RUN)]
     script += [say("done"), say("done"), say("done")]
-    _, recorder = _host_run(workspace, TASK, script)
-    planted, ran = [r for r in recorder.records if r["event"] == "tool_call"][:2]
-    assert planted["facts"]["exit_code"] == 0
-    assert not list((workspace / "__pycache__").glob("test_calc.*.pyc"))
-    assert ran["facts"]["exit_code"] == 1 and "1 failed" in ran["content"]
+    result, recorder = _host_run(workspace, TASK, script)
+    ran = [r for r in recorder.records if r["event"] == "tool_call"][2]
+    assert ran["facts"]["exit_code"] == 0 and "1 passed" in ran["content"]
+    assert result.check is not None and result.check.verdict == "failed"
 
 
-def test_a_conftest_made_where_git_ignores_it_is_removed(workspace: Path) -> None:
+def test_a_conftest_made_where_git_ignores_it_steers_no_check(workspace: Path) -> None:
     """Snapshots leave out what git ignores: a conftest.py made in an ignored folder
-    would steer every plain run unseen. It is removed after the call that made it."""
-    import subprocess
+    would steer every plain run unseen. The check's copy is without it; a package's own
+    in a virtual environment, where pytest never looks, is left."""
 
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
     (workspace / ".gitignore").write_text("scratch/\n.venv/\n")
     rig = "import pytest\n\n\ndef pytest_sessionfinish(session):\n    session.exitstatus = 0\n"
     make = f"mkdir -p scratch .venv/lib && cat > scratch/conftest.py <<'EOF'\n{rig}EOF\n"
-    make += "echo '' > .venv/lib/conftest.py"  # a package's own, in a virtual environment
+    make += "echo '' > .venv/lib/conftest.py && echo '# tidied' >> calc.py"
     script = [call("run_shell", command=make), say("done"), say("done"), say("done")]
-    _, recorder = _host_run(workspace, TASK, script)
-    assert not (workspace / "scratch/conftest.py").exists()
-    assert (workspace / ".venv/lib/conftest.py").exists()
-    [boundary] = _held(recorder)
-    assert boundary["action"] == "put_back" and boundary["paths"] == ["scratch/conftest.py"]
-    assert "made where git ignores it" in boundary["message"]
+    result, _ = _host_run(workspace, "Fix add in calc.py.", script)
+    assert (workspace / "scratch/conftest.py").exists(), "gaffer changes no file"
+    assert result.check is not None and result.check.verdict == "failed"
+    assert result.check.put_back == ("scratch/conftest.py",)

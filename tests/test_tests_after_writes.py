@@ -68,9 +68,7 @@ def test_a_write_runs_the_test_command_the_task_names(workspace: Path) -> None:
     assert runs[0]["args"]["timeout"] == TEST_RUN_DEFAULT_S, "nothing known of the suite yet"
     assert runs[1]["args"]["timeout"] == TEST_RUN_MIN_S, "fitted to the run before it"
     ran = told(recorder, "tests_after_write")
-    assert ran[0].startswith(
-        f"gaffer ran the tests your task names after your change (`{TEST_RUN}`)"
-    )
+    assert ran[0].startswith(f"gaffer ran the run's tests after your change (`{TEST_RUN}`)")
     assert "1 passed" in ran[0]
     assert model.seen[2][-1]["content"] == ran[0], "the model reads it before its next reply"
     assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]

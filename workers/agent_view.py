@@ -11,6 +11,7 @@ from typing import Any
 from workers import calls, executor
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.changes.tracker import ChangeTracker
+from workers.check.choose import Check, named_command
 from workers.facts import Facts
 from workers.guards.editing import EditGuard
 from workers.guards.repetition import RepetitionGuard
@@ -66,6 +67,19 @@ class AgentView:
     @property
     def test_runners(self) -> tuple[str, ...]:
         return self._agent.edits.test_runners if self._agent.edits is not None else ()
+
+    @property
+    def check_command(self) -> str | None:
+        gate = self._agent.gate
+        if gate is not None and gate.checker is not None:
+            chosen = gate.checker.choose(gate.check_task or self.task)
+            # The project's own plain pytest run is the container's: on the host, its
+            # `python3` may well have no pytest.
+            if isinstance(chosen, Check) and (
+                chosen.source != "project" or self._agent.sandbox.name == "docker"
+            ):
+                return chosen.command
+        return named_command(self.task, self.test_runners)
 
     def spent(self) -> bool:
         return calls.limit_if_spent(self._agent) is not None

@@ -43,14 +43,6 @@ class Facts:
     """It wrote the project memory (AGENT.md)."""
     no_tests: bool = False
     """A test run that exited 0 but says it ran no tests (the harness reads its output)."""
-    tests_put_back: tuple[str, ...] = ()
-    """Tests the task keeps that the call changed, put back as they were right after it
-    (workers/guards/kept_put_back.py); the call counts as an edit."""
-    tests_changed: tuple[str, ...] = ()
-    """Tests the task keeps that the call changed and gaffer could not put back."""
-    steered: str | None = None
-    """Why this test run cannot stand for the tests the task keeps (it runs other
-    commands too, or picks which tests run: workers/guards/test_runs.py `steered`)."""
     worker: str | None = None
     """A delegation: the worker's id; its own calls are `evidence`."""
     status: str | None = None
@@ -89,9 +81,9 @@ class Facts:
         return cls(**values)
 
 
-_STRINGS = frozenset({"command", "output_file", "container", "worker", "status", "steered"})
+_STRINGS = frozenset({"command", "output_file", "container", "worker", "status"})
 _FLAGS = frozenset({"timed_out", "denied", "memory", "no_tests"})
-_PATHS = frozenset({"modified", "tests_put_back", "tests_changed"})
+_PATHS = frozenset({"modified"})
 
 
 def _checked(name: str, value: object) -> Any:

@@ -140,6 +140,12 @@ class View(Protocol):
         """Test runners besides the known ones (workers/guards/test_runs.py)."""
         ...
 
+    @property
+    def check_command(self) -> str | None:
+        """The run's check command (workers/check/), as the agent runs it in its own
+        sandbox; else the test command its task names; None: neither."""
+        ...
+
     def spent(self) -> bool:
         """Whether it must stop now: cancelled, or out of tokens or time."""
         ...

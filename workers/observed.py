@@ -10,7 +10,6 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
-from workers.guards.kept_put_back import hold
 from workers.guards.test_runs import is_test_run, ran_no_tests
 from workers.model import ToolCall
 from workers.tools.base import Tool, ToolResult
@@ -60,15 +59,11 @@ def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
         except OSError:  # the workspace could not be read: the tool's own word stands
             changed = None
         if changed is not None and facts.worker is None:  # a worker's calls say their own
-            changed, held = hold(agent.changes, agent.edits, changed, agent.events)
             paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
-            result = held.told(result, dataclasses.replace(facts, modified=tuple(paths)))
-            facts = result.facts
+            facts = dataclasses.replace(facts, modified=tuple(paths))
     command = facts.command
     runners = agent.edits.test_runners if agent.edits else ()
     tests_run = command is not None and is_test_run(command, runners)
     if tests_run and facts.exit_code == 0 and ran_no_tests(result.output):
         facts = dataclasses.replace(facts, no_tests=True)
-    if tests_run and agent.edits is not None and (why := agent.edits.steered(str(command))):
-        facts = dataclasses.replace(facts, steered=why)
     return result if facts == result.facts else dataclasses.replace(result, facts=facts)

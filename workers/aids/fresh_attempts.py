@@ -32,7 +32,6 @@ from workers.aids.tests_after_writes import run_test
 from workers.changes.change_sets import Change, compare
 from workers.changes.snapshots import Tree
 from workers.changes.undo import CannotUndo, undo
-from workers.check.choose import named_command
 from workers.facts import Facts
 from workers.guards.test_runs import (
     failed_tests,
@@ -179,7 +178,7 @@ def _failing_test(view: View) -> str | None:
     verdict = judge(view.facts, runners)
     if verdict is None or verdict.verified or verdict.untested:
         return None
-    if named := named_command(view.task, runners):
+    if named := view.check_command:
         return named
     if ran_no_tests(view.edits.last_failure):
         return None  # `pytest calc.py`: a sample could never pass it

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Protocol
 
 from workers.assembly.specs import AgentSpec
-from workers.check.choose import named_command
 from workers.guards.task_rules import KeptTests, kept_files, kept_tests
 from workers.hooks import Aid, View
 
@@ -27,10 +25,7 @@ class TaskRules(Aid):
         if not self.user_task or self.user_task == task:
             return kept_tests(task, workspace, runners, by_command=self.by_command)
         both = f"{self.user_task}\n\n{task}"
-        kept = kept_tests(both, workspace, runners, by_command=self.by_command)
-        # Only the user names the command whose runs always count, never a worker's brief.
-        named = named_command(self.user_task, runners)
-        return dataclasses.replace(kept, command=named) if kept is not None else None
+        return kept_tests(both, workspace, runners, by_command=self.by_command)
 
     def before_first_step(self, view: View) -> None:
         if view.edits is not None:

@@ -1,5 +1,7 @@
-"""Tests after every write: when the task names its test command, gaffer runs it after each
-batch that changed a file, as the agent's own run, with a deadline fitted to the suite.
+"""Tests after every write: gaffer runs the run's check command (workers/check/: the flag's,
+the config's, the one the task names in any wording, or the project's own in a container)
+after each batch that changed a file, as the agent's own run, with a deadline fitted to
+the suite.
 
 A small model writes its code and then forgets the tests: it rewrites the test file, or
 answers. Nothing then says the code fails, and fresh attempts, which start from a failing
@@ -24,7 +26,6 @@ import json
 
 from workers.changes.tracker import ChangeTracker
 from workers.changes.undo import CannotUndo, undo
-from workers.check.choose import named_command
 from workers.guards.test_runs import is_test_run
 from workers.hooks import Aid, View
 from workers.model import ToolCall
@@ -35,7 +36,7 @@ from workers.tools.base import ToolResult
 # minute, not the shell's two. Once a run ended, its suite's time with a margin
 # (workers/guards/editing.py).
 TEST_RUN_DEFAULT_S = 60
-RAN = "gaffer ran the tests your task names after your change (`{command}`):\n\n{output}"
+RAN = "gaffer ran the run's tests after your change (`{command}`):\n\n{output}"
 TAKEN_BACK = (
     "Your change made the tests fail, and they passed before it: gaffer put {files} back as "
     "they were when they passed, and ran `{command}` again:\n\n{output}\n\nIf they pass, the "
@@ -54,7 +55,7 @@ class TestsAfterWrites(Aid):
 
     def after_calls(self, view: View) -> None:
         edits = view.edits
-        command = named_command(view.task, view.test_runners)
+        command = view.check_command
         if edits is None or command is None or view.spent():
             return
         if edits.untested_edit:

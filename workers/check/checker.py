@@ -23,7 +23,7 @@ from workers.changes import ignored_changes
 from workers.changes.snapshots import LINK_MODE, Store, Tree
 from workers.check.choose import Check, NoCheck, choose
 from workers.check.run import NOT_COPIED, CheckRun, run_check
-from workers.guards.task_rules import kept_tests
+from workers.guards.task_rules import NOT_THE_PROJECTS, kept_tests
 from workers.log.events import Emitter
 from workers.log.schema import CheckRan
 from workers.sandbox import SandboxUnavailable
@@ -60,6 +60,7 @@ class Checker:
     _ignored_at_start: ignored_changes.Seen = field(default_factory=dict, init=False)
     _last: tuple[str, CheckRun] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _chosen: dict[str, Check | NoCheck] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.store is not None:
@@ -70,7 +71,13 @@ class Checker:
                 self._baseline = None
 
     def choose(self, task: str) -> Check | NoCheck:
-        return choose(self.workspace, task, flag=self.flag, config=self.config)
+        """The check for `task`, chosen once: the first time, before its agents change
+        anything (an agent that deletes the tests does not make the run unchecked)."""
+        if (chosen := self._chosen.get(task)) is None:
+            chosen = self._chosen[task] = choose(
+                self.workspace, task, flag=self.flag, config=self.config
+            )
+        return chosen
 
     def run(self, task: str, events: Emitter, workspace: Path | None = None) -> CheckRun:
         """The check over `workspace` (the run's own by default), logged as a `check`
@@ -146,7 +153,10 @@ class Checker:
             if path in at_start:
                 if (before := self._original(path)) is not None:
                     found[path] = before
-            elif path not in self._ignored_at_start or self._ignored_changed(workspace, path):
+            elif path in self._ignored_at_start:
+                if self._ignored_changed(workspace, path):
+                    found[path] = None  # git-ignored: its content was never kept
+            elif not _pytest_skips(path):
                 found[path] = None
         return found
 
@@ -173,6 +183,14 @@ class Checker:
             inode,
             mode,
         )
+
+
+def _pytest_skips(path: str) -> bool:
+    """Whether pytest never collects from `path` by default (its `norecursedirs`: hidden
+    folders, virtual environments, node_modules): a package's own conftest.py in a
+    `.venv` an agent made steers nothing."""
+    folders = path.split("/")[:-1]
+    return any(f.startswith(".") or f in NOT_THE_PROJECTS for f in folders)
 
 
 def _look(workspace: Path) -> tuple[str, set[str]]:

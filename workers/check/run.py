@@ -33,6 +33,9 @@ from workers.sandbox.options import DockerOptions
 
 Verdict = Literal["verified", "failed", "timed_out", "unchecked"]
 REPORT = "/gaffer-report"
+# bash's exit status for a program it cannot find: the image lacks the runner, which says
+# nothing of the change.
+COMMAND_NOT_FOUND = 127
 # What of the check's output is kept for the verdict's first failure and the log.
 MAX_OUTPUT_CHARS = 20_000
 # A workspace past this is not copied for a check: the run says so, unchecked.
@@ -53,6 +56,9 @@ class CheckRun:
     seconds: float = 0.0
     detail: str = ""
     """The first failure, or why it failed or is unchecked."""
+    put_back: tuple[str, ...] = ()
+    """Kept tests and files that steer a test run which the run changed: the check ran them
+    as they were at the start."""
 
     def line(self) -> str:
         """The verdict in the user's terms, one line."""
@@ -68,7 +74,11 @@ class CheckRun:
         lines = self.detail.splitlines() if self.verdict == "failed" else []
         # A report's first failure leads; a runner that counted nothing ends with its cause.
         shown = (lines[0] if self.passed is not None else lines[-1]) if lines else ""
-        return said + (f"; {shown}" if shown else "")
+        said += f"; {shown}" if shown else ""
+        if self.put_back:
+            named = ", ".join(self.put_back[:5]) + (" …" if len(self.put_back) > 5 else "")
+            said += f"; changed kept tests: {named} (checked as they were; `gaffer undo` puts them back)"
+        return said
 
 
 def run_check(
@@ -83,6 +93,30 @@ def run_check(
 ) -> CheckRun:
     """Run `check` over a copy of `workspace` in which each path of `restored` holds the
     bytes it had at the start (None: it was not there, and is removed)."""
+    changed = tuple(p for p, data in restored.items() if not _holds(workspace / p, data))
+    done = _run_over_copy(check, workspace, restored, options, seconds, docker_client, uid)
+    return dataclasses.replace(done, put_back=changed)
+
+
+def _holds(path: Path, data: bytes | None) -> bool:
+    """Whether `path` is as `data` says: a plain file with those bytes, or not there."""
+    try:
+        if data is None:
+            return not os.path.lexists(path)
+        return not path.is_symlink() and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _run_over_copy(
+    check: Check,
+    workspace: Path,
+    restored: dict[str, bytes | None],
+    options: DockerOptions,
+    seconds: float,
+    docker_client: Any,
+    uid: int | None,
+) -> CheckRun:
     folder = state.workspace_dir(workspace, CHECKS, secrets.token_hex(4))
     try:
         copy, report = folder / "workspace", folder / "report"
@@ -129,19 +163,26 @@ def _size(path: str) -> int:
 
 
 def _restore(copy: Path, restored: dict[str, bytes | None]) -> None:
-    """Each kept path as it was at the start, never through a link in the copy."""
+    """Each kept path as it was at the start, never through a link in the copy: a folder
+    on its way that is now a link or a file is made a folder again (in the copy alone;
+    where nothing is to be put, a link on the way leads out of the copy and is left)."""
     for rel, data in restored.items():
-        target = copy / rel
         parts = Path(rel).parts
-        if any(copy.joinpath(*parts[:depth]).is_symlink() for depth in range(1, len(parts))):
-            raise OSError(f"{rel} lies under a link in the workspace; the check cannot keep it")
+        folders = [copy.joinpath(*parts[:depth]) for depth in range(1, len(parts))]
+        in_the_way = [f for f in folders if f.is_symlink() or (f.exists() and not f.is_dir())]
+        if in_the_way and data is None:
+            continue
+        for folder in folders:
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                folder.unlink()
+            folder.mkdir(exist_ok=True)
+        target = copy / rel
         if os.path.lexists(target):
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
             else:
                 target.unlink()
         if data is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
 
 
@@ -198,6 +239,9 @@ def _run(
 def _judged(found: CheckRun, output: str, junit: Path | None) -> CheckRun:
     """The verdict from the report, else the summary line, with the exit code."""
     counts = _junit_counts(junit) if junit is not None else _summary_counts(output)
+    if counts is None and found.exit == COMMAND_NOT_FOUND:
+        why = f"the sandbox image cannot run `{found.command}` (command not found)"
+        return _with(found, "unchecked", detail=why)
     if counts is None:
         if found.exit != 0:
             return _with(found, "failed", detail=_last_lines(output))

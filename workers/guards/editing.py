@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from workers.guards.failures import MAX_FOCUS_CHARS, failure_focus, summarised
-from workers.guards.plain_runs import steered
 from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
 from workers.model import MAX_STOP_TEXTS
@@ -141,15 +140,6 @@ class EditGuard:
         elif facts.exit_code is not None and not facts.timed_out and took is not None:
             self.suite_s[command] = took
             self.hung_at.pop(command, None)
-
-    def steered(self, command: str) -> str | None:
-        """Why a test run cannot stand for the tests the task keeps (plain_runs.steered);
-        None when none are kept, or it is the task's own test command."""
-        if self.kept is None or command.split() == (self.kept.command or "").split():
-            return None
-        if self.container_root is None:  # the host's: outside the workspace is the user's
-            return steered(command, self.test_runners, [str(self.workspace)], scratch=())
-        return steered(command, self.test_runners, [self.container_root, str(self.workspace)])
 
     def keeps(self, path: object) -> str | None:
         """The refusal for a write to `path` when the task's rules keep it, else None."""

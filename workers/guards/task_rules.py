@@ -9,9 +9,10 @@ judged by them). A write, edit or file block aimed at one is refused before it r
 a tool result the model reads, and nothing asks for it again.
 
 Shell commands are held to the same rule by the sandbox, not by reading them: in a
-container the kept tests there are at the start are read-only mounts (`kept_files`), and
-whatever a command changes of them anyway (on the host, or past a mount) gaffer puts
-back right after it (workers/guards/kept_put_back.py).
+container the kept tests there are at the start are read-only mounts (`kept_files`).
+What a command changes of them anyway (on the host, or past a mount) is the agent's to
+answer for: its change set shows it, and gaffer's own check (workers/check/) runs the
+tests as they were at the start, whatever the workspace holds.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ _ASKS = re.compile(
 )
 _NEGATED = re.compile(r"(?:not|n't|never|without)\s*$", re.IGNORECASE)
 # Kept tests mounted read-only one by one in a container; a suite with more is held by
-# the put-back alone beyond these (workers/guards/kept_put_back.py).
+# gaffer's check alone beyond these (it runs them as they were at the start).
 MAX_READ_ONLY = 128
 # Folders no test of the project's own lives in, and that can hold thousands of files.
 NOT_THE_PROJECTS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
@@ -107,8 +108,6 @@ class KeptTests:
     new_files: bool = True
     """A Python test file not there before is kept from being made too; False where the
     task asks for a test as well ("Add a test for x; do not modify the existing tests")."""
-    command: str | None = None
-    """The test command the task names: a run of it stands for the tests, as named."""
 
     def keeps(self, rel: str, *, new: bool = False) -> bool:
         """Whether `rel` is one of them; `new`: it was not there when the agent started.
@@ -133,12 +132,12 @@ def kept_tests(
     command = named_command(task, runners)
     if forbids_test_changes(task):
         why = "the task says not to modify the tests"
-        return KeptTests(why, new_files=not asks_for_test_changes(task), command=command)
+        return KeptTests(why, new_files=not asks_for_test_changes(task))
     if command is None or not by_command or asks_for_test_changes(task):
         return None
     words = status_command(command) or []
     paths = tuple(p for word in words[1:] if (p := _in_workspace(workspace, word)) is not None)
-    return KeptTests(f"the task's test command `{command}` runs them", paths, command=command)
+    return KeptTests(f"the task's test command `{command}` runs them", paths)
 
 
 def kept_files(kept: KeptTests, workspace: Path, limit: int = MAX_READ_ONLY) -> tuple[str, ...]:

@@ -66,13 +66,8 @@ def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
 def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict | None:
     """None when nothing was changed; otherwise whether the change was shown to work."""
     events = list(evidence(facts))
-    if tampered := list(dict.fromkeys(p for e in events for p in e.tests_changed)):
-        return Verdict(
-            False, "the task's tests were changed and not put back: " + ", ".join(tampered)
-        )
     # What a test run writes itself (snapshots of expected output, reports) is not a
-    # change that needs another test run after it; tests gaffer put back after a command
-    # are (its own test run ran against the changed tests).
+    # change that needs another test run after it.
     edits = [
         i
         for i, e in enumerate(events)
@@ -82,18 +77,13 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
             and not e.memory
             and not (e.command is not None and is_test_run(e.command, test_runners))
         )
-        or e.tests_put_back
     ]
     if not edits:
         return None
     after = events[edits[-1] + 1 :]
     ran = [e for e in after if e.command is not None and not e.denied]
-    runs = [e for e in ran if is_test_run(str(e.command), test_runners)]
-    tests = [e for e in runs if e.steered is None]
+    tests = [e for e in ran if is_test_run(str(e.command), test_runners)]
     if not tests:
-        if runs:  # only runs that cannot stand for the tests the task keeps
-            why = f"`{runs[-1].command}` cannot verify the tests the task keeps: {runs[-1].steered}"
-            return Verdict(False, why, untested=True)
         return Verdict(
             False, "files were changed and no test ran after the last edit", untested=True
         )
@@ -102,7 +92,7 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
         return Verdict(False, f"the last test run failed: `{last.command}` → {outcome(last)}")
     if last.no_tests:
         return Verdict(False, f"the last test run ran no tests: `{last.command}`", untested=True)
-    unexplained = _still_failing([e for e in ran if e not in runs])
+    unexplained = _still_failing([e for e in ran if e not in tests])
     if unexplained:
         return Verdict(False, "commands failed after the last edit: " + "; ".join(unexplained))
     return Verdict(True)
@@ -307,7 +297,10 @@ class Gate:
         if self._judged is not None and self._judged[0] == len(facts):
             return self._judged[1]
         verdict = judge(facts, self.test_runners)
-        if verdict is not None and self.checker is not None and self.workspace is not None:
+        # Any change counts here, a test run's own writes too: a command that rewrites
+        # the tests and runs them is a change.
+        changed = any(e.modified and not e.memory for e in evidence(facts))
+        if changed and self.checker is not None and self.workspace is not None:
             done = self.checker.run(self.check_task, self.events, self.workspace)
             if done.verdict != "unchecked":
                 verdict = Verdict(done.verdict == "verified", done.line(), check=done)
