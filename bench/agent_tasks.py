@@ -16,7 +16,14 @@ Both one-shot replies are applied with gaffer's own file-block reader
 (workers/aids/file_blocks.py), so a reply counts the way it would count in gaffer.
 
 An exercise counts as solved only when its tests pass on the host afterwards; what the
-model says counts for nothing. Printed per exercise: solved, tokens, wall time.
+model says counts for nothing. Printed per exercise: solved, tokens, wall time, and for
+gaffer its exit code and its check's verdict; per way, how often gaffer exited 0 over
+tests that fail on the host (what the check exists to make 0).
+
+The held-out suite's tasks come in three wordings, each run by gaffer: the bench's own
+(the command on a line of its own), the command in parentheses mid-sentence, and no
+command at all (bench/heldout.py WORDINGS). A wording gaffer handles worse than another
+is a rule over the task's prose.
 
 Two suites, side by side: ours (bench/exercises/, written here) and the held-out one
 (bench/heldout.py: made at bench time from functions on this machine that nobody here
@@ -67,6 +74,13 @@ class Exercise:
     def task(self) -> str:
         return (self.folder / "task.md").read_text().strip()
 
+    def wordings(self) -> dict[str, str]:
+        """The task in the bench's own words, and as others word it (task.<wording>.md)."""
+        found = {"own words": self.task}
+        for path in sorted(self.folder.glob("task.*.md")):
+            found[path.name.removeprefix("task.").removesuffix(".md")] = path.read_text().strip()
+        return found
+
     def files(self) -> list[Path]:
         """What a workspace is given: the code and its tests, never the solution."""
         return sorted(self.folder.glob("*.py"))
@@ -83,6 +97,16 @@ class Result:
     wall_s: float
     detail: str = ""
     model_calls: int = 1
+    exit_code: int | None = None
+    """gaffer's exit code; None for a one-shot answer."""
+    verdict: str = ""
+    """gaffer's check: verified, failed, timed_out, unchecked; "" when it ran none."""
+
+    @property
+    def false_done(self) -> bool:
+        """gaffer exited 0 while the tests fail on the host: the failure this bench exists
+        to catch (issue 42: 4 of 10 held-out runs did)."""
+        return self.exit_code == 0 and not self.solved
 
 
 def exercises(root: Path = EXERCISES) -> list[Exercise]:
@@ -119,15 +143,18 @@ def fresh_workspace(exercise: Exercise, root: Path) -> Path:
     return workspace
 
 
-def with_gaffer(exercise: Exercise) -> Result:
+def with_gaffer(exercise: Exercise, wording: str = "own words") -> Result:
     with tempfile.TemporaryDirectory() as tmp:
         workspace = fresh_workspace(exercise, Path(tmp))
         env = {**os.environ, "GAFFER_LOG_DIR": str(Path(tmp) / "logs")}
         started = time.monotonic()
-        command = ["run", "--local", "--profile", "coder", "--quiet"]
+        command = ["run", "--local", "--profile", "coder", "--output-format", "json"]
         command += ["--max-steps", str(MAX_STEPS), "--max-seconds", str(MAX_SECONDS)]
-        subprocess.run(
-            [sys.executable, "-m", "supervisor", *command, exercise.task],
+        task = exercise.wordings().get(wording)
+        if task is None:
+            return Result(False, 0, 0.0, "no such wording")
+        done = subprocess.run(
+            [sys.executable, "-m", "supervisor", *command, task],
             cwd=workspace,
             env=env,
             capture_output=True,
@@ -137,12 +164,19 @@ def with_gaffer(exercise: Exercise) -> Result:
         wall = time.monotonic() - started
         for log in (Path(tmp) / "logs").glob("*.jsonl"):  # kept to read what it did
             KEPT_LOGS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(log, KEPT_LOGS / f"{exercise.name}.jsonl")
+            shutil.copy(log, KEPT_LOGS / f"{exercise.name}.{wording.replace(' ', '-')}.jsonl")
         records = _records(Path(tmp) / "logs")
         end = next((r for r in reversed(records) if r.get("event") == "session_end"), {})
         calls = sum(r.get("event") == "llm_call" for r in records)
         tokens = int(str(end.get("tokens", 0)))
-        return Result(passes(workspace), tokens, wall, str(end.get("status")), calls)
+        try:
+            check = json.loads(done.stdout).get("check") or {}
+        except ValueError:
+            check = {}
+        verdict = str(check.get("verdict") or "")
+        detail = f"exit {done.returncode}" + (f", {verdict}" if verdict else "")
+        solved = passes(workspace)
+        return Result(solved, tokens, wall, detail, calls, done.returncode, verdict)
 
 
 # The same words and example gaffer's agents get (workers/aids/file_blocks.py).
@@ -211,13 +245,12 @@ def main(args: list[str]) -> int:
         max_output_tokens=ONE_SHOT_TOKENS,
         temperature=0.0,
     )
-    ways: dict[str, Callable[[Exercise], Result]] = {
-        "gaffer": with_gaffer,
+    one_shots: dict[str, Callable[[Exercise], Result]] = {
         "one shot, task only": functools.partial(one_shot, model=model, files_shown=False),
         "one shot, files shown": functools.partial(one_shot, model=model, files_shown=True),
     }
     if "--gaffer-only" in args:
-        ways = {"gaffer": with_gaffer}
+        one_shots = {}
     summaries = []
     try:
         with tempfile.TemporaryDirectory() as made:
@@ -227,6 +260,7 @@ def main(args: list[str]) -> int:
                 suites = {k: v for k, v in suites.items() if k.startswith(suite[:4])}
             for title, every in suites.items():
                 chosen = [e for e in every if not names or e.name in names]
+                ways = {**_gaffer_ways(chosen), **one_shots}
                 results = run_suite(chosen, ways)
                 print_table(f"{title}: {len(chosen)} exercises", chosen, results)
                 summaries.append((title, results))
@@ -235,6 +269,14 @@ def main(args: list[str]) -> int:
             server.stop_running()
     print_summary(summaries)
     return 0
+
+
+def _gaffer_ways(chosen: list[Exercise]) -> dict[str, Callable[[Exercise], Result]]:
+    """gaffer once per wording the suite has: the held-out one's tasks come in three."""
+    wordings = dict.fromkeys(w for e in chosen for w in e.wordings())
+    if list(wordings) == ["own words"]:
+        return {"gaffer": with_gaffer}
+    return {f"gaffer, {w}": functools.partial(with_gaffer, wording=w) for w in wordings}
 
 
 def run_suite(
@@ -253,7 +295,7 @@ def print_summary(summaries: list[tuple[str, dict[str, list[Result]]]]) -> None:
     """Each suite in a row, each way's solved count with tokens and seconds per solved task."""
     table = Table(title="both suites, side by side (per solved task: tokens, seconds)")
     table.add_column("suite")
-    ways = list(summaries[0][1]) if summaries else []
+    ways = list(dict.fromkeys(way for _, results in summaries for way in results))
     for way in ways:
         table.add_column(way)
         table.add_column("tok/solved", justify="right")
@@ -261,7 +303,10 @@ def print_summary(summaries: list[tuple[str, dict[str, list[Result]]]]) -> None:
     for title, results in summaries:
         row = [title]
         for way in ways:
-            runs = results[way]
+            runs = results.get(way)
+            if runs is None:
+                row += ["-", "-", "-"]
+                continue
             solved = sum(r.solved for r in runs)
             tokens, seconds = sum(r.tokens for r in runs), sum(r.wall_s for r in runs)
             row += [f"{solved} of {len(runs)}"]
@@ -291,6 +336,11 @@ def print_table(title: str, chosen: list[Exercise], results: dict[str, list[Resu
         tokens = sum(r.tokens for r in runs)
         summary += [f"{solved} of {len(runs)}", f"{tokens:,}", f"{sum(r.wall_s for r in runs):.0f}"]
     table.add_row(*summary)
+    false_done = ["exit 0 over failing tests"]
+    for runs in results.values():
+        gaffer = any(r.exit_code is not None for r in runs)
+        false_done += [str(sum(r.false_done for r in runs)) if gaffer else "-", "", ""]
+    table.add_row(*false_done)
     per_solved, per_call = ["per solved task: tokens, seconds"], ["tokens per model call"]
     for runs in results.values():
         solved, tokens = sum(r.solved for r in runs), sum(r.tokens for r in runs)

@@ -117,6 +117,19 @@ TASK = (
     "docstring says what it does. Do not modify the tests. Run the tests with: "
     "python3 -m pytest -q"
 )
+# The same task as others word it (task.<wording>.md beside task.md): the command in
+# parentheses mid-sentence, as the held-out exercises that found issue 42 had it; and no
+# command at all, the tests left to be found.
+WORDINGS = {
+    "parenthesized": (
+        "Implement {name} in {module}.py so the tests in test_{module}.py pass (run them "
+        "with: python3 -m pytest -q test_{module}.py). Do not modify the tests."
+    ),
+    "no-command": (
+        "The function {name} in {module}.py is not written yet; its docstring says what it "
+        "should do. Write it so that its tests pass, and leave the tests alone."
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -227,6 +240,8 @@ def write_exercise(found: Found, root: Path) -> Path:
         tests.append(f"\n\ndef test_{found.name}_{index}():\n{body}")
     (folder / f"test_{module}.py").write_text("".join(tests))
     (folder / "task.md").write_text(TASK.format(name=found.name, module=module) + "\n")
+    for wording, text in WORDINGS.items():
+        (folder / f"task.{wording}.md").write_text(text.format(name=found.name, module=module))
     return folder
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from workers import state
+from workers.changes.change_sets import quoted
 from workers.changes.tree_writes import CannotWrite, check_path, open_folder
 from workers.tools.git_paths import is_git_dir_name
 from workers.tools.workspace import host_controlled
@@ -73,7 +74,7 @@ class IgnoredChange:
 
     @property
     def label(self) -> str:
-        return f"{_quoted(self.path)} ({self.kind}, {self.size} bytes)"
+        return f"{quoted('', self.path)} ({self.kind}, {self.size} bytes)"
 
 
 def look(workspace: Path, listed: Iterable[str]) -> Seen:
@@ -142,7 +143,7 @@ def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str]
     controlled = host_controlled(root)
     removed, left = [], []
     for change in changes:
-        name = _quoted(change.path)
+        name = quoted("", change.path)
         if change.kind != "added":
             left.append(f"{name} ({change.kind}: its content was not kept)")
             continue
@@ -180,10 +181,3 @@ def undo_added(workspace: Path, changes: list[IgnoredChange]) -> tuple[list[str]
         finally:
             os.close(folder)
     return removed, left
-
-
-def _quoted(path: str) -> str:
-    """The name as a patch writes it (workers/changes/change_sets.py imports this module)."""
-    from workers.changes.change_sets import quoted
-
-    return quoted("", path)
