@@ -136,8 +136,6 @@ class Repl:
                 stamp = answer.rsplit("\n\n", 1)[-1] if stamped else ""
                 if stamp:
                     self._say(stamp)
-                if (check := self.session.check) is not None and not stamp.startswith("Check:"):
-                    self._say(f"Check: {check.line()}")  # gaffer's own, at the turn's end
             case LimitHit() | Failed():
                 self._say(f"stopped: {reason_of(result.outcome)}")
             case Aborted():

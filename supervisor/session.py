@@ -203,6 +203,7 @@ class Session:
                 tell(agent, self.messages, text, source="user")
                 result = run_agent(agent, self.messages)
                 self.check = self._check(result, agent.changes, said)
+                result = _stamped(result, self.check)
         except SandboxUnavailable as error:
             result = AgentResult(Failed(str(error), kind="sandbox"), self.messages)
         finally:
@@ -280,3 +281,16 @@ class Session:
                 workers=len(events_of(records, DelegateStart)),
             )
         )
+
+
+def _stamped(result: AgentResult, check: CheckRun | None) -> AgentResult:
+    """The answer with the run's check beside it, when the check ran and the gate did not
+    stamp it so: an answer that says "I ran the tests, they pass" never goes out without
+    gaffer's word."""
+    if check is None or check.verdict == "unchecked" or not isinstance(result.outcome, Finished):
+        return result  # nothing ran: the last stderr line says why
+    answer = result.outcome.answer
+    if "\nCheck: " in answer:
+        return result
+    stamped = f"{answer.rstrip()}\n\nCheck: {check.line()}"
+    return dataclasses.replace(result, outcome=dataclasses.replace(result.outcome, answer=stamped))

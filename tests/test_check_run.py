@@ -3,6 +3,7 @@ the agent did to the tests, the test run and its caches cannot change the verdic
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,35 @@ def test_a_kept_test_under_a_link_is_put_back_as_a_folder_of_the_copy(
     assert (done.verdict, done.passed) == ("verified", 2)
     assert done.put_back == ("tests/even_test.py",)
     assert list(outside.iterdir()) == [] and (ws / "tests").is_symlink()
+
+
+def test_a_killed_runs_check_copy_and_container_are_reaped(client: Any, tmp_path: Path) -> None:
+    """kill -9 during a check leaves its copy in the state folder and its container: the
+    next gaffer removes both once their owner is proven gone, and never a live run's."""
+    import socket
+
+    from workers import state
+    from workers.check.run import CHECKS, reap_checks
+    from workers.processes import _pid_namespace, owner_token
+    from workers.sandbox.leftovers import CHECK_LABEL, OWNER_LABEL, remove_leftovers
+
+    ws = workspace(tmp_path)
+    dead = f"{_pid_namespace()}.4194301.12345"  # no such process
+    gone = state.workspace_dir(ws, CHECKS, f"{dead}-0a0b0c0d")
+    alive = state.workspace_dir(ws, CHECKS, f"{owner_token()}-0e0f0a0b")
+    for folder in (gone, alive):
+        (folder / "workspace").mkdir(parents=True)
+    assert reap_checks(ws) == [gone.name]
+    assert not gone.exists() and alive.exists()
+    labels = {CHECK_LABEL: "1", OWNER_LABEL: dead, "gaffer.host": socket.gethostname()}
+    left = client.containers.create("gaffer-sandbox:latest", ["true"], labels=labels)
+    mine = client.containers.create(
+        "gaffer-sandbox:latest", ["true"], labels={**labels, OWNER_LABEL: owner_token()}
+    )
+    try:
+        assert left.short_id in remove_leftovers(client)
+        client.containers.get(mine.id)  # a live owner's check is left alone
+    finally:
+        for container in (left, mine):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)

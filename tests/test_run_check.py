@@ -89,6 +89,8 @@ def test_a_fix_that_changed_nothing_over_failing_tests_fails(tmp_path: Path) -> 
     ws = workspace(tmp_path, {"even.py": WRONG, "even_test.py": TESTS})
     code, result, _ = run(ws, [Reply(text="Fixed: the tests pass now.")])
     assert code == 3 and result["check"]["verdict"] == "failed"
+    # It changed nothing, so its gate ran no check: the run's end stamps the answer.
+    assert result["result"].startswith("Fixed: the tests pass now.\n\nCheck: failed: `python3")
 
 
 def test_a_project_with_nothing_to_check_is_unchecked(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from workers.changes import ignored_changes
 from workers.changes.snapshots import LINK_MODE, Store, Tree
 from workers.check.choose import Check, NoCheck, choose
-from workers.check.run import NOT_COPIED, CheckRun, run_check
+from workers.check.run import NOT_COPIED, CheckRun, reap_checks, run_check
 from workers.guards.task_rules import NOT_THE_PROJECTS, kept_tests
 from workers.log.events import Emitter
 from workers.log.schema import CheckRan
@@ -63,6 +63,7 @@ class Checker:
     _chosen: dict[str, Check | NoCheck] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
+        reap_checks(self.workspace)  # the copies of a killed run's checks
         if self.store is not None:
             try:
                 _, self._baseline = self.store.snapshot()

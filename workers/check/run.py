@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from typing import Any, Literal
 from workers import state
 from workers.check.choose import Check
 from workers.guards.test_runs import invocation, status_command
+from workers.processes import owner_gone, owner_token
 from workers.sandbox.container import ENVIRONMENT, WORKSPACE, confined
+from workers.sandbox.leftovers import CHECK_LABEL, OWNER_LABEL
 from workers.sandbox.options import DockerOptions
 
 Verdict = Literal["verified", "failed", "timed_out", "unchecked"]
@@ -117,7 +120,8 @@ def _run_over_copy(
     docker_client: Any,
     uid: int | None,
 ) -> CheckRun:
-    folder = state.workspace_dir(workspace, CHECKS, secrets.token_hex(4))
+    # Named by its owner, so a later gaffer can prove a killed run's copy abandoned.
+    folder = state.workspace_dir(workspace, CHECKS, f"{owner_token()}-{secrets.token_hex(4)}")
     try:
         copy, report = folder / "workspace", folder / "report"
         try:
@@ -141,6 +145,21 @@ def _run_over_copy(
         return _judged(found, output, report / "junit.xml" if junit else None)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def reap_checks(workspace: Path) -> list[str]:
+    """Remove the copies of checks whose run was killed (their owner is proven gone)."""
+    try:
+        folder = state.workspace_dir(workspace, CHECKS)
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if owner_gone(name.rpartition("-")[0]):
+            shutil.rmtree(folder / name, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def _copy(workspace: Path, copy: Path) -> str | None:
@@ -222,7 +241,11 @@ def _run(
             Mount(target=WORKSPACE, source=str(copy), type="bind"),
             Mount(target=REPORT, source=str(report), type="bind"),
         ],
-        labels={"gaffer.check": "1"},
+        labels={
+            CHECK_LABEL: "1",
+            OWNER_LABEL: owner_token(),
+            "gaffer.host": socket.gethostname(),
+        },
     )
     try:
         try:

@@ -29,6 +29,9 @@ from workers.sandbox.guard import Survey
 
 LABEL = "gaffer.sandbox"
 OWNER_LABEL = "gaffer.owner"
+CHECK_LABEL = "gaffer.check"
+"""A check's container (workers/check/run.py): over a copy in the state folder, so there
+is nothing to sweep after it, only the container to remove."""
 RECORDS = "containers"
 # A record holds one survey: a workspace's protected paths and host-run files.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -98,6 +101,12 @@ def remove_leftovers(docker_client: Any) -> list[str]:
             ended = time.time_ns()
         removed.append(container.short_id)
         _sweep_after(container.name, not_after_ns=ended)
+    for container in docker_client.containers.list(all=True, filters={"label": CHECK_LABEL}):
+        labels = container.labels or {}
+        mine = labels.get("gaffer.host") == socket.gethostname()
+        abandoned = mine and owner_gone(labels.get(OWNER_LABEL, ""))
+        if abandoned and remove_container(docker_client, container.name):
+            removed.append(container.short_id)
     try:
         records = sorted(_records().glob("*.json"))
     except OSError:  # no state folder to be had: nothing was recorded there either
