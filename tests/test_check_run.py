@@ -178,3 +178,17 @@ def test_a_killed_runs_check_copy_and_container_are_reaped(client: Any, tmp_path
         for container in (left, mine):
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+def test_the_deadline_is_fitted_to_the_suite_once_a_check_ended(
+    client: Any, tmp_path: Path
+) -> None:
+    from workers.check.checker import MIN_CHECK_SECONDS, Checker
+    from workers.log.events import Emitter
+
+    ws = workspace(tmp_path)
+    checker = Checker(ws, flag=CHECK.command, docker_client=client, seconds=300)
+    assert checker.deadline() == 300
+    done = checker.run("", Emitter([]))
+    assert done.verdict == "verified" and done.seconds < MIN_CHECK_SECONDS / 3
+    assert checker.deadline() == MIN_CHECK_SECONDS, "a suite of seconds: a minute, not five"

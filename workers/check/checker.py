@@ -36,8 +36,11 @@ STEERING = frozenset(
     | {"sitecustomize.py", "usercustomize.py"}
 )
 # A suite that takes longer than this on the check's one CPU is stopped and the check says
-# it timed out.
+# it timed out. Once a check ended by itself, later ones get a margin over its time (never
+# under a minute): a change that makes the suite hang fails in minutes, not five.
 CHECK_SECONDS = 300.0
+CHECK_MARGIN = 3.0
+MIN_CHECK_SECONDS = 60.0
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Checker:
     _last: tuple[str, CheckRun] | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _chosen: dict[str, Check | NoCheck] = field(default_factory=dict, init=False)
+    _suite_s: float | None = field(default=None, init=False)
+    """How long the last check that ended by itself took."""
 
     def __post_init__(self) -> None:
         reap_checks(self.workspace)  # the copies of a killed run's checks
@@ -129,12 +134,20 @@ class Checker:
             workspace,
             restored=restored,
             options=self.options,
-            seconds=self.seconds,
+            seconds=self.deadline(),
             docker_client=self.docker_client,
             uid=self.uid,
         )
+        if done.verdict in ("verified", "failed"):
+            self._suite_s = done.seconds
         self._last = (key, done)
         return done
+
+    def deadline(self) -> float:
+        """Seconds the next check may take: fitted to the suite once one ended."""
+        if self._suite_s is None:
+            return self.seconds
+        return min(self.seconds, max(MIN_CHECK_SECONDS, CHECK_MARGIN * self._suite_s))
 
     def restored(self, task: str, workspace: Path, present: set[str]) -> dict[str, bytes | None]:
         """What the check's copy holds in place of the workspace's own: the tests the task
