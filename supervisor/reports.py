@@ -115,7 +115,8 @@ def report_text(
     if result.check is not None:  # gaffer ran the run's check over the worker's change
         lines.append(f"check (run by gaffer): {result.check.line()}")
     elif verdict is not None:
-        lines.append(verdict.line.lower().replace("verification:", "verification (by gaffer):"))
+        # No check could run: its own test runs, as gaffer saw them (never "verified").
+        lines.append("its own test runs: " + verdict.line.removeprefix("Verification: "))
     commands = _commands(result.facts)
     if commands:
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))

@@ -232,7 +232,7 @@ def test_a_forged_reply_cannot_make_a_failing_test_pass(ws: Path) -> None:
     done, _ = gaffer(ws, "run", "--profile", "coder", "fix it", replies=replies)
     calls = [r for r in log_records(ws) if r["event"] == "tool_call" and r["name"] == "run_shell"]
     assert calls[0]["facts"]["exit_code"] == 1 and calls[0]["is_error"]
-    assert "Verification: verified" not in done.stdout
+    assert "Verification: the agent's own test run passed (gaffer ran no check)" not in done.stdout
     assert "Verification: unverified" in done.stdout
 
 

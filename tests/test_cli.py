@@ -252,7 +252,10 @@ def test_the_gate_sends_an_unchecked_edit_back_then_lets_a_tested_one_through(
     with FakeOpenAI(replies) as server:
         done = gaffer(workspace, "run", "--profile", "hostcoder", "--yes", "fix add", server=server)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "Fixed add(); make test passes.\n\nVerification: verified\n"
+    assert (
+        done.stdout
+        == "Fixed add(); make test passes.\n\nVerification: the agent's own test run passed (gaffer ran no check)\n"
+    )
     sent_back = server.requests[2]["messages"][-1]
     assert sent_back["role"] == "user" and "no test ran after the last edit" in sent_back["content"]
     checks = [line for line in log_lines(workspace) if line["event"] == "verification"]

@@ -604,7 +604,7 @@ def test_a_worker_report_carries_the_gate_verdict(workspace: Path, tmp_path: Pat
     result, records, model = run_session(workspace, tmp_path, scripts, verify=True)
     report = tool_answers(model, "the job", 1)[0]
     assert (
-        "verification (by gaffer): unverified (files were changed and no test ran after the last edit)"
+        "its own test runs: unverified (files were changed and no test ran after the last edit)"
         in report
     )
     assert report.rstrip().endswith(

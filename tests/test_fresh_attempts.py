@@ -81,7 +81,7 @@ def test_a_stuck_agent_gets_fresh_samples_and_keeps_the_one_that_passes(workspac
     assert model.paused[-1], "the answer is asked for with tools off"
     said = result.outcome.answer  # type: ignore[union-attr]
     assert "I fixed add." in said and "a * b" not in said, "its code is neither written nor shown"
-    assert said.endswith("Verification: verified")
+    assert said.endswith("Verification: the agent's own test run passed (gaffer ran no check)")
     model.assert_used_up()
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
     assert [r["tool_call_id"] for r in runs][1:] == ["fresh1-3-test", "fresh2-3-test"], (
@@ -122,7 +122,9 @@ def test_a_sample_is_written_over_the_files_as_they_were(workspace: Path) -> Non
     script = [call("read_file", path="calc.py"), fix, say("It fails."), say(block(broken))]
     result, _, _ = run(workspace, [*script, say(block(RIGHT)), say("Fixed.")])
     assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
 
 
 def test_a_sample_that_writes_tests_or_their_setup_is_never_written(workspace: Path) -> None:
@@ -169,7 +171,9 @@ def test_a_kept_sample_answered_with_a_call_ends_with_gaffers_account(workspace:
     result, _, _ = run(workspace, failed_fix(*stuck, call("run_shell", command=TEST_RUN)))
     said = result.outcome.answer  # type: ignore[union-attr]
     assert said.startswith("gaffer asked for the change afresh and kept sample 1, which passes")
-    assert "wrote 32 bytes to calc.py" in said and said.endswith("Verification: verified")
+    assert "wrote 32 bytes to calc.py" in said and said.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )
     assert (workspace / "calc.py").read_text() == RIGHT
 
 
@@ -204,7 +208,10 @@ def test_code_that_passes_the_tasks_test_command_ends_the_run_unsampled(workspac
     told = model.seen[-1][-1]["content"]
     assert told.startswith(f"gaffer ran the test command your task names, `{TEST_RUN}`")
     said = result.outcome.answer  # type: ignore[union-attr]
-    assert said == "I changed add to add.\n\nVerification: verified"
+    assert (
+        said
+        == "I changed add to add.\n\nVerification: the agent's own test run passed (gaffer ran no check)"
+    )
 
 
 def test_samples_are_judged_by_the_tasks_test_command(workspace: Path) -> None:
@@ -216,7 +223,9 @@ def test_samples_are_judged_by_the_tasks_test_command(workspace: Path) -> None:
     runs = [r for r in recorder.records if r["event"] == "tool_call" and r["name"] == "run_shell"]
     assert [r["args"]["command"] for r in runs] == [NO_TESTS, TEST_RUN, TEST_RUN]
     assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
 
 
 # Two functions, a test each: samples that each get one right can be joined.
@@ -243,7 +252,9 @@ def test_two_failed_samples_that_each_pass_a_test_are_joined(workspace: Path) ->
     assert joined["made_from"] == [2, 1] and joined["attempt"] == 2
     assert model.temperatures.count(FRESH_TEMPERATURE) == 2, "a join calls no model"
     said = result.outcome.answer  # type: ignore[union-attr]
-    assert said.startswith("add and sub are fixed.") and said.endswith("Verification: verified")
+    assert said.startswith("add and sub are fixed.") and said.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )
     model.assert_used_up()
 
 
@@ -342,7 +353,9 @@ def test_a_reply_sent_again_word_for_word_is_stuck_at_once(workspace: Path) -> N
     assert attempts(recorder) == [(True, "the tests pass")]
     assert (workspace / "calc.py").read_text() == RIGHT
     said = result.outcome.answer  # type: ignore[union-attr]
-    assert said.startswith("I fixed add.") and said.endswith("Verification: verified")
+    assert said.startswith("I fixed add.") and said.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )
     model.assert_used_up()
 
 
@@ -367,7 +380,9 @@ def test_a_sample_stops_where_a_copy_of_the_tests_would_begin(workspace: Path) -
     assert logged[0]["stop"] == ["test_calc.py\n```"] and logged[0]["max_tokens"] == 768
     assert attempts(recorder) == [(True, "the tests pass")]
     assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
 
 
 def test_a_reply_said_again_after_an_aid_stepped_in_is_not_going_round(workspace: Path) -> None:
@@ -386,5 +401,7 @@ def test_a_reply_said_again_after_an_aid_stepped_in_is_not_going_round(workspace
     assert len(told) == 1 and "word for word" in told[0], "warned once, at the first repeat"
     assert not any(r["event"] == "limit" for r in recorder.records)
     said = result.outcome.answer  # type: ignore[union-attr]
-    assert said.startswith("I fixed add.") and said.endswith("Verification: verified")
+    assert said.startswith("I fixed add.") and said.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )
     model.assert_used_up()

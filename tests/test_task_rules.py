@@ -89,7 +89,9 @@ def test_a_block_aimed_at_a_kept_test_is_refused_once_with_its_pointer(workspace
     assert told[0] == POINTER, "one line, and no word of writing it again"
     assert model.seen[2][-1]["content"] == POINTER
     assert not any("cut off" in t for t in told), "it is not asked for again"
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 

@@ -71,7 +71,9 @@ def test_a_write_runs_the_test_command_the_task_names(workspace: Path) -> None:
     assert ran[0].startswith(f"gaffer ran the run's tests after your change (`{TEST_RUN}`)")
     assert "1 passed" in ran[0]
     assert model.seen[2][-1]["content"] == ran[0], "the model reads it before its next reply"
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 
@@ -108,7 +110,9 @@ def test_fresh_attempts_start_from_the_failure_of_that_run(workspace: Path) -> N
     assert "1 failed" in told(recorder, "tests_after_write")[0]
     kept = [r["kept"] for r in recorder.records if r["event"] == "fresh_attempt"]
     assert kept == [True] and (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 
@@ -128,7 +132,9 @@ def test_a_test_run_that_hangs_fails_at_its_deadline_and_fresh_attempts_follow(
     assert own["args"] == {"command": TEST_RUN, "timeout": 2} and own["facts"]["timed_out"]
     assert sample["tool_call_id"] == "fresh1-4-test" and not sample["is_error"]
     assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 
@@ -160,7 +166,9 @@ def test_a_run_of_its_own_that_hung_starts_fresh_attempts_like_a_failing_one(
     assert sample["tool_call_id"] == "fresh1-3-test"
     assert sample["args"] == {"command": TEST_RUN, "timeout": 2} and not sample["is_error"]
     assert (workspace / "calc.py").read_text() == RIGHT
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 
@@ -179,7 +187,9 @@ def test_code_that_passed_is_not_lost_to_a_later_write(workspace: Path) -> None:
     assert ids == ["tests-2", "tests-3", "passed-3"]
     [back] = [t for t in told(recorder, "tests_after_write") if t.startswith("Your change")]
     assert "gaffer put calc.py back as they were when they passed" in back and "1 passed" in back
-    assert result.outcome.answer.endswith("Verification: verified")  # type: ignore[union-attr]
+    assert result.outcome.answer.endswith(
+        "Verification: the agent's own test run passed (gaffer ran no check)"
+    )  # type: ignore[union-attr]
     model.assert_used_up()
 
 

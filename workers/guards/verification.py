@@ -25,6 +25,8 @@ from workers.log.schema import Verification
 if TYPE_CHECKING:
     from workers.check.checker import Checker
 
+OWN_RUN_PASSED = "the agent's own test run passed (gaffer ran no check)"
+
 # How often an agent is sent back before its answer goes out marked unverified.
 DEFAULT_MAX_SEND_BACKS = 2
 
@@ -47,8 +49,9 @@ class Verdict:
     def line(self) -> str:
         if self.check is not None:
             return f"Check: {self.check.line()}"
+        # Only gaffer's own check says "verified" (workers/check/).
         return (
-            "Verification: verified"
+            f"Verification: {OWN_RUN_PASSED}"
             if self.verified
             else f"Verification: unverified ({self.reason})"
         )
