@@ -18,6 +18,7 @@ from workers.log.schema import (
     AgentEnd,
     AgentStart,
     ChangeSet,
+    CheckChosen,
     CheckRan,
     DelegateEnd,
     DelegateStart,
@@ -270,6 +271,8 @@ def _render_step(event: Event) -> Text | None:
             return shown + Text(f" ({e.elapsed_s}s)", style="dim")
         case Limit() as e:
             return Text(f"stopped: {e.limit} limit: {e.detail}", style="yellow")
+        case CheckChosen() as e:
+            return Text(e.line, style="dim")
         case CheckRan() as e:
             style = {"verified": "green", "unchecked": "yellow"}.get(e.verdict, "red")
             again = " (unchanged since the last: not run again)" if e.reused else ""
@@ -387,10 +390,8 @@ def _checks_table(lines: list[Line]) -> list[Table]:
 
 def _run_table(end: SessionEnd | None) -> Table:
     total = Table(title="run")
-    total.add_column("status")
-    total.add_column("tokens", justify="right")
-    total.add_column("tool calls", justify="right")
-    total.add_column("wall s", justify="right")
+    for column in ("status", "tokens", "tool calls", "wall s"):
+        total.add_column(column, justify="left" if column == "status" else "right")
     if end:
         total.add_row(end.status, str(end.tokens), str(end.tool_calls), str(end.elapsed_s))
     else:

@@ -29,6 +29,7 @@ from workers.log.eventlog import JsonlLog
 from workers.log.events import Emitter, Recorder, Subscriber
 from workers.log.reader import events_of
 from workers.log.schema import (
+    CheckChosen,
     DelegateStart,
     LlmCall,
     LlmRetry,
@@ -191,7 +192,9 @@ class Session:
             said = "\n\n".join(s for s in self.said if s)
             setting = self.team.setting = dataclasses.replace(self.team.setting, user_task=said)
             if setting.checker is not None:  # from the project as the turn finds it
-                setting.checker.choose(said)
+                chosen = setting.checker.choose(said)
+                command, source = getattr(chosen, "command", None), getattr(chosen, "source", None)
+                self.top_events.emit(CheckChosen(chosen.describe(), command, source))
             kept = read_only_tests(self.top_spec, text, setting)
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(

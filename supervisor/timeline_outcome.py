@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workers.check.choose import SOURCE_WORDS
 from workers.log.reader import Line, of_type
 from workers.log.schema import (
     AgentEnd,
@@ -136,8 +137,10 @@ def _verdict(top: list[Line]) -> GateVerdict:
     """The check gaffer ran over the top agent's answer, else the gate's verdict."""
     ran = [e for _, e in of_type(top, CheckRan)]
     if ran and ran[-1].verdict != "unchecked":  # else the gate's word on its own evidence
-        tone = {"verified": "green", "unchecked": "amber"}.get(ran[-1].verdict, "red")
-        return GateVerdict(ran[-1].verdict, tone, ran[-1].line, checked=True)
+        check = ran[-1]
+        tone = "green" if check.verdict == "verified" else "red"
+        where = f" ({SOURCE_WORDS[check.source]})" if check.source in SOURCE_WORDS else ""
+        return GateVerdict(check.verdict, tone, check.line + where, checked=True)
     checks = [e for _, e in of_type(top, Verification)]
     if not checks:
         return GateVerdict(

@@ -27,6 +27,8 @@ from workers.log.reader import Line, line_of
 from workers.log.schema import (
     AgentEnd,
     Boundary,
+    CheckChosen,
+    CheckRan,
     DelegateEnd,
     DelegateStart,
     Extension,
@@ -262,6 +264,16 @@ class TerminalView:
         if e.action == "sent_back":
             who = f"{line.agent_id} " if line.parent_id is not None else ""
             self._write(Text(f"  gaffer sent {who}back to work: {e.reason}", style="yellow"))
+
+    def _on_check_chosen(self, _line: Line, e: CheckChosen) -> None:
+        self._write(Text(f"gaffer: {e.line}", style="dim"))
+
+    def _on_check(self, line: Line, e: CheckRan) -> None:
+        if e.reused:
+            return  # the same verdict as the line above it
+        who = f"{line.agent_id}'s change" if line.parent_id is not None else "the change"
+        style = {"verified": "green", "unchecked": "yellow"}.get(e.verdict, "red")
+        self._write(Text(f"  gaffer checked {who}: {e.line}", style=style))
 
     def _on_fresh_attempt(self, line: Line, e: FreshAttempt) -> None:
         who = f"{line.agent_id}: " if line.parent_id is not None else ""

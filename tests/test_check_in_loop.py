@@ -146,3 +146,15 @@ def test_tests_after_writes_start_from_the_check_whatever_the_task_says(tmp_path
     shells = [r for r in lines if r["event"] == "tool_call" and r["name"] == "run_shell"]
     assert [s["args"]["command"] for s in shells] == [command], "gaffer ran it as the agent"
     assert "2 passed" in shells[0]["content"]
+
+
+def test_the_run_says_its_check_as_it_starts(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, {"even.py": "def is_even(n):\n    pass\n", "even_test.py": TESTS})
+    code, result, stderr = run(ws, [read_then_write("even.py", RIGHT), Reply(text="Fixed.")])
+    assert code == 0
+    first = stderr.splitlines()[0]
+    assert first == "gaffer: check: `python3 -m pytest -q even_test.py` (named in the task)"
+    assert "gaffer checked the change: verified: `python3 -m pytest -q even_test.py`" in stderr
+    lines = [json.loads(line) for line in Path(result["log"]).read_text().splitlines()]
+    [chosen] = [r for r in lines if r["event"] == "check_chosen"]
+    assert (chosen["command"], chosen["source"]) == ("python3 -m pytest -q even_test.py", "task")

@@ -270,6 +270,17 @@ class Verification(Event):
 
 
 @dataclass(frozen=True)
+class CheckChosen(Event):
+    """The run's check, chosen as a turn begins (workers/check/choose.py)."""
+
+    event = "check_chosen"
+    line: str
+    """As the run's start says it: "check: `cmd` (named in the task)", or "unchecked: why"."""
+    command: str | None = absent_when_none()
+    source: str | None = absent_when_none()
+
+
+@dataclass(frozen=True)
 class CheckRan(Event):
     """The run's check, run by gaffer itself (workers/check/) when an agent that changed
     files answers, and at the run's end: its verdict."""
