@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from workers.assembly.specs import AgentSpec
-from workers.check.run import CheckRun
+from workers.check.report import CheckRun
 
 
 def could_change_files(top: AgentSpec, specs: dict[str, AgentSpec]) -> bool:

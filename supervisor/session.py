@@ -22,7 +22,7 @@ from workers.changes.snapshots import Store
 from workers.changes.tracker import ChangeTracker
 from workers.changes.worktrees import reap_worktrees
 from workers.check.checker import Checker
-from workers.check.run import CheckRun
+from workers.check.report import CheckRun
 from workers.guards.context import ContextKeeper, window_for
 from workers.limits import Budget
 from workers.log.eventlog import JsonlLog

@@ -473,8 +473,8 @@ def test_a_compiled_copy_planted_beside_a_kept_test_steers_no_check(workspace: P
 
 def test_a_conftest_made_where_git_ignores_it_steers_no_check(workspace: Path) -> None:
     """Snapshots leave out what git ignores: a conftest.py made in an ignored folder
-    would steer every plain run unseen. The check's copy is without it; a package's own
-    in a virtual environment, where pytest never looks, is left."""
+    would steer every plain run unseen. The check's copy is without it, and without one
+    made anywhere else (pytest follows a link into a virtual environment too)."""
 
     subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
     (workspace / ".gitignore").write_text("scratch/\n.venv/\n")
@@ -485,4 +485,4 @@ def test_a_conftest_made_where_git_ignores_it_steers_no_check(workspace: Path) -
     result, _ = _host_run(workspace, "Fix add in calc.py.", script)
     assert (workspace / "scratch/conftest.py").exists(), "gaffer changes no file"
     assert result.check is not None and result.check.verdict == "failed"
-    assert result.check.put_back == ("scratch/conftest.py",)
+    assert result.check.put_back == (".venv/lib/conftest.py", "scratch/conftest.py")

@@ -10,7 +10,7 @@ from workers.changes.change_sets import Change
 from workers.changes.ignored_changes import IgnoredChange
 from workers.changes.merging import Merged
 from workers.changes.tracker import ChangeTracker
-from workers.check.run import CheckRun
+from workers.check.report import CheckRun
 from workers.facts import Facts
 from workers.guards.context import ContextKeeper
 from workers.guards.editing import EditGuard

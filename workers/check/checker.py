@@ -12,8 +12,10 @@ it, cost one run of the suite, not three.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +24,10 @@ from typing import Any
 from workers.changes import ignored_changes
 from workers.changes.snapshots import LINK_MODE, Store, Tree
 from workers.check.choose import Check, NoCheck, choose
-from workers.check.run import NOT_COPIED, CheckRun, reap_checks, run_check
-from workers.guards.task_rules import NOT_THE_PROJECTS, kept_tests
+from workers.check.report import CheckRun
+from workers.check.run import MAX_COPY_BYTES, NOT_COPIED, reap_checks, run_check
+from workers.guards.task_rules import kept_tests
+from workers.guards.test_runs import status_command
 from workers.log.events import Emitter
 from workers.log.schema import CheckRan
 from workers.sandbox import SandboxUnavailable
@@ -32,9 +36,19 @@ from workers.sandbox.options import DockerOptions
 # What decides a test run besides its tests: put back as they were at the start (or taken
 # away when an agent made them) in the check's copy.
 STEERING = frozenset(
-    {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
+    {"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
     | {"sitecustomize.py", "usercustomize.py"}
 )
+# What steers a run of these runners besides: a `make test` runs the Makefile's recipe.
+RUNNER_FILES = {
+    "make": frozenset({"Makefile", "makefile", "GNUmakefile"}),
+    "npm": frozenset({"package.json"}),
+    "yarn": frozenset({"package.json"}),
+    "pnpm": frozenset({"package.json"}),
+    "nox": frozenset({"noxfile.py"}),
+}
+# Folders whose files are the tests' own (their data too), where the task keeps its tests.
+TEST_FOLDERS = frozenset({"test", "tests", "testing", "spec"})
 # A suite that takes longer than this on the check's one CPU is stopped and the check says
 # it timed out. Once a check ended by itself, later ones get a margin over its time (never
 # under a minute): a change that makes the suite hang fails in minutes, not five.
@@ -65,10 +79,12 @@ class Checker:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _chosen: dict[str, Check | NoCheck] = field(default_factory=dict, init=False)
     _suite_s: float | None = field(default=None, init=False)
-    """How long the last check that ended by itself took."""
+    """How long the longest passing check took (a failing one may have stopped early)."""
+    _large_at_start: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         reap_checks(self.workspace)  # the copies of a killed run's checks
+        self._large_at_start = _larger_than(self.workspace, MAX_COPY_BYTES)
         if self.store is not None:
             try:
                 _, self._baseline = self.store.snapshot()
@@ -113,11 +129,14 @@ class Checker:
             return CheckRun("unchecked", "", "", detail=chosen.reason)
         try:
             fingerprint, present = _look(workspace)
-            restored = self.restored(task, workspace, present)
+            restored, lost = self.restored(task, workspace, present, chosen.command)
         except OSError as error:
             return CheckRun(
                 "unchecked", chosen.command, chosen.source, detail=f"cannot read: {error}"
             )
+        if lost:
+            why = f"changed, and not kept to put back as it was: {', '.join(lost[:5])}"
+            return CheckRun("failed", chosen.command, chosen.source, detail=why, put_back=())
         key = _key(chosen, fingerprint, restored)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
@@ -129,17 +148,22 @@ class Checker:
             except SandboxUnavailable as error:
                 why = f"no Docker to run it in: {error}"
                 return CheckRun("unchecked", chosen.command, chosen.source, detail=why)
-        done = run_check(
-            chosen,
-            workspace,
-            restored=restored,
-            options=self.options,
-            seconds=self.deadline(),
-            docker_client=self.docker_client,
-            uid=self.uid,
-        )
-        if done.verdict in ("verified", "failed"):
-            self._suite_s = done.seconds
+        try:
+            done = run_check(
+                chosen,
+                workspace,
+                restored=restored,
+                options=self.options,
+                seconds=self.deadline(),
+                docker_client=self.docker_client,
+                uid=self.uid,
+                large_at_start=self._large_at_start,
+            )
+        except Exception as error:  # Docker failed under it: say so, never crash the agent
+            why = f"Docker failed while checking: {type(error).__name__}: {error}"
+            return CheckRun("unchecked", chosen.command, chosen.source, detail=why[:500])
+        if done.verdict == "verified":
+            self._suite_s = max(self._suite_s or 0.0, done.seconds)
         self._last = (key, done)
         return done
 
@@ -149,30 +173,58 @@ class Checker:
             return self.seconds
         return min(self.seconds, max(MIN_CHECK_SECONDS, CHECK_MARGIN * self._suite_s))
 
-    def restored(self, task: str, workspace: Path, present: set[str]) -> dict[str, bytes | None]:
+    def restored(
+        self, task: str, workspace: Path, present: set[str], command: str = ""
+    ) -> tuple[dict[str, bytes | None], list[str]]:
         """What the check's copy holds in place of the workspace's own: the tests the task
-        keeps and every file that steers a test run, as they were when the run began (None:
-        it was not there, or it is a git-ignored one an agent changed). Without a baseline
-        (no agent could write), nothing."""
+        keeps (their folders' data too) and every file that steers a test run, `command`'s
+        runner included, as they were when the run began (None: it was not there); and
+        those that changed though their start was not kept (too large, a link, git-ignored),
+        which no check can run as they were. Without a baseline (no agent could write),
+        nothing."""
         if self._baseline is None:
-            return {}
+            return {}, []
         at_start = set(self._baseline)
-        paths = {p for p in at_start | present if os.path.basename(p) in STEERING}
+        steering = STEERING | RUNNER_FILES.get((status_command(command) or [""])[0], frozenset())
+        paths = {p for p in at_start | present if _steers(p, steering)}
         kept = kept_tests(task, workspace, self.runners, by_command=True)
         if kept is not None:  # what the task keeps, deleted since or not
-            paths |= {p for p in at_start if kept.keeps(p)}
-            paths |= {p for p in present - at_start if kept.keeps(p, new=True)}
+            paths |= {p for p in at_start if kept.keeps(p) or _in_test_folder(p)}
+            paths |= {
+                p
+                for p in present - at_start
+                if kept.keeps(p, new=True) or (kept.new_files and _in_test_folder(p))
+            }
         found: dict[str, bytes | None] = {}
+        lost: list[str] = []
         for path in sorted(paths):
             if path in at_start:
                 if (before := self._original(path)) is not None:
                     found[path] = before
+                elif self._changed(workspace, path):
+                    lost.append(path)
             elif path in self._ignored_at_start:
                 if self._ignored_changed(workspace, path):
-                    found[path] = None  # git-ignored: its content was never kept
-            elif not _pytest_skips(path):
+                    lost.append(path)  # git-ignored: its content was never kept
+            else:
                 found[path] = None
-        return found
+        return found, lost
+
+    def _changed(self, workspace: Path, path: str) -> bool:
+        """Whether a file whose start was not kept is not as it was (by its digest)."""
+        assert self._baseline is not None
+        entry = self._baseline[path]
+        try:
+            if entry.mode == LINK_MODE:
+                data = os.fsencode(os.readlink(workspace / path))
+                return hashlib.sha256(data).hexdigest() != entry.digest
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            with os.fdopen(os.open(workspace / path, flags), "rb") as file:
+                if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    return True
+                return hashlib.file_digest(file, "sha256").hexdigest() != entry.digest
+        except OSError:
+            return True
 
     def _original(self, path: str) -> bytes | None:
         assert self.store is not None and self._baseline is not None
@@ -199,12 +251,29 @@ class Checker:
         )
 
 
-def _pytest_skips(path: str) -> bool:
-    """Whether pytest never collects from `path` by default (its `norecursedirs`: hidden
-    folders, virtual environments, node_modules): a package's own conftest.py in a
-    `.venv` an agent made steers nothing."""
-    folders = path.split("/")[:-1]
-    return any(f.startswith(".") or f in NOT_THE_PROJECTS for f in folders)
+def _steers(path: str, steering: frozenset[str]) -> bool:
+    """A file that steers a test run, wherever it is (pytest follows a link to any folder,
+    and a conftest.py in a `venv` is collected as any other)."""
+    name = path.rpartition("/")[2]
+    return name in steering or name.endswith(".pth")
+
+
+def _in_test_folder(path: str) -> bool:
+    return any(part in TEST_FOLDERS for part in path.split("/")[:-1])
+
+
+def _larger_than(workspace: Path, limit: int) -> bool:
+    """Whether the workspace's files (by their sizes, as the check would copy them) come to
+    more than `limit`."""
+    total = 0
+    for folder, dirs, files in os.walk(workspace):
+        dirs[:] = [d for d in dirs if d not in NOT_COPIED]
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+        if total > limit:
+            return True
+    return False
 
 
 def _look(workspace: Path) -> tuple[str, set[str]]:
@@ -219,7 +288,9 @@ def _look(workspace: Path) -> tuple[str, set[str]]:
             path = name if rel == "." else f"{rel}/{name}"
             info = os.lstat(os.path.join(folder, name))
             digest.update(os.fsencode(path))
-            digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_mode}\n".encode())
+            # ctime and inode too: mtime can be set back, ctime cannot.
+            stamp = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode)
+            digest.update(("\0" + "\0".join(map(str, stamp)) + "\n").encode())
         present.update(name if rel == "." else f"{rel}/{name}" for name in files)
     return digest.hexdigest(), present
 

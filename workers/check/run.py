@@ -2,7 +2,12 @@
 the sandbox image, network off, over a copy of the final workspace in which the files the
 task keeps are put back as they were at the start and every file that steers a test run
 the agent made is gone. Its command, environment and caches are gaffer's: Python reads
-no `__pycache__` of the tree (PYTHONPYCACHEPREFIX), and no user site.
+no `__pycache__` of the tree (PYTHONPYCACHEPREFIX), no user site, and puts the working
+folder last on its path, not first (PYTHONSAFEPATH, and gaffer's own sitecustomize from a
+read-only mount appends it): the project's modules import as under `python -m pytest`,
+but a `pytest.py` or `xml/` in the workspace is not the one that runs. pytest loads no
+plugin by entry point (a `*.dist-info` in the workspace is not one).
+Only plain files, folders and links are copied: a pipe would hang the copy.
 
 The verdict is that run's report: pytest's JUnit XML, written to a folder gaffer names
 outside the copy, else the runner's summary line. A run passes only with more than 0
@@ -14,74 +19,45 @@ agent ends, in a container the agent never had.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import re
 import secrets
 import shutil
 import socket
+import stat
 import time
-import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from workers import state
 from workers.check.choose import Check
+from workers.check.report import CheckRun, Verdict, judged, read_plain
 from workers.guards.test_runs import invocation, status_command
 from workers.processes import owner_gone, owner_token
 from workers.sandbox.container import ENVIRONMENT, WORKSPACE, confined
 from workers.sandbox.leftovers import CHECK_LABEL, OWNER_LABEL
 from workers.sandbox.options import DockerOptions
 
-Verdict = Literal["verified", "failed", "timed_out", "unchecked"]
 REPORT = "/gaffer-report"
-# bash's exit status for a program it cannot find: the image lacks the runner, which says
-# nothing of the change.
-COMMAND_NOT_FOUND = 127
+HOOK = "/gaffer-hook"
+CHECK_ENVIRONMENT = {
+    **ENVIRONMENT,
+    "PYTHONPYCACHEPREFIX": "/tmp/pycache",
+    "PYTHONSAFEPATH": "1",
+    "PYTHONPATH": HOOK,
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+}
+# Run by Python at start-up from HOOK: the working folder, after everything else.
+APPEND_WORKING_FOLDER = "import os, sys\n\nsys.path.append(os.getcwd())\n"
 # What of the check's output is kept for the verdict's first failure and the log.
 MAX_OUTPUT_CHARS = 20_000
-# A workspace past this is not copied for a check: the run says so, unchecked.
+# A workspace past this is not copied for a check: unchecked when it was so at the start,
+# failed when the run made it so (an agent could otherwise dodge the check with one file).
 MAX_COPY_BYTES = 2 * 1024**3
 CHECKS = "checks"
 # Folders never copied: git's own (no test reads it) and the state of another checker.
 NOT_COPIED = frozenset({".git"})
-
-
-@dataclass(frozen=True)
-class CheckRun:
-    verdict: Verdict
-    command: str
-    source: str
-    exit: int | None = None
-    passed: int | None = None
-    failed: int | None = None
-    seconds: float = 0.0
-    detail: str = ""
-    """The first failure, or why it failed or is unchecked."""
-    put_back: tuple[str, ...] = ()
-    """Kept tests and files that steer a test run which the run changed: the check ran them
-    as they were at the start."""
-
-    def line(self) -> str:
-        """The verdict in the user's terms, one line."""
-        counts = f"{self.passed} passed" if self.passed is not None else ""
-        if self.failed:
-            counts = f"{self.failed} failed, {counts}".rstrip(", ")
-        said = {
-            "verified": f"verified: `{self.command}` ({counts})",
-            "failed": f"failed: `{self.command}` ({counts or f'exit {self.exit}'})",
-            "timed_out": f"timed out: `{self.command}` after {self.seconds:.0f}s",
-            "unchecked": f"unchecked: {self.detail}",
-        }[self.verdict]
-        lines = self.detail.splitlines() if self.verdict == "failed" else []
-        # A report's first failure leads; a runner that counted nothing ends with its cause.
-        shown = (lines[0] if self.passed is not None else lines[-1]) if lines else ""
-        said += f"; {shown}" if shown else ""
-        if self.put_back:
-            named = ", ".join(self.put_back[:5]) + (" …" if len(self.put_back) > 5 else "")
-            said += f"; changed kept tests: {named} (checked as they were; `gaffer undo` puts them back)"
-        return said
 
 
 def run_check(
@@ -93,22 +69,61 @@ def run_check(
     seconds: float,
     docker_client: Any,
     uid: int | None = None,
+    large_at_start: bool = False,
 ) -> CheckRun:
     """Run `check` over a copy of `workspace` in which each path of `restored` holds the
-    bytes it had at the start (None: it was not there, and is removed)."""
+    bytes it had at the start (None: it was not there, and is removed). A copy that
+    cannot be made fails the check, unless the workspace was too large at the start."""
     changed = tuple(p for p, data in restored.items() if not _holds(workspace / p, data))
+    if (missing := _not_in_image(docker_client, options, check.command)) is not None:
+        return CheckRun("unchecked", check.command, check.source, detail=missing)
     done = _run_over_copy(check, workspace, restored, options, seconds, docker_client, uid)
+    if done.verdict == "unchecked" and done.detail.startswith(NOT_COPIED_SAYS):
+        blamed = not (large_at_start and "too large" in done.detail)
+        done = dataclasses.replace(done, verdict="failed") if blamed else done
     return dataclasses.replace(done, put_back=changed)
+
+
+NOT_COPIED_SAYS = "the workspace could not be copied for the check"
 
 
 def _holds(path: Path, data: bytes | None) -> bool:
     """Whether `path` is as `data` says: a plain file with those bytes, or not there."""
-    try:
-        if data is None:
-            return not os.path.lexists(path)
-        return not path.is_symlink() and path.read_bytes() == data
-    except OSError:
-        return False
+    if data is None:
+        return not os.path.lexists(path)
+    return read_plain(path, len(data)) == data
+
+
+# Whether the image has a runner, by image and program: asked once per process.
+_IN_IMAGE: dict[tuple[str, str], bool] = {}
+
+
+def _not_in_image(docker_client: Any, options: DockerOptions, command: str) -> str | None:
+    """Why the image cannot run the check (its runner is not there: no npm, no go), asked of
+    the image in a container of its own before the workspace is anywhere near it; None when
+    it can, or the command's program cannot be told."""
+    import docker.errors
+
+    words = status_command(command) or []
+    program = words[0] if words else ""
+    if not program or "/" in program:  # a path: the copy's own, or not there to ask about
+        return None
+    key = (options.image, program)
+    if key not in _IN_IMAGE:
+        try:
+            docker_client.containers.run(
+                options.image,
+                command=["bash", "-c", 'command -v -- "$0" >/dev/null', program],
+                network_mode="none",
+                remove=True,
+                **confined(options.memory, options.cpus, options.pids),
+            )
+            _IN_IMAGE[key] = True
+        except docker.errors.ContainerError:
+            _IN_IMAGE[key] = False
+        except docker.errors.DockerException:
+            return None  # the check's own run will say what Docker said
+    return None if _IN_IMAGE[key] else f"the sandbox image has no `{program}` to run the check"
 
 
 def _run_over_copy(
@@ -127,13 +142,15 @@ def _run_over_copy(
         try:
             if (too_large := _copy(workspace, copy)) is None:
                 _restore(copy, restored)
-        except OSError as error:
-            too_large = f"the workspace could not be copied for the check: {error}"
+        except (OSError, shutil.Error) as error:
+            too_large = f"{NOT_COPIED_SAYS}: {_first_error(error)}"
         if too_large is not None:
             return CheckRun("unchecked", check.command, check.source, detail=too_large)
         owner = os.stat(workspace)
         user = (owner.st_uid, owner.st_gid) if uid is None else (uid, uid)
         report.mkdir(mode=0o700)
+        (folder / "hook").mkdir(mode=0o755)
+        (folder / "hook" / "sitecustomize.py").write_text(APPEND_WORKING_FOLDER)
         state.chown_tree(folder, *user)
         command, junit = _with_report(check.command)
         started = time.monotonic()
@@ -142,9 +159,9 @@ def _run_over_copy(
         found = CheckRun("unchecked", check.command, check.source, exit_code, seconds=took)
         if exit_code is None:
             return _with(found, "timed_out", detail=f"no end within {seconds:.0f}s")
-        return _judged(found, output, report / "junit.xml" if junit else None)
+        return judged(found, output, report / "junit.xml" if junit else None)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
 
 
 def reap_checks(workspace: Path) -> list[str]:
@@ -157,21 +174,60 @@ def reap_checks(workspace: Path) -> list[str]:
     removed = []
     for name in names:
         if owner_gone(name.rpartition("-")[0]):
-            shutil.rmtree(folder / name, ignore_errors=True)
+            _remove(folder / name)
             removed.append(name)
     return removed
 
 
+def _remove(folder: Path) -> None:
+    """A check's folder gone, even where the code under test took its own permissions
+    away (a `chmod 000` folder in the copy); links are removed, never followed."""
+
+    def opened_up(_function: object, path: str, _error: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)  # a folder is never a link here
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path, onerror=opened_up)
+            else:
+                os.unlink(path)
+
+    shutil.rmtree(folder, onerror=opened_up)
+
+
 def _copy(workspace: Path, copy: Path) -> str | None:
-    """The workspace copied, links as links; why not, when it is too large."""
+    """The workspace copied, links as links, pipes and devices left out; why not, when it
+    is too large."""
     total = 0
     for folder, dirs, files in os.walk(workspace):
         dirs[:] = [d for d in dirs if d not in NOT_COPIED]
         total += sum(_size(os.path.join(folder, name)) for name in files)
         if total > MAX_COPY_BYTES:
-            return f"the workspace is over {MAX_COPY_BYTES // 1024**3} GB, too large to copy"
-    shutil.copytree(workspace, copy, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED))
+            size = MAX_COPY_BYTES // 1024**3
+            return f"{NOT_COPIED_SAYS}: the workspace is over {size} GB, too large to copy"
+    shutil.copytree(workspace, copy, symlinks=True, ignore=_not_copied)
     return None
+
+
+def _not_copied(folder: str, names: list[str]) -> set[str]:
+    """git's own folder, and whatever is not a plain file, a folder or a link."""
+    left = set(NOT_COPIED) & set(names)
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            left.add(name)
+    return left
+
+
+def _first_error(error: BaseException) -> str:
+    """One line of what stopped the copy (shutil.Error holds one per file)."""
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list):
+        first = error.args[0][0] if error.args[0] else ("", "", str(error))
+        return f"{first[0]}: {first[-1]}" if len(first) == 3 else str(first)
+    return str(error)
 
 
 def _size(path: str) -> int:
@@ -226,7 +282,7 @@ def _run(
     seconds: float,
 ) -> tuple[int | None, str]:
     """The check's exit code (None past `seconds`) and its output's end."""
-    from docker.types import Mount
+    from docker.types import LogConfig, Mount
 
     container = docker_client.containers.run(
         options.image,
@@ -234,12 +290,15 @@ def _run(
         detach=True,
         user=f"{user[0]}:{user[1]}",
         working_dir=WORKSPACE,
-        environment={**ENVIRONMENT, "PYTHONPYCACHEPREFIX": "/tmp/pycache"},
+        environment=CHECK_ENVIRONMENT,
+        # Its output is read back (the tail), never more than a few megabytes kept.
+        log_config=LogConfig(type="json-file", config={"max-size": "4m", "max-file": "1"}),
         network_mode="none",
         **confined(options.memory, options.cpus, options.pids),
         mounts=[
             Mount(target=WORKSPACE, source=str(copy), type="bind"),
             Mount(target=REPORT, source=str(report), type="bind"),
+            Mount(target=HOOK, source=str(report.parent / "hook"), type="bind", read_only=True),
         ],
         labels={
             CHECK_LABEL: "1",
@@ -247,92 +306,19 @@ def _run(
             "gaffer.host": socket.gethostname(),
         },
     )
+    started = time.monotonic()
     try:
         try:
             code: int | None = int(container.wait(timeout=seconds)["StatusCode"])
         except Exception:  # the SDK raises requests' timeout: the check did not end
             container.kill()
+            if time.monotonic() - started < seconds - 1:
+                raise  # not the deadline: Docker itself failed, and says so above
             code = None
         output = container.logs(tail=400).decode("utf-8", "replace")[-MAX_OUTPUT_CHARS:]
     finally:
         container.remove(force=True)
     return code, output
-
-
-def _judged(found: CheckRun, output: str, junit: Path | None) -> CheckRun:
-    """The verdict from the report, else the summary line, with the exit code."""
-    counts = _junit_counts(junit) if junit is not None else _summary_counts(output)
-    if counts is None and found.exit == COMMAND_NOT_FOUND:
-        why = f"the sandbox image cannot run `{found.command}` (command not found)"
-        return _with(found, "unchecked", detail=why)
-    if counts is None:
-        if found.exit != 0:
-            return _with(found, "failed", detail=_last_lines(output))
-        if junit is not None:
-            return _with(found, "failed", detail="exit 0, but pytest wrote no report")
-        return _with(found, "unchecked", detail=f"`{found.command}` said no count of tests")
-    passed, failed, first = counts
-    verdict: Verdict = "verified" if found.exit == 0 and failed == 0 and passed > 0 else "failed"
-    why = first or ("no test ran" if passed == 0 else _last_lines(output))
-    detail = "" if verdict == "verified" else why
-    return CheckRun(
-        verdict, found.command, found.source, found.exit, passed, failed, found.seconds, detail
-    )
-
-
-def _junit_counts(path: Path) -> tuple[int, int, str] | None:
-    """(passed, failed, the first failure) from pytest's JUnit XML, or None."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (OSError, ElementTree.ParseError):
-        return None
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    total = failed = skipped = 0
-    for suite in suites:
-        total += int(suite.get("tests", 0))
-        failed += int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-        skipped += int(suite.get("skipped", 0))
-    first = ""
-    for case in root.iter("testcase"):
-        problem = case.find("failure")
-        problem = problem if problem is not None else case.find("error")
-        if problem is not None:
-            name = f"{case.get('classname', '')}.{case.get('name', '')}".strip(".")
-            first = f"{name}: {(problem.get('message') or '').strip()}"[:500]
-            break
-    return total - failed - skipped, failed, first
-
-
-# Summary lines of runners other than pytest: (pattern, passed group, failed group).
-_SUMMARIES = (
-    re.compile(r"(?:(?P<failed>\d+) failed, )?(?P<passed>\d+) passed"),  # pytest, plain
-    re.compile(r"test result: \w+\. (?P<passed>\d+) passed; (?P<failed>\d+) failed"),  # cargo
-    re.compile(r"Tests:\s+(?:(?P<failed>\d+) failed, )?(?P<passed>\d+) passed"),  # jest
-    re.compile(r"^Ran (?P<passed>\d+) tests?", re.MULTILINE),  # unittest
-)
-
-
-_UNITTEST_FAILED = re.compile(r"^FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?", re.M)
-
-
-def _summary_counts(output: str) -> tuple[int, int, str] | None:
-    """(passed, failed, "") from the last summary line a runner printed, or None."""
-    for pattern in _SUMMARIES:
-        matches = list(pattern.finditer(output))
-        if not matches:
-            continue
-        found = matches[-1].groupdict()
-        passed, failed = int(found["passed"]), int(found.get("failed") or 0)
-        if pattern is _SUMMARIES[-1] and (bad := _UNITTEST_FAILED.search(output)):
-            failed = sum(int(n or 0) for n in bad.groups())  # unittest counts runs, not passes
-            passed -= failed
-        return passed, failed, ""
-    return None
-
-
-def _last_lines(output: str) -> str:
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    return "\n".join(lines[-5:]) if lines else "no output"
 
 
 def _with(found: CheckRun, verdict: Verdict, *, detail: str) -> CheckRun:

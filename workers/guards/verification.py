@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workers.check.run import CheckRun
+from workers.check.report import CheckRun
 from workers.facts import Facts
 from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
