@@ -1,5 +1,10 @@
 """The verification gate: no "done" without evidence the harness saw for itself.
 
+Where the run has a check (workers/check/), an answer after a change stands on gaffer's
+own run of it, over the workspace as the agent left it: the verdict is that run's, and
+only it says "verified". Where no check can run (no Docker, nothing to run), the gate
+falls back to the agent's own evidence, and says so.
+
 Evidence is what the harness recorded (the files each call really changed, seen in
 snapshots of the workspace; commands and their exit codes), never what the model says.
 A test run is a command whose exit status is a test runner's (workers/guards/test_runs.py); it
