@@ -266,7 +266,13 @@ class TerminalView:
             self._write(Text(f"  gaffer sent {who}back to work: {e.reason}", style="yellow"))
 
     def _on_check_chosen(self, _line: Line, e: CheckChosen) -> None:
-        self._write(Text(f"gaffer: {e.line}", style="dim"))
+        # Said once, when there is one: "unchecked" is the run's last line's to say, and
+        # a chat's every turn would repeat the same choice.
+        if e.command is not None and e.line != self._check_said:
+            self._check_said = e.line
+            self._write(Text(f"gaffer: {e.line}", style="dim"))
+
+    _check_said = ""
 
     def _on_check(self, line: Line, e: CheckRan) -> None:
         if e.reused:

@@ -224,7 +224,12 @@ def test_kill_9_leaves_a_readable_log(workspace: Path) -> None:
     with FakeOpenAI(replies) as server:
         kill_9_mid_run(workspace, server, "x")
     lines = log_lines(workspace)
-    assert [line["event"] for line in lines][:3] == ["session_start", "user_message", "agent_start"]
+    assert [line["event"] for line in lines][:4] == [
+        "session_start",
+        "check_chosen",  # a run that could change files chooses its check first
+        "user_message",
+        "agent_start",
+    ]
     assert any(line["event"] == "tool_call" for line in lines)
     assert "interrupted" in gaffer(workspace, "logs").stdout
 
