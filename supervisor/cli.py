@@ -201,8 +201,8 @@ def list_profiles() -> None:
     """List the profiles: model and endpoint, tools, sandbox, limits, parallel-safe or
     not, and where each came from."""
     from supervisor import trust_view
+    from supervisor.tables import profiles_table
     from supervisor.terminal import console as safe_console
-    from supervisor.view import profiles_table
     from workers.assembly.profiles import ProfileError, load_profiles, search_path
     from workers.tools import BUILTIN_TOOLS
 
@@ -220,8 +220,9 @@ def list_profiles() -> None:
 def list_tools() -> None:
     """List every tool: built-in, plugin or MCP, read-only or not, and which profiles get it."""
     from supervisor import trust_view
+    from supervisor.tables import tools_table
     from supervisor.terminal import console as safe_console
-    from supervisor.view import TerminalView, tools_table
+    from supervisor.view import TerminalView
     from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
     from workers.assembly.specs import resolve
     from workers.extensions import load_extensions

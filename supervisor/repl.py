@@ -16,7 +16,7 @@ from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
 from supervisor.run_changes import NoChanges, RunChanges, changes_of_run
 from supervisor.session import Session
-from supervisor.view import profiles_table
+from supervisor.tables import profiles_table
 from workers.changes.snapshots import Store
 from workers.log.reader import events_of
 from workers.log.schema import UserMessage

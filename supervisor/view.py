@@ -13,15 +13,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from supervisor.terminal import console as safe_console
-from workers.assembly.profiles import Profile, is_parallel_safe
 from workers.log.events import Record
 from workers.log.reader import Line, line_of
 from workers.log.schema import (
@@ -43,8 +40,6 @@ from workers.log.schema import (
     TurnStart,
     Verification,
 )
-from workers.model import shown_url
-from workers.tools.base import Tool
 
 PROGRESS_EVERY_S = 15.0
 """Through a pipe, a model call in flight this long with nothing from it yet gets a line
@@ -349,56 +344,3 @@ def _edit_preview(call: ToolCalled, indent: str) -> list[Text]:
         lines = str(args.get("content", "")).splitlines()
         return [Text(f"{indent}    + {len(lines)} lines written", style="green")]
     return []
-
-
-def profiles_table(
-    profiles: dict[str, Profile], tools: dict[str, Tool[Any]], run_model: str = "the run's"
-) -> Table:
-    """Profiles with their model and endpoint, tools, sandbox, limits, parallel safety
-    and source; `run_model`: what a profile that names no model gets."""
-    read_only = {name: tool.read_only for name, tool in tools.items()}
-    extensions = {n for n, t in tools.items() if t.kind == "extension"}
-    table = Table(box=None, pad_edge=False)
-    columns = ("profile", "model", "tools", "sandbox", "limits", "parallel-safe", "from")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for profile in profiles.values():
-        limits = profile.limits
-        model = profile.model or run_model
-        if profile.api:
-            model += f" ({profile.api})"
-        if (endpoint := profile.endpoint) is not None:
-            key = f", key from ${endpoint.api_key_env}" if endpoint.api_key_env else ""
-            model += f" at {shown_url(endpoint.base_url)}{key}"
-        table.add_row(
-            profile.name,
-            model,
-            ", ".join(profile.tools),
-            profile.sandbox,
-            f"{limits.max_steps} steps"
-            + (f", {limits.max_seconds:g}s" if limits.max_seconds else "")
-            + (f", {limits.max_tokens} tok" if limits.max_tokens else ""),
-            "yes" if is_parallel_safe(profile, read_only, extensions) else "no",
-            profile.source,
-        )
-    return table
-
-
-def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Table:
-    """Every tool with its origin, whether it is read-only, and which profiles get it;
-    the harness's own (`delegate`, `use_skill`) too, built per agent as they are."""
-    table = Table(box=None, pad_edge=False)
-    for column in ("tool", "origin", "read-only", "profiles"):
-        table.add_column(column, overflow="fold")
-    for name, tool in tools.items():
-        table.add_row(
-            name,
-            tool.origin,
-            "yes" if tool.read_only else "no",
-            ", ".join(grants.get(name, [])) or "-",
-        )
-    if "delegate" not in tools:
-        table.add_row("delegate", "harness", "no", ", ".join(grants.get("delegate", [])) or "-")
-    if "use_skill" not in tools:
-        table.add_row("use_skill", "harness", "yes", "every agent, once there are skills")
-    return table
