@@ -192,3 +192,29 @@ def test_the_deadline_is_fitted_to_the_suite_once_a_check_ended(
     done = checker.run("", Emitter([]))
     assert done.verdict == "verified" and done.seconds < MIN_CHECK_SECONDS / 3
     assert checker.deadline() == MIN_CHECK_SECONDS, "a suite of seconds: a minute, not five"
+
+
+def test_without_docker_the_check_says_so_and_asks_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workers.check.checker import Checker
+    from workers.log.events import Emitter
+    from workers.sandbox import SandboxUnavailable
+    from workers.sandbox import docker as docker_sandbox
+
+    asked = []
+
+    def no_docker() -> Any:
+        asked.append(1)
+        raise SandboxUnavailable("cannot reach the Docker daemon")
+
+    monkeypatch.setattr(docker_sandbox, "client", no_docker)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "even_test.py").write_text(TESTS)
+    checker = Checker(ws, flag=CHECK.command)
+    for _ in range(2):
+        done = checker.run("", Emitter([]))
+        assert done.verdict == "unchecked"
+        assert done.detail == "no Docker to run it in: cannot reach the Docker daemon"
+    assert asked == [1]

@@ -81,6 +81,7 @@ class Checker:
     _suite_s: float | None = field(default=None, init=False)
     """How long the longest passing check took (a failing one may have stopped early)."""
     _large_at_start: bool = field(default=False, init=False)
+    _no_docker: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         reap_checks(self.workspace)  # the copies of a killed run's checks
@@ -140,14 +141,15 @@ class Checker:
         key = _key(chosen, fingerprint, restored)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        if self.docker_client is None:
+        if self.docker_client is None and self._no_docker is None:
             from workers.sandbox.docker import client
 
             try:
                 self.docker_client = client()
-            except SandboxUnavailable as error:
-                why = f"no Docker to run it in: {error}"
-                return CheckRun("unchecked", chosen.command, chosen.source, detail=why)
+            except SandboxUnavailable as error:  # asked once a run, not at every answer
+                self._no_docker = f"no Docker to run it in: {error}"
+        if self._no_docker is not None:
+            return CheckRun("unchecked", chosen.command, chosen.source, detail=self._no_docker)
         try:
             done = run_check(
                 chosen,
