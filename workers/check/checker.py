@@ -50,7 +50,7 @@ RUNNER_FILES = {
 # Folders whose files are the tests' own (their data too), where the task keeps its tests.
 TEST_FOLDERS = frozenset({"test", "tests", "testing", "spec"})
 # A suite that takes longer than this on the check's one CPU is stopped and the check says
-# it timed out. Once a check ended by itself, later ones get a margin over its time (never
+# it timed out. Once a check passed, later ones get a margin over the longest (never
 # under a minute): a change that makes the suite hang fails in minutes, not five.
 CHECK_SECONDS = 300.0
 CHECK_MARGIN = 3.0
@@ -170,7 +170,7 @@ class Checker:
         return done
 
     def deadline(self) -> float:
-        """Seconds the next check may take: fitted to the suite once one ended."""
+        """Seconds the next check may take: fitted to the suite once a check passed."""
         if self._suite_s is None:
             return self.seconds
         return min(self.seconds, max(MIN_CHECK_SECONDS, CHECK_MARGIN * self._suite_s))
