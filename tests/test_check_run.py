@@ -4,6 +4,7 @@ the agent did to the tests, the test run and its caches cannot change the verdic
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,25 @@ def test_without_docker_the_check_says_so_and_asks_once(
         assert done.verdict == "unchecked"
         assert done.detail == "no Docker to run it in: cannot reach the Docker daemon"
     assert asked == [1]
+
+
+def test_the_copy_never_reads_through_a_link_and_leaves_pipes_out(tmp_path: Path) -> None:
+    from workers.check.run import _copy
+
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("host secret\n")
+    (ws / "sub" / "run.sh").write_text("#!/bin/sh\n")
+    (ws / "sub" / "run.sh").chmod(0o755)
+    (ws / "leak.txt").symlink_to(outside)
+    (ws / "out").symlink_to(tmp_path)
+    os.mkfifo(ws / "pipe")
+    (ws / ".git").mkdir()
+    (ws / ".git" / "HEAD").write_text("ref\n")
+    copy = tmp_path / "copy"
+    assert _copy(ws, copy) is None
+    assert os.readlink(copy / "leak.txt") == str(outside), "a link stays a link"
+    assert (copy / "out").is_symlink() and os.readlink(copy / "out") == str(tmp_path)
+    assert not os.path.lexists(copy / "pipe") and not (copy / ".git").exists()
+    assert (copy / "sub" / "run.sh").stat().st_mode & 0o777 == 0o755

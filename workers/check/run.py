@@ -197,7 +197,10 @@ def _remove(folder: Path) -> None:
 
 def _copy(workspace: Path, copy: Path) -> str | None:
     """The workspace copied, links as links, pipes and devices left out; why not, when it
-    is too large."""
+    is too large. Each folder is opened by handle and each name under it without
+    following a link: a file swapped for a link while the copy runs is never read
+    through it (a host file would otherwise land in the copy, and in what the agent is
+    told of a failure)."""
     total = 0
     for folder, dirs, files in os.walk(workspace):
         dirs[:] = [d for d in dirs if d not in NOT_COPIED]
@@ -205,21 +208,47 @@ def _copy(workspace: Path, copy: Path) -> str | None:
         if total > MAX_COPY_BYTES:
             size = MAX_COPY_BYTES // 1024**3
             return f"{NOT_COPIED_SAYS}: the workspace is over {size} GB, too large to copy"
-    shutil.copytree(workspace, copy, symlinks=True, ignore=_not_copied)
+    folders = [(os.open(os.path.realpath(workspace), FOLDER_FLAGS), copy)]
+    try:
+        while folders:
+            fd, target = folders[-1]
+            target.mkdir(mode=0o700)
+            names = [entry.name for entry in os.scandir(fd)]
+            folders.pop()
+            try:
+                for name in names:
+                    folders += _copy_entry(fd, name, target)
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in folders:  # what a failure left opened
+            os.close(fd)
     return None
 
 
-def _not_copied(folder: str, names: list[str]) -> set[str]:
-    """git's own folder, and whatever is not a plain file, a folder or a link."""
-    left = set(NOT_COPIED) & set(names)
-    for name in names:
-        try:
-            mode = os.lstat(os.path.join(folder, name)).st_mode
-        except OSError:
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            left.add(name)
-    return left
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _copy_entry(folder: int, name: str, target: Path) -> list[tuple[int, Path]]:
+    """One name of an opened folder copied into `target`: a file's bytes and permission
+    bits, a link as a link; a folder is opened and given back to be copied in turn. git's
+    own folder, pipes, sockets and devices are left out."""
+    info = os.lstat(name, dir_fd=folder)
+    if stat.S_ISDIR(info.st_mode):
+        if name in NOT_COPIED:
+            return []
+        return [(os.open(name, FOLDER_FLAGS, dir_fd=folder), target / name)]
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=folder), target / name)
+    elif stat.S_ISREG(info.st_mode):
+        with os.fdopen(os.open(name, FILE_FLAGS, dir_fd=folder), "rb") as source:
+            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                return []  # swapped for a pipe since it was listed
+            with open(target / name, "xb") as copied:
+                shutil.copyfileobj(source, copied)
+        os.chmod(target / name, stat.S_IMODE(info.st_mode) & 0o777)
+    return []
 
 
 def _first_error(error: BaseException) -> str:
