@@ -14,8 +14,10 @@ from typing import Any
 
 from supervisor.run_changes import NoChanges, agent_changes
 from workers.changes.snapshots import Store
-from workers.log.reader import Line, lines_of
+from workers.log.reader import Line, lines_of, of_type
 from workers.log.schema import (
+    AgentStart,
+    CheckChosen,
     Compaction,
     DelegateEnd,
     DelegateStart,
@@ -156,3 +158,16 @@ def _interrupted(call: dict[str, Any], changed: list[str]) -> Message:
     else:
         text = "interrupted: the run stopped before this call finished; it was not run again."
     return {"role": "tool", "tool_call_id": call["id"], "content": text}
+
+
+def first_baseline(records: list[Record]) -> str | None:
+    """The snapshot a run's check puts kept files back to: the one its `check_chosen` line
+    names (a resumed run's names its first run's), else the one its top agent started
+    from; None when it logged neither."""
+    for _, chosen in of_type(lines_of(records), CheckChosen):
+        if chosen.baseline:
+            return chosen.baseline
+    for line, started in of_type(lines_of(records), AgentStart):
+        if line.parent_id is None and started.snapshot:
+            return started.snapshot
+    return None

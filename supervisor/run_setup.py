@@ -25,7 +25,7 @@ from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.models import model_factory, on_local
 from supervisor.repl import Repl, line_reader
-from supervisor.resume import rebuild
+from supervisor.resume import first_baseline, rebuild
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.session import Session, gaffer_version
@@ -191,7 +191,7 @@ def run_task(
     """Run the task and end the process with its outcome; `shown`: what the terminal
     already shows of the top agent's last reply."""
     end_on_sigterm()
-    resumed, resumed_from = None, None
+    resumed, resumed_from, baseline = None, None, None
     if resume_ref:
         try:
             path = runlog.find_run(
@@ -205,9 +205,12 @@ def run_task(
             fail(str(error))
         rebuilt = rebuild(records, Store(session.workspace))
         resumed, resumed_from = rebuilt.messages, path.stem
+        baseline = first_baseline(records)
         for worker in rebuilt.interrupted_workers:
             echo(f"gaffer: interrupted worker, not replayed: {worker}", err=True)
-    result = session.run(task, plan, resumed=resumed, resumed_from=resumed_from)
+    result = session.run(
+        task, plan, resumed=resumed, resumed_from=resumed_from, resumed_baseline=baseline
+    )
     finish(
         session,
         result.outcome,

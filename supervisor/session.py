@@ -107,9 +107,17 @@ class Session:
         *,
         resumed: list[Message] | None = None,
         resumed_from: str | None = None,
+        resumed_baseline: str | None = None,
     ) -> AgentResult:
-        """One task, start to end: what `gaffer run` does."""
-        self.start(plan, task=task, resumed=resumed, resumed_from=resumed_from)
+        """One task, start to end: what `gaffer run` does. `resumed_baseline`: the snapshot
+        the run it resumes began from (its check puts kept files back to that)."""
+        self.start(
+            plan,
+            task=task,
+            resumed=resumed,
+            resumed_from=resumed_from,
+            resumed_baseline=resumed_baseline,
+        )
         try:
             return self.turn(task)
         finally:
@@ -122,8 +130,10 @@ class Session:
         task: str = "",
         resumed: list[Message] | None = None,
         resumed_from: str | None = None,
+        resumed_baseline: str | None = None,
     ) -> None:
         self.plan = plan
+        self._resumed_baseline = resumed_baseline
         self.top = plan.profiles[plan.top]
         if plan.max_steps is not None:
             limits = self.top.limits.model_copy(update={"max_steps": plan.max_steps})
@@ -194,7 +204,8 @@ class Session:
             if setting.checker is not None:  # from the project as the turn finds it
                 chosen = setting.checker.choose(said)
                 command, source = getattr(chosen, "command", None), getattr(chosen, "source", None)
-                self.top_events.emit(CheckChosen(chosen.describe(), command, source))
+                baseline = setting.checker.baseline_id
+                self.top_events.emit(CheckChosen(chosen.describe(), command, source, baseline))
             kept = read_only_tests(self.top_spec, text, setting)
             with self.team.make_sandbox(self.top_spec, TOP_AGENT_ID, None, kept) as sandbox:
                 agent, prompt = self.team.build(
@@ -239,6 +250,7 @@ class Session:
             options=self.top.docker if sandboxed else DockerOptions(),
             uid=self.plan.sandbox_uid,
             store=self.team.store,
+            baseline_id=self._resumed_baseline,
         )
 
     def compact(self) -> bool:

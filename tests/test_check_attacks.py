@@ -156,3 +156,29 @@ def test_a_changed_file_whose_start_was_not_kept_fails(client: Any, tmp_path: Pa
         data.write(b"x")
     done = check(found)
     assert done.verdict == "failed" and "tests/data.bin" in done.detail
+
+
+def test_a_resumed_run_checks_against_the_first_runs_start(tmp_path: Path) -> None:
+    """The agent rewrote the tests, and the run was killed: the run that resumes it puts
+    them back as the first run found them, not as the kill left them."""
+    from supervisor.resume import first_baseline
+    from workers.log.events import Recorder
+    from workers.log.schema import AgentStart, CheckChosen
+
+    ws = project(tmp_path)
+    first, _ = Store(ws).snapshot()
+    (ws / "tests/test_calc.py").write_text(PASSING)  # before the kill
+    resumed = Checker(ws, store=Store(ws), baseline_id=first)
+    restored, lost = resumed.restored(TASK, ws, {"calc.py", "tests/test_calc.py"})
+    assert restored["tests/test_calc.py"] == TESTS.encode() and lost == []
+    assert resumed.baseline_id == first
+    gone = Checker(ws, store=Store(ws), baseline_id="0" * 64)
+    assert gone.baseline_id != "0" * 64, "a snapshot gone from the store: the workspace now"
+
+    recorder = Recorder()
+    events = Emitter([recorder])
+    started = AgentStart("m", [], "host", 5, None, None, snapshot="a" * 64)
+    events.bind(agent_id="supervisor").emit(started)
+    assert first_baseline(recorder.records) == "a" * 64
+    events.emit(CheckChosen("check: `pytest`", "pytest", "task", first))
+    assert first_baseline(recorder.records) == first, "a chain keeps its first run's"

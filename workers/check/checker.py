@@ -73,6 +73,9 @@ class Checker:
     seconds: float = CHECK_SECONDS
     docker_client: Any = None
     """The Docker client; None: made at the first check."""
+    baseline_id: str | None = None
+    """The snapshot the run's check puts back to: a resumed run's is the first run's (what
+    its agents changed before the kill is theirs too); None: the workspace now."""
     _baseline: Tree | None = field(default=None, init=False)
     _ignored_at_start: ignored_changes.Seen = field(default_factory=dict, init=False)
     _last: tuple[str, CheckRun] | None = field(default=None, init=False)
@@ -88,10 +91,22 @@ class Checker:
         self._large_at_start = _larger_than(self.workspace, MAX_COPY_BYTES)
         if self.store is not None:
             try:
-                _, self._baseline = self.store.snapshot()
+                self._baseline = self._resumed_baseline()
+                if self._baseline is None:
+                    self.baseline_id, self._baseline = self.store.snapshot()
                 self._ignored_at_start = ignored_changes.look(self.workspace, self._baseline)
             except OSError:  # an unreadable workspace: the check puts nothing back
                 self._baseline = None
+
+    def _resumed_baseline(self) -> Tree | None:
+        assert self.store is not None
+        if self.baseline_id is None:
+            return None
+        try:
+            return self.store.tree(self.baseline_id)
+        except KeyError:  # gone from the store: the workspace now is all there is
+            self.baseline_id = None
+            return None
 
     def choose(self, task: str) -> Check | NoCheck:
         """The check for `task`, chosen once: the first time, before its agents change

@@ -278,6 +278,9 @@ class CheckChosen(Event):
     """As the run's start says it: "check: `cmd` (named in the task)", or "unchecked: why"."""
     command: str | None = absent_when_none()
     source: str | None = absent_when_none()
+    baseline: str | None = absent_when_none()
+    """The snapshot of the workspace the check puts kept files back to (a resumed run's is
+    its first run's)."""
 
 
 @dataclass(frozen=True)
