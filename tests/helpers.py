@@ -137,6 +137,17 @@ system_prompt = "You edit code in {workspace}."
 """
 
 
+def host_coder_workspace(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A git workspace `ws` under `tmp_path` holding `files`, with the host coder profile."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    add_host_coder(ws)
+    for name, text in files.items():
+        (ws / name).write_text(text)
+    return ws
+
+
 def add_host_coder(workspace: Path) -> None:
     """A user's own profile that edits on the host: how these tests reach the file tools.
 

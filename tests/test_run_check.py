@@ -5,14 +5,13 @@ and a real Docker daemon: the verdict is that run's, never the agent's words."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.docker_support import chown_tree, require_docker
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import add_host_coder, gaffer, read_then_write
+from tests.helpers import gaffer, host_coder_workspace, read_then_write
 
 WRONG = "def is_even(n):\n    return True\n"
 RIGHT = "def is_even(n):\n    return n % 2 == 0\n"
@@ -33,12 +32,7 @@ def docker() -> None:
 
 
 def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    add_host_coder(ws)
-    for name, text in files.items():
-        (ws / name).write_text(text)
+    ws = host_coder_workspace(tmp_path, files)
     chown_tree(ws)
     return ws
 

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import add_host_coder, gaffer, read_then_write
+from tests.helpers import gaffer, host_coder_workspace, read_then_write
 
 TEN = "".join(f"line {n}\n" for n in range(1, 11))
 
@@ -39,14 +39,7 @@ class Between(FakeOpenAI):
         return super()._next(body)
 
 
-def workspace(tmp_path: Path, files: dict[str, str]) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    add_host_coder(ws)
-    for name, text in files.items():
-        (ws / name).write_text(text)
-    return ws
+workspace = host_coder_workspace
 
 
 def run(ws: Path, replies: list[Reply], hooks: dict[int, Callable[[], None]]) -> None:
