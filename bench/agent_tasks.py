@@ -32,6 +32,7 @@ wrote). A change that helps ours and not the held-out one is tuning, not progres
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -220,11 +221,19 @@ def _records(logs: Path) -> list[dict[str, object]]:
 
 
 def main(args: list[str]) -> int:
-    """Both suites, or one (`--suite ours`, `--suite heldout`), every exercise or those
-    named (`python -m bench.agent_tasks roman stack`); `--gaffer-only` skips the one-shot
-    ways (to measure another gaffer, found through PYTHONPATH, on the same exercises)."""
-    suite = args[args.index("--suite") + 1] if "--suite" in args else "both"
-    names = [a for a in args if not a.startswith("--") and a not in ("ours", "heldout", "both")]
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.agent_tasks",
+        description="gaffer against one-shot answers on coding exercises, scored by their tests.",
+    )
+    parser.add_argument("names", nargs="*", help="only these exercises (default: every one)")
+    parser.add_argument("--suite", choices=("both", "ours", "heldout"), default="both")
+    parser.add_argument(
+        "--gaffer-only",
+        action="store_true",
+        help="skip the one-shot ways (to measure another gaffer, found through PYTHONPATH)",
+    )
+    chosen_args = parser.parse_args(args)
+    suite, names = chosen_args.suite, chosen_args.names
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
         server.check_machine()
@@ -249,7 +258,7 @@ def main(args: list[str]) -> int:
         "one shot, task only": functools.partial(one_shot, model=model, files_shown=False),
         "one shot, files shown": functools.partial(one_shot, model=model, files_shown=True),
     }
-    if "--gaffer-only" in args:
+    if chosen_args.gaffer_only:
         one_shots = {}
     summaries = []
     try:

@@ -21,6 +21,7 @@ OPENAI_API_KEY) measures any endpoint the same way. `--only survey|refactor` run
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
 import json
@@ -341,16 +342,16 @@ def print_tables(surveys: dict[str, list[Outcome]], refactors: dict[str, Outcome
     print(f"\nlogs and answers: {KEPT}")
 
 
-def _option(args: list[str], name: str) -> str | None:
-    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
-
-
 def main(args: list[str]) -> int:
-    base_url, model_name, only = (
-        _option(args, "--base-url"),
-        _option(args, "--model"),
-        _option(args, "--only"),
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.delegation",
+        description="Delegating against one agent, on code nobody here wrote.",
     )
+    parser.add_argument("--base-url", help="another endpoint (default: the bundled local model)")
+    parser.add_argument("--model", help="the model at --base-url")
+    parser.add_argument("--only", choices=("survey", "refactor"), help="one half of the bench")
+    chosen = parser.parse_args(args)
+    base_url, model_name, only = chosen.base_url, chosen.model, chosen.only
     left_running = True
     try:
         if only != "survey":
