@@ -211,7 +211,8 @@ class Session:
                 agent, prompt = self.team.build(
                     self.top_spec, TOP_AGENT_ID, sandbox, budget, depth=0, parent=None, task=text
                 )
-                agent.context = self.keeper  # the conversation's window outlives one turn
+                # the conversation's window outlives one turn
+                agent.guards = agent.guards.replaced(self.keeper)
                 if not self.messages or self.messages[0]["role"] != "system":
                     self.messages.insert(0, {"role": "system", "content": prompt})
                 tell(agent, self.messages, text, source="user")

@@ -17,6 +17,7 @@ from tests.fake_openai import FakeOpenAI, Reply
 from workers import trust
 from workers.agent import Agent, AgentResult
 from workers.aids import aids_for
+from workers.assembly.build import guards_for
 from workers.limits import Budget, Limits
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
@@ -268,8 +269,9 @@ def make_agent(
     **kwargs: object,
 ) -> Agent:
     """An agent on the host with every built-in tool, logging to `recorder`; `kwargs`
-    set any other field of Agent, or choose its aids as assembly would (`file_blocks`,
-    `attach_task_files`, `container_root`)."""
+    set any other field of Agent, choose its aids as assembly would (`file_blocks`,
+    `attach_task_files`, `container_root`), or give it guards (`edits`, `gate`,
+    `context`: with the reply and repetition guards, in assembly's order)."""
     limits = limits or Limits()
     tools = kwargs.pop("tools", dict(BUILTIN_TOOLS))
     kwargs.setdefault(
@@ -280,6 +282,15 @@ def make_agent(
             attach_task_files=bool(kwargs.pop("attach_task_files", False)),
             file_blocks=bool(kwargs.pop("file_blocks", False)),
             tracks_changes=kwargs.get("changes") is not None,
+        ),
+    )
+    kwargs.setdefault(
+        "guards",
+        guards_for(
+            kwargs["aids"],  # type: ignore[arg-type]
+            context=kwargs.pop("context", None),  # type: ignore[arg-type]
+            edits=kwargs.pop("edits", None),  # type: ignore[arg-type]
+            gate=kwargs.pop("gate", None),  # type: ignore[arg-type]
         ),
     )
     return Agent(

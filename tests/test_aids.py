@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from workers.agent_view import FromGuards
 from workers.aids import aids_for
 from workers.aids.file_blocks import FileBlocks
 from workers.aids.focused_write import MAX_FOCUSED_WRITES, FocusedWrite
@@ -34,7 +35,7 @@ def block(body: str, path: str = "calc.py") -> str:
     return f"{path}\n```python\n{body}```"
 
 
-class FakeView:
+class FakeView(FromGuards):
     """The agent seen from the side: a workspace on disk, its edit guard and change
     tracker, a scripted model for asides, and write_file and run_shell run for real."""
 
@@ -136,6 +137,14 @@ class FakeView:
 
     def emit(self, event: Event) -> None:
         self.emitted.append(event)
+
+    @property
+    def _edits(self) -> EditGuard | None:  # what FromGuards answers from
+        return self.edits
+
+    @property
+    def _changes(self) -> ChangeTracker | None:
+        return self.changes
 
     def checkpoint(self) -> Checkpoint:
         assert self.edits is not None

@@ -11,10 +11,12 @@ import pytest
 from supervisor.runlog import render
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import make_agent
+from workers.guard_hooks import ModelAsk
 from workers.guards.editing import EditGuard
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.replies import ReplyGuard
-from workers.log.events import Recorder
+from workers.limits import Budget
+from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
 from workers.model import VARIED_TEMPERATURES, AssistantTurn, CallOptions, Message, ToolCall
 from workers.model.openai_client import OpenAIModel
@@ -169,13 +171,22 @@ def test_a_reply_that_is_nothing_but_a_looping_call_is_asked_for_again(workspace
 
 def test_a_reply_again_is_known_whatever_space_ends_its_lines() -> None:
     """Space at the ends of lines is not the reply; the reply just before it, word for
-    word, is `again` (going round); an older one is only the same."""
-    guard = ReplyGuard()
-    assert guard.observe(say("calc.py\n```python\nx = 1\n```\n"), 1) is None and not guard.again
-    assert guard.observe(say("calc.py  \n```python\nx = 1\n```\n\n\n"), 2) == 1 and guard.again
-    assert guard.observe(say("calc.py\n```python\nx = 2\n```"), 3) is None and not guard.again
-    assert guard.observe(say("calc.py\n```python\nx = 1\n```"), 4) == 1 and not guard.again
-    assert guard.observe(say("calc.py\n```python\n    x = 1\n```"), 5) is None, "indent counts"
+    word, is said again (going round, for the repetition guard); an older one is only
+    the same."""
+    guard, repetition = ReplyGuard(), RepetitionGuard()
+
+    def again(text: str, step: int) -> tuple[int | None, bool]:
+        ask = ModelAsk([], (), step, ScriptedModel([]), Budget(), Emitter())
+        for seen in (guard, repetition):
+            seen.after_model(ask, say(text))
+        repetition.after_batch()
+        return ask.same_as, "word for word" in (repetition.take_nudge() or "")
+
+    assert again("calc.py\n```python\nx = 1\n```\n", 1) == (None, False)
+    assert again("calc.py  \n```python\nx = 1\n```\n\n\n", 2) == (1, True)
+    assert again("calc.py\n```python\nx = 2\n```", 3) == (None, False)
+    assert again("calc.py\n```python\nx = 1\n```", 4) == (1, False)
+    assert again("calc.py\n```python\n    x = 1\n```", 5)[0] is None, "indent counts"
 
 
 def test_a_reply_said_again_is_warned_about_apart_from_calls_going_round() -> None:

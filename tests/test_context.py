@@ -7,6 +7,7 @@ from typing import Any
 
 from workers.agent import Agent
 from workers.facts import Facts
+from workers.guard_hooks import Guards
 from workers.guards.context import (
     STUB_PREFIX,
     SUMMARIZE,
@@ -148,7 +149,7 @@ def test_a_long_run_keeps_goal_and_rules_through_several_compactions(workspace: 
         events=Emitter([recorder]).bind(session_id="s", agent_id="main"),
         limits=Limits(max_steps=160),
         budget=Budget(),
-        context=ContextKeeper(window=3000, rules=RULES),
+        guards=Guards((ContextKeeper(window=3000, rules=RULES),)),
     )
     system = {"role": "system", "content": "You are careful.\n\n# Project instructions\n\n" + RULES}
     result = run_agent(agent, [system, {"role": "user", "content": "read every file and report"}])
@@ -230,7 +231,7 @@ def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
         sandbox=HostSandbox(ToolContext(workspace)),
         events=Emitter([recorder]).bind(session_id="s", agent_id="main"),
         budget=Budget(),
-        context=ContextKeeper(window=4096),
+        guards=Guards((ContextKeeper(window=4096),)),
         max_output_chars=result_chars(4096),
     )
     result = run_agent(

@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.helpers import make_agent, run_script, tool_messages
 from workers.agent import Agent
 from workers.facts import Facts
+from workers.guard_hooks import Guards
 from workers.guards.editing import EditGuard
 from workers.guards.failures import failure_focus, summarised
 from workers.hooks import ATTACHED
@@ -91,7 +92,7 @@ def test_a_failed_test_run_shows_the_assertion_and_the_lines_it_points_at(
         tools=dict(BUILTIN_TOOLS),
         sandbox=approved,
         events=Emitter(),
-        edits=EditGuard(workspace, hint="Write the fix as a block."),
+        guards=Guards((EditGuard(workspace, hint="Write the fix as a block."),)),
     )
     result = run_agent(agent, [{"role": "user", "content": "run the tests"}])
     shown = tool_messages(result)[0]["content"]
@@ -121,7 +122,7 @@ def shown_to_a_small_model(workspace: Path) -> str:
         tools=dict(BUILTIN_TOOLS),
         sandbox=HostSandbox(ToolContext(workspace, approve=lambda _c, _r: True)),
         events=Emitter(),
-        edits=EditGuard(workspace),
+        guards=Guards((EditGuard(workspace),)),
         max_output_chars=3000,
     )
     result = run_agent(agent, [{"role": "user", "content": "run the tests"}])

@@ -177,10 +177,11 @@ def test_files_too_big_for_the_room_or_not_text_are_left_out(workspace: Path) ->
     guard = EditGuard(workspace)
     for path in ("big.py", "blob.py", "calc.py"):
         guard.after("read_file", {"path": path}, ToolResult(output=""))
-    text = prompt("Fix add.", guard, "", room=1000)
-    assert text is not None and "calc.py\n```python" in text
-    assert "big.py" not in text and "blob.py" not in text
-    assert prompt("Fix add.", EditGuard(workspace), "", room=1000) is None, "nothing read"
+    asked = prompt("Fix add.", guard, "", "", room=1000)
+    assert asked is not None and "calc.py\n```python" in asked[0]
+    assert "big.py" not in asked[0] and "blob.py" not in asked[0]
+    assert [path for path, _ in asked[1]] == ["calc.py"], "what is shown counts as read"
+    assert prompt("Fix add.", EditGuard(workspace), "", "", room=1000) is None, "nothing read"
 
 
 def test_what_the_model_said_is_its_prose_without_its_blocks(workspace: Path) -> None:
@@ -191,8 +192,9 @@ def test_what_the_model_said_is_its_prose_without_its_blocks(workspace: Path) ->
         "From what I found: the factor is 2.54, not 2.45.\n\n"
         '```json\n{"name": "read_file", "arguments": {"path": "constants.py"}}\n```'
     )
-    text = prompt("Fix the inches.", guard, said, room=1000)
-    assert text is not None
+    asked = prompt("Fix the inches.", guard, "", said, room=1000)
+    assert asked is not None
+    text = asked[0]
     assert "What you said about it: From what I found: the factor is 2.54, not 2.45.\n" in text
     assert '"name": "read_file"' not in text
 

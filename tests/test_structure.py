@@ -205,6 +205,26 @@ def test_the_loop_and_its_guards_import_no_aid() -> None:
     assert {name: aids for name, aids in reaching.items() if aids} == {}
 
 
+# The loop's core knows no guard by name: the guards step in at the call-level moments
+# of workers/guard_hooks.py, and the aids see them through the view's queries.
+KNOWS_NO_GUARD = ("workers.loop", "workers.calls", "workers.agent")
+
+
+def test_the_loop_calls_and_agent_import_no_guard() -> None:
+    known = modules()
+    direct = {
+        name: {o for o in imports(known[name], known, at_import_time=False) if "guards" in o}
+        for name in KNOWS_NO_GUARD
+    }
+    assert {name: found for name, found in direct.items() if found} == {}
+    from workers.agent import Agent
+    from workers.hooks import View
+
+    fields = set(Agent.__dataclass_fields__)
+    assert {"gate", "context", "edits", "replies"}.isdisjoint(fields) and "guards" in fields
+    assert not {"edits", "changes"} & set(dir(View)), "aids see queries, not the guards whole"
+
+
 def test_the_loop_fits_a_screen_with_two_flags() -> None:
     tree = ast.parse((ROOT / "workers" / "loop.py").read_text(encoding="utf-8"))
     [loop] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_loop"]

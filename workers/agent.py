@@ -12,10 +12,7 @@ from workers.changes.merging import Merged
 from workers.changes.tracker import ChangeTracker
 from workers.check.report import CheckRun
 from workers.facts import Facts
-from workers.guards.context import ContextKeeper
-from workers.guards.editing import EditGuard
-from workers.guards.replies import ReplyGuard
-from workers.guards.verification import Gate
+from workers.guard_hooks import Guards
 from workers.hooks import Aids
 from workers.limits import Budget, Limits
 from workers.log.events import Emitter
@@ -36,15 +33,15 @@ class Agent:
     limits: Limits = field(default_factory=Limits)
     budget: Budget = field(default_factory=Budget)
     """Tokens, time and cancellation, shared with the agents above this one."""
-    gate: Gate | None = None
-    """Checks a final answer against the evidence; None answers without checking."""
-    context: ContextKeeper | None = None
-    """Keeps the conversation within the model's context window; None keeps everything."""
+    guards: Guards = field(default_factory=Guards)
+    """What holds it back or judges it at the loop's call-level moments
+    (workers/guard_hooks.py): the context keeper, the edit and repetition guards, the
+    gate. Chosen by assembly."""
     max_output_chars: int | None = None
     """The most one tool result may hold (an eighth of the model's window); None: the
     tools' own maxima."""
-    edits: EditGuard | None = None
-    """Read before edit, and where a failed test points; for agents that edit files."""
+    test_runners: tuple[str, ...] = ()
+    """Test runners besides the known ones (workers/guards/test_runs.py)."""
     changes: ChangeTracker | None = None
     """What its calls changed in the workspace, seen by the harness; for agents whose
     tools can change files."""
@@ -55,9 +52,6 @@ class Agent:
     """What steps in at the loop's seam (workers/hooks.py), chosen by assembly."""
     stepper: Stepper | None = None
     """Step mode: asked before its tool calls run (workers/stepping.py)."""
-    replies: ReplyGuard = field(default_factory=ReplyGuard)
-    """Its bad replies in a row, and every reply by its digest: the next call is sampled
-    away from a bad one."""
 
     def room_for_files(self) -> int:
         """Characters the files shown to it at once may take (attached, or asked about)."""

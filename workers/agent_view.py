@@ -10,27 +10,104 @@ from typing import Any
 
 from workers import calls, executor
 from workers.agent import Agent, AgentResult, first_task, tell
+from workers.changes.change_sets import Change, compare
+from workers.changes.snapshots import Tree
 from workers.changes.tracker import ChangeTracker
+from workers.changes.undo import undo
 from workers.check.choose import Check, named_command
 from workers.facts import Facts
+from workers.guard_hooks import PendingCall
 from workers.guards.editing import EditGuard
-from workers.guards.repetition import RepetitionGuard
-from workers.hooks import Checkpoint, looked
+from workers.guards.replies import ReplyGuard
+from workers.guards.task_rules import KeptTests
+from workers.guards.verification import Gate
+from workers.hooks import Checkpoint, FilesSeen, looked
 from workers.log.schema import Event
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, written_call
 from workers.stepping import SKIPPED
 from workers.tools.base import ToolResult
 
 
-class AgentView:
-    def __init__(
-        self,
-        agent: Agent,
-        result: AgentResult,
-        guard: RepetitionGuard,
-        schemas: list[dict[str, Any]],
-    ) -> None:
-        self._agent, self._result, self._guard = agent, result, guard
+class FromGuards:
+    """What a view answers from the agent's edit guard and change tracker (either may be
+    None: an agent that edits nothing, or whose changes are not tracked)."""
+
+    _edits: EditGuard | None
+    _changes: ChangeTracker | None
+
+    def files_seen(self) -> FilesSeen | None:
+        return self._edits
+
+    @property
+    def last_failure(self) -> str:
+        return self._edits.last_failure if self._edits else ""
+
+    @property
+    def untested_edit(self) -> bool:
+        return self._edits is not None and self._edits.untested_edit
+
+    @property
+    def passing(self) -> bool:
+        return self._edits is not None and self._edits.passing
+
+    def deadline(self, command: str) -> int | None:
+        return self._edits.deadline(command) if self._edits else None
+
+    def full_output(self, result: ToolResult) -> str:
+        return self._edits.full_output(result) if self._edits else result.output
+
+    def saw(self, path: str, text: str = "") -> None:
+        if self._edits is not None:
+            self._edits.after("read_file", {"path": path}, ToolResult(output=text))
+
+    def keep_tests(self, kept: KeptTests | None) -> None:
+        if self._edits is not None:
+            self._edits.kept = kept
+
+    @property
+    def keeps_tests(self) -> bool:
+        return self._edits is not None and self._edits.kept is not None
+
+    @property
+    def tracks_changes(self) -> bool:
+        return self._changes is not None
+
+    def original(self, path: str) -> bytes | None:
+        return self._changes.original(path) if self._changes else None
+
+    def mark(self) -> Tree:
+        return self._tracker().mark()
+
+    def since_start(self) -> list[Change]:
+        return self._tracker().since_start()
+
+    def steps_taken(self) -> int:
+        return self._tracker().steps_taken()
+
+    def changes_since(self, steps: int) -> list[Change]:
+        return self._tracker().changes_since(steps)
+
+    def changed_since(self, tree: Tree) -> list[Change]:
+        return compare(tree, self._tracker().store.scan())
+
+    def undo(self, changes: Sequence[Change]) -> None:
+        undo(self._tracker().store, list(changes))
+
+    def look(self) -> None:
+        self._tracker().look()
+
+    def _tracker(self) -> ChangeTracker:
+        if self._changes is None:  # an aid that takes changes back is given only with one
+            raise RuntimeError("this agent's changes are not tracked")
+        return self._changes
+
+
+class AgentView(FromGuards):
+    def __init__(self, agent: Agent, result: AgentResult, schemas: list[dict[str, Any]]) -> None:
+        self._agent, self._result = agent, result
+        self._edits = agent.guards.find(EditGuard)
+        self._changes = agent.changes
+        self._gate = agent.guards.find(Gate)
         self._schemas = schemas
         """The tools offered in the conversation, so an extra reply keeps its cached prefix."""
         self.step = 0
@@ -53,24 +130,16 @@ class AgentView:
         return looked(self._result.messages)
 
     @property
-    def edits(self) -> EditGuard | None:
-        return self._agent.edits
-
-    @property
-    def changes(self) -> ChangeTracker | None:
-        return self._agent.changes
-
-    @property
     def room_for_files(self) -> int:
         return self._agent.room_for_files()
 
     @property
     def test_runners(self) -> tuple[str, ...]:
-        return self._agent.edits.test_runners if self._agent.edits is not None else ()
+        return self._agent.test_runners
 
     @property
     def check_command(self) -> str | None:
-        gate = self._agent.gate
+        gate = self._gate
         if gate is not None and gate.checker is not None:
             chosen = gate.checker.choose(gate.check_task or self.task)
             # The project's own plain pytest run is the container's: on the host, its
@@ -137,21 +206,18 @@ class AgentView:
         if decision.arguments is not None:
             call = dataclasses.replace(call, arguments=decision.arguments)
             given = executor.parse_arguments(call.arguments)
-        refusal = (
-            self._guard.check(call.name, calls.same_call_key(call, given)) if checked else None
-        )
+        asked = PendingCall(call, given, calls.same_call_key(call, given), counted=checked)
+        refusal = agent.guards.before_call(asked)
         if decision.action == "skip":
             refusal = SKIPPED
         # A call that may overlap (workers of a fan-out) starts as the agent's would.
-        begun = calls.begin_overlapping(agent, call, given, self.step) if not refusal else None
+        begun = calls.begin_overlapping(agent, asked, self.step) if not refusal else None
         if begun is not None:
             (result,) = calls.wait_for_all(agent, [begun])
         else:
-            result = calls.run_tool(agent, call, given, self.step, refusal, from_block=from_block)
+            result = calls.run_tool(agent, asked, self.step, refusal, from_block=from_block)
         self._result.tool_calls += 1
         self._result.facts.append(result.facts)
-        if checked:
-            self._guard.observe(call, result)
         return result
 
     def read_in_sandbox(self, path: str, *, tool: str = "read_file") -> ToolResult:
@@ -166,10 +232,11 @@ class AgentView:
         self._agent.events.emit(event)
 
     def reply_was_bad(self) -> None:
-        self._agent.replies.bad()
+        if (replies := self._agent.guards.find(ReplyGuard)) is not None:
+            replies.bad()
 
     def checkpoint(self) -> Checkpoint:
-        edits = self._agent.edits
+        edits = self._edits
         return Checkpoint(
             facts=len(self._result.facts),
             last_failure=edits.last_failure if edits else "",
@@ -178,7 +245,7 @@ class AgentView:
 
     def restore(self, checkpoint: Checkpoint) -> None:
         del self._result.facts[checkpoint.facts :]
-        if (edits := self._agent.edits) is not None:
+        if (edits := self._edits) is not None:
             edits.last_failure, edits.untested_edit = (
                 checkpoint.last_failure,
                 checkpoint.untested_edit,

@@ -11,7 +11,8 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
-from workers.guards.repetition import RepetitionGuard
+from workers.facts import Facts
+from workers.guard_hooks import ModelAsk, PendingCall
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import (
     AssistantTurn,
@@ -22,7 +23,7 @@ from workers.model import (
     ToolCall,
 )
 from workers.observed import call_ends, call_starts, executed
-from workers.outcome import Aborted, LimitHit, Outcome
+from workers.outcome import Aborted, LimitHit, Outcome, reason_of
 from workers.stepping import SKIPPED, Decision, edited_note
 from workers.tools.base import ToolResult
 
@@ -40,16 +41,6 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
     if seconds is not None and seconds <= 0:
         return LimitHit("time", "the wall-clock limit passed")
     return None
-
-
-def _kept_blocks(agent: Agent) -> tuple[str, ...]:
-    """For an agent that writes in blocks (the aid that writes them writes while tools
-    are paused): where a block for a test its task keeps would begin. Such a block is
-    refused; a small model writes it whole first (`stagger`: 768 tokens, 142 s), so the
-    reply stops where it starts."""
-    if agent.edits is None or not agent.aids.writes_while_paused:
-        return ()
-    return agent.edits.kept_blocks()
 
 
 def _takes_stop(agent: Agent) -> bool:
@@ -70,10 +61,27 @@ def call_model(
     temperature: float | None = None,
     max_tokens: int | None = None,
     stop: tuple[str, ...] = (),
+    facts: Sequence[Facts] = (),
+    begins_step: bool = False,
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
     prompt of its own): its size is not the conversation's, and a resume skips it.
-    `temperature` samples this call alone at that temperature."""
+    `temperature` samples this call alone at that temperature. The guards see it before
+    and after (workers/guard_hooks.py); one that stops the run raises GuardStop. A call
+    that `begins_step` has the conversation fitted to the window first, its `facts` kept."""
+    ask = ModelAsk(
+        messages,
+        facts,
+        step,
+        agent.model,
+        agent.budget,
+        agent.events,
+        aside=aside,
+        begins_step=begins_step,
+        stop=stop,
+    )
+    if (stopped := agent.guards.before_model(ask)) is not None:
+        raise GuardStop(stopped)
     agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
     options = CallOptions(
@@ -86,9 +94,9 @@ def call_model(
         tools_off=tools_off,
         require_tool=require_tool,
         temperature=temperature,
-        vary=0 if aside else agent.replies.vary(),
+        vary=ask.vary,
         max_tokens=max_tokens,
-        stop=(stop or _kept_blocks(agent)) if _takes_stop(agent) else (),
+        stop=ask.stop if _takes_stop(agent) else (),
     )
     try:
         turn = agent.model.complete(messages, schemas, options)
@@ -96,14 +104,12 @@ def call_model(
             # Nothing came before the loop: a reply the server could not read, in effect.
             raise ModelError("malformed_output", f"the reply ran into a loop: {turn.runaway}")
     except ModelError as error:
-        if error.kind == "malformed_output" and not aside:
-            agent.replies.unreadable()
+        if error.kind == "malformed_output":
+            agent.guards.after_model(ask, None)
         raise
-    same_as = None if aside else agent.replies.observe(turn, step)
+    agent.guards.after_model(ask, turn)
     agent.budget.spend(turn.usage.total)
     agent.budget.took(time.monotonic() - started)
-    if agent.context is not None and not aside:
-        agent.context.observe(turn.usage.prompt_tokens, messages)
     agent.events.emit(
         LlmCall(
             step=step,
@@ -126,7 +132,7 @@ def call_model(
             reasoning_tokens=turn.usage.reasoning_tokens,
             reasoning=list(turn.reasoning) or None,
             varied=options.vary or None,
-            same_as=same_as,
+            same_as=ask.same_as,
             runaway=turn.runaway or None,
         )
     )
@@ -150,6 +156,14 @@ OUTPUT_LIMIT: ModelErrorKind = "output_limit"
 """The ModelError kind of a reply the output limit cut off before it said anything."""
 
 
+class GuardStop(Exception):
+    """A guard stopped the run before a model call (the window cannot hold the prompt)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(reason_of(outcome))
+        self.outcome = outcome
+
+
 # Calls one reply may have run: far more than any real plan needs in one turn, few enough
 # that a runaway reply cannot occupy the run. The rest are answered, not run.
 MAX_CALLS_PER_REPLY = 64
@@ -161,18 +175,16 @@ TOO_MANY = ToolResult(
 )
 
 
-def run_batch(
-    agent: Agent, turn: AssistantTurn, step: int, guard: RepetitionGuard
-) -> list[ToolResult]:
+def run_batch(agent: Agent, turn: AssistantTurn, step: int) -> list[ToolResult]:
     """Results in call order. Calls that may overlap start together and are waited for
     at the end; the others run here one after another. The batch stops early on a limit
-    or a repetition stop."""
+    or when a guard stopped the run."""
     pending: list[Callable[[], ToolResult] | ToolResult] = []
     seen: set[tuple[str, str]] = set()
     decisions = decide(agent, turn.tool_calls)
     try:
         for number, (call, decision) in enumerate(zip(turn.tool_calls, decisions, strict=True)):
-            if guard.stop or limit_if_spent(agent):
+            if agent.guards.stopped() or limit_if_spent(agent):
                 break
             if number >= MAX_CALLS_PER_REPLY:  # its llm_call line lists it; one answer each
                 pending.append(TOO_MANY)
@@ -182,13 +194,15 @@ def run_batch(
             arguments = executor.parse_arguments(call.arguments)
             key = same_call_key(call, arguments)
             # A copy of a call in the same reply is not run, and not counted as a repetition.
-            refusal = DUPLICATE if key in seen else guard.check(call.name, key)
+            copy = key in seen
+            asked = PendingCall(call, arguments, key, counted=not copy)
+            refusal = DUPLICATE if copy else agent.guards.before_call(asked)
             if decision.action == "skip":
                 refusal = SKIPPED  # and not `seen`: the same call, run, is no duplicate
             else:
                 seen.add(key)
-            begun = begin_overlapping(agent, call, arguments, step) if refusal is None else None
-            done = begun or run_tool(agent, call, arguments, step, refusal)
+            begun = begin_overlapping(agent, asked, step) if refusal is None else None
+            done = begun or run_tool(agent, asked, step, refusal)
             if decision.arguments is not None and isinstance(done, ToolResult):
                 done = dataclasses.replace(done, output=edited_note(call.arguments) + done.output)
             pending.append(done)
@@ -243,10 +257,11 @@ def same_call_key(call: ToolCall, arguments: dict[str, Any] | str) -> tuple[str,
 
 
 def begin_overlapping(
-    agent: Agent, call: ToolCall, arguments: dict[str, Any] | str, step: int
+    agent: Agent, asked: PendingCall, step: int
 ) -> Callable[[], ToolResult] | None:
     """Start a call that may overlap the rest of its batch; what waits for its result,
     or None when it runs in order."""
+    call, arguments = asked.call, asked.arguments
     tool = agent.tools.get(call.name)
     if tool is None or tool.begin is None or isinstance(arguments, str):
         return None
@@ -272,7 +287,8 @@ def begin_overlapping(
             done = wait()
         finally:
             call_ends(agent, tool)
-        result = executor.fit(done, agent.max_output_chars)
+        asked.took = time.monotonic() - started
+        result = executor.fit(agent.guards.after_call(asked, done), agent.max_output_chars)
         log_tool_call(agent, call, arguments, step, label, started, result)
         return result
 
@@ -281,26 +297,22 @@ def begin_overlapping(
 
 def run_tool(
     agent: Agent,
-    call: ToolCall,
-    args: dict[str, Any] | str,
+    asked: PendingCall,
     step: int,
     refusal: ToolResult | None,
     *,
     from_block: bool = False,
 ) -> ToolResult:
+    """The call run in order, or its `refusal` given; what the guards add to its result."""
+    call, args = asked.call, asked.arguments
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
     agent.events.emit(ToolStart(step=step, name=call.name, label=label))
     started = time.monotonic()
-    if refusal is None and agent.edits is not None:
-        refusal = agent.edits.before(call.name, args)
-        args = agent.edits.fitted(call.name, args)
+    asked.refused = refusal is not None
     result = executed(agent, call, args, tool) if refusal is None else refusal
-    if agent.edits is not None and refusal is None:
-        took = time.monotonic() - started
-        result = executor.fit(
-            agent.edits.after(call.name, args, result, took), agent.max_output_chars
-        )
+    asked.took = time.monotonic() - started
+    result = executor.fit(agent.guards.after_call(asked, result), agent.max_output_chars)
     log_tool_call(agent, call, args, step, label, started, result, from_block=from_block)
     return result
 

@@ -22,16 +22,18 @@ assembly gave them, at five moments:
 An aid sees the agent through a `View` only: it can ask the model aside, run a tool as
 the agent, tell the agent something, read its evidence and its files, see whether the
 budget is spent, say its last reply was a bad one (the next call is sampled away from
-it), and checkpoint and restore what its tries taught the guards. It never
-holds the Agent, its result or the loop's guards, so an aid is tested with a fake view
-and no loop, and a new one touches its own file and the assembly line that gives it.
-Counters live in the aids.
+it), ask what the edit guard knows (the files seen, the last failure, a suite's deadline)
+and what the change tracker saw (and take the agent's changes back), and checkpoint and
+restore what its tries taught the guards. It never holds the Agent, its result, the
+guards or the tracker, so an aid is tested with a fake view and no loop, and a new one
+touches its own file and the assembly line that gives it. Counters live in the aids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workers.facts import Facts
@@ -39,8 +41,9 @@ from workers.model import AssistantTurn, Message, ToolCall
 from workers.tools.base import ToolResult
 
 if TYPE_CHECKING:
-    from workers.changes.tracker import ChangeTracker
-    from workers.guards.editing import EditGuard
+    from workers.changes.change_sets import Change
+    from workers.changes.snapshots import Tree
+    from workers.guards.task_rules import KeptTests
     from workers.log.schema import Event
 
 ATTACHED = "The files your task is about, read for you with read_file (do not repeat them):"
@@ -94,6 +97,28 @@ class Checkpoint:
     untested_edit: bool
 
 
+class FilesSeen(Protocol):
+    """What an agent has seen of the workspace's files, and which it may not write: as
+    file blocks are read against it."""
+
+    @property
+    def workspace(self) -> Path: ...
+
+    @property
+    def container_root(self) -> str | None:
+        """Where the workspace is mounted in the agent's sandbox, if anywhere."""
+        ...
+
+    @property
+    def seen(self) -> Mapping[str, str]:
+        """Workspace-relative path → its fingerprint when the agent last saw it whole."""
+        ...
+
+    def keeps(self, path: object) -> str | None:
+        """Why a write to `path` is refused (the task keeps it); None: it is not."""
+        ...
+
+
 class View(Protocol):
     """What an aid may see of the agent, and do as it."""
 
@@ -121,16 +146,6 @@ class View(Protocol):
         ...
 
     @property
-    def edits(self) -> EditGuard | None:
-        """Its edit guard (read before edit, the last failure); None for a reader."""
-        ...
-
-    @property
-    def changes(self) -> ChangeTracker | None:
-        """What its calls changed, seen by the harness; None when it changes nothing."""
-        ...
-
-    @property
     def room_for_files(self) -> int:
         """Characters the files shown to it at once may take."""
         ...
@@ -148,6 +163,90 @@ class View(Protocol):
 
     def spent(self) -> bool:
         """Whether it must stop now: cancelled, or out of tokens or time."""
+        ...
+
+    # What its edit guard knows (workers/guards/editing.py); an agent that edits nothing
+    # has none, and these say nothing.
+
+    def files_seen(self) -> FilesSeen | None:
+        """The files it has seen whole, and the tests its task keeps; None when it edits
+        nothing."""
+        ...
+
+    @property
+    def last_failure(self) -> str:
+        """Its last test run, when that failed: the command and where it failed."""
+        ...
+
+    @property
+    def untested_edit(self) -> bool:
+        """It changed a file and has not run the tests since."""
+        ...
+
+    @property
+    def passing(self) -> bool:
+        """Its last test run passed, and it has written nothing since."""
+        ...
+
+    def deadline(self, command: str) -> int | None:
+        """Seconds a run of this test command may take, fitted to its suite; None:
+        nothing known."""
+        ...
+
+    def full_output(self, result: ToolResult) -> str:
+        """The whole output of a result that was cut for the model."""
+        ...
+
+    def saw(self, path: str, text: str = "") -> None:
+        """It knows the file as it is now (shown to it, or written back as it was)."""
+        ...
+
+    def keep_tests(self, kept: KeptTests | None) -> None:
+        """The tests its task keeps: writes to them are refused from now on."""
+        ...
+
+    @property
+    def keeps_tests(self) -> bool:
+        """Its task keeps tests (`keep_tests`)."""
+        ...
+
+    # What its calls changed in the workspace (workers/changes/tracker.py); None or
+    # nothing for an agent whose changes are not tracked.
+
+    @property
+    def tracks_changes(self) -> bool: ...
+
+    def original(self, path: str) -> bytes | None:
+        """The file as it was when the agent began; None: it was not there, or unknown."""
+        ...
+
+    def mark(self) -> Tree:
+        """The workspace now, once what changed since the agent's last call is its own:
+        what gaffer writes for it from here is compared to this."""
+        ...
+
+    def since_start(self) -> list[Change]:
+        """Everything the agent changed since it began."""
+        ...
+
+    def steps_taken(self) -> int:
+        """How many of its calls have changed files so far."""
+        ...
+
+    def changes_since(self, steps: int) -> list[Change]:
+        """What it changed after its first `steps` changing calls."""
+        ...
+
+    def changed_since(self, tree: Tree) -> list[Change]:
+        """What differs in the workspace from `tree` (a `mark`)."""
+        ...
+
+    def undo(self, changes: Sequence[Change]) -> None:
+        """These changes taken back in the workspace; raises CannotUndo."""
+        ...
+
+    def look(self) -> None:
+        """The workspace as it is now is where its next call starts from."""
         ...
 
     def tell(self, content: str, *, source: str) -> None: ...

@@ -1,10 +1,12 @@
 """The agent loop: one function for every agent, supervisor and workers alike.
 
 Call the model; run the reply's tool calls; repeat until a final answer or a stop. What
-varies between agents steps in at the seam (workers/hooks.py), never as a branch here:
-the loop names no aid, and asks the agent's aids at five moments (before the first
-step, after each reply, after its calls to act on them and then to say whether the next
-reply is the answer, and when the agent is stuck).
+varies between agents steps in at the seam, never as a branch here: the loop names no
+aid, and asks the agent's aids at five moments (workers/hooks.py: before the first step,
+after each reply, after its calls to act on them and then to say whether the next reply
+is the answer, and when the agent is stuck); and it names no guard, whose call-level
+moments (workers/guard_hooks.py: around each model call and tool call, after a batch, on
+an answer) hold it back and judge it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from workers import calls
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.agent_view import AgentView
 from workers.changes.tracker import record_change_set
-from workers.guards.repetition import RepetitionGuard
+from workers.guard_hooks import Answer
 from workers.hooks import Finish, Note, Resume, looked
 from workers.log.schema import AgentEnd, AgentStart, Limit
 from workers.model import AssistantTurn, Message, ModelError, written_call
@@ -101,6 +103,8 @@ def run_agent(
             if error.kind == calls.OUTPUT_LIMIT
             else Failed(error.message, kind=error.kind)
         )
+    except calls.GuardStop as stopped:
+        result.outcome = stopped.outcome
     except NodeLost as error:
         result.outcome = Interrupted(str(error))
     except SandboxFault as error:  # the container broke or misbehaved: this agent ends
@@ -129,9 +133,9 @@ def run_agent(
 
 
 def _loop(agent: Agent, result: AgentResult) -> Outcome:
-    messages, aids, guard = result.messages, agent.aids, _repetition_guard(agent)
+    messages, aids, guards = result.messages, agent.aids, agent.guards
     schemas = [tool.schema() for n, tool in agent.tools.items() if n not in aids.hidden_tools]
-    view = AgentView(agent, result, guard, schemas)
+    view = AgentView(agent, result, schemas)
     aids.before_first_step(view)
     # Calls an aid made before the first step may already hold what answers the task.
     paused, must_call = aids.answer_next(view), False
@@ -142,9 +146,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return stop
         view.step, must_call = step, must_call or (agent.look_first and not looked(messages))
         try:
-            turn = calls.call_model(
-                agent, messages, schemas, step, tools_off=paused, require_tool=must_call
-            )
+            turn = _reply(agent, result, schemas, step, tools_off=paused, require_tool=must_call)
         except ModelError as error:
             paused = _unreadable(agent, messages, error)
             continue
@@ -152,21 +154,20 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         messages.append(turn.as_message())
         note = aids.after_reply(view, turn)  # blocks written before the reply's calls run
         if not turn.tool_calls and note is None:
-            ending = _would_stop(agent, view, result, turn.text, paused, guard)
+            ending = _would_stop(agent, view, result, turn.text, paused)
             if isinstance(ending, Finished):
                 return ending
             paused, must_call = False, ending
             continue
-        _run_calls(agent, result, turn, step, guard, note)
-        if agent.replies.again:  # the same reply as the step before: it learned nothing
-            guard.same_reply()
+        _run_calls(agent, result, turn, step, note)
+        guards.after_batch()
         aids.after_calls(view)
-        if stop := _after_calls(agent, result, schemas, guard):
+        if stop := _after_calls(agent, result, schemas):
             return stop
         # Every batch is shown to the aids; and an agent left too little time for
         # another step and its answer (a call the deadline cuts gives nothing) answers now.
         answer_next = aids.answer_next(view) or agent.budget.no_time_for_another_step()
-        nudge, paused = guard.take_nudge(), guard.take_pause() or answer_next
+        nudge, paused = guards.take_nudge(), guards.take_pause() or answer_next
         if nudge or paused:
             step_on = _going_round(agent, view, result, nudge, paused)
             if isinstance(step_on, Finished):
@@ -176,35 +177,39 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
-def _repetition_guard(agent: Agent) -> RepetitionGuard:
-    return RepetitionGuard(
-        pauses=agent.edits is None or agent.aids.writes_while_paused,
-        hint=agent.aids.hint,
-        reads_only=agent.edits is None,  # it edits nothing itself: a result cannot move
+def _reply(
+    agent: Agent,
+    result: AgentResult,
+    schemas: list[dict[str, Any]],
+    step: int,
+    *,
+    tools_off: bool,
+    require_tool: bool,
+) -> AssistantTurn:
+    """The step's model call: the conversation is fitted to the window before it."""
+    return calls.call_model(
+        agent,
+        result.messages,
+        schemas,
+        step,
+        tools_off=tools_off,
+        require_tool=require_tool,
+        facts=result.facts,
+        begins_step=True,
     )
 
 
 def _before_step(
     agent: Agent, result: AgentResult, step: int, schemas: list[dict[str, Any]]
 ) -> Outcome | None:
-    """Why the agent stops before this step, or None: out of budget, its context full,
-    or (asked for its answer first) its last step."""
+    """Why the agent stops before this step, or None: out of budget, or (asked for its
+    answer first) its last step."""
     if stop := calls.limit_if_spent(agent):
         return stop
     result.steps = step
-    if agent.context is not None and (
-        stop := agent.context.prepare(
-            result.messages,
-            result.facts,
-            step,
-            model=agent.model,
-            budget=agent.budget,
-            events=agent.events,
-        )
-    ):
-        return stop
     if step == agent.limits.max_steps:
-        return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
+        stop = LimitHit("steps", f"used all {step} steps")
+        return _wrap_up(agent, result, schemas, stop, begins_step=True)
     return None
 
 
@@ -226,12 +231,7 @@ def _unreadable(agent: Agent, messages: list[Message], error: ModelError) -> boo
 
 
 def _would_stop(
-    agent: Agent,
-    view: AgentView,
-    result: AgentResult,
-    said: str,
-    paused: bool,
-    guard: RepetitionGuard,
+    agent: Agent, view: AgentView, result: AgentResult, said: str, paused: bool
 ) -> Finished | bool:
     """A reply with no call that did nothing: the run's answer (an aid's, or the model's
     once the gate takes it), or whether the next reply must be a call."""
@@ -240,7 +240,7 @@ def _would_stop(
         return Finished(_stamped(agent, step_on.answer, result))
     if step_on is not None:
         return True  # the aid told it what to do next
-    return _answer(agent, result, said, paused, guard) or _wants_call(agent)
+    return _answer(agent, result, said, paused)
 
 
 def _when_stuck(agent: Agent, view: AgentView, said: str) -> Resume | Finish | None:
@@ -248,7 +248,7 @@ def _when_stuck(agent: Agent, view: AgentView, said: str) -> Resume | Finish | N
     stands on, so its next reply is not held against the one before (`again`)."""
     step_on = agent.aids.when_stuck(view, said=said)
     if step_on is not None:
-        agent.replies.forget_last()
+        agent.guards.stepped_in()
     return step_on
 
 
@@ -272,13 +272,14 @@ def _answer_now(agent: Agent, messages: list[Message]) -> str:
 
 
 def _after_calls(
-    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], guard: RepetitionGuard
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]]
 ) -> Outcome | None:
-    """Why the run ends after a batch: going in circles (it is still asked what it
-    found), or out of budget (calls the batch did not reach are answered as not run)."""
-    if guard.stop is not None:
-        calls.answer_unanswered(result.messages, reason_of(guard.stop))
-        return _wrap_up(agent, result, schemas, guard.stop)
+    """Why the run ends after a batch: a guard stopped it, going in circles (it is still
+    asked what it found), or out of budget (calls the batch did not reach are answered
+    as not run)."""
+    if (stop := agent.guards.stopped()) is not None:
+        calls.answer_unanswered(result.messages, reason_of(stop))
+        return _wrap_up(agent, result, schemas, stop)
     return calls.limit_if_spent(agent)
 
 
@@ -287,56 +288,58 @@ def _run_calls(
     result: AgentResult,
     turn: AssistantTurn,
     step: int,
-    guard: RepetitionGuard,
     note: Note | None,
 ) -> None:
-    """The reply's calls run, each result in the conversation and seen by the guard;
-    then what an aid had to say about the reply."""
-    for call, tool_result in zip(
-        turn.tool_calls, calls.run_batch(agent, turn, step, guard), strict=False
-    ):
+    """The reply's calls run, each result in the conversation; then what an aid had to
+    say about the reply."""
+    for call, tool_result in zip(turn.tool_calls, calls.run_batch(agent, turn, step), strict=False):
         result.tool_calls += 1
         result.facts.append(tool_result.facts)
         messages = result.messages
         messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_result.output})
-        if tool_result is not calls.DUPLICATE:
-            guard.observe(call, tool_result)
     if note is not None:
         tell(agent, result.messages, note.content, source=note.source)
 
 
-def _wants_call(agent: Agent) -> bool:
-    """The gate sent the answer back asking for a call (a test run) first."""
-    return agent.gate is not None and agent.gate.take_wants_call()
-
-
-def _answer(
-    agent: Agent, result: AgentResult, text: str, paused: bool, guard: RepetitionGuard
-) -> Finished | None:
-    """A reply without tool calls: the final answer, or None when it goes back (a call
-    written as text, or an answer the gate sends back with its reason)."""
+def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finished | bool:
+    """A reply without tool calls: the final answer, or whether its next reply must be a
+    call when it goes back (a call written as text, or an answer a guard sends back with
+    its reason: the gate's asking for a test run first wants a call)."""
     if written_call(text, agent.tools):
         tell(agent, result.messages, TOOLS_BACK if paused else WRITTEN_CALL, source="model_error")
-        return None
-    seen = looked(result.messages)
-    if agent.gate is not None and (send_back := agent.gate.review(result.facts, text, seen)):
-        tell(agent, result.messages, send_back, source="verification")
-        guard.sent_back()
-        return None
+        return False
+    answer = Answer(text, result.facts, looked(result.messages))
+    if (send_back := agent.guards.on_answer(answer)) is not None:
+        tell(agent, result.messages, send_back.message, source="verification")
+        return send_back.wants_call
     return Finished(_stamped(agent, text, result))
 
 
 def _wrap_up(
-    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], stop: LimitHit
+    agent: Agent,
+    result: AgentResult,
+    schemas: list[dict[str, Any]],
+    stop: LimitHit,
+    *,
+    begins_step: bool = False,
 ) -> Outcome:
     """After a step or repetition limit: one more call, tools off, for an answer in prose.
     A reply that is only a tool call (called anyway, or written out as text) is asked
-    once more; a second is no answer."""
+    once more; a second is no answer. `begins_step`: it is the step's own call."""
     messages = result.messages
     for ask in (WRAP_UP.format(task=_task(messages)), WRAP_UP_AGAIN):
         tell(agent, messages, ask, source="wrap_up")
         try:
-            turn = calls.call_model(agent, messages, schemas, result.steps, tools_off=True)
+            turn = calls.call_model(
+                agent,
+                messages,
+                schemas,
+                result.steps,
+                tools_off=True,
+                facts=result.facts,
+                begins_step=begins_step,
+            )
+            begins_step = False
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise
@@ -362,12 +365,9 @@ def _short(text: str, limit: int) -> str:
 
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
-    answer = _unfenced(answer)
-    if agent.gate is None:
-        return answer
-    stamped = agent.gate.stamp(answer, result.facts)
-    result.check = agent.gate.last_check
-    return stamped
+    stamped = agent.guards.stamp(_unfenced(answer), result.facts)
+    result.check = stamped.check
+    return stamped.answer
 
 
 def _unfenced(text: str) -> str:

@@ -62,8 +62,7 @@ def observed(agent: Agent, name: str, result: ToolResult) -> ToolResult:
             paths = [p for c in changed for p in (c.old_path, c.path) if p is not None]
             facts = dataclasses.replace(facts, modified=tuple(paths))
     command = facts.command
-    runners = agent.edits.test_runners if agent.edits else ()
-    tests_run = command is not None and is_test_run(command, runners)
+    tests_run = command is not None and is_test_run(command, agent.test_runners)
     if tests_run and facts.exit_code == 0 and ran_no_tests(result.output):
         facts = dataclasses.replace(facts, no_tests=True)
     return result if facts == result.facts else dataclasses.replace(result, facts=facts)

@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass, field
 
 from workers.aids.python_merge import MergeProblem, defines, merge
-from workers.guards.editing import EDIT_TOOLS, EditGuard
+from workers.guards.editing import EDIT_TOOLS
 from workers.guards.named_code import named_paths
-from workers.hooks import Aid, Note, View
+from workers.hooks import Aid, FilesSeen, Note, View
 from workers.model import AssistantTurn, ToolCall
 from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
@@ -93,13 +93,13 @@ class BlockWrites:
     """Blocks that look meant for a file and were not written, and why: for the model."""
 
 
-def calls_from_blocks(text: str, guard: EditGuard, call_id: str) -> list[ToolCall]:
+def calls_from_blocks(text: str, guard: FilesSeen, call_id: str) -> list[ToolCall]:
     """A write_file call for each file that the blocks of `text` change; blocks that are
     examples, commands or output are left as prose."""
     return read_blocks(text, guard, call_id).calls
 
 
-def read_blocks(text: str, guard: EditGuard, call_id: str, *, cut: bool = False) -> BlockWrites:
+def read_blocks(text: str, guard: FilesSeen, call_id: str, *, cut: bool = False) -> BlockWrites:
     """The writes the blocks of `text` make, one per file (later blocks for the same file
     are merged into what earlier ones made), what they leave unchanged and what could not
     be written. A last block that never closes runs to the end of the reply, as in
@@ -230,7 +230,7 @@ def _language(info: str) -> str:
     return info.split()[0].lower() if info.split() else ""
 
 
-def _label(block: Block, guard: EditGuard) -> str | None:
+def _label(block: Block, guard: FilesSeen) -> str | None:
     """The path a block is for: named in its info string (```python calc.py), or alone on
     the last line before it (`calc.py`, **calc.py**, calc.py:, # calc.py, File: calc.py).
     A bare name that is not at the top is the one file of that name the agent has read."""
@@ -256,7 +256,7 @@ def _label(block: Block, guard: EditGuard) -> str | None:
     return path
 
 
-def _defining_file(body: str, guard: EditGuard) -> str | None:
+def _defining_file(body: str, guard: FilesSeen) -> str | None:
     """The one Python file the agent has read (tests aside) that defines a function or
     class the block defines."""
     defined = defines(body)
@@ -287,7 +287,7 @@ def _is_content_for(info: str, path: str) -> bool:
     return kinds is None or path.endswith(kinds)
 
 
-def _current(guard: EditGuard, path: str) -> str | None:
+def _current(guard: FilesSeen, path: str) -> str | None:
     """The file as it is, None when there is none; ToolError when it cannot be read here
     (outside the workspace, a link, too big, not text): a block must not replace what
     gaffer could not see."""
@@ -344,9 +344,9 @@ class FileBlocks(Aid):
         """The reply's blocks written: what each did, for the agent. A reply of nothing
         but blocks that change nothing (a small model echoing what it wrote) is told so
         once, rather than taken for a final answer."""
-        if view.edits is None:
+        if (files := view.files_seen()) is None:
             return None
-        blocks = read_blocks(turn.text, view.edits, f"block-{view.step}", cut=turn.cut_off)
+        blocks = read_blocks(turn.text, files, f"block-{view.step}", cut=turn.cut_off)
         if turn.runaway and blocks.problems:  # why it was cut, said first
             blocks.problems.insert(0, RUNAWAY.format(loop=turn.runaway))
         if blocks.problems:
@@ -362,8 +362,9 @@ class FileBlocks(Aid):
 def write_blocks(view: View, turn: AssistantTurn, label: str, *, checked: bool = True) -> str:
     """The file blocks of a reply run as the agent's write_file calls: what each did, for
     the agent ("" when it has none). `checked`: the repetition guard sees the writes."""
-    assert view.edits is not None
-    blocks = read_blocks(turn.text, view.edits, f"{label}-{view.step}", cut=turn.cut_off)
+    files = view.files_seen()
+    assert files is not None
+    blocks = read_blocks(turn.text, files, f"{label}-{view.step}", cut=turn.cut_off)
     return write(view, blocks, checked=checked)
 
 

@@ -18,11 +18,10 @@ import re
 from collections.abc import Callable, Iterable
 
 from workers.aids.file_blocks import HOW_TO_WRITE, blocks_of, write_blocks
-from workers.guards.editing import EditGuard
 from workers.guards.test_runs import is_test_file
 from workers.guards.verification import judge
-from workers.hooks import Aid, Resume, View
-from workers.tools.base import ToolError, ToolResult
+from workers.hooks import Aid, FilesSeen, Resume, View
+from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 
 # Each one costs a call with a fresh prompt (no server cache); two cover a stall before
@@ -55,30 +54,29 @@ def asks_for_change(task: str) -> bool:
     return bool(_ASKS_FOR_CHANGE.search(task))
 
 
-def prompt(task: str, guard: EditGuard, said: str, room: int) -> str | None:
-    """The one message that asks for the change; None when the agent has read no file
-    that can be shown. Files are shown as they are now, the code first and its tests
-    last, within `room` characters; each shown counts as read."""
+def prompt(
+    task: str, files: FilesSeen, last_failure: str, said: str, room: int
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """The one message that asks for the change, and the files it shows (path, text);
+    None when the agent has read no file that can be shown. Files are shown as they are
+    now, the code first and its tests last, within `room` characters."""
 
     def now(path: str) -> bytes | None:
         try:
-            return read_confined(guard.workspace, path, room)
+            return read_confined(files.workspace, path, room)
         except ToolError:
             return None
 
-    shown = []
-    for path, text in texts(guard.seen, now, room):
-        shown.append(f"{path}\n{fenced(text, path)}")
-        guard.after("read_file", {"path": path}, ToolResult(output=text))
+    shown = texts(files.seen, now, room)
     if not shown:
         return None
-    parts = [cut(task, MAX_TASK_CHARS), *shown]
-    if guard.last_failure:
-        parts.append(f"The last test run failed:\n{guard.last_failure}")
+    parts = [cut(task, MAX_TASK_CHARS), *(f"{path}\n{fenced(text, path)}" for path, text in shown)]
+    if last_failure:
+        parts.append(f"The last test run failed:\n{last_failure}")
     if said := " ".join(prose(said).split()):
         parts.append(f"What you said about it: {cut(said, MAX_SAID_CHARS)}")
     parts.append(f"{ASK_FOR_CHANGE} {HOW_TO_WRITE}")
-    return "\n\n".join(parts)
+    return "\n\n".join(parts), shown
 
 
 def texts(
@@ -147,16 +145,15 @@ class FocusedWrite(Aid):
         self.asked = 0
 
     def when_stuck(self, view: View, said: str) -> Resume | None:
-        if (
-            view.edits is None
-            or self.asked >= MAX_FOCUSED_WRITES
-            or view.spent()
-            or not stalled(view)
-        ):
+        files = view.files_seen()
+        if files is None or self.asked >= MAX_FOCUSED_WRITES or view.spent() or not stalled(view):
             return None
-        ask = prompt(view.task, view.edits, said, view.room_for_files)
-        if ask is None:
+        asked = prompt(view.task, files, view.last_failure, said, view.room_for_files)
+        if asked is None:
             return None
+        ask, shown = asked
+        for path, text in shown:  # each shown counts as read
+            view.saw(path, text)
         self.asked += 1
         turn = view.ask_aside(ask)
         changes = sum(bool(fact.modified) for fact in view.facts)
@@ -170,9 +167,8 @@ class FocusedWrite(Aid):
 def stalled(view: View) -> bool:
     """Whether a change is still to make: none made and the task asks for one (or a test
     failed), or the tests failed after the last one."""
-    assert view.edits is not None
     verdict = judge(view.facts, view.test_runners)
-    failed = bool(view.edits.last_failure)
+    failed = bool(view.last_failure)
     if verdict is None:
         return failed or asks_for_change(view.task)
     return failed and not verdict.verified and not verdict.untested

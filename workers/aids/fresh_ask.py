@@ -41,8 +41,9 @@ def prompt(view: View) -> Ask | None:
     """The task and the files the agent has seen, as they were before it began (code
     first, tests last, within the room for files), and what a sample may write. None when
     no file can be shown."""
-    assert view.edits is not None and view.changes is not None
-    files = texts(view.edits.seen, view.changes.original, view.room_for_files)
+    seen = view.files_seen()
+    assert seen is not None and view.tracks_changes
+    files = texts(seen.seen, view.original, view.room_for_files)
     if not files:
         return None
     shown = [f"{path}\n{fenced(text, path)}" for path, text in files]

@@ -29,9 +29,9 @@ from workers.aids.focused_write import fenced, prose
 from workers.aids.fresh_ask import Ask, prompt
 from workers.aids.joins import FailedSample, Joins
 from workers.aids.tests_after_writes import run_test
-from workers.changes.change_sets import Change, compare
+from workers.changes.change_sets import Change
 from workers.changes.snapshots import Tree
-from workers.changes.undo import CannotUndo, undo
+from workers.changes.undo import CannotUndo
 from workers.facts import Facts
 from workers.guards.test_runs import (
     failed_tests,
@@ -42,7 +42,7 @@ from workers.guards.verification import evidence, judge, outcome
 from workers.hooks import Aid, Finish, View
 from workers.log.schema import FreshAttempt
 from workers.model import AssistantTurn, ModelError
-from workers.tools.base import ToolError, ToolResult
+from workers.tools.base import ToolError
 from workers.tools.workspace import read_confined
 
 # Each costs a call with a prompt of its own (no cache) and a test run, about 15 s on two
@@ -172,7 +172,7 @@ def _failing_test(view: View) -> str | None:
     """The test command to judge samples by, when the agent is stuck on a failing test
     run (its last, failed after its last change): the one its task names, else the one
     that failed, if it ran any test. None when that is not where it stands."""
-    if view.edits is None or view.changes is None or not view.edits.last_failure:
+    if view.files_seen() is None or not view.tracks_changes or not view.last_failure:
         return None
     runners = view.test_runners
     verdict = judge(view.facts, runners)
@@ -180,7 +180,7 @@ def _failing_test(view: View) -> str | None:
         return None
     if named := view.check_command:
         return named
-    if ran_no_tests(view.edits.last_failure):
+    if ran_no_tests(view.last_failure):
         return None  # `pytest calc.py`: a sample could never pass it
     return _last_test_run(view)
 
@@ -219,8 +219,9 @@ class Sample:
         made_from: tuple[int, int] | None = None,
         join: int = 0,
     ) -> None:
-        assert view.edits is not None and view.changes is not None
-        self.view, self.edits, self.changes = view, view.edits, view.changes
+        files = view.files_seen()
+        assert files is not None and view.tracks_changes
+        self.view, self.seen = view, files
         self.attempt, self.command, self.made_from = attempt, command, made_from
         # its calls' ids: fresh2-5-1, fresh2-5-test; the second join's: join2-5-1
         self.label = f"join{join}" if made_from else f"fresh{attempt}"
@@ -249,8 +250,8 @@ class Sample:
         said = ""
         if self.made_from:
             said = f"sample {self.made_from[0]} with {taken} from sample {self.made_from[1]}: "
-        edits, changes = self.edits, self.changes
-        found = read_blocks(turn.text, edits, "")
+        view = self.view
+        found = read_blocks(turn.text, self.seen, "")
         paths = [json.loads(c.arguments)["path"] for c in found.calls]
         if not paths:
             why = "the code as it is now" if found.unchanged else "no file block"
@@ -265,10 +266,10 @@ class Sample:
             return None
         if refused:  # a test copied out after the code: the code is still tried
             said += f"its blocks for {', '.join(refused)} left out (not a file it may write); "
-        before = changes.mark()  # gaffer writes for the agent from here
-        checkpoint = self.view.checkpoint()
+        before = view.mark()  # gaffer writes for the agent from here
+        checkpoint = view.checkpoint()
         try:
-            written, ran = self._written_and_tested(turn, changes.since_start(), may_write)
+            written, ran = self._written_and_tested(turn, view.since_start(), may_write)
         except CannotUndo as error:
             self._take_back(before, "the files could not be put back as they were")
             self.logged(False, f"the files could not be put back as they were: {error}")
@@ -281,7 +282,7 @@ class Sample:
             return written
         why = "the sample changed nothing" if ran is None else f"the tests failed ({outcome(ran)})"
         self._take_back(before, why, ran)
-        self.view.restore(checkpoint)  # the workspace is as the agent's evidence says
+        view.restore(checkpoint)  # the workspace is as the agent's evidence says
         self.logged(False, f"{said}{why}; taken back", ran)
         return None
 
@@ -291,15 +292,15 @@ class Sample:
         """The files put back as they were, the sample's blocks for the files it may
         write written over them, and the failing test command run again: what was written
         and how the run went (None, None when the sample changes nothing there)."""
-        view, edits, changes = self.view, self.edits, self.changes
+        view = self.view
         if agents_changes:
-            undo(changes.store, agents_changes)
+            view.undo(agents_changes)
         for change in agents_changes:  # the model saw these as they are now
-            edits.after("read_file", {"path": change.path}, ToolResult(output=""))
-        changes.look()
+            view.saw(change.path)
+        view.look()
         facts_before = len(view.facts)
         # samples answer to no repetition guard: gaffer's retries are not the agent's
-        blocks = read_blocks(turn.text, edits, f"{self.label}-{view.step}", cut=turn.cut_off)
+        blocks = read_blocks(turn.text, self.seen, f"{self.label}-{view.step}", cut=turn.cut_off)
         blocks.calls = [c for c in blocks.calls if json.loads(c.arguments)["path"] in may_write]
         written = write(view, blocks, checked=False)
         self.files = sorted({p for f in view.facts[facts_before:] for p in f.modified})
@@ -312,17 +313,16 @@ class Sample:
                 source="fresh_attempt",
             )
         elif run.facts.exit_code not in (0, None) and not run.facts.denied:
-            self.failed = self._as_written(edits.full_output(run))
+            self.failed = self._as_written(view.full_output(run))
         return written, run.facts
 
     def _as_written(self, output: str) -> FailedSample | None:
         """The sample's files as it wrote them and the tests it failed; None when a file
         cannot be read back (gone, a link, too large)."""
-        edits = self.edits
         files = {}
         for path in self.files:
             try:
-                data = read_confined(edits.workspace, path, MAX_BLOCK_FILE_BYTES)
+                data = read_confined(self.seen.workspace, path, MAX_BLOCK_FILE_BYTES)
             except (OSError, ToolError):
                 return None
             if data is None or len(data) > MAX_BLOCK_FILE_BYTES:
@@ -335,23 +335,23 @@ class Sample:
 
     def _take_back(self, before: Tree, why: str, ran: Facts | None = None) -> None:
         """Every file as the agent left it; CannotTakeBack (logged) when that fails."""
-        edits, changes = self.edits, self.changes
-        touched = compare(before, changes.store.scan())
+        view = self.view
+        touched = view.changed_since(before)
         if not touched:
             return
         try:
-            undo(changes.store, touched)
+            view.undo(touched)
         except CannotUndo as error:
-            changes.look()
+            view.look()
             self.logged(False, f"{why}; it could not be taken back: {error}", ran)
             raise CannotTakeBack(
                 f"gaffer tried a fresh sample of the change and could not take it back "
                 f"({error}). These files may hold it now: "
                 + ", ".join(sorted({c.path for c in touched}))
             ) from error
-        changes.look()
+        view.look()
         for change in touched:  # the agent knows these files: they are its own again
-            edits.after("read_file", {"path": change.path}, ToolResult(output=""))
+            view.saw(change.path)
 
 
 def _passed(run: Facts) -> bool:

@@ -125,7 +125,7 @@ class TaskFiles(Aid):
     def before_first_step(self, view: View) -> None:
         if view.looked:
             return  # a resumed conversation has its files
-        room, root, edits = view.room_for_files, self.container_root, view.edits
+        room, root, edits = view.room_for_files, self.container_root, view.files_seen()
         task = view.latest_request
         paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
         if not paths and edits is None and self.workspace is not None:
@@ -138,8 +138,7 @@ class TaskFiles(Aid):
                 continue
             room -= len(result.output)
             attached.append(f'<file path="{path}">\n{result.output.rstrip()}\n</file>')
-            if edits is not None:
-                edits.after("read_file", {"path": path}, result)
+            view.saw(path, result.output)
             if len(attached) == MAX_ATTACHED:
                 break
         if attached:

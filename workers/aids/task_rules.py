@@ -28,8 +28,8 @@ class TaskRules(Aid):
         return kept_tests(both, workspace, runners, by_command=self.by_command)
 
     def before_first_step(self, view: View) -> None:
-        if view.edits is not None:
-            view.edits.kept = self.kept(view.task, view.edits.workspace, view.test_runners)
+        if (files := view.files_seen()) is not None:
+            view.keep_tests(self.kept(view.task, files.workspace, view.test_runners))
 
 
 def task_rules_for(

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import json
 
-from workers.changes.tracker import ChangeTracker
-from workers.changes.undo import CannotUndo, undo
+from workers.changes.undo import CannotUndo
 from workers.guards.test_runs import is_test_run
 from workers.hooks import Aid, View
 from workers.model import ToolCall
@@ -54,22 +53,20 @@ class TestsAfterWrites(Aid):
         keeps its tests."""
 
     def after_calls(self, view: View) -> None:
-        edits = view.edits
         command = view.check_command
-        if edits is None or command is None or view.spent():
+        if view.files_seen() is None or command is None or view.spent():
             return
-        if edits.untested_edit:
+        if view.untested_edit:
             run = run_test(view, command, f"tests-{view.step}")
             view.tell(RAN.format(command=command, output=run.output), source="tests_after_write")
-        if view.changes is not None and edits.kept is not None:
-            self._keep_what_passed(view, view.changes, command)
+        if view.tracks_changes and view.keeps_tests:
+            self._keep_what_passed(view, command)
 
-    def _keep_what_passed(self, view: View, changes: ChangeTracker, command: str) -> None:
+    def _keep_what_passed(self, view: View, command: str) -> None:
         """Remember the workspace at a passing run; after a run that failed since, put
         back what the agent changed after it, and run the tests again."""
-        assert view.edits is not None
-        if view.edits.passing:
-            self.passed = changes.steps_taken()
+        if view.passing:
+            self.passed = view.steps_taken()
             return
         runs = [
             f
@@ -79,16 +76,16 @@ class TestsAfterWrites(Aid):
         if self.passed is None or not runs or runs[-1].exit_code == 0:
             return
         # The agent's own steps since the pass: what the user changed meanwhile stays.
-        since = changes.changes_since(self.passed)
+        since = view.changes_since(self.passed)
         if not since:
             return
         try:
-            undo(changes.store, since)
+            view.undo(since)
         except CannotUndo:
             return  # what is there stays the agent's, failing as it said
-        changes.look()
+        view.look()
         for change in since:  # the agent knows these files as they are now
-            view.edits.after("read_file", {"path": change.path}, ToolResult(output=""))
+            view.saw(change.path)
         named = ", ".join(sorted({c.path for c in since}))
         run = run_test(view, command, f"passed-{view.step}")
         view.tell(
@@ -102,7 +99,7 @@ def run_test(view: View, command: str, call_id: str) -> ToolResult:
     counted as one, killed at a deadline fitted to the suite; its facts join the agent's
     evidence. The repetition guard does not see it: gaffer's runs never count as the
     agent going round."""
-    fitted = view.edits.deadline(command) if view.edits is not None else None
+    fitted = view.deadline(command)
     arguments: dict[str, str | int] = {"command": command, "timeout": fitted or TEST_RUN_DEFAULT_S}
     call = ToolCall(id=call_id, name="run_shell", arguments=json.dumps(arguments))
     return view.run(call, arguments, checked=False)

@@ -16,9 +16,13 @@ from workers.assembly.specs import AgentSpec
 from workers.changes.snapshots import Store
 from workers.changes.tracker import ChangeTracker
 from workers.check.checker import Checker
+from workers.guard_hooks import Guards
 from workers.guards.context import ContextKeeper, window_for
 from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
+from workers.guards.repetition import RepetitionGuard
+from workers.guards.replies import ReplyGuard
 from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate
+from workers.hooks import Aids
 from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
@@ -137,16 +141,45 @@ def build_agent(
         events=events,
         limits=spec.profile.limits.as_limits(),
         budget=budget,
-        gate=gate if rules.verify else None,
+        guards=guards_for(
+            aids,
+            context=ContextKeeper(
+                window, rules=setting.instructions, test_runners=rules.test_runners
+            ),
+            edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
+            gate=gate if rules.verify else None,
+        ),
         look_first=must_look,
         aids=aids,
-        context=ContextKeeper(window, rules=setting.instructions, test_runners=rules.test_runners),
         max_output_chars=result_chars(window),
-        edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
+        test_runners=rules.test_runners,
         changes=_tracker(spec, setting, events),
         stepper=stepper,
     )
     return agent, system_prompt(spec, setting, file_blocks=file_blocks, profiles=profiles_text)
+
+
+def guards_for(
+    aids: Aids,
+    *,
+    context: ContextKeeper | None = None,
+    edits: EditGuard | None = None,
+    gate: Gate | None = None,
+) -> Guards:
+    """An agent's guards, in the order they are asked: the window is fitted before a call
+    is shaped; a repeated call is refused before it is judged as an edit; the gate judges
+    the answer last. `edits`: for an agent that edits files (or runs commands); `gate`:
+    None answers without checking."""
+    if edits is not None:
+        edits.writes_in_blocks = aids.writes_while_paused
+    repetition = RepetitionGuard(
+        # Not for an editor: with tools off it could only talk, and stop unfinished.
+        pauses=edits is None or aids.writes_while_paused,
+        hint=aids.hint,
+        reads_only=edits is None,  # it edits nothing itself: a result cannot move
+    )
+    chosen = (context, ReplyGuard(), repetition, edits, gate)
+    return Guards(tuple(guard for guard in chosen if guard is not None))
 
 
 def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTracker | None:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workers.facts import Facts
+from workers.guard_hooks import Guard, ModelAsk
 from workers.guards.test_runs import is_test_run
 from workers.guards.verification import evidence, files_changed, outcome
 from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Compaction
-from workers.model import CallOptions, Message, Model
+from workers.model import AssistantTurn, CallOptions, Message, Model
 from workers.outcome import LimitHit
 from workers.tools.base import CHARS_PER_TOKEN
 
@@ -75,18 +77,34 @@ def window_for(model: str, configured: int | None = None) -> int:
 
 
 @dataclass
-class ContextKeeper:
+class ContextKeeper(Guard):
     window: int
     rules: str = ""
+    """The project's AGENT.md / AGENTS.md text: pinned through every compaction."""
     test_runners: tuple[str, ...] = ()
     """Test runners besides the known ones (workers/guards/test_runs.py), for the task state."""
-    """The project's AGENT.md / AGENTS.md text: pinned through every compaction."""
     last_prompt_tokens: int = 0
     """As the endpoint reported for the last call: the only count trusted."""
     goal: str = ""
     """The first thing the agent was asked; pinned through every compaction."""
     chars_then: int = 0
     """The conversation's size in characters when the endpoint last reported its tokens."""
+
+    def before_model(self, ask: ModelAsk) -> LimitHit | None:
+        if not ask.begins_step:
+            return None
+        return self.prepare(
+            ask.messages,
+            ask.facts,
+            ask.step,
+            model=ask.model,
+            budget=ask.budget,
+            events=ask.events,
+        )
+
+    def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
+        if turn is not None and not ask.aside:
+            self.observe(turn.usage.prompt_tokens, ask.messages)
 
     def observe(self, prompt_tokens: int, messages: list[Message]) -> None:
         self.last_prompt_tokens = prompt_tokens
@@ -105,7 +123,7 @@ class ContextKeeper:
     def prepare(
         self,
         messages: list[Message],
-        facts: list[Facts],
+        facts: Sequence[Facts],
         step: int,
         *,
         model: Model,
@@ -148,7 +166,7 @@ class ContextKeeper:
     def compact(
         self,
         messages: list[Message],
-        facts: list[Facts],
+        facts: Sequence[Facts],
         step: int,
         *,
         reason: str,
@@ -204,7 +222,7 @@ class ContextKeeper:
 
 
 def task_state(
-    goal: str, rules: str, facts: list[Facts], test_runners: tuple[str, ...] = ()
+    goal: str, rules: str, facts: Sequence[Facts], test_runners: tuple[str, ...] = ()
 ) -> str:
     """The pinned block: built from the harness's own records, never from the model."""
     files = files_changed(facts)

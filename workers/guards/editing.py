@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workers.guard_hooks import Guard, ModelAsk, PendingCall
 from workers.guards.failures import MAX_FOCUS_CHARS, failure_focus, summarised
 from workers.guards.task_rules import KeptTests, refusal
 from workers.guards.test_runs import is_test_run
@@ -53,7 +54,7 @@ TEST_RUN_MIN_S = 10
 
 
 @dataclass
-class EditGuard:
+class EditGuard(Guard):
     """Refuses write_file and edit_file on an existing file until the agent has read it
     since it last changed (by anyone: a formatter, a shell command, another worker), and
     adds to a failed test run where its first failure is."""
@@ -90,6 +91,25 @@ class EditGuard:
     """Test command → how long its last run that ended by itself took."""
     hung_at: dict[str, int] = field(default_factory=dict)
     """Test command → the deadline its last run was killed at, having hung."""
+    writes_in_blocks: bool = False
+    """Its agent writes files as blocks in its replies, tools paused or not: a reply that
+    starts a block for a kept test is stopped there (`kept_blocks`). Such a block is
+    refused, and a small model writes it whole first (`stagger`: 768 tokens, 142 s)."""
+
+    def before_model(self, ask: ModelAsk) -> None:
+        if self.writes_in_blocks and not ask.stop:
+            ask.stop = self.kept_blocks()
+
+    def before_call(self, call: PendingCall) -> ToolResult | None:
+        if (refused := self.before(call.name, call.arguments)) is not None:
+            return refused
+        call.arguments = self.fitted(call.name, call.arguments)
+        return None
+
+    def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
+        if call.refused:
+            return result
+        return self.after(call.name, call.arguments, result, call.took)
 
     def before(self, name: str, arguments: dict[str, Any] | str) -> ToolResult | None:
         """A refusal to send instead of running the call, or None to run it."""

@@ -24,8 +24,10 @@ import json
 import re
 from dataclasses import dataclass
 
+from workers.guard_hooks import Answer, Guard, ModelAsk, PendingCall
+from workers.guards.replies import reply_digest
 from workers.limits import PAUSE_REPEAT_AT, REFUSE_REPEAT_AT, STOP_REPEAT_AT
-from workers.model import ToolCall
+from workers.model import AssistantTurn, ToolCall
 from workers.outcome import LimitHit
 from workers.tools.base import ToolResult
 
@@ -66,7 +68,7 @@ class Seen:
     """A line for the nudge: the call and the start of its result."""
 
 
-class RepetitionGuard:
+class RepetitionGuard(Guard):
     def __init__(self, pauses: bool = True, hint: str = "", reads_only: bool = False) -> None:
         self._pauses = pauses
         """Whether a refusal or a nudge pauses tools for a reply. Not for an agent that
@@ -88,6 +90,43 @@ class RepetitionGuard:
         """The nudge waiting to be shown is about calls, not a reply said again."""
         self._pause = False
         self.stop: LimitHit | None = None
+        self._last_reply = ""
+        """The digest of the agent's last reply ("" after an aid stepped in)."""
+        self._again = False
+        """That reply, with text in it, is word for word the one before it."""
+
+    def before_call(self, call: PendingCall) -> ToolResult | None:
+        return self.check(call.name, call.key) if call.counted else None
+
+    def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
+        if call.counted:
+            self.observe(call.call, result)
+        return result
+
+    def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
+        if ask.aside or turn is None:
+            return
+        digest = reply_digest(turn)
+        self._again = bool(turn.text.strip()) and digest == self._last_reply
+        self._last_reply = digest
+
+    def after_batch(self) -> None:
+        if self._again:  # the result before it taught it nothing
+            self._again = False
+            self.same_reply()
+
+    def stopped(self) -> LimitHit | None:
+        return self.stop
+
+    def stepped_in(self) -> None:
+        """What came before the next reply changed: it is not the same as the last for
+        being word for word the same."""
+        self._last_reply = ""
+
+    def on_answer(self, answer: Answer) -> None:
+        """An answer sent back (by the gate) asked for looking again: going round again
+        is warned about before it ends the run. One not sent back ends the run."""
+        self.sent_back()
 
     def check(self, name: str, key: tuple[str, str]) -> ToolResult | None:
         """Before a call runs: a refusal to send instead, or None to run it."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
+from workers.guard_hooks import Guard, ModelAsk
 from workers.model import AssistantTurn
 
 # Past this many bad replies in a row, the call is sampled as after this many: the
@@ -20,7 +21,7 @@ from workers.model import AssistantTurn
 MAX_VARY = 4
 
 
-class ReplyGuard:
+class ReplyGuard(Guard):
     """Bad replies in a row, and every reply of the run by its digest."""
 
     def __init__(self) -> None:
@@ -29,10 +30,18 @@ class ReplyGuard:
         """The last reply is counted in `in_a_row` already."""
         self._seen: dict[str, int] = {}
         """A reply's digest → the step that first had it."""
-        self._last = ""
-        self.again = False
-        """The last reply, with text in it, is word for word the one just before it: the
-        result in between taught it nothing (the repetition guard's to act on)."""
+
+    def before_model(self, ask: ModelAsk) -> None:
+        if not ask.aside:
+            ask.vary = self.vary()
+
+    def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
+        if ask.aside:
+            return
+        if turn is None:
+            self.unreadable()
+        else:
+            ask.same_as = self.observe(turn, ask.step)
 
     def vary(self) -> int:
         """How far the next call is sampled away from the replies before it (0: as usual)."""
@@ -42,20 +51,13 @@ class ReplyGuard:
         """A reply came: the step of an earlier reply it is the same as, or None. A reply
         is bad when it was cut off or is one the run had already, with text in it (a
         call alone made again is the repetition guard's to judge)."""
-        digest = _digest(turn)
+        digest = reply_digest(turn)
         same_as = self._seen.get(digest)
         self._seen.setdefault(digest, step)
-        said = bool(turn.text.strip())
-        bad = turn.cut_off or (same_as is not None and said)
-        self.again, self._last = said and digest == self._last, digest
+        bad = turn.cut_off or (same_as is not None and bool(turn.text.strip()))
         self.in_a_row = self.in_a_row + 1 if bad else 0
         self._counted = bad
         return same_as
-
-    def forget_last(self) -> None:
-        """What came before the next reply changed (an aid stepped in): it is no longer
-        `again` for being the same as the last."""
-        self._last = ""
 
     def unreadable(self) -> None:
         """The server could not read the reply: a bad one."""
@@ -70,7 +72,7 @@ class ReplyGuard:
         self._counted = True
 
 
-def _digest(turn: AssistantTurn) -> str:
+def reply_digest(turn: AssistantTurn) -> str:
     """The reply as the model wrote it: its text and its calls, not the calls' ids. Space
     at the ends of lines and of the reply is not part of it: the model resends the same
     reply with one more blank line at its end."""

@@ -15,13 +15,14 @@ inside the delegate call's facts, in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workers.check.report import CheckRun
 from workers.facts import Facts
+from workers.guard_hooks import Answer, Guard, SendBack, Stamped
 from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
 from workers.log.events import Emitter
@@ -163,7 +164,7 @@ EMPTY_ANSWER = (
 
 
 @dataclass
-class Gate:
+class Gate(Guard):
     """Checks an agent's final answer; sends it back with a reason at most `max_send_backs` times.
 
     An empty answer is no answer. An answer after edits needs a passing test run after
@@ -200,8 +201,12 @@ class Gate:
     _asked_for_change: bool = field(default=False, init=False)
     _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
 
+    def on_answer(self, answer: Answer) -> SendBack | None:
+        message = self.review(answer.facts, answer.text, answer.looked)
+        return None if message is None else SendBack(message, self.take_wants_call())
+
     def review(
-        self, facts: list[Facts], answer: str = "", looked: bool | None = None
+        self, facts: Sequence[Facts], answer: str = "", looked: bool | None = None
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through."""
         self.wants_call = False
@@ -288,16 +293,19 @@ class Gate:
             return f"your answer names {shown}, which {'is' if len(missing) == 1 else 'are'} not in the workspace"
         return None
 
-    def stamp(self, answer: str, facts: list[Facts]) -> str:
+    def stamp(self, answer: str, facts: Sequence[Facts]) -> Stamped:
+        """The answer with the verdict it was let through on said beside it."""
         verdict = self.judged(facts)
-        return answer if verdict is None else f"{answer.rstrip()}\n\n{verdict.line}"
+        if verdict is None:
+            return Stamped(answer, self.last_check)
+        return Stamped(f"{answer.rstrip()}\n\n{verdict.line}", self.last_check)
 
     @property
     def last_check(self) -> CheckRun | None:
         """The check the last verdict stood on; None when it was the agent's own evidence."""
         return self._judged[1].check if self._judged and self._judged[1] else None
 
-    def judged(self, facts: list[Facts]) -> Verdict | None:
+    def judged(self, facts: Sequence[Facts]) -> Verdict | None:
         """The verdict on the evidence so far: None when nothing was changed; the run's
         check, run by gaffer, when something was and it can run; else the agent's own
         test runs. Judged once for the same evidence (the answer is stamped with the
