@@ -15,6 +15,8 @@ from pydantic import Field
 
 from bench.common import Row, size
 from workers.agent import Agent
+from workers.assembly.build import guards_for
+from workers.hooks import Aids
 from workers.limits import Budget, Limits
 from workers.log.eventlog import JsonlLog
 from workers.log.events import Emitter
@@ -50,6 +52,7 @@ def per_step_seconds(steps: int = STEPS) -> float:
             events=Emitter([log]).bind(session_id="bench", agent_id="main"),
             limits=Limits(max_steps=steps + 1),
             budget=Budget(),
+            guards=guards_for(Aids()),  # the reply and repetition guards, as every agent has
         )
         started = time.perf_counter()
         result = run_agent(agent, [{"role": "user", "content": "go"}])

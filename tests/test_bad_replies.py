@@ -15,8 +15,7 @@ from workers.guard_hooks import ModelAsk
 from workers.guards.editing import EditGuard
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.replies import ReplyGuard
-from workers.limits import Budget
-from workers.log.events import Emitter, Recorder
+from workers.log.events import Recorder
 from workers.loop import run_agent
 from workers.model import VARIED_TEMPERATURES, AssistantTurn, CallOptions, Message, ToolCall
 from workers.model.openai_client import OpenAIModel
@@ -176,7 +175,7 @@ def test_a_reply_again_is_known_whatever_space_ends_its_lines() -> None:
     guard, repetition = ReplyGuard(), RepetitionGuard()
 
     def again(text: str, step: int) -> tuple[int | None, bool]:
-        ask = ModelAsk([], (), step, ScriptedModel([]), Budget(), Emitter())
+        ask = ModelAsk([], step)
         for seen in (guard, repetition):
             seen.after_model(ask, say(text))
         repetition.after_batch()

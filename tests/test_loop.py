@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_agent, run_script, tool_messages
+from workers.calls import MAX_CALLS_PER_REPLY
 from workers.guards.editing import EditGuard
 from workers.guards.repetition import RepetitionGuard
 from workers.limits import Budget, Limits
@@ -19,6 +20,8 @@ from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Aborted, Failed, Finished, LimitHit
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolResult
+
+WRITE = {"path": "new.txt", "content": "made after the warning\n"}
 
 
 def test_final_answer_without_tools(workspace: Path) -> None:
@@ -277,6 +280,31 @@ def test_copies_in_one_batch_do_not_count_as_repetition(workspace: Path) -> None
     answers = [m["content"] for m in tool_messages(result)]
     assert sum(a.startswith("not run: the same call") for a in answers) == 4
     assert result.outcome == Finished("ok")
+
+
+def test_calls_past_the_cap_are_seen_by_the_repetition_guard(workspace: Path) -> None:
+    """A reply of more calls than one may make: those past the cap are answered, not run,
+    and still count as the agent's own (the same refusal, again and again, is a circle)."""
+    flood = calls(*(("find_files", {"pattern": f"f{n}*"}) for n in range(MAX_CALLS_PER_REPLY + 6)))
+    result, recorder, _ = run_script(workspace, [flood, say("nothing there")])
+    assert len(recorder.of("tool_call")) == MAX_CALLS_PER_REPLY, "the rest are answered, not run"
+    nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 1 and "the same error came back" in nudges[0]["content"]
+    assert result.outcome == Finished("nothing there")
+
+
+def test_once_warned_the_call_that_goes_round_again_ends_the_batch_there(
+    workspace: Path,
+) -> None:
+    """The same error after a warning ends the run at that call: the rest of its batch is
+    answered as not run, and writes nothing (the run ends with `repetition` either way)."""
+    failing = [call("read_file", path=f"gone{n}.txt") for n in range(3)]
+    last = calls(("read_file", {"path": "gone3.txt"}), ("write_file", WRITE))
+    result, _, _ = run_script(workspace, [*failing, last, say("never")], edits=EditGuard(workspace))
+    assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
+    assert not (workspace / "new.txt").exists(), "the call after the stop did not run"
+    answers = [m["content"] for m in tool_messages(result)]
+    assert answers[-1].startswith("not run: "), answers[-1]
 
 
 def test_an_unreadable_reply_is_sent_back_to_the_model(workspace: Path) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from workers import executor
 from workers.agent import Agent
-from workers.facts import Facts
 from workers.guard_hooks import ModelAsk, PendingCall
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import (
@@ -23,7 +22,7 @@ from workers.model import (
     ToolCall,
 )
 from workers.observed import call_ends, call_starts, executed
-from workers.outcome import Aborted, LimitHit, Outcome, reason_of
+from workers.outcome import Aborted, LimitHit, Outcome
 from workers.stepping import SKIPPED, Decision, edited_note
 from workers.tools.base import ToolResult
 
@@ -61,27 +60,13 @@ def call_model(
     temperature: float | None = None,
     max_tokens: int | None = None,
     stop: tuple[str, ...] = (),
-    facts: Sequence[Facts] = (),
-    begins_step: bool = False,
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
     prompt of its own): its size is not the conversation's, and a resume skips it.
     `temperature` samples this call alone at that temperature. The guards see it before
-    and after (workers/guard_hooks.py); one that stops the run raises GuardStop. A call
-    that `begins_step` has the conversation fitted to the window first, its `facts` kept."""
-    ask = ModelAsk(
-        messages,
-        facts,
-        step,
-        agent.model,
-        agent.budget,
-        agent.events,
-        aside=aside,
-        begins_step=begins_step,
-        stop=stop,
-    )
-    if (stopped := agent.guards.before_model(ask)) is not None:
-        raise GuardStop(stopped)
+    and after (workers/guard_hooks.py)."""
+    ask = ModelAsk(messages, step, aside=aside, stop=stop)
+    agent.guards.before_model(ask)
     agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
     options = CallOptions(
@@ -156,14 +141,6 @@ OUTPUT_LIMIT: ModelErrorKind = "output_limit"
 """The ModelError kind of a reply the output limit cut off before it said anything."""
 
 
-class GuardStop(Exception):
-    """A guard stopped the run before a model call (the window cannot hold the prompt)."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(reason_of(outcome))
-        self.outcome = outcome
-
-
 # Calls one reply may have run: far more than any real plan needs in one turn, few enough
 # that a runaway reply cannot occupy the run. The rest are answered, not run.
 MAX_CALLS_PER_REPLY = 64
@@ -187,7 +164,8 @@ def run_batch(agent: Agent, turn: AssistantTurn, step: int) -> list[ToolResult]:
             if agent.guards.stopped() or limit_if_spent(agent):
                 break
             if number >= MAX_CALLS_PER_REPLY:  # its llm_call line lists it; one answer each
-                pending.append(TOO_MANY)
+                over = PendingCall(call, call.arguments, (call.name, call.arguments), refused=True)
+                pending.append(agent.guards.after_call(over, TOO_MANY))
                 continue
             if decision.arguments is not None:
                 call = dataclasses.replace(call, arguments=decision.arguments)

@@ -4,9 +4,10 @@ Where an aid (workers/hooks.py) acts for the agent, a guard holds it back or jud
 The loop (workers/loop.py) and a step's traffic (workers/calls.py) know no guard by name;
 they call an agent's guards, in the order assembly gave them, at these moments:
 
+- `before_step`: a step is about to begin. A guard may fit the conversation to the
+  window, or stop the run (the window cannot hold it even then);
 - `before_model`: a model call is about to be made. A guard may shape it (sample away
-  from bad replies, stop at a text), fit the conversation to the window when the call
-  begins a step, or stop the run (the window cannot hold it even then);
+  from bad replies, stop at a text);
 - `after_model`: its reply came (None: the server could not read one);
 - `before_call`: a tool call is about to run. A guard may refuse it (its refusal is the
   call's result) or fit its arguments (a test run gets its suite's deadline);
@@ -42,9 +43,10 @@ if TYPE_CHECKING:
     from workers.outcome import LimitHit, Outcome
 
 
-@dataclass
-class ModelAsk:
-    """A model call about to be made, as the guards see it and may shape it."""
+@dataclass(frozen=True)
+class StepStart:
+    """A step about to begin: the conversation so far, and what fitting it needs (a
+    compaction asks the model for a summary, spends the budget and is logged)."""
 
     messages: list[Message]
     facts: Sequence[Facts]
@@ -52,10 +54,16 @@ class ModelAsk:
     model: Model
     budget: Budget
     events: Emitter
+
+
+@dataclass
+class ModelAsk:
+    """A model call about to be made, as the guards see it and may shape it."""
+
+    messages: list[Message]
+    step: int
     aside: bool = False
     """A call outside the conversation (a prompt of its own): not the agent's reply."""
-    begins_step: bool = False
-    """The step's own call: the conversation is fitted to the window before it."""
     vary: int = 0
     """How far it is sampled away from the replies before it (CallOptions.vary)."""
     stop: tuple[str, ...] = ()
@@ -118,7 +126,10 @@ class Guard:
     """A check on what the agent does: each moment does nothing unless the guard says
     otherwise."""
 
-    def before_model(self, ask: ModelAsk) -> Outcome | None:
+    def before_step(self, start: StepStart) -> Outcome | None:
+        return None
+
+    def before_model(self, ask: ModelAsk) -> None:
         return None
 
     def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
@@ -173,8 +184,12 @@ class Guards:
         kind = type(guard)
         return Guards(tuple(guard if type(g) is kind else g for g in self.each))
 
-    def before_model(self, ask: ModelAsk) -> Outcome | None:
-        return next((stop for g in self.each if (stop := g.before_model(ask))), None)
+    def before_step(self, start: StepStart) -> Outcome | None:
+        return next((stop for g in self.each if (stop := g.before_step(start))), None)
+
+    def before_model(self, ask: ModelAsk) -> None:
+        for guard in self.each:
+            guard.before_model(ask)
 
     def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
         for guard in reversed(self.each):

@@ -5,8 +5,8 @@ varies between agents steps in at the seam, never as a branch here: the loop nam
 aid, and asks the agent's aids at five moments (workers/hooks.py: before the first step,
 after each reply, after its calls to act on them and then to say whether the next reply
 is the answer, and when the agent is stuck); and it names no guard, whose call-level
-moments (workers/guard_hooks.py: around each model call and tool call, after a batch, on
-an answer) hold it back and judge it.
+moments (workers/guard_hooks.py: before each step, around each model call and tool call,
+after a batch, on an answer) hold it back and judge it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from workers import calls
 from workers.agent import Agent, AgentResult, first_task, tell
 from workers.agent_view import AgentView
 from workers.changes.tracker import record_change_set
-from workers.guard_hooks import Answer
+from workers.guard_hooks import Answer, StepStart
 from workers.hooks import Finish, Note, Resume, looked
 from workers.log.schema import AgentEnd, AgentStart, Limit
 from workers.model import AssistantTurn, Message, ModelError, written_call
@@ -103,8 +103,6 @@ def run_agent(
             if error.kind == calls.OUTPUT_LIMIT
             else Failed(error.message, kind=error.kind)
         )
-    except calls.GuardStop as stopped:
-        result.outcome = stopped.outcome
     except NodeLost as error:
         result.outcome = Interrupted(str(error))
     except SandboxFault as error:  # the container broke or misbehaved: this agent ends
@@ -146,7 +144,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
             return stop
         view.step, must_call = step, must_call or (agent.look_first and not looked(messages))
         try:
-            turn = _reply(agent, result, schemas, step, tools_off=paused, require_tool=must_call)
+            turn = calls.call_model(
+                agent, messages, schemas, step, tools_off=paused, require_tool=must_call
+            )
         except ModelError as error:
             paused = _unreadable(agent, messages, error)
             continue
@@ -177,39 +177,20 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     return LimitHit("steps", f"used all {agent.limits.max_steps} steps")
 
 
-def _reply(
-    agent: Agent,
-    result: AgentResult,
-    schemas: list[dict[str, Any]],
-    step: int,
-    *,
-    tools_off: bool,
-    require_tool: bool,
-) -> AssistantTurn:
-    """The step's model call: the conversation is fitted to the window before it."""
-    return calls.call_model(
-        agent,
-        result.messages,
-        schemas,
-        step,
-        tools_off=tools_off,
-        require_tool=require_tool,
-        facts=result.facts,
-        begins_step=True,
-    )
-
-
 def _before_step(
     agent: Agent, result: AgentResult, step: int, schemas: list[dict[str, Any]]
 ) -> Outcome | None:
-    """Why the agent stops before this step, or None: out of budget, or (asked for its
-    answer first) its last step."""
+    """Why the agent stops before this step, or None: out of budget, a guard stopped it
+    (the window cannot hold the conversation even fitted), or (asked for its answer
+    first) its last step."""
     if stop := calls.limit_if_spent(agent):
         return stop
     result.steps = step
+    start = StepStart(result.messages, result.facts, step, agent.model, agent.budget, agent.events)
+    if stop := agent.guards.before_step(start):
+        return stop
     if step == agent.limits.max_steps:
-        stop = LimitHit("steps", f"used all {step} steps")
-        return _wrap_up(agent, result, schemas, stop, begins_step=True)
+        return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
     return None
 
 
@@ -316,30 +297,16 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
 
 
 def _wrap_up(
-    agent: Agent,
-    result: AgentResult,
-    schemas: list[dict[str, Any]],
-    stop: LimitHit,
-    *,
-    begins_step: bool = False,
+    agent: Agent, result: AgentResult, schemas: list[dict[str, Any]], stop: LimitHit
 ) -> Outcome:
     """After a step or repetition limit: one more call, tools off, for an answer in prose.
     A reply that is only a tool call (called anyway, or written out as text) is asked
-    once more; a second is no answer. `begins_step`: it is the step's own call."""
+    once more; a second is no answer."""
     messages = result.messages
     for ask in (WRAP_UP.format(task=_task(messages)), WRAP_UP_AGAIN):
         tell(agent, messages, ask, source="wrap_up")
         try:
-            turn = calls.call_model(
-                agent,
-                messages,
-                schemas,
-                result.steps,
-                tools_off=True,
-                facts=result.facts,
-                begins_step=begins_step,
-            )
-            begins_step = False
+            turn = calls.call_model(agent, messages, schemas, result.steps, tools_off=True)
         except ModelError as error:
             if error.kind != "malformed_output":
                 raise

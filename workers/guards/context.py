@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workers.facts import Facts
-from workers.guard_hooks import Guard, ModelAsk
+from workers.guard_hooks import Guard, ModelAsk, StepStart
 from workers.guards.test_runs import is_test_run
 from workers.guards.verification import evidence, files_changed, outcome
 from workers.limits import Budget
@@ -90,16 +90,14 @@ class ContextKeeper(Guard):
     chars_then: int = 0
     """The conversation's size in characters when the endpoint last reported its tokens."""
 
-    def before_model(self, ask: ModelAsk) -> LimitHit | None:
-        if not ask.begins_step:
-            return None
+    def before_step(self, start: StepStart) -> LimitHit | None:
         return self.prepare(
-            ask.messages,
-            ask.facts,
-            ask.step,
-            model=ask.model,
-            budget=ask.budget,
-            events=ask.events,
+            start.messages,
+            start.facts,
+            start.step,
+            model=start.model,
+            budget=start.budget,
+            events=start.events,
         )
 
     def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
