@@ -22,7 +22,7 @@ from workers import python_source
 from workers.guards.named_code import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.tools.base import ToolError
-from workers.tools.names import MAX_NAME_HINTS, name_words, named_like
+from workers.tools.names import COMMON_WORDS, MAX_NAME_HINTS, name_words, named_like
 from workers.tools.python_grep import walk_files
 from workers.tools.workspace import read_confined
 
@@ -32,81 +32,6 @@ MAX_FILE_BYTES = 64 * 1024
 MAX_FOUND = 3
 MAX_CHOSEN = 6
 _WORD = re.compile(r"[A-Za-z][A-Za-z_]{3,}")
-# Words every task and every file has: they say nothing about where the work is.
-_COMMON = frozenset(
-    [
-        "about",
-        "after",
-        "also",
-        "always",
-        "before",
-        "being",
-        "cause",
-        "code",
-        "come",
-        "comes",
-        "could",
-        "does",
-        "done",
-        "each",
-        "every",
-        "file",
-        "files",
-        "find",
-        "fine",
-        "from",
-        "give",
-        "gives",
-        "have",
-        "here",
-        "into",
-        "just",
-        "like",
-        "made",
-        "make",
-        "more",
-        "must",
-        "need",
-        "only",
-        "pass",
-        "fails",
-        "fail",
-        "python",
-        "python3",
-        "pytest",
-        "right",
-        "should",
-        "show",
-        "some",
-        "than",
-        "that",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "test",
-        "tests",
-        "tested",
-        "what",
-        "when",
-        "whenever",
-        "where",
-        "which",
-        "while",
-        "will",
-        "with",
-        "would",
-        "wrong",
-        "able",
-        "using",
-        "used",
-        "work",
-        "works",
-    ]
-)
 
 
 class TaskFiles(Aid):
@@ -208,7 +133,7 @@ def task_words(task: str) -> set[str]:
     words = set()
     for word in _WORD.findall(task):
         word = word.lower()
-        if word in _COMMON:
+        if word in COMMON_WORDS:
             continue
         if word.endswith("es") and len(word) > 5:
             word = word[:-2]

@@ -1,0 +1,200 @@
+"""The workspace's symbols, file by file, read once per file content.
+
+A file is read again only when it changed: each file's size, times and inode are kept
+beside the digest of its content, and each content's symbols by that digest, in one
+SQLite file in the workspace's state folder (never in the workspace). An unchanged tree
+costs a stat per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers import state
+from workers.repo_map.symbols import (
+    MAPPED_SUFFIXES,
+    MAX_MAPPED_BYTES,
+    FileSymbols,
+    Symbol,
+    symbols_of,
+)
+from workers.tools.base import ToolError
+from workers.tools.python_grep import walk_files
+from workers.tools.workspace import one_line, read_confined, relative
+
+EXTRACTOR_VERSION = "1"
+"""Part of every content's key: a change to what is extracted reads every file again."""
+MAX_MAPPED_FILES = 100_000
+"""Past this many source files the rest are left out, and the map says so."""
+
+
+@dataclass
+class RepoMap:
+    """Every mapped file's symbols, by its workspace-relative path."""
+
+    files: dict[str, FileSymbols] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    """One line per file left out, or mapped only in part: `path: why`."""
+
+    def definitions_of(self, name: str) -> list[tuple[str, Symbol]]:
+        """Where `name` is defined (`Class.method` or its last part, `method`)."""
+        return [
+            (path, symbol)
+            for path, found in sorted(self.files.items())
+            for symbol in found.definitions
+            if symbol.name == name or symbol.name.rpartition(".")[2] == name
+        ]
+
+    def users_of(self, name: str) -> list[tuple[str, int]]:
+        """The files that use `name`, and how often, most first."""
+        used = [(path, found.references.get(name, 0)) for path, found in self.files.items()]
+        return sorted(((p, n) for p, n in used if n), key=lambda pair: (-pair[1], pair[0]))
+
+
+def build(workspace: Path, *, cached: bool = True) -> RepoMap:
+    """The map of the workspace as it is now; `cached`: files unchanged since the last
+    build are not read again (the cache is made when it is missing)."""
+    with _Cache.opened(workspace if cached else None) as cache:
+        found = RepoMap()
+        for count, path in enumerate(_source_files(workspace)):
+            rel = relative(workspace, path)
+            cache.seen.add(rel)
+            if count >= MAX_MAPPED_FILES:
+                found.problems.append(
+                    f"…: more than {MAX_MAPPED_FILES} source files; the rest are not mapped"
+                )
+                break
+            if not one_line(rel):
+                found.problems.append(f"{rel!r}: its name has control characters; not mapped")
+                continue
+            symbols = _symbols(workspace, path, rel, cache)
+            if symbols is None:
+                continue
+            if symbols.problem:
+                found.problems.append(f"{rel}: {symbols.problem}")
+            if symbols.definitions or symbols.references:
+                found.files[rel] = symbols
+        return found
+
+
+def _source_files(workspace: Path) -> Iterator[Path]:
+    for path in walk_files(workspace, hidden=False):
+        if path.suffix in MAPPED_SUFFIXES:
+            yield path
+
+
+def _symbols(workspace: Path, path: Path, rel: str, cache: _Cache) -> FileSymbols | None:
+    """The file's symbols, from the cache when it has not changed; None when it is gone
+    or cannot be read (a link swapped in, a hard link)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if info.st_size > MAX_MAPPED_BYTES:
+        return FileSymbols(problem=f"too large to map ({info.st_size / 1024 / 1024:.1f} MB)")
+    stamp = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    if (known := cache.known(rel, stamp)) is not None:
+        return known
+    try:
+        data = read_confined(workspace, rel, MAX_MAPPED_BYTES)
+    except (OSError, ToolError):
+        return None
+    if data is None:
+        return None
+    digest = hashlib.sha256(EXTRACTOR_VERSION.encode() + b"\0" + data).hexdigest()
+    symbols = cache.symbols(digest)
+    if symbols is None:
+        symbols = symbols_of(rel, data)
+        cache.keep_symbols(digest, symbols)
+    cache.keep_stamp(rel, stamp, digest)
+    return symbols
+
+
+class _Cache:
+    """The SQLite file of one workspace's map; with no file (`workspace` None, or one
+    that cannot be opened), it keeps nothing and every file is read."""
+
+    def __init__(self, db: sqlite3.Connection | None) -> None:
+        self.db = db
+        self.stamps: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        if db is not None:
+            rows = db.execute("SELECT path, size, mtime, ctime, ino, digest FROM stamps")
+            self.stamps = {row[0]: ((row[1], row[2], row[3], row[4]), row[5]) for row in rows}
+        self.new_stamps: list[tuple[str, int, int, int, int, str]] = []
+        self.new_symbols: dict[str, str] = {}
+        self.seen: set[str] = set()
+        """The paths this build looked at: the others' stamps go."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, workspace: Path | None) -> Iterator[_Cache]:
+        db = None
+        if workspace is not None:
+            with contextlib.suppress(OSError, sqlite3.Error):
+                db = sqlite3.connect(
+                    state.workspace_dir(workspace, "repo_map") / "map.sqlite", timeout=10
+                )
+                db.executescript(
+                    "CREATE TABLE IF NOT EXISTS stamps (path TEXT PRIMARY KEY, size INTEGER, "
+                    "mtime INTEGER, ctime INTEGER, ino INTEGER, digest TEXT);"
+                    "CREATE TABLE IF NOT EXISTS symbols (digest TEXT PRIMARY KEY, data TEXT);"
+                )
+        cache = cls(db)
+        try:
+            yield cache
+            cache._save()
+        finally:
+            if db is not None:
+                db.close()
+
+    def known(self, rel: str, stamp: tuple[int, int, int, int]) -> FileSymbols | None:
+        kept = self.stamps.get(rel)
+        if kept is None or kept[0] != stamp:
+            return None
+        return self.symbols(kept[1])
+
+    def symbols(self, digest: str) -> FileSymbols | None:
+        if self.db is None:
+            return None
+        if (new := self.new_symbols.get(digest)) is not None:
+            return FileSymbols.from_json(json.loads(new))
+        row = self.db.execute("SELECT data FROM symbols WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return FileSymbols.from_json(json.loads(row[0]))
+        except (ValueError, KeyError, TypeError):
+            return None  # a damaged entry: the file is read again
+
+    def keep_symbols(self, digest: str, symbols: FileSymbols) -> None:
+        self.new_symbols[digest] = json.dumps(symbols.as_json())
+
+    def keep_stamp(self, rel: str, stamp: tuple[int, int, int, int], digest: str) -> None:
+        self.new_stamps.append((rel, *stamp, digest))
+
+    def _save(self) -> None:
+        gone = [(path,) for path in self.stamps if path not in self.seen]
+        if self.db is None or not (self.new_stamps or self.new_symbols or gone):
+            return
+        with contextlib.suppress(sqlite3.Error), self.db:
+            self.db.executemany("DELETE FROM stamps WHERE path = ?", gone)
+            self.db.executemany(
+                "INSERT OR REPLACE INTO symbols (digest, data) VALUES (?, ?)",
+                self.new_symbols.items(),
+            )
+            self.db.executemany(
+                "INSERT OR REPLACE INTO stamps (path, size, mtime, ctime, ino, digest) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                self.new_stamps,
+            )
+            if gone:  # what no file holds any more
+                self.db.execute(
+                    "DELETE FROM symbols WHERE digest NOT IN (SELECT digest FROM stamps)"
+                )

@@ -1,0 +1,166 @@
+"""The map as an agent is shown it: the files that matter most to its task first, each
+with its symbols and their lines, within a share of the model's window.
+
+Ranked as aider ranks its repo map: a graph of files, an edge from each file to the files
+that define the names it uses, and PageRank over it, personalized toward what the task
+names (a file's path or name, an identifier). Names the task mentions weigh more, names
+defined all over (`get`, `run`) and private ones less.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import PurePosixPath
+
+from workers.repo_map.index import RepoMap
+from workers.repo_map.symbols import Symbol
+from workers.tools.names import COMMON_WORDS
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PATHLIKE = re.compile(r"[\w./-]+\.\w+")
+MENTIONED_WEIGHT = 10.0
+"""How much more a name the task mentions counts, as an edge and as a definition."""
+COMMON_AT = 5
+"""A name defined in more files than this says little about any of them."""
+ROUNDS = 30
+DAMPING = 0.85
+HEADER = (
+    "The workspace's files that matter most to the task, with what each defines (line: kind name):"
+)
+
+
+def mentions(task: str) -> tuple[set[str], set[str]]:
+    """The identifiers the task names and its path-like words. An identifier is a word
+    written as code (in backticks, or with an underscore, a capital inside or a digit),
+    or a word of four letters or more that is not common English: "reply" is one, and
+    "file", "where" and "defined" are not."""
+    quoted = set(_WORD.findall(" ".join(re.findall(r"`([^`]+)`", task))))
+    words = {
+        word
+        for word in _WORD.findall(task)
+        if word in quoted
+        or _code_like(word)
+        or (len(word) >= 4 and word.lower() not in COMMON_WORDS)
+    }
+    return words, set(_PATHLIKE.findall(task))
+
+
+def _code_like(word: str) -> bool:
+    return (
+        "_" in word.strip("_")
+        or any(c.isupper() for c in word[1:])
+        or any(c.isdigit() for c in word)
+    )
+
+
+def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
+    """Every mapped file with its rank, highest first."""
+    words, paths = mentions(task)
+    defined: dict[str, set[str]] = defaultdict(set)
+    for path, found in repo.files.items():
+        for symbol in found.definitions:
+            defined[symbol.name.rpartition(".")[2]].add(path)
+    edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for path, found in repo.files.items():
+        for name, count in found.references.items():
+            for target in defined.get(name, ()):
+                if target != path:
+                    edges[path][target] += _weight(name, words, len(defined[name])) * math.sqrt(
+                        count
+                    )
+    wanted = {
+        path: 1.0
+        for path in repo.files
+        if path in paths
+        or PurePosixPath(path).name in paths
+        or _defines_mentioned(repo, path, words)
+    }
+    return _pagerank(list(repo.files), edges, wanted)
+
+
+def _weight(name: str, mentioned: set[str], defined_in: int) -> float:
+    weight = MENTIONED_WEIGHT if name in mentioned else 1.0
+    if name.startswith("_"):
+        weight *= 0.1
+    if defined_in > COMMON_AT:
+        weight *= 0.1
+    return weight
+
+
+def _defines_mentioned(repo: RepoMap, path: str, words: set[str]) -> bool:
+    return any(s.name.rpartition(".")[2] in words for s in repo.files[path].definitions)
+
+
+def _pagerank(
+    nodes: list[str], edges: dict[str, dict[str, float]], wanted: dict[str, float]
+) -> list[tuple[str, float]]:
+    """PageRank by power iteration; teleports go to `wanted` (every node when empty), and
+    a node with no edges out gives its rank back the same way."""
+    if not nodes:
+        return []
+    base = wanted or dict.fromkeys(nodes, 1.0)
+    total = sum(base.values())
+    jump = {node: base.get(node, 0.0) / total for node in nodes}
+    rank = dict(jump)
+    out = {node: sum(edges[node].values()) for node in edges}
+    for _ in range(ROUNDS):
+        lost = sum(rank[node] for node in nodes if not out.get(node))
+        following = dict.fromkeys(nodes, 0.0)
+        for source, targets in edges.items():
+            share = rank[source] / out[source]
+            for target, weight in targets.items():
+                following[target] += share * weight
+        rank = {
+            node: (1 - DAMPING) * jump[node] + DAMPING * (following[node] + lost * jump[node])
+            for node in nodes
+        }
+    return sorted(rank.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
+    """The map for `task` in at most `max_chars` characters; "" when nothing is mapped.
+    Definitions are taken best first (their file's rank, more for a name the task
+    mentions, less for a method or a private name) until the room is spent, and shown
+    by file in rank order, each file's in line order."""
+    words, _ = mentions(task)
+    files = ranked_files(repo, task)
+    order = {path: place for place, (path, _) in enumerate(files)}
+    scored = sorted(
+        (
+            (-rank * _symbol_weight(symbol, words), order[path], symbol.line, path, symbol)
+            for path, rank in files
+            for symbol in repo.files[path].definitions
+        ),
+        key=lambda item: item[:3],
+    )
+    chosen: dict[str, list[Symbol]] = {}
+    used = len(HEADER) + 1
+    for *_, path, symbol in scored:
+        cost = len(_line(symbol)) + 1 + (0 if path in chosen else len(path) + 1)
+        if used + cost > max_chars:
+            continue  # a shorter line further down may still fit
+        chosen.setdefault(path, []).append(symbol)
+        used += cost
+    if not chosen:
+        return ""
+    blocks = [
+        "\n".join([path, *(_line(s) for s in sorted(chosen[path], key=lambda s: s.line))])
+        for path in sorted(chosen, key=order.__getitem__)
+    ]
+    return "\n".join([HEADER, *blocks])
+
+
+def _symbol_weight(symbol: Symbol, words: set[str]) -> float:
+    short = symbol.name.rpartition(".")[2]
+    weight = MENTIONED_WEIGHT if short in words or symbol.name in words else 1.0
+    if "." in symbol.name or symbol.kind == "method":
+        weight *= 0.3
+    if short.startswith("_"):
+        weight *= 0.1
+    return weight
+
+
+def _line(symbol: Symbol) -> str:
+    return f"  {symbol.line}: {symbol.kind} {symbol.name}"

@@ -1,0 +1,192 @@
+"""What one file defines and what it refers to: its top-level symbols (classes, functions,
+methods, constants) with their lines, and the names it uses.
+
+Python is read with `ast`. Other languages are read with tree-sitter, through the grammar
+wheels' own tags queries (the definitions and references each grammar's authors mark),
+as aider and GitHub's code navigation do. A file that cannot be mapped says why in one
+line (`FileSymbols.problem`): it does not parse, it is binary, generated or too large,
+or no grammar reads its language.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+# Past this, a file is not mapped: a 50 MB source file is data, or made by a tool; reading
+# it would cost every run a second.
+MAX_MAPPED_BYTES = 1024 * 1024
+# A generated file says so in a comment near its top, in the words Go's tools, protoc
+# and Facebook's tools write there (the pattern below); or it is minified: lines this
+# long on average.
+_GENERATED = re.compile(
+    rb"^[ \t]*(?://|#|/\*|\*|--)[^\n]*"
+    rb"(?:\bCode generated\b|@generated|\b[Aa]uto-?generated\b|\b[Gg]enerated by\b)",
+    re.MULTILINE,
+)
+MINIFIED_LINE_CHARS = 500
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Extension → the tree-sitter grammar's module, its language function, and the modules
+# whose tags queries it takes (TypeScript's own extends JavaScript's, as its grammar does).
+_JS = ("tree_sitter_javascript", "language", ("tree_sitter_javascript",))
+_TS_TAGS = ("tree_sitter_javascript", "tree_sitter_typescript")
+GRAMMARS = {
+    ".js": _JS,
+    ".mjs": _JS,
+    ".cjs": _JS,
+    ".jsx": _JS,
+    ".ts": ("tree_sitter_typescript", "language_typescript", _TS_TAGS),
+    ".tsx": ("tree_sitter_typescript", "language_tsx", _TS_TAGS),
+    ".go": ("tree_sitter_go", "language", ("tree_sitter_go",)),
+    ".rs": ("tree_sitter_rust", "language", ("tree_sitter_rust",)),
+}
+MAPPED_SUFFIXES = frozenset({".py", *GRAMMARS})
+"""The files the map reads: Python, and the languages a grammar is installed for."""
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    """As it is referred to: `Session`, `Session.turn`, `MAX_LINES`."""
+    kind: str
+    """class, function, method, constant (or the grammar's own: interface, module, …)."""
+    line: int
+
+
+@dataclass
+class FileSymbols:
+    definitions: list[Symbol] = field(default_factory=list)
+    references: dict[str, int] = field(default_factory=dict)
+    """Name → how often the file uses it (not where it defines it)."""
+    problem: str = ""
+    """Why the file is not mapped (or only in part), in a few words; "" when it is."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "definitions": [[s.name, s.kind, s.line] for s in self.definitions],
+            "references": self.references,
+            "problem": self.problem,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileSymbols:
+        return cls(
+            [Symbol(str(n), str(k), int(line)) for n, k, line in data["definitions"]],
+            {str(name): int(count) for name, count in data["references"].items()},
+            str(data["problem"]),
+        )
+
+
+def symbols_of(name: str, data: bytes) -> FileSymbols:
+    """What the file `name` (its path, for its suffix) holds, from its bytes."""
+    if len(data) > MAX_MAPPED_BYTES:
+        return FileSymbols(problem=f"too large to map ({len(data) / 1024 / 1024:.1f} MB)")
+    if b"\0" in data[:8192]:
+        return FileSymbols(problem="binary")
+    if _GENERATED.search(data[:2048]) or _minified(data):
+        return FileSymbols(problem="generated")
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix == ".py":
+        return _python(data)
+    if suffix in GRAMMARS:
+        return _tree_sitter(suffix, data)
+    return FileSymbols(problem="not a language the map reads")
+
+
+def _minified(data: bytes) -> bool:
+    lines = data.count(b"\n") + 1
+    return len(data) > 4 * MINIFIED_LINE_CHARS and len(data) / lines > MINIFIED_LINE_CHARS
+
+
+def _python(data: bytes) -> FileSymbols:
+    try:
+        tree = ast.parse(data)
+    except SyntaxError as error:
+        return FileSymbols(problem=f"does not parse (line {error.lineno}: {error.msg})")
+    except ValueError as error:  # null bytes, or a source that cannot be decoded
+        return FileSymbols(problem=f"does not parse ({error})")
+    found = FileSymbols()
+    for statement in tree.body:
+        found.definitions.extend(_python_definitions(statement))
+    for node in ast.walk(tree):
+        used = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(used, str):
+            found.references[used] = found.references.get(used, 0) + 1
+    return found
+
+
+def _python_definitions(node: ast.stmt) -> list[Symbol]:
+    if isinstance(node, ast.ClassDef):
+        methods = [
+            Symbol(f"{node.name}.{item.name}", "method", item.lineno)
+            for item in node.body
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        return [Symbol(node.name, "class", node.lineno), *methods]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return [Symbol(node.name, "function", node.lineno)]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign):
+        targets = [node.target]
+    return [
+        Symbol(target.id, "constant", node.lineno)
+        for target in targets
+        if isinstance(target, ast.Name) and not target.id.startswith("__")
+    ]
+
+
+@functools.cache
+def _query(suffix: str) -> tuple[Any, Any] | None:
+    """The parser's language and the tags query for `suffix`; None when its grammar (or
+    tree-sitter itself) is not installed."""
+    module_name, function, tagged_by = GRAMMARS[suffix]
+    try:
+        import importlib
+
+        import tree_sitter
+
+        grammar = importlib.import_module(module_name)
+        tags = "\n".join(
+            (resources.files(name) / "queries" / "tags.scm").read_text(encoding="utf-8")
+            for name in tagged_by
+        )
+    except (ImportError, OSError):
+        return None
+    language = tree_sitter.Language(getattr(grammar, function)())
+    return language, tree_sitter.Query(language, tags)
+
+
+def _tree_sitter(suffix: str, data: bytes) -> FileSymbols:
+    found = _query(suffix)
+    if found is None:
+        return FileSymbols(problem=f"no grammar installed for {suffix} files")
+    import tree_sitter
+
+    language, query = found
+    tree = tree_sitter.Parser(language).parse(data)
+    symbols = FileSymbols(problem="parses only in part" if tree.root_node.has_error else "")
+    seen: set[tuple[str, int]] = set()
+    for _pattern, captures in tree_sitter.QueryCursor(query).matches(tree.root_node):
+        names = captures.get("name") or []
+        for capture, nodes in captures.items():
+            role, _, kind = capture.partition(".")
+            if not names or not nodes or role not in ("definition", "reference"):
+                continue
+            text = (names[0].text or b"").decode("utf-8", "replace")
+            if not _IDENTIFIER.fullmatch(text):
+                continue
+            line = nodes[0].start_point[0] + 1
+            if role == "definition" and (text, line) not in seen:  # a method is a function too
+                seen.add((text, line))
+                symbols.definitions.append(Symbol(text, kind, line))
+            elif role == "reference":
+                symbols.references[text] = symbols.references.get(text, 0) + 1
+    symbols.definitions.sort(key=lambda s: s.line)
+    return symbols
