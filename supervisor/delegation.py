@@ -28,7 +28,7 @@ from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.aids.task_rules import read_only_tests
-from workers.assembly.build import RunSetting, build_agent
+from workers.assembly.build import READ_TOOLS, RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
@@ -40,6 +40,8 @@ from workers.log.schema import Boundary, DelegateStart
 from workers.loop import run_agent
 from workers.model import MakeModel, Message
 from workers.outcome import Aborted
+from workers.repo_map.index import RunMap
+from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
@@ -109,7 +111,9 @@ class Team:
             workspace=self.workspace,
             rules=self.plan.rules,
             instructions=project_instructions(self.workspace, self._not_loaded),
-            glance=workspace_glance(self.workspace) + started_in(self.workspace),
+            glance=workspace_glance(self.workspace),
+            started_in=started_in(self.workspace),
+            code_map=RunMap(self.workspace),
             extra_prompt=extensions.prompt() if extensions else "",
             store=self.store,
             diff_folder=self.diff_folder,
@@ -191,6 +195,8 @@ class Team:
         tools = {name: self.plan.tools[name] for name in spec.tools}
         if self.use_skill is not None:
             tools["use_skill"] = self.use_skill
+        if READ_TOOLS & set(tools):  # where a name is defined, in one call, for any reader
+            tools["find_symbol"] = find_symbol_tool((setting or self.setting).workspace)
         if spec.may_delegate and depth < self.plan.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))

@@ -47,7 +47,8 @@ def profiles_table(
 
 def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Table:
     """Every tool with its origin, whether it is read-only, and which profiles get it;
-    the harness's own (`delegate`, `use_skill`) too, built per agent as they are."""
+    the harness's own (`delegate`, `use_skill`, `find_symbol`) too, built per agent as
+    they are."""
     table = Table(box=None, pad_edge=False)
     for column in ("tool", "origin", "read-only", "profiles"):
         table.add_column(column, overflow="fold")
@@ -62,4 +63,6 @@ def tools_table(tools: dict[str, Tool[Any]], grants: dict[str, list[str]]) -> Ta
         table.add_row("delegate", "harness", "no", ", ".join(grants.get("delegate", [])) or "-")
     if "use_skill" not in tools:
         table.add_row("use_skill", "harness", "yes", "every agent, once there are skills")
+    if "find_symbol" not in tools:
+        table.add_row("find_symbol", "harness", "yes", "every agent that reads files")
     return table

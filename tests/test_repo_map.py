@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from workers.assembly.build import RunSetting, system_prompt
+from workers.assembly.profiles import builtin_dir, load_profiles
+from workers.assembly.specs import resolve
 from workers.repo_map import index
-from workers.repo_map.index import build
+from workers.repo_map.index import RunMap, build
 from workers.repo_map.ranking import HEADER, ranked_files, rendered
+from workers.repo_map.tool import FindSymbolArgs, find_symbol_tool
+from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import ToolContext, ToolError
 
 PYTHON = '''"""Sessions."""
 MAX_TURNS = 8
@@ -147,3 +153,40 @@ def test_the_map_fits_the_room_it_is_given(workspace: Path) -> None:
     empty = workspace / "empty"
     empty.mkdir()
     assert rendered(build(empty), "anything", 2000) == ""
+
+
+def test_find_symbol_says_where_a_name_is_defined_and_who_uses_it(workspace: Path) -> None:
+    (workspace / "session.py").write_text(PYTHON)
+    (workspace / "main.py").write_text("from session import Session, reply\n\nreply(Session())\n")
+    (workspace / "broken.py").write_text("def broken(:\n")
+    tool = find_symbol_tool(workspace)
+    told = tool.run(ToolContext(workspace), FindSymbolArgs(name="Session.turn")).output
+    assert told.startswith("Session.turn is defined in:\n  session.py:6 method Session.turn")
+    told = tool.run(ToolContext(workspace), FindSymbolArgs(name="`reply()`")).output
+    assert "session.py:10 function reply" in told
+    assert "Used in 2 files, most first: main.py (2), session.py (1)" in told
+    missing = tool.run(ToolContext(workspace), FindSymbolArgs(name="sesion")).output
+    assert missing.startswith("No definition of sesion in the 2 files mapped.")
+    assert "Defined names like it: Session" in missing
+    assert "Not mapped (grep searches them): broken.py: does not parse" in missing
+    with pytest.raises(ToolError, match="is not a name"):
+        tool.run(ToolContext(workspace), FindSymbolArgs(name="rm -rf /"))
+
+
+def test_a_reader_is_shown_the_map_in_place_of_the_glance(workspace: Path) -> None:
+    (workspace / "session.py").write_text(PYTHON)
+    spec = resolve(load_profiles([builtin_dir()], BUILTIN_TOOLS), BUILTIN_TOOLS)["explorer"]
+    setting = RunSetting(
+        workspace=workspace,
+        glance="session.py",
+        code_map=RunMap(workspace),
+        user_task="Where is reply defined?",
+    )
+    prompt = system_prompt(spec, setting, file_blocks=False, profiles="", map_room=2000)
+    assert "# The workspace's code\n\n" + HEADER + "\nsession.py\n" in prompt
+    assert "  10: function reply" in prompt and "# The workspace at a glance" not in prompt
+    bare = workspace / "docs"
+    bare.mkdir()
+    plain = RunSetting(workspace=bare, glance="README.md", code_map=RunMap(bare))
+    shown = system_prompt(spec, plain, file_blocks=False, profiles="", map_room=2000)
+    assert "# The workspace at a glance\n\nREADME.md" in shown, "nothing to map: the glance"

@@ -27,6 +27,8 @@ from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.model import Model
+from workers.repo_map.index import RunMap
+from workers.repo_map.ranking import map_chars, rendered
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
 from workers.tools.base import Tool, result_chars
@@ -61,7 +63,13 @@ class RunSetting:
     instructions: str = ""
     """The project's AGENT.md / AGENTS.md, read once per run."""
     glance: str = ""
-    """The workspace's layout at a glance, read once per run."""
+    """The workspace's layout at a glance, read once per run: shown where the repo map
+    has nothing to show."""
+    started_in: str = ""
+    """Where in it the user started gaffer, when not at its top (a line, or "")."""
+    code_map: RunMap | None = None
+    """The workspace's code, file by file with what each defines, built once per run
+    and ranked toward the user's task (workers/repo_map/); None: the glance alone."""
     extra_prompt: str = ""
     """Appended to every system prompt (the list of skills)."""
     store: Store | None = None
@@ -156,7 +164,10 @@ def build_agent(
         changes=_tracker(spec, setting, events),
         stepper=stepper,
     )
-    return agent, system_prompt(spec, setting, file_blocks=file_blocks, profiles=profiles_text)
+    prompt = system_prompt(
+        spec, setting, file_blocks=file_blocks, profiles=profiles_text, map_room=map_chars(window)
+    )
+    return agent, prompt
 
 
 def guards_for(
@@ -202,7 +213,16 @@ def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTra
         return None
 
 
-def system_prompt(spec: AgentSpec, setting: RunSetting, *, file_blocks: bool, profiles: str) -> str:
+def system_prompt(
+    spec: AgentSpec,
+    setting: RunSetting,
+    *,
+    file_blocks: bool,
+    profiles: str,
+    map_room: int = 0,
+) -> str:
+    """The agent's instructions: its profile's, how it writes files, the workspace (its
+    code map within `map_room` characters, else the glance), and the project's own."""
     workspace = CONTAINER_ROOT if spec.in_container else str(setting.workspace)
     prompt = spec.profile.system_prompt.replace("{workspace}", workspace)
     prompt = prompt.replace("{profiles}", profiles)
@@ -211,8 +231,13 @@ def system_prompt(spec: AgentSpec, setting: RunSetting, *, file_blocks: bool, pr
     prompt = prompt.strip()
     if file_blocks:
         prompt += "\n\n# Writing files\n\n" + HOW_TO_WRITE
-    if setting.glance:
-        prompt += "\n\n# The workspace at a glance\n\n" + setting.glance
+    code = ""
+    if setting.code_map is not None and map_room:
+        code = rendered(setting.code_map.get(), setting.user_task, map_room)
+    if code:  # the same for every agent of the run with this window: a shared prefix
+        prompt += "\n\n# The workspace's code\n\n" + code + setting.started_in
+    elif setting.glance:
+        prompt += "\n\n# The workspace at a glance\n\n" + setting.glance + setting.started_in
     if setting.instructions:
         prompt += "\n\n# Project instructions (follow them)\n\n" + setting.instructions
     if setting.extra_prompt:

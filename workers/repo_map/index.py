@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,10 @@ from workers.tools.base import ToolError
 from workers.tools.python_grep import walk_files
 from workers.tools.workspace import one_line, read_confined, relative
 
-EXTRACTOR_VERSION = "1"
+PROMPT_SECONDS = 5.0
+"""What a run's first map may spend reading files it has not read before (a first run on
+a huge tree); the next run carries on from the cache."""
+EXTRACTOR_VERSION = "2"
 """Part of every content's key: a change to what is extracted reads every file again."""
 MAX_MAPPED_FILES = 100_000
 """Past this many source files the rest are left out, and the map says so."""
@@ -58,9 +63,29 @@ class RepoMap:
         return sorted(((p, n) for p, n in used if n), key=lambda pair: (-pair[1], pair[0]))
 
 
-def build(workspace: Path, *, cached: bool = True) -> RepoMap:
+class RunMap:
+    """One run's map of its workspace, built when first asked for (agents are built from
+    several threads) and then shared: every agent of the run is shown the same files."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self._lock = threading.Lock()
+        self._built: RepoMap | None = None
+
+    def get(self) -> RepoMap:
+        with self._lock:
+            if self._built is None:
+                self._built = build(self.workspace, seconds=PROMPT_SECONDS)
+            return self._built
+
+
+def build(workspace: Path, *, cached: bool = True, seconds: float | None = None) -> RepoMap:
     """The map of the workspace as it is now; `cached`: files unchanged since the last
-    build are not read again (the cache is made when it is missing)."""
+    build are not read again (the cache is made when it is missing). Past `seconds`, a
+    file not in the cache is left out (and counted): a first build on a huge tree maps
+    what it can, and the next one carries on from the cache."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    late = 0
     with _Cache.opened(workspace if cached else None) as cache:
         found = RepoMap()
         for count, path in enumerate(_source_files(workspace)):
@@ -74,13 +99,17 @@ def build(workspace: Path, *, cached: bool = True) -> RepoMap:
             if not one_line(rel):
                 found.problems.append(f"{rel!r}: its name has control characters; not mapped")
                 continue
-            symbols = _symbols(workspace, path, rel, cache)
+            late_now = deadline is not None and time.monotonic() > deadline
+            symbols = _symbols(workspace, path, rel, cache, read=not late_now)
             if symbols is None:
+                late += late_now
                 continue
             if symbols.problem:
                 found.problems.append(f"{rel}: {symbols.problem}")
             if symbols.definitions or symbols.references:
                 found.files[rel] = symbols
+        if late:
+            found.problems.append(f"…: {late} files not read in time; the next run maps them")
         return found
 
 
@@ -90,9 +119,12 @@ def _source_files(workspace: Path) -> Iterator[Path]:
             yield path
 
 
-def _symbols(workspace: Path, path: Path, rel: str, cache: _Cache) -> FileSymbols | None:
-    """The file's symbols, from the cache when it has not changed; None when it is gone
-    or cannot be read (a link swapped in, a hard link)."""
+def _symbols(
+    workspace: Path, path: Path, rel: str, cache: _Cache, *, read: bool = True
+) -> FileSymbols | None:
+    """The file's symbols, from the cache when it has not changed; None when it is gone,
+    cannot be read (a link swapped in, a hard link), or is not cached and not to be
+    `read`."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -102,6 +134,8 @@ def _symbols(workspace: Path, path: Path, rel: str, cache: _Cache) -> FileSymbol
     stamp = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
     if (known := cache.known(rel, stamp)) is not None:
         return known
+    if not read:
+        return None
     try:
         data = read_confined(workspace, rel, MAX_MAPPED_BYTES)
     except (OSError, ToolError):

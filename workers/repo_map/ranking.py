@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 from workers.repo_map.index import RepoMap
 from workers.repo_map.symbols import Symbol
-from workers.tools.names import COMMON_WORDS
+from workers.tools.base import CHARS_PER_TOKEN
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
@@ -26,9 +26,39 @@ COMMON_AT = 5
 """A name defined in more files than this says little about any of them."""
 ROUNDS = 30
 DAMPING = 0.85
+MAP_SHARE = 1 / 10
+"""Of the model's window, what the map in the system prompt may take."""
+MAX_MAP_TOKENS = 2048
+"""And at most this, whatever the window (aider's default map is 1,024 tokens)."""
 HEADER = (
     "The workspace's files that matter most to the task, with what each defines (line: kind name):"
 )
+
+
+# Words of four letters or more that a task, or a file, says in prose: they name no code
+# and say nothing about where the work is.
+COMMON_WORDS = frozenset(
+    """
+    able about above after again also always answer before being
+    below between both build called calls cause change changes check
+    class classes code come comes could define defined defines does
+    done each every explain fail fails file files find fine
+    first folder folders from function functions give gives have here
+    into just know like list look made make many method
+    methods module modules more most much must name named names
+    need newcomer only other over package part parts pass please
+    project pytest python python3 read repository right same should show
+    some such survey tell test tested tests than that their
+    them then there these they this those through used uses
+    using want were what when whenever where which while will
+    with without work works would write wrong your
+    """.split()  # noqa: SIM905 - a list of words, kept readable
+)
+
+
+def map_chars(window_tokens: int) -> int:
+    """The characters the map may take for a model with this window."""
+    return int(min(window_tokens * MAP_SHARE, MAX_MAP_TOKENS) * CHARS_PER_TOKEN)
 
 
 def mentions(task: str) -> tuple[set[str], set[str]]:

@@ -115,6 +115,8 @@ def _python(data: bytes) -> FileSymbols:
         found.definitions.extend(_python_definitions(statement))
     for node in ast.walk(tree):
         used = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(node, ast.alias):  # `from session import Session` uses Session
+            used = node.name.rpartition(".")[2]
         if isinstance(used, str):
             found.references[used] = found.references.get(used, 0) + 1
     return found

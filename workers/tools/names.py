@@ -113,24 +113,3 @@ def _stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 4:
             return word[: -len(suffix)]
     return word
-
-
-# Words of four letters or more that a task, or a file, says in prose: they name no code
-# and say nothing about where the work is.
-COMMON_WORDS = frozenset(
-    """
-    able about above after again also always answer before being
-    below between both build called calls cause change changes check
-    class classes code come comes could define defined defines does
-    done each every explain fail fails file files find fine
-    first folder folders from function functions give gives have here
-    into just know like list look made make many method
-    methods module modules more most much must name named names
-    need newcomer only other over package part parts pass please
-    project pytest python python3 read repository right same should show
-    some such survey tell test tested tests than that their
-    them then there these they this those through used uses
-    using want were what when whenever where which while will
-    with without work works would write wrong your
-    """.split()  # noqa: SIM905 - a list of words, kept readable
-)
