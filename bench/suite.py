@@ -13,6 +13,7 @@ from bench import (
     loop_overhead,
     parallel_readers,
     prompt_tokens,
+    repo_map,
     sandbox,
     snapshots,
     startup,
@@ -27,6 +28,7 @@ BENCHMARKS = [
     log_throughput,
     prompt_tokens,
     snapshots,
+    repo_map,
     cluster,
 ]
 
