@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.assembly.build import RunSetting, system_prompt
+from workers.assembly.build import RunSetting, code_shown, system_prompt
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.assembly.specs import resolve
 from workers.repo_map import index
@@ -182,11 +182,14 @@ def test_a_reader_is_shown_the_map_in_place_of_the_glance(workspace: Path) -> No
         code_map=RunMap(workspace),
         user_task="Where is reply defined?",
     )
-    prompt = system_prompt(spec, setting, file_blocks=False, profiles="", map_room=2000)
+    code = code_shown(setting, window=8192)
+    prompt = system_prompt(spec, setting, file_blocks=False, profiles="", code=code)
     assert "# The workspace's code\n\n" + HEADER + "\nsession.py\n" in prompt
     assert "  10: function reply" in prompt and "# The workspace at a glance" not in prompt
     bare = workspace / "docs"
     bare.mkdir()
     plain = RunSetting(workspace=bare, glance="README.md", code_map=RunMap(bare))
-    shown = system_prompt(spec, plain, file_blocks=False, profiles="", map_room=2000)
+    shown = system_prompt(
+        spec, plain, file_blocks=False, profiles="", code=code_shown(plain, window=8192)
+    )
     assert "# The workspace at a glance\n\nREADME.md" in shown, "nothing to map: the glance"

@@ -17,8 +17,10 @@ from workers.changes.snapshots import Store
 from workers.changes.tracker import ChangeTracker
 from workers.check.checker import Checker
 from workers.guard_hooks import Guards
+from workers.guards.citations import Citations
 from workers.guards.context import ContextKeeper, window_for
 from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
+from workers.guards.named_code import named_paths
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.replies import ReplyGuard
 from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate
@@ -110,6 +112,9 @@ def build_agent(
     works_through_workers = "delegate" in tools and not READ_TOOLS & set(tools)
     must_look = given_a_task and (bool(READ_TOOLS & set(tools)) or works_through_workers)
     window = window_for(model.name, spec.profile.context_window or rules.context_window)
+    code = code_shown(setting, window)
+    # A reader given a task answers from what its calls showed it and the map it was shown.
+    reads_only = must_look and spec.parallel_safe and not works_through_workers
     gate = Gate(
         events,
         rules.max_send_backs,
@@ -123,6 +128,13 @@ def build_agent(
         check_task=setting.user_task,
         # A small model (file blocks) describes a fix in prose and stops there.
         expects_change=must_look and file_blocks,
+        citations=Citations(
+            code_map=setting.code_map.get() if setting.code_map else None,
+            shown=frozenset(named_paths(code or setting.glance)),
+            container_root=container_root,
+        )
+        if reads_only
+        else None,
     )
     aids = aids_for(
         tools,
@@ -165,9 +177,17 @@ def build_agent(
         stepper=stepper,
     )
     prompt = system_prompt(
-        spec, setting, file_blocks=file_blocks, profiles=profiles_text, map_room=map_chars(window)
+        spec, setting, file_blocks=file_blocks, profiles=profiles_text, code=code
     )
     return agent, prompt
+
+
+def code_shown(setting: RunSetting, window: int) -> str:
+    """The repo map an agent with this window is shown ("" when nothing is mapped): the
+    same for every agent of the run with that window, so their prompts share a prefix."""
+    if setting.code_map is None:
+        return ""
+    return rendered(setting.code_map.get(), setting.user_task, map_chars(window))
 
 
 def guards_for(
@@ -219,10 +239,10 @@ def system_prompt(
     *,
     file_blocks: bool,
     profiles: str,
-    map_room: int = 0,
+    code: str = "",
 ) -> str:
-    """The agent's instructions: its profile's, how it writes files, the workspace (its
-    code map within `map_room` characters, else the glance), and the project's own."""
+    """The agent's instructions: its profile's, how it writes files, the workspace (the
+    repo map it is shown as `code`, else the glance), and the project's own."""
     workspace = CONTAINER_ROOT if spec.in_container else str(setting.workspace)
     prompt = spec.profile.system_prompt.replace("{workspace}", workspace)
     prompt = prompt.replace("{profiles}", profiles)
@@ -231,10 +251,7 @@ def system_prompt(
     prompt = prompt.strip()
     if file_blocks:
         prompt += "\n\n# Writing files\n\n" + HOW_TO_WRITE
-    code = ""
-    if setting.code_map is not None and map_room:
-        code = rendered(setting.code_map.get(), setting.user_task, map_room)
-    if code:  # the same for every agent of the run with this window: a shared prefix
+    if code:
         prompt += "\n\n# The workspace's code\n\n" + code + setting.started_in
     elif setting.glance:
         prompt += "\n\n# The workspace at a glance\n\n" + setting.glance + setting.started_in

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 
 from workers.check.report import CheckRun
 from workers.facts import Facts
-from workers.guard_hooks import Answer, Guard, SendBack, Stamped
+from workers.guard_hooks import Answer, Guard, PendingCall, SendBack, Stamped
+from workers.guards.citations import MAX_SHOWN, Citations
 from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
 from workers.log.events import Emitter
 from workers.log.schema import Verification
+from workers.tools.base import ToolResult
 
 if TYPE_CHECKING:
     from workers.check.checker import Checker
@@ -194,12 +196,20 @@ class Gate(Guard):
     evidence to judge."""
     check_task: str = ""
     """What the user asked for, which the check is chosen from."""
+    citations: Citations | None = None
+    """For a reader given a task: what its calls showed it, which its answer's claims
+    must stand on (workers/guards/citations.py); None: not checked."""
     sent_back: int = field(default=0, init=False)
     wants_call: bool = field(default=False, init=False)
     """The last send-back asked for a tool call (a test run, a look at the code): the
     agent's next reply must be one, or a small model repeats its answer word for word."""
     _asked_for_change: bool = field(default=False, init=False)
     _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
+
+    def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
+        if self.citations is not None and not call.refused:
+            self.citations.note(call, result)
+        return result
 
     def on_answer(self, answer: Answer) -> SendBack | None:
         message = self.review(answer.facts, answer.text, answer.looked)
@@ -285,19 +295,40 @@ class Gate(Guard):
 
     def _unsupported(self, looked: bool, answer: str) -> str | None:
         if self.must_look and not looked and names_code(answer, self.workspace):
-            return "you answered without looking at the code"
+            return "you answered without looking at the code" + self._map_entries(answer)
         if self.workspace is not None and (
             missing := missing_paths(answer, self.workspace, self.container_root)
         ):
             shown = ", ".join(missing[:5])
             return f"your answer names {shown}, which {'is' if len(missing) == 1 else 'are'} not in the workspace"
+        if self.citations is not None and (claims := self.citations.unsupported(answer)):
+            return "your answer has claims nothing you did shows: " + "; ".join(claims[:MAX_SHOWN])
         return None
+
+    def _still_unsupported(self, answer: str, facts: Sequence[Facts]) -> str:
+        """What of a reader's answer is still unsupported when it goes on (its send-backs
+        spent), said beside it so no one takes it for fact; "" when nothing is."""
+        if self.citations is None or not answer.strip():
+            return ""
+        claims = self.citations.unsupported(answer)
+        if not facts and names_code(answer, self.workspace):
+            claims.insert(0, "it answered without looking at the code")
+        if not claims:
+            return ""
+        return "\n\nUnsupported (nothing this agent did shows it): " + "; ".join(claims)
+
+    def _map_entries(self, answer: str) -> str:
+        """Where the map has the names an answer made without looking ("" when none)."""
+        if self.citations is None:
+            return ""
+        entries = self.citations.map_entries(answer)
+        return f" (the repo map has {'; '.join(entries)})" if entries else ""
 
     def stamp(self, answer: str, facts: Sequence[Facts]) -> Stamped:
         """The answer with the verdict it was let through on said beside it."""
         verdict = self.judged(facts)
         if verdict is None:
-            return Stamped(answer, self.last_check)
+            return Stamped(answer + self._still_unsupported(answer, facts), self.last_check)
         return Stamped(f"{answer.rstrip()}\n\n{verdict.line}", self.last_check)
 
     @property

@@ -1,0 +1,124 @@
+"""A reader's answer stands on what its own calls showed it: a file it never opened, a
+name placed where the map says it is not, or "not found" without a search goes back;
+what is still unsupported when the send-backs are spent is marked so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import run_script
+from workers.guards.citations import Citations
+from workers.guards.verification import Gate
+from workers.log.events import Emitter, Recorder
+from workers.model.scripted import ScriptedModel, call, say
+from workers.outcome import Finished
+from workers.repo_map.index import build
+from workers.repo_map.tool import find_symbol_tool
+from workers.tools import BUILTIN_TOOLS
+
+LOGGERS = "class BoundLogger:\n    pass\n\n\ndef get_logger():\n    return BoundLogger()\n"
+
+
+def package(workspace: Path) -> None:
+    (workspace / "stdlib.py").write_text(LOGGERS)
+    (workspace / "dev.py").write_text("class ConsoleRenderer:\n    pass\n")
+
+
+def reader_gate(workspace: Path, recorder: Recorder, *, sends: int = 2) -> Gate:
+    events = Emitter([recorder]).bind(session_id="s", agent_id="w1")
+    return Gate(
+        events,
+        max_send_backs=sends,
+        workspace=workspace,
+        must_look=True,
+        citations=Citations(code_map=build(workspace)),
+    )
+
+
+def run_reader(
+    workspace: Path, script: list[object], *, sends: int = 2
+) -> tuple[Finished, ScriptedModel, Recorder]:
+    recorder = Recorder()
+    tools = {**BUILTIN_TOOLS, "find_symbol": find_symbol_tool(workspace)}
+    result, _, model = run_script(
+        workspace, script, gate=reader_gate(workspace, recorder, sends=sends), tools=tools
+    )
+    assert isinstance(result.outcome, Finished), result.outcome
+    return result.outcome, model, recorder
+
+
+def told(model: ScriptedModel) -> list[str]:
+    return [
+        str(m["content"])
+        for m in model.seen[-1]
+        if m["role"] == "user" and str(m["content"]).startswith("Before you answer")
+    ]
+
+
+def test_a_file_named_that_no_call_opened_is_sent_back(workspace: Path) -> None:
+    package(workspace)
+    script = [
+        call("grep", pattern="ConsoleRenderer"),
+        say("ConsoleRenderer is in dev.py and get_logger is in stdlib.py."),
+        call("read_file", path="stdlib.py"),
+        say("ConsoleRenderer is in dev.py and get_logger is in stdlib.py."),
+    ]
+    outcome, model, _ = run_reader(workspace, script)
+    assert outcome == Finished("ConsoleRenderer is in dev.py and get_logger is in stdlib.py.")
+    [sent] = told(model)
+    assert "it names stdlib.py, which none of your calls opened, listed or matched" in sent
+    assert "dev.py" not in sent, "grep matched dev.py"
+
+
+def test_a_name_placed_where_the_map_says_it_is_not_is_sent_back(workspace: Path) -> None:
+    package(workspace)
+    script = [
+        call("list_dir", path="."),
+        say("BoundLogger is defined in dev.py."),
+        call("find_symbol", name="BoundLogger"),
+        say("BoundLogger is defined in stdlib.py."),
+    ]
+    outcome, model, _ = run_reader(workspace, script)
+    assert outcome == Finished("BoundLogger is defined in stdlib.py.")
+    [sent] = told(model)
+    assert "it puts BoundLogger in dev.py; the map has it in stdlib.py" in sent
+
+
+def test_not_found_needs_a_search_that_found_nothing(workspace: Path) -> None:
+    package(workspace)
+    script = [
+        call("list_dir", path="."),
+        say("`wrap_logger` is not found in this package."),
+        call("find_symbol", name="wrap_logger"),
+        say("`wrap_logger` is not found in this package."),
+    ]
+    outcome, model, _ = run_reader(workspace, script)
+    assert outcome == Finished("`wrap_logger` is not found in this package.")
+    [sent] = told(model)
+    assert "it says wrap_logger is not there, and no search of yours looked for it" in sent
+
+
+def test_an_answer_without_a_call_goes_back_with_the_map_entries(workspace: Path) -> None:
+    package(workspace)
+    script = [
+        say("`BoundLogger` lives in loggers.py."),
+        call("find_symbol", name="BoundLogger"),
+        say("`BoundLogger` is in stdlib.py."),
+    ]
+    outcome, model, _ = run_reader(workspace, script)
+    assert outcome == Finished("`BoundLogger` is in stdlib.py.")
+    [sent] = told(model)
+    assert sent.startswith("Before you answer: you answered without looking at the code")
+    assert "(the repo map has BoundLogger in stdlib.py:1)" in sent
+
+
+def test_what_is_still_unsupported_when_the_send_backs_are_spent_is_marked(
+    workspace: Path,
+) -> None:
+    package(workspace)
+    claim = "BoundLogger is defined in dev.py."
+    script = [call("list_dir", path="."), say(claim), say(claim)]
+    outcome, _, recorder = run_reader(workspace, script, sends=1)
+    assert outcome.answer.startswith(claim + "\n\nUnsupported (nothing this agent did shows it): ")
+    assert "it puts BoundLogger in dev.py; the map has it in stdlib.py" in outcome.answer
+    assert [c["action"] for c in recorder.of("verification")] == ["sent_back", "accepted"]

@@ -1,0 +1,157 @@
+"""A reader's answer stands on what its own calls showed it, checked by the harness.
+
+Every call's result is noted as it comes (the gate's `after_call`): the files it opened,
+the files and folders a listing or a search showed, and what each search looked for and
+whether it found anything. When the reader answers, each claim is checked against that:
+
+- a file it names must have been opened, listed or matched by one of its calls, or be in
+  the repo map it was shown;
+- "X is in F" must agree with the map where the map knows X;
+- "X is not there" needs a search for X that found nothing.
+
+What fails is sent back (within the gate's send-backs); what is still unsupported when
+they are spent goes on marked as such (`unsupported`), never as fact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from workers.guard_hooks import PendingCall
+from workers.guards.named_code import named_paths
+from workers.repo_map.index import RepoMap
+from workers.tools.base import ToolResult
+
+# Calls whose arguments say what was searched for, and which argument.
+SEARCHES = {"grep": "pattern", "find_symbol": "name", "find_files": "pattern"}
+# A search that found nothing says so in these words (grep, find_symbol, find_files).
+_FOUND_NOTHING = re.compile(r"^(no matches|No definition of|no files match)", re.IGNORECASE)
+# A sentence that places a name in a file, and one that says a name is not there.
+_PLACES = re.compile(
+    r"\b(defined|declared|implemented|located|lives?|found|is in|are in|comes? from)\b"
+    r"|^[\s*•\-\d.)]*`?[A-Za-z_][\w.]*`?(?:\(\))?\s*[:—–]",
+    re.IGNORECASE,
+)
+_ABSENT = re.compile(
+    r"\b(not found|no such|does not exist|doesn't exist|do not exist|is not in|isn't in|"
+    r"not present|not defined|could not find|couldn't find|cannot find|can't find|nowhere)\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
+_FILE_NAME = re.compile(r"[\w-]+\.(?:py|js|ts|go|rs|md|txt|toml|json)")
+MAX_SHOWN = 4
+"""Claims named in one send-back at most."""
+
+
+@dataclass
+class Citations:
+    """What one reader's calls showed it, and the map it was shown."""
+
+    code_map: RepoMap | None = None
+    shown: frozenset[str] = frozenset()
+    """The files the map in its prompt names."""
+    seen: set[str] = field(default_factory=set)
+    """Workspace-relative paths its calls opened, listed or matched (folders too)."""
+    searched: list[tuple[str, bool]] = field(default_factory=list)
+    """What each search looked for, and whether it found nothing."""
+    container_root: str | None = None
+
+    def note(self, call: PendingCall, result: ToolResult) -> None:
+        """A call's result, as the reader saw it."""
+        args = call.arguments if isinstance(call.arguments, dict) else {}
+        if result.is_error and call.name not in SEARCHES:
+            return
+        if call.name == "read_file":
+            if isinstance(path := args.get("path"), str):
+                self.seen.add(self._relative(path))
+            return
+        if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
+            self.searched.append((query, bool(_FOUND_NOTHING.match(result.output.strip()))))
+        self.seen.update(named_paths(result.output, self.container_root))
+        if call.name == "list_dir":
+            folder = self._relative(str(args.get("path") or "."))
+            for line in result.output.splitlines():
+                entry = line.strip().split(" ")[0].rstrip("/")
+                if entry and not entry.startswith(("[", "(")):
+                    self.seen.add(entry if folder in ("", ".") else f"{folder}/{entry}")
+
+    def unsupported(self, answer: str) -> list[str]:
+        """The claims of `answer` its calls and the map do not bear out, each in a few
+        words; [] when every one is."""
+        problems: list[str] = []
+        for path in named_paths(answer, self.container_root):
+            if not self._known(path.rstrip("/")):
+                problems.append(
+                    f"it names {path}, which none of your calls opened, listed or matched"
+                )
+        for sentence in _SENTENCE.split(answer):
+            problems += self._placed(sentence) + self._absent(sentence)
+        return list(dict.fromkeys(problems))
+
+    def map_entries(self, text: str) -> list[str]:
+        """Where the map defines the code names `text` mentions: `X in F:line`."""
+        if self.code_map is None:
+            return []
+        return [
+            f"{name} in {path}:{symbol.line}"
+            for name in _names(text)
+            for path, symbol in self.code_map.definitions_of(name)[:2]
+        ][: MAX_SHOWN * 2]
+
+    def _known(self, path: str) -> bool:
+        return any(_same_file(path, known) for known in (*self.seen, *self.shown))
+
+    def _placed(self, sentence: str) -> list[str]:
+        """ "X is in F" where the map has X elsewhere."""
+        paths = named_paths(sentence, self.container_root)
+        if self.code_map is None or len(paths) != 1 or not _PLACES.search(sentence):
+            return []
+        wrong = []
+        for name in _names(sentence):
+            homes = sorted({path for path, _ in self.code_map.definitions_of(name)})
+            if homes and not any(_same_file(paths[0], home) for home in homes):
+                wrong.append(
+                    f"it puts {name} in {paths[0]}; the map has it in {', '.join(homes[:3])}"
+                )
+        return wrong
+
+    def _absent(self, sentence: str) -> list[str]:
+        """ "X is not there" with no search for X that found nothing."""
+        if not _ABSENT.search(sentence):
+            return []
+        return [
+            f"it says {name} is not there, and no search of yours looked for it and found nothing"
+            for name in _names(sentence)
+            if self._looks_like_code(name)
+            and not any(name in q and none for q, none in self.searched)
+        ]
+
+    def _looks_like_code(self, name: str) -> bool:
+        return "_" in name.strip("_") or any(c.isupper() for c in name[1:]) or "." in name
+
+    def _relative(self, path: str) -> str:
+        root = (self.container_root or "").rstrip("/")
+        if root and (path == root or path.startswith(root + "/")):
+            path = path[len(root) :].lstrip("/")
+        return str(PurePosixPath(path.lstrip("./") or "."))
+
+
+def _names(sentence: str) -> list[str]:
+    """The code names a sentence mentions: `quoted`, or written as code (an underscore, a
+    capital inside, a dot between parts)."""
+    names = []
+    for quoted, bare in _IDENTIFIER.findall(sentence):
+        name = quoted or bare
+        code = quoted or "_" in name.strip("_") or any(c.isupper() for c in name[1:])
+        if code and not _FILE_NAME.fullmatch(name):
+            names.append(name)
+    return list(dict.fromkeys(names))
+
+
+def _same_file(named: str, known: str) -> bool:
+    """`loop.py` or `workers/loop.py` names `workers/loop.py`; a folder names itself."""
+    named, known = named.strip("/"), known.strip("/")
+    return named == known or known.endswith("/" + named) or named.endswith("/" + known)
