@@ -28,7 +28,7 @@ from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
 from workers.aids.task_rules import read_only_tests
-from workers.assembly.build import READ_TOOLS, RunSetting, build_agent
+from workers.assembly.build import RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
@@ -41,7 +41,6 @@ from workers.loop import run_agent
 from workers.model import MakeModel, Message
 from workers.outcome import Aborted
 from workers.repo_map.index import RunMap
-from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
@@ -105,8 +104,7 @@ class Team:
             allowed=self.plan.ceiling.profiles,
             isolate=self.plan.ceiling.isolate,
         )
-        # Read once per run: every agent starts from the same project instructions and
-        # the same view of the workspace's layout.
+        # Read once per run: every agent has the same instructions and view of the workspace.
         self.setting = RunSetting(
             workspace=self.workspace,
             rules=self.plan.rules,
@@ -195,8 +193,6 @@ class Team:
         tools = {name: self.plan.tools[name] for name in spec.tools}
         if self.use_skill is not None:
             tools["use_skill"] = self.use_skill
-        if READ_TOOLS & set(tools):  # where a name is defined, in one call, for any reader
-            tools["find_symbol"] = find_symbol_tool((setting or self.setting).workspace)
         if spec.may_delegate and depth < self.plan.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
             tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))

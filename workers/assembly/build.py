@@ -31,6 +31,7 @@ from workers.log.schema import Boundary
 from workers.model import Model
 from workers.repo_map.index import RunMap
 from workers.repo_map.ranking import map_chars, rendered
+from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
 from workers.tools.base import Tool, result_chars
@@ -106,6 +107,8 @@ def build_agent(
     is about attached. `reader`: the profile it may hand a question's parts to."""
     container_root = CONTAINER_ROOT if spec.in_container else None
     rules = setting.rules
+    if READ_TOOLS & set(tools):  # where a name is defined, in one call, for any reader
+        tools = {**tools, "find_symbol": find_symbol_tool(setting.workspace)}
     file_blocks = rules.file_blocks and "write_file" in tools
     # One that reads nothing itself and answers before any worker has reported
     # makes its answer up: it looks through its workers.
