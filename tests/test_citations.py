@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import run_script
-from workers.guards.citations import Citations
+from workers.guards.citations import UNSUPPORTED, Citations
 from workers.guards.verification import Gate
 from workers.log.events import Emitter, Recorder
 from workers.model.scripted import ScriptedModel, call, say
@@ -15,6 +15,7 @@ from workers.outcome import Finished
 from workers.repo_map.index import build
 from workers.repo_map.tool import find_symbol_tool
 from workers.tools import BUILTIN_TOOLS
+from workers.tools.base import Args, Tool, ToolResult
 
 LOGGERS = "class BoundLogger:\n    pass\n\n\ndef get_logger():\n    return BoundLogger()\n"
 
@@ -122,3 +123,59 @@ def test_what_is_still_unsupported_when_the_send_backs_are_spent_is_marked(
     assert outcome.answer.startswith(claim + "\n\nUnsupported (nothing this agent did shows it): ")
     assert "it puts BoundLogger in dev.py; the map has it in stdlib.py" in outcome.answer
     assert [c["action"] for c in recorder.of("verification")] == ["sent_back", "accepted"]
+
+
+REPORT = """worker w1 (explorer): completed after 3 steps, 4.0s, 900 tokens
+files changed: none
+final answer (the worker's own words, each line after '|'):
+| ConsoleRenderer is in dev.py. BoundLogger is defined in loggers.py.
+| {unsupported}it puts BoundLogger in loggers.py; it names loggers.py, which none of your calls opened, listed or matched"""
+
+
+class DelegateArgs(Args):
+    task: str
+
+
+def reporting(report: str) -> Tool[DelegateArgs]:
+    """A delegate tool whose one worker reports `report`."""
+    return Tool(
+        name="delegate",
+        description="hand a task to a worker",
+        args=DelegateArgs,
+        run=lambda _ctx, _args: ToolResult(output=report),
+        read_only=True,
+        kind="harness",
+    )
+
+
+def test_a_supervisor_repeats_no_claim_a_worker_marked_unsupported(workspace: Path) -> None:
+    package(workspace)
+    (workspace / "loggers.py").write_text("# nothing here\n")
+    recorder = Recorder()
+    events = Emitter([recorder]).bind(session_id="s", agent_id="main")
+    gate = Gate(
+        events,
+        workspace=workspace,
+        must_look=True,
+        through_workers=True,
+        citations=Citations(
+            code_map=build(workspace), shown=frozenset({"stdlib.py"}), through_workers=True
+        ),
+    )
+    report = REPORT.format(unsupported=UNSUPPORTED)
+    script = [
+        call("delegate", task="Where are ConsoleRenderer and BoundLogger defined?"),
+        say("ConsoleRenderer is in dev.py, and BoundLogger is defined in loggers.py."),
+        say("ConsoleRenderer is in dev.py; get_logger is in stdlib.py."),
+        say("ConsoleRenderer is in dev.py; the worker could not place BoundLogger."),
+    ]
+    result, _, model = run_script(
+        workspace, script, gate=gate, tools={"delegate": reporting(report)}
+    )
+    assert result.outcome == Finished(
+        "ConsoleRenderer is in dev.py; the worker could not place BoundLogger."
+    )
+    first, second = told(model)
+    assert "it repeats what a worker's report marks unsupported: BoundLogger in loggers.py" in first
+    assert "it names loggers.py, which a worker named without opening it" in first
+    assert "it names stdlib.py, which no worker's report shows" in second, "the map is not a read"

@@ -116,8 +116,9 @@ def build_agent(
     must_look = given_a_task and (bool(READ_TOOLS & set(tools)) or works_through_workers)
     window = window_for(model.name, spec.profile.context_window or rules.context_window)
     code = code_shown(setting, window)
-    # A reader given a task answers from what its calls showed it and the map it was shown.
-    reads_only = must_look and spec.parallel_safe and not works_through_workers
+    # A reader given a task answers from what its calls showed it and the map it was
+    # shown; one that looks through workers, from their reports.
+    cites = must_look and (spec.parallel_safe or works_through_workers)
     gate = Gate(
         events,
         rules.max_send_backs,
@@ -135,8 +136,9 @@ def build_agent(
             code_map=setting.code_map.get() if setting.code_map else None,
             shown=frozenset(named_paths(code or setting.glance)),
             container_root=container_root,
+            through_workers=works_through_workers,
         )
-        if reads_only
+        if cites
         else None,
     )
     aids = aids_for(

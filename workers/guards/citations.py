@@ -10,7 +10,11 @@ whether it found anything. When the reader answers, each claim is checked agains
 - "X is not there" needs a search for X that found nothing.
 
 What fails is sent back (within the gate's send-backs); what is still unsupported when
-they are spent goes on marked as such (`unsupported`), never as fact.
+they are spent goes on marked as such (UNSUPPORTED), never as fact.
+
+An agent that looks through its workers stands on their reports alone: a file it names
+must be in one (the map shows that a file exists, not what it does), and what a report
+marks unsupported it may not repeat as fact.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from workers.guard_hooks import PendingCall
-from workers.guards.named_code import named_paths
+from workers.guards.named_code import named_paths, path_spans
 from workers.repo_map.index import RepoMap
 from workers.tools.base import ToolResult
 
@@ -42,6 +46,10 @@ _ABSENT = re.compile(
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
 _FILE_NAME = re.compile(r"[\w-]+\.(?:py|js|ts|go|rs|md|txt|toml|json)")
+UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
+"""How an answer's unsupported claims are said beside it, and found again in a report."""
+_DENIED_PLACE = re.compile(r"it puts (\S+) in (\S+?);")
+_DENIED_FILE = re.compile(r"it names (\S+), which none")
 MAX_SHOWN = 4
 """Claims named in one send-back at most."""
 
@@ -58,6 +66,10 @@ class Citations:
     searched: list[tuple[str, bool]] = field(default_factory=list)
     """What each search looked for, and whether it found nothing."""
     container_root: str | None = None
+    through_workers: bool = False
+    """It looks through workers: their reports count, the map does not."""
+    denied: set[tuple[str, str]] = field(default_factory=set)
+    """What workers' reports mark unsupported: (name, file), or ("", file) for a file."""
 
     def note(self, call: PendingCall, result: ToolResult) -> None:
         """A call's result, as the reader saw it."""
@@ -67,6 +79,9 @@ class Citations:
         if call.name == "read_file":
             if isinstance(path := args.get("path"), str):
                 self.seen.add(self._relative(path))
+            return
+        if call.name == "delegate":
+            self._reported(result.output)
             return
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, bool(_FOUND_NOTHING.match(result.output.strip()))))
@@ -78,15 +93,26 @@ class Citations:
                 if entry and not entry.startswith(("[", "(")):
                     self.seen.add(entry if folder in ("", ".") else f"{folder}/{entry}")
 
+    def _reported(self, report: str) -> None:
+        """Workers' reports: what they name counts as seen, but for what a report marks
+        unsupported, which is remembered as such."""
+        for line in report.splitlines():
+            if UNSUPPORTED in line:
+                claims = line[line.index(UNSUPPORTED) + len(UNSUPPORTED) :] + ";"
+                self.denied.update(_DENIED_PLACE.findall(claims))
+                self.denied.update(("", path.rstrip(",;")) for path in _DENIED_FILE.findall(claims))
+            else:
+                self.seen.update(named_paths(line, self.container_root))
+
     def unsupported(self, answer: str) -> list[str]:
         """The claims of `answer` its calls and the map do not bear out, each in a few
         words; [] when every one is."""
         problems: list[str] = []
         for path in named_paths(answer, self.container_root):
-            if not self._known(path.rstrip("/")):
-                problems.append(
-                    f"it names {path}, which none of your calls opened, listed or matched"
-                )
+            if any(not name and _same_file(path, file) for name, file in self.denied):
+                problems.append(f"it names {path}, which a worker named without opening it")
+            elif not self._known(path.rstrip("/")):
+                problems.append(f"it names {path}, which {self._none_showed}")
         for sentence in _SENTENCE.split(answer):
             problems += self._placed(sentence) + self._absent(sentence)
         return list(dict.fromkeys(problems))
@@ -101,21 +127,39 @@ class Citations:
             for path, symbol in self.code_map.definitions_of(name)[:2]
         ][: MAX_SHOWN * 2]
 
+    @property
+    def _none_showed(self) -> str:
+        if self.through_workers:
+            return "no worker's report shows"
+        return "none of your calls opened, listed or matched"
+
     def _known(self, path: str) -> bool:
-        return any(_same_file(path, known) for known in (*self.seen, *self.shown))
+        shown = () if self.through_workers else self.shown
+        return any(_same_file(path, known) for known in (*self.seen, *shown))
 
     def _placed(self, sentence: str) -> list[str]:
-        """ "X is in F" where the map has X elsewhere."""
-        paths = named_paths(sentence, self.container_root)
-        if self.code_map is None or len(paths) != 1 or not _PLACES.search(sentence):
-            return []
-        wrong = []
-        for name in _names(sentence):
-            homes = sorted({path for path, _ in self.code_map.definitions_of(name)})
-            if homes and not any(_same_file(paths[0], home) for home in homes):
-                wrong.append(
-                    f"it puts {name} in {paths[0]}; the map has it in {', '.join(homes[:3])}"
-                )
+        """ "X is in F" where the map has X elsewhere, or a worker's report marked that
+        very claim unsupported. Each path places the names said since the path before it
+        ("X is in a.py, and Y in b.py"; "X, Y and Z are in c.py")."""
+        wrong: list[str] = []
+        known = self.code_map.definitions_of if self.code_map is not None else lambda _: []
+        start = 0
+        for end, place in path_spans(sentence, self.container_root):
+            segment, start = sentence[start:end], end
+            if not _PLACES.search(segment):
+                continue
+            names = _names(segment)
+            wrong += [
+                f"it repeats what a worker's report marks unsupported: {name} in {file}"
+                for name, file in sorted(self.denied)
+                if name in names and _same_file(place, file)
+            ]
+            for name in names:
+                homes = sorted({path for path, _ in known(name)})
+                if homes and not any(_same_file(place, home) for home in homes):
+                    wrong.append(
+                        f"it puts {name} in {place}; the map has it in {', '.join(homes[:3])}"
+                    )
         return wrong
 
     def _absent(self, sentence: str) -> list[str]:

@@ -23,14 +23,20 @@ _SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__p
 def named_paths(text: str, container_root: str | None = None) -> list[str]:
     """The paths a text names, workspace-relative, in order, each once: `src/app.py`,
     `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`)."""
+    return list(dict.fromkeys(path for _, path in path_spans(text, container_root)))
+
+
+def path_spans(text: str, container_root: str | None = None) -> list[tuple[int, str]]:
+    """Where in `text` each path it names ends, and the path, in order (the container's
+    root taken off, which keeps every other character where it was)."""
     if container_root:
-        text = re.sub(rf"(?<![\w/.-]){re.escape(container_root.rstrip('/'))}/", " ", text)
-    paths: dict[str, None] = {}
-    for match in _NAMED_PATH.finditer(text):
-        if "://" in text[max(0, match.start() - 8) : match.start() + 3]:
-            continue  # part of a URL
-        paths[match.group(1)] = None
-    return list(paths)
+        root = re.escape(container_root.rstrip("/"))
+        text = re.sub(rf"(?<![\w/.-]){root}/", lambda m: " " * len(m.group()), text)
+    return [
+        (match.end(), match.group(1))
+        for match in _NAMED_PATH.finditer(text)
+        if "://" not in text[max(0, match.start() - 8) : match.start() + 3]  # not in a URL
+    ]
 
 
 _CODE_NAME = re.compile(r"`[^`\n]{2,}`|\b[A-Za-z_]\w*\(\)|\b\w+/")

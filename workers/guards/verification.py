@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from workers.check.report import CheckRun
 from workers.facts import Facts
 from workers.guard_hooks import Answer, Guard, PendingCall, SendBack, Stamped
-from workers.guards.citations import MAX_SHOWN, Citations
+from workers.guards.citations import MAX_SHOWN, UNSUPPORTED, Citations
 from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
 from workers.log.events import Emitter
@@ -315,7 +315,7 @@ class Gate(Guard):
             claims.insert(0, "it answered without looking at the code")
         if not claims:
             return ""
-        return "\n\nUnsupported (nothing this agent did shows it): " + "; ".join(claims)
+        return "\n\n" + UNSUPPORTED + "; ".join(claims)
 
     def _map_entries(self, answer: str) -> str:
         """Where the map has the names an answer made without looking ("" when none)."""
