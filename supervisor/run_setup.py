@@ -90,6 +90,7 @@ def set_up(
             "--workers-local keeps the top agent on your endpoint: set OPENAI_BASE_URL or "
             "OPENAI_API_KEY"
         )
+    at_once = workers_at_once(config, use_local)
     if uses_local_model(config, use_local):
         if "model" in config.model_fields_set:  # honoured or refused, never ignored
             fail(
@@ -160,7 +161,7 @@ def set_up(
         ceiling=Ceiling(
             read_only=read_only,
             profiles=allowed_set,
-            max_parallel=config.max_parallel,
+            max_parallel=at_once,
             isolate=config.isolate or cluster is not None,
             max_depth=config.max_depth,
             max_workers=config.max_workers,
@@ -288,6 +289,16 @@ def default_top(on_local_model: bool) -> str:
     list_dir calls, no worker, two of three answers wrong); given only `delegate`, it
     splits the job and answers from the workers' reports."""
     return "dispatcher" if on_local_model else "supervisor"
+
+
+def workers_at_once(config: settings.Settings, use_local: bool) -> int:
+    """How many readers may work at once: `max_parallel`, and no more than the bundled
+    model's server serves at once when workers run on it. Those past it wait their turn
+    in gaffer, their clocks not started, rather than take turns at one slot (and its
+    cache of their prompts) with their clocks running."""
+    if config.workers_local or uses_local_model(config, use_local):
+        return min(config.max_parallel, local_server.SLOTS)
+    return config.max_parallel
 
 
 def uses_local_model(config: settings.Settings, use_local: bool) -> bool:

@@ -681,3 +681,20 @@ def test_a_reader_cancelled_before_it_takes_the_lock_never_holds_it() -> None:
         work=lambda _moved: AgentResult(Finished("wrote"), []),
     )
     assert editor().status == "completed", "no slot was left held by the cancelled reader"
+
+
+def test_readers_at_once_are_no_more_than_the_local_server_serves() -> None:
+    """On the bundled model's server (one slot), a fan-out past it queues in gaffer; on
+    an endpoint, `max_parallel` says how many it takes at once."""
+    from supervisor.local import server as local_server
+    from supervisor.run_setup import workers_at_once
+    from supervisor.settings import Settings
+
+    none_set = Settings(max_parallel=4)
+    assert workers_at_once(none_set, use_local=False) == local_server.SLOTS == 1
+    assert (
+        workers_at_once(Settings(max_parallel=4, workers_local=True, base_url="http://h/v1"), False)
+        == 1
+    )
+    assert workers_at_once(Settings(max_parallel=6, base_url="http://h/v1"), use_local=False) == 6
+    assert workers_at_once(Settings(max_parallel=6, base_url="http://h/v1"), use_local=True) == 1
