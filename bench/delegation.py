@@ -1,15 +1,23 @@
 """`make bench-delegation`: does splitting a job across workers pay, on code nobody here wrote?
 
-Survey. The installed source of two of gaffer's own dependencies (click and tenacity),
-copied to a temporary workspace, and questions whose answer is a file: the file that
-defines a named symbol, found in the copy by its syntax tree when the bench runs, so a
-new version of the package moves the answer with it. The question describes what the
-file does and never names the symbol; a script scores it, never a model. Ways:
+Survey. The installed source of four of gaffer's own dependencies, copied to a temporary
+workspace, and questions whose answer is a file: the file that defines a named symbol,
+found in the copy by its syntax tree when the bench runs, so a new version of the package
+moves the answer with it. The question describes what the file does and never names the
+symbol; a script scores it, never a model. The packages: click and tenacity (the first
+two), and, by a rule written before any result, the two largest pure-Python packages
+`make install` installs besides those, by bytes of Python source in the installed
+distribution (on 2026-12-04: pygments, 4.5 MB, and pydantic, 1.8 MB). Ways:
 
 - the default top agent (`gaffer run --read-only`: on the bundled model, the
   dispatcher, delegating);
 - one explorer alone (`--profile explorer`);
-- one call: the same model given the workspace at a glance and the questions, no tools.
+- one call: the same model given the repo map (workers/repo_map/, ranked toward the
+  questions, at the bundled model's room for it) and the questions, no tools.
+
+Each row says the right answers, wall time, tokens, workers and the most at once, the
+prompt tokens the server had cached, and the claims gaffer marked or sent back as
+unsupported.
 
 Refactor. A generated project of 12 modules where `scale(value)`, used by 9 of them, is
 renamed `scale_by(value, factor)`; its tests decide. Ways: the default top agent with
@@ -40,9 +48,11 @@ from typing import Any
 from bench.refactor_project import TASK as REFACTOR_TASK
 from bench.refactor_project import write_project, write_tests
 from supervisor.local import server, store
+from workers.guards.citations import UNSUPPORTED
 from workers.model.openai_client import OpenAIModel
+from workers.repo_map.index import build
+from workers.repo_map.ranking import map_chars, rendered
 from workers.sandbox import SandboxUnavailable, docker
-from workers.tools.describe import workspace_glance
 
 SURVEY_SECONDS = 360
 REFACTOR_SECONDS = 600
@@ -98,6 +108,61 @@ SURVEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("Which file turns an attempt number into an ordinal such as 1st?", "to_ordinal"),
         ],
     ),
+    (
+        "pygments",
+        [
+            ("Which file defines the formatter that writes LaTeX?", "LatexFormatter"),
+            ("Which file defines the lexer for JSON?", "JsonLexer"),
+            (
+                "Which file defines the base class of lexers built from regular expressions "
+                "and states?",
+                "RegexLexer",
+            ),
+            ("Which file defines the formatter that writes HTML?", "HtmlFormatter"),
+            ("Which file defines the lexer for Python 3 code?", "PythonLexer"),
+            (
+                "Which file defines the hierarchy of token types such as Keyword and Name?",
+                "_TokenType",
+            ),
+            ("Which file defines the metaclass of colour styles?", "StyleMeta"),
+            ("Which file implements the pygmentize command-line program?", "main"),
+            (
+                "Which file defines the helper that checks a file's first line for an "
+                "interpreter, such as #!/usr/bin/python?",
+                "shebang_matches",
+            ),
+            ("Which file defines the formatter for 256-colour terminals?", "Terminal256Formatter"),
+        ],
+    ),
+    (
+        "pydantic",
+        [
+            ("Which file defines the base class that user models inherit from?", "BaseModel"),
+            (
+                "Which file defines the function that declares a model field with a default "
+                "and constraints?",
+                "Field",
+            ),
+            ("Which file defines the decorator that validates one field?", "field_validator"),
+            (
+                "Which file defines the error raised when pydantic itself is used wrongly?",
+                "PydanticUserError",
+            ),
+            (
+                "Which file defines the adapter that validates a value against any type, not "
+                "only a model?",
+                "TypeAdapter",
+            ),
+            ("Which file defines the typed dictionary of model settings?", "ConfigDict"),
+            (
+                "Which file defines the decorator that validates a function's arguments when "
+                "it is called?",
+                "validate_call",
+            ),
+            ("Which file defines the model with a single root value?", "RootModel"),
+            ("Which file defines the string type whose value is hidden when printed?", "SecretStr"),
+        ],
+    ),
 ]
 
 ASK = (
@@ -116,6 +181,10 @@ class Outcome:
     most_at_once: int = 0
     conflicts: int = 0
     status: str = ""
+    cached: int = 0
+    """Prompt tokens the server had cached, as it reported them."""
+    unsupported: int = 0
+    """Answers sent back as unsupported, and claims the answers went on marked so."""
 
 
 def defining_file(root: Path, symbol: str) -> str | None:
@@ -232,6 +301,17 @@ def measured(records: list[dict[str, Any]], wall: float, right: int, of: int) ->
         most_at_once=most,
         conflicts=sum(r.get("event") == "merge" and r.get("status") == "conflict" for r in records),
         status=str(end.get("status") or "no log"),
+        cached=sum(
+            int(r.get("cached_tokens") or 0) for r in records if r.get("event") == "llm_call"
+        ),
+        unsupported=sum(
+            r.get("event") == "verification" and r.get("verdict") == "unsupported" for r in records
+        )
+        + sum(
+            str(r.get("answer") or "").count(UNSUPPORTED)
+            for r in records
+            if r.get("event") == "agent_end"
+        ),
     )
 
 
@@ -242,12 +322,17 @@ def keep(name: str, logs: Path, answer: str) -> None:
     (KEPT / f"{name}.answer.txt").write_text(answer)
 
 
+def surveyed() -> list[str]:
+    """The packages surveyed: those BENCH_PACKAGES names (comma-separated), else all."""
+    chosen = [p for p in os.environ.get("BENCH_PACKAGES", "").split(",") if p]
+    return [package for package, _ in SURVEYS if not chosen or package in chosen]
+
+
 def survey(
     endpoint: list[str], one_call: Callable[[str], tuple[str, int]]
 ) -> dict[str, list[Outcome]]:
     ways: dict[str, list[Outcome]] = {"default top agent": [], "one explorer": [], "one call": []}
-    chosen = os.environ.get("BENCH_PACKAGES", "").split(",")
-    for package, asked in [(p, a) for p, a in SURVEYS if p in chosen or chosen == [""]]:
+    for package, asked in [(p, a) for p, a in SURVEYS if p in surveyed()]:
         with tempfile.TemporaryDirectory() as tmp:
             root = copy_package(package, Path(tmp))
             task, expected = survey_of(package, root, asked)
@@ -264,9 +349,15 @@ def survey(
                 ways[way].append(measured(records, wall, right, len(expected)))
                 print(f"{package} {way}: {ways[way][-1]}", file=sys.stderr)
             started = time.monotonic()
-            answer, tokens = one_call(
-                f"# The workspace at a glance\n\n{workspace_glance(root)}\n\n{task}"
-            )
+            with tempfile.TemporaryDirectory() as state:  # the map's cache is the bench's own
+                os.environ["XDG_STATE_HOME"], before = state, os.environ.get("XDG_STATE_HOME")
+                try:
+                    shown = rendered(build(root), task, map_chars(server.CONTEXT_PER_SLOT))
+                finally:
+                    os.environ.pop("XDG_STATE_HOME")
+                    if before is not None:
+                        os.environ["XDG_STATE_HOME"] = before
+            answer, tokens = one_call(f"# The workspace's code\n\n{shown}\n\n{task}")
             keep(f"{package}.one-call", Path(tmp) / "none", answer)
             ways["one call"].append(
                 Outcome(
@@ -316,18 +407,22 @@ def refactor(endpoint: list[str]) -> dict[str, Outcome]:
 
 def print_tables(surveys: dict[str, list[Outcome]], refactors: dict[str, Outcome]) -> None:
     if surveys:
-        names = [package for package, _ in SURVEYS]
+        names = surveyed()
         print("\nSurvey: right answers per codebase, then totals")
         print(
             f"{'way':<20}"
             + "".join(f"{n:>10}" for n in names)
-            + f"{'wall s':>9}{'tokens':>9}{'workers':>9}{'at once':>9}"
+            + f"{'right':>8}{'wall s':>9}{'tokens':>9}{'cached':>9}{'workers':>9}{'at once':>9}"
+            + f"{'unsupported':>12}"
         )
         for way, runs in surveys.items():
             cells = "".join(f"{f'{o.right}/{o.of}':>10}" for o in runs)
+            share = sum(o.right for o in runs) / max(1, sum(o.of for o in runs))
             print(
-                f"{way:<20}{cells}{sum(o.wall for o in runs):>9.0f}{sum(o.tokens for o in runs):>9}"
+                f"{way:<20}{cells}{share:>8.0%}{sum(o.wall for o in runs):>9.0f}"
+                f"{sum(o.tokens for o in runs):>9}{sum(o.cached for o in runs):>9}"
                 f"{sum(o.workers for o in runs):>9}{max(o.most_at_once for o in runs):>9}"
+                f"{sum(o.unsupported for o in runs):>12}"
             )
     if refactors:
         print("\nRefactor: tests passing afterwards (11 of the 13 pass before any change)")
