@@ -139,7 +139,7 @@ def set_up(
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
-    rules = config.agent_rules()
+    rules = dataclasses.replace(config.agent_rules(), workers_at_once=at_once)
     if local is not None:
         profiles = on_local(profiles, top, local)
         rules = dataclasses.replace(rules, file_blocks=local.file_blocks)  # the workers' way

@@ -11,7 +11,7 @@ import pytest
 from supervisor.run_setup import default_top
 from tests.test_delegation import of, run_session
 from workers.aids.reports_answer import ANSWER_FROM_REPORTS
-from workers.aids.task_parts import PART, parts_of
+from workers.aids.task_parts import PART, handed_out, parts_of
 from workers.hooks import REPORTED
 from workers.model.scripted import Step, call, say
 from workers.outcome import Finished
@@ -129,6 +129,15 @@ def test_a_reply_that_calls_after_the_reports_gets_its_tools_back(
         ("Note: be brief", []),
         ("Give it a parameter `factor`: it returns v * factor. Update callers, then test.", []),
         ("hello there", []),
+        (
+            "Survey this package for a newcomer. In which file is each of these defined: "
+            "BoundLogger, `get_logger()` and wrap_logger? Give the file for each.",
+            [
+                "In which file is each of these defined: BoundLogger?",
+                "In which file is each of these defined: get_logger?",
+                "In which file is each of these defined: wrap_logger?",
+            ],
+        ),
         # Parts that cannot all go out are not split at all: none would go unanswered.
         ("Explain:\n1. Sandboxing\n2. Where is the loop?\n3. How are logs kept?", []),
         ("Answer:\n" + "".join(f"{n}. Where is part {n}?\n" for n in range(1, 14)), []),
@@ -208,3 +217,21 @@ def test_workers_leave_their_caller_time_to_answer(workspace: Path, tmp_path: Pa
     assert worker["status"] == "timeout"
     [started] = of(records, "delegate_start")
     assert started["max_seconds"] <= 0.75 * 2.8
+
+
+def test_parts_go_to_no_more_readers_than_the_server_serves_at_once() -> None:
+    """On one slot, one reader gets every part (a second would wait for the first and
+    start cold); with slots to spare, a reader each; else as many in a row to each."""
+    parts = [f"Where is part {n}?" for n in range(1, 6)]
+    (alone,) = handed_out(parts, "the job", at_once=1)
+    assert (
+        alone.startswith("1. Where is part 1?\n2. Where is part 2?")
+        and "5. Where is part 5?" in alone
+    )
+    assert alone.endswith("The whole task was: the job")
+    assert handed_out(parts[:2], "the job", at_once=4) == [
+        PART.format(part=part, task="the job") for part in parts[:2]
+    ]
+    first, second = handed_out(parts, "the job", at_once=2)
+    assert first.startswith("1. Where is part 1?\n2. Where is part 2?\n3. Where is part 3?\n\n")
+    assert second.startswith("1. Where is part 4?\n2. Where is part 5?\n\n")

@@ -8,11 +8,14 @@ rewrote them: "how a worker is sandboxed" went out as "Report the Dockerfile", a
 explorer looked for one where none is. Its first reply also cost a minute.
 
 The task's own shape says where its parts are: numbered items, several questions, or a
-list of clauses after a colon. When a question has two or more and the agent may
-delegate to a reader, each part goes to a reader of its own, in the task's own words,
-in one delegate call made for the agent before its first reply; the reports are its to
-check and answer from. A task that asks for a change is only told its parts: which
-worker edits what is the agent's call. A task with one part is told nothing.
+list of clauses after a colon (a list of bare names, "defined: A, B and C", makes a part
+of the question for each). When a question has two or more and the agent may delegate
+to a reader, its parts go to as many readers as the server can serve at once, in the
+task's own words, in one delegate call made for the agent before its first reply; the
+reports are its to check and answer from. On the bundled model's one slot that is one
+reader with every part: a second would only wait for the first, and start cold. A task
+that asks for a change is only told its parts: which worker edits what is the agent's
+call. A task with one part is told nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ PART = (
     "answer only this part, with the files and folders that show it. The whole task was: "
     "{task}"
 )
+PARTS = (
+    "{parts}\n\nThese are parts of a larger task, and other workers may have others: "
+    "answer each of these, numbered as here, with the files and folders that show it. The "
+    "whole task was: {task}"
+)
 TOLD = (
     "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
     "one self-contained task per part (say what to find and what to report):\n{parts}"
@@ -48,12 +56,29 @@ def parts_of(task: str) -> list[str]:
     """The task's parts in its own words, or [] when it has fewer than two, or when they
     cannot all be handed out (more than MAX_PARTS, or one a single word, a heading more
     than a question): a part left out would go unanswered in an answer told to be whole."""
-    for found in (_numbered(task), _questions(task), _clauses(task)):
+    for found in (_numbered(task), _questions(task), _named(task), _clauses(task)):
         if len(found) < 2:
             continue
         whole = len(found) <= MAX_PARTS and all(len(p.split()) >= MIN_WORDS for p in found)
         return found if whole else []
     return []
+
+
+def _named(task: str) -> list[str]:
+    """A list of bare names after the colon ("In which file is each of these defined: A,
+    B and C? Give the file for each."): the question asked of each."""
+    head, colon, rest = task.partition(":")
+    listed = re.split(r"(?<=[.!?])\s", rest.strip(), maxsplit=1)[0]
+    names = [n.strip(" .?!") for n in _NAMES_SPLIT.split(listed) if n.strip(" .?!")]
+    if not colon or "\n" in head or not all(_NAME.fullmatch(n) for n in names):
+        return []
+    question = re.split(r"(?<=[.!?])\s+", head.strip())[-1]
+    ending = "?" if listed.endswith("?") else ""
+    return [f"{question}: {name.strip('`').removesuffix('()')}{ending}" for name in names]
+
+
+_NAMES_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_NAME = re.compile(r"`?[A-Za-z_][\w.]*(?:\(\))?`?")
 
 
 def _numbered(task: str) -> list[str]:
@@ -78,8 +103,10 @@ class TaskParts(Aid):
     """`reader`: the profile a question's parts go to, one worker each; None (no reader
     may be delegated to) tells the parts instead."""
 
-    def __init__(self, reader: str | None = None) -> None:
+    def __init__(self, reader: str | None = None, at_once: int = 4) -> None:
         self.reader = reader
+        self.at_once = max(1, at_once)
+        """Readers the server serves at once: the parts go to no more than this many."""
 
     def before_first_step(self, view: View) -> None:
         task = view.latest_request
@@ -90,10 +117,21 @@ class TaskParts(Aid):
             view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")
             return
         whole = " ".join(task.split())
-        arguments = {
-            "profile": self.reader,
-            "tasks": [PART.format(part=part, task=whole) for part in parts],
-        }
+        arguments = {"profile": self.reader, "tasks": handed_out(parts, whole, self.at_once)}
         call = ToolCall(id="task-parts", name="delegate", arguments=json.dumps(arguments))
         reports = view.run(call, arguments, checked=False).output
         view.tell(f"{REPORTED}\n\n{reports}", source="task_parts")
+
+
+def handed_out(parts: list[str], task: str, at_once: int) -> list[str]:
+    """The workers' tasks: the parts in turn, one worker each while there are readers to
+    spare, else as many in a row to each of `at_once` workers."""
+    groups: list[list[str]] = [[] for _ in range(min(at_once, len(parts)))]
+    for number, part in enumerate(parts):
+        groups[number * len(groups) // len(parts)].append(part)
+    return [
+        PART.format(part=group[0], task=task)
+        if len(group) == 1
+        else PARTS.format(parts="\n".join(f"{n}. {p}" for n, p in enumerate(group, 1)), task=task)
+        for group in groups
+    ]

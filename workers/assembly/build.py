@@ -55,6 +55,9 @@ class AgentRules:
     """Tokens; None takes the model's known window or a conservative default."""
     test_runners: tuple[str, ...] = ()
     """Test runners besides the known ones (workers/guards/test_runs.py), for the gate."""
+    workers_at_once: int = 4
+    """Readers that may work at once (what the server serves at once, on the bundled
+    model): a question's parts go to no more workers than this (workers/aids/task_parts.py)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def build_agent(
         reader=reader,
         workspace=setting.workspace,
         user_task=setting.user_task,
+        at_once=rules.workers_at_once,
     )
     edits = EditGuard(
         setting.workspace,
