@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import run_script
+from tests.helpers import make_agent, run_script
 from workers.guards.citations import UNSUPPORTED, Citations
 from workers.guards.verification import Gate
+from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
+from workers.loop import run_agent
+from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.repo_map.index import build
@@ -179,3 +182,26 @@ def test_a_supervisor_repeats_no_claim_a_worker_marked_unsupported(workspace: Pa
     assert "it repeats what a worker's report marks unsupported: BoundLogger in loggers.py" in first
     assert "it names loggers.py, which a worker named without opening it" in first
     assert "it names stdlib.py, which no worker's report shows" in second, "the map is not a read"
+
+
+def test_a_reader_shown_its_files_still_makes_a_call_of_its_own(workspace: Path) -> None:
+    """Files attached for it say where to look, not what the code says: a reader whose
+    claims are checked answers after a call of its own."""
+    package(workspace)
+    recorder = Recorder()
+    model = ScriptedModel(
+        [
+            say("`BoundLogger` is in stdlib.py."),
+            call("read_file", path="stdlib.py"),
+            say("stdlib.py"),
+        ]
+    )
+    agent = make_agent(workspace, model, recorder, gate=reader_gate(workspace, recorder))
+    messages: list[Message] = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "Where is BoundLogger defined?"},
+        {"role": "user", "content": f'{ATTACHED}\n\n<file path="stdlib.py">\n{LOGGERS}</file>'},
+    ]
+    result = run_agent(agent, messages)
+    assert result.outcome == Finished("stdlib.py")
+    assert told(model)[0].startswith("Before you answer: you answered without looking at the code")

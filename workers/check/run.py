@@ -315,7 +315,9 @@ def _run(
 
     container = docker_client.containers.run(
         options.image,
-        command=["bash", "-c", command],
+        # One stream, in the order written: the last lines shown are the ones printed last
+        # (Docker's log interleaves two streams by the time each line reached it).
+        command=["bash", "-c", "exec 2>&1\n" + command],
         detach=True,
         user=f"{user[0]}:{user[1]}",
         working_dir=WORKSPACE,

@@ -237,7 +237,7 @@ class Gate(Guard):
         if (
             verdict is None
             and self.sent_back < self.max_send_backs
-            and (problem := self._unsupported(bool(facts) if looked is None else looked, answer))
+            and (problem := self._unsupported(self._looked(facts, looked), answer))
         ):
             self._sent_back_unsupported(problem)
             # An agent that looks through workers mends a wrong name from the reports it
@@ -292,6 +292,14 @@ class Gate(Guard):
         """Whether the last send-back asked for a call; asked once, then False."""
         wants, self.wants_call = self.wants_call, False
         return wants
+
+    def _looked(self, facts: Sequence[Facts], looked: bool | None) -> bool:
+        """Whether it looked at the code: a tool call of its own, or files attached for
+        it. A reader whose claims are checked (`citations`) must have made a call: what
+        was attached or found for it says where to look, not what the code says."""
+        if self.citations is not None:
+            return bool(facts)
+        return bool(facts) if looked is None else looked
 
     def _unsupported(self, looked: bool, answer: str) -> str | None:
         if self.must_look and not looked and names_code(answer, self.workspace):
