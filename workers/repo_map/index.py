@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -28,8 +29,7 @@ from workers.repo_map.symbols import (
     symbols_of,
 )
 from workers.tools.base import ToolError
-from workers.tools.python_grep import walk_files
-from workers.tools.workspace import one_line, read_confined, relative
+from workers.tools.workspace import SKIPPED_DIRS, one_line, read_confined
 
 PROMPT_SECONDS = 5.0
 """What a run's first map may spend reading files it has not read before (a first run on
@@ -88,8 +88,7 @@ def build(workspace: Path, *, cached: bool = True, seconds: float | None = None)
     late = 0
     with _Cache.opened(workspace if cached else None) as cache:
         found = RepoMap()
-        for count, path in enumerate(_source_files(workspace)):
-            rel = relative(workspace, path)
+        for count, (rel, info) in enumerate(_source_files(workspace)):
             cache.seen.add(rel)
             if count >= MAX_MAPPED_FILES:
                 found.problems.append(
@@ -100,7 +99,7 @@ def build(workspace: Path, *, cached: bool = True, seconds: float | None = None)
                 found.problems.append(f"{rel!r}: its name has control characters; not mapped")
                 continue
             late_now = deadline is not None and time.monotonic() > deadline
-            symbols = _symbols(workspace, path, rel, cache, read=not late_now)
+            symbols = _symbols(workspace, rel, info, cache, read=not late_now)
             if symbols is None:
                 late += late_now
                 continue
@@ -113,22 +112,39 @@ def build(workspace: Path, *, cached: bool = True, seconds: float | None = None)
         return found
 
 
-def _source_files(workspace: Path) -> Iterator[Path]:
-    for path in walk_files(workspace, hidden=False):
-        if path.suffix in MAPPED_SUFFIXES:
-            yield path
+def _source_files(workspace: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """Each source file's workspace-relative path and its own stat (a link is never
+    followed, nor a hidden or skipped folder entered), folder by folder in name order."""
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(os.path.join(workspace, folder)) as found:
+                entries = sorted(found, key=lambda e: e.name)
+        except OSError:
+            continue
+        below = []
+        for entry in entries:
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SKIPPED_DIRS:
+                    below.append(rel)
+            elif os.path.splitext(entry.name)[1] in MAPPED_SUFFIXES:
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode):
+                        yield rel, info
+        folders.extend(reversed(below))
 
 
 def _symbols(
-    workspace: Path, path: Path, rel: str, cache: _Cache, *, read: bool = True
+    workspace: Path, rel: str, info: os.stat_result, cache: _Cache, *, read: bool = True
 ) -> FileSymbols | None:
     """The file's symbols, from the cache when it has not changed; None when it is gone,
     cannot be read (a link swapped in, a hard link), or is not cached and not to be
     `read`."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
     if info.st_size > MAX_MAPPED_BYTES:
         return FileSymbols(problem=f"too large to map ({info.st_size / 1024 / 1024:.1f} MB)")
     stamp = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
@@ -151,6 +167,12 @@ def _symbols(
     return symbols
 
 
+# The symbols read from the cache, by content digest, kept in this process: a run builds
+# the map for the prompt, then again for each find_symbol call.
+_PARSED: dict[str, FileSymbols] = {}
+MAX_PARSED = 200_000
+
+
 class _Cache:
     """The SQLite file of one workspace's map; with no file (`workspace` None, or one
     that cannot be opened), it keeps nothing and every file is read."""
@@ -163,6 +185,8 @@ class _Cache:
             self.stamps = {row[0]: ((row[1], row[2], row[3], row[4]), row[5]) for row in rows}
         self.new_stamps: list[tuple[str, int, int, int, int, str]] = []
         self.new_symbols: dict[str, str] = {}
+        self.kept: dict[str, str] | None = None
+        """The cache's symbols by digest, as stored; read when first needed."""
         self.seen: set[str] = set()
         """The paths this build looked at: the others' stamps go."""
 
@@ -197,15 +221,20 @@ class _Cache:
     def symbols(self, digest: str) -> FileSymbols | None:
         if self.db is None:
             return None
-        if (new := self.new_symbols.get(digest)) is not None:
-            return FileSymbols.from_json(json.loads(new))
-        row = self.db.execute("SELECT data FROM symbols WHERE digest = ?", (digest,)).fetchone()
-        if row is None:
+        if (parsed := _PARSED.get(digest)) is not None:
+            return parsed
+        if self.kept is None:  # every row in one query: far cheaper than one per file
+            self.kept = dict(self.db.execute("SELECT digest, data FROM symbols"))
+        data = self.new_symbols.get(digest) or self.kept.get(digest)
+        if data is None:
             return None
         try:
-            return FileSymbols.from_json(json.loads(row[0]))
+            parsed = FileSymbols.from_json(json.loads(data))
         except (ValueError, KeyError, TypeError):
             return None  # a damaged entry: the file is read again
+        if len(_PARSED) < MAX_PARSED:
+            _PARSED[digest] = parsed
+        return parsed
 
     def keep_symbols(self, digest: str, symbols: FileSymbols) -> None:
         self.new_symbols[digest] = json.dumps(symbols.as_json())
