@@ -173,6 +173,11 @@ _PARSED: dict[str, FileSymbols] = {}
 MAX_PARSED = 200_000
 
 
+def forget_parsed() -> None:
+    """As a new process starts: no symbols parsed yet (for benchmarks)."""
+    _PARSED.clear()
+
+
 class _Cache:
     """The SQLite file of one workspace's map; with no file (`workspace` None, or one
     that cannot be opened), it keeps nothing and every file is read."""
