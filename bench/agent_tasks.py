@@ -124,13 +124,22 @@ def heldout_exercises(root: Path) -> list[Exercise]:
 
 
 def passes(workspace: Path) -> bool:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=workspace,
-        capture_output=True,
-        timeout=120,
-    )
+    """Whether the exercise's tests pass on what the run left. A solution that hangs
+    (`sliced` written as a loop that never ends) has not solved it: its run is killed at
+    the timeout, and the bench goes on."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=workspace,
+            capture_output=True,
+            timeout=SCORING_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        return False
     return done.returncode == 0
+
+
+SCORING_SECONDS = 120
 
 
 def fresh_workspace(exercise: Exercise, root: Path) -> Path:
