@@ -45,7 +45,7 @@ def test_run_prints_the_answer_on_stdout_and_progress_on_stderr(workspace: Path)
     assert server.requests[0]["messages"][1] == {"role": "user", "content": "fix add"}
     system = server.requests[0]["messages"][0]["content"]
     assert system.startswith(f"You edit code in {workspace}.\n\n# The workspace's code\n\n")
-    assert "\ncalc.py\n  1: function add" in system, "the repo map, in place of the glance"
+    assert "\n`calc.py`\n  1: function add" in system, "the repo map, in place of the glance"
 
 
 def test_the_log_schema_on_a_real_run(workspace: Path) -> None:

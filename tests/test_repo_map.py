@@ -98,7 +98,7 @@ def test_each_file_it_cannot_map_gets_its_line(workspace: Path) -> None:
             "blob.py: binary",
             "huge.py: too large to map (50.0 MB)",
             "gen.go: generated",
-            "'bad\\nname.py': its name has control characters; not mapped",
+            "'bad\\nname.py': not mapped (a name the prompt cannot show as it is)",
         ]
     )
 
@@ -184,7 +184,7 @@ def test_a_reader_is_shown_the_map_in_place_of_the_glance(workspace: Path) -> No
     )
     code = code_shown(setting, window=8192)
     prompt = system_prompt(spec, setting, file_blocks=False, profiles="", code=code)
-    assert "# The workspace's code\n\n" + HEADER + "\nsession.py\n" in prompt
+    assert "# The workspace's code\n\n" + HEADER + "\n`session.py`\n" in prompt
     assert "  10: function reply" in prompt and "# The workspace at a glance" not in prompt
     bare = workspace / "docs"
     bare.mkdir()
@@ -193,3 +193,29 @@ def test_a_reader_is_shown_the_map_in_place_of_the_glance(workspace: Path) -> No
         spec, plain, file_blocks=False, profiles="", code=code_shown(plain, window=8192)
     )
     assert "# The workspace at a glance\n\nREADME.md" in shown, "nothing to map: the glance"
+
+
+def test_what_a_hostile_workspace_throws_at_the_map_ends_no_run(workspace: Path) -> None:
+    """A name that is not UTF-8, Python nested past the parser's limit, brackets a
+    tags query would take seconds over, a cache file that is not a database: each is a
+    line, or nothing, and the map of the rest stands."""
+    (workspace / "ok.py").write_text(
+        "try:\n    import fast\nexcept ImportError:\n    def fast():\n        pass\n"
+    )
+    (workspace / os.fsdecode(b"caf\xe9.py")).write_text("def f():\n    pass\n")
+    deep = "x = (a" + ".b" * 200_000 + ")\n"
+    (workspace / "deep.py").write_text(
+        "\n".join(deep[i : i + 100] for i in range(0, len(deep), 100))
+    )
+    (workspace / "open.js").write_text(("[" * 100 + "\n") * 1300)
+    (workspace / "nested.js").write_text("x = " + "[" * 300 + "]" * 300 + ";\n")
+    found = build(workspace)
+    assert [s.name for s in found.files["ok.py"].definitions] == ["fast"], "under try/except"
+    problems = "\n".join(found.problems)
+    assert "deep.py: nested too deeply to parse" in problems
+    assert "open.js: does not parse, and is too large to map in part" in problems
+    assert "nested.js: nested too deeply to map" in problems
+    assert "not mapped (a name the prompt cannot show as it is)" in problems
+    cache = next((Path(os.environ["XDG_STATE_HOME"])).rglob("map.sqlite"))
+    cache.write_bytes(b"this is not a database" * 100)
+    assert set(build(workspace).files) == {"ok.py"}, "a damaged cache is made anew"

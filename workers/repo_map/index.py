@@ -16,6 +16,7 @@ import sqlite3
 import stat
 import threading
 import time
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,9 +74,14 @@ class RunMap:
         self._built: RepoMap | None = None
 
     def get(self) -> RepoMap:
+        """The map, or an empty one that says why when it cannot be built: a map is an
+        aid, and no fault of one ends a run."""
         with self._lock:
             if self._built is None:
-                self._built = build(self.workspace, seconds=PROMPT_SECONDS)
+                try:
+                    self._built = build(self.workspace, seconds=PROMPT_SECONDS)
+                except Exception as error:
+                    self._built = RepoMap(problems=[f"…: the map could not be built ({error})"])
             return self._built
 
 
@@ -95,8 +101,10 @@ def build(workspace: Path, *, cached: bool = True, seconds: float | None = None)
                     f"…: more than {MAX_MAPPED_FILES} source files; the rest are not mapped"
                 )
                 break
-            if not one_line(rel):
-                found.problems.append(f"{rel!r}: its name has control characters; not mapped")
+            if not _plain_name(rel):
+                found.problems.append(
+                    f"{rel!r}: not mapped (a name the prompt cannot show as it is)"
+                )
                 continue
             late_now = deadline is not None and time.monotonic() > deadline
             symbols = _symbols(workspace, rel, info, cache, read=not late_now)
@@ -145,7 +153,11 @@ def _symbols(
     """The file's symbols, from the cache when it has not changed; None when it is gone,
     cannot be read (a link swapped in, a hard link), or is not cached and not to be
     `read`."""
-    if info.st_size > MAX_MAPPED_BYTES:
+    if info.st_size > MAX_MAPPED_BYTES:  # said only of a file inside (a folder swapped for a link)
+        try:
+            read_confined(workspace, rel, 0)
+        except (OSError, ToolError):
+            return None
         return FileSymbols(problem=f"too large to map ({info.st_size / 1024 / 1024:.1f} MB)")
     stamp = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
     if (known := cache.known(rel, stamp)) is not None:
@@ -178,6 +190,35 @@ def forget_parsed() -> None:
     _PARSED.clear()
 
 
+def _connected(workspace: Path) -> sqlite3.Connection | None:
+    """The workspace's cache file, opened and checked; a damaged one is made anew (it is
+    only a cache), and one that cannot be is done without."""
+    try:
+        path = state.workspace_dir(workspace, "repo_map") / "map.sqlite"
+    except OSError:
+        return None
+    for attempt in range(2):
+        db = None
+        try:
+            db = sqlite3.connect(path, timeout=10)
+            db.executescript(
+                "CREATE TABLE IF NOT EXISTS stamps (path TEXT PRIMARY KEY, size INTEGER, "
+                "mtime INTEGER, ctime INTEGER, ino INTEGER, digest TEXT);"
+                "CREATE TABLE IF NOT EXISTS symbols (digest TEXT PRIMARY KEY, data TEXT);"
+            )
+            db.execute("SELECT count(*) FROM stamps").fetchone()
+            return db
+        except sqlite3.DatabaseError:
+            if db is not None:
+                db.close()
+            if attempt == 0:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        except (OSError, sqlite3.Error):
+            break
+    return None
+
+
 class _Cache:
     """The SQLite file of one workspace's map; with no file (`workspace` None, or one
     that cannot be opened), it keeps nothing and every file is read."""
@@ -198,18 +239,11 @@ class _Cache:
     @classmethod
     @contextlib.contextmanager
     def opened(cls, workspace: Path | None) -> Iterator[_Cache]:
-        db = None
-        if workspace is not None:
-            with contextlib.suppress(OSError, sqlite3.Error):
-                db = sqlite3.connect(
-                    state.workspace_dir(workspace, "repo_map") / "map.sqlite", timeout=10
-                )
-                db.executescript(
-                    "CREATE TABLE IF NOT EXISTS stamps (path TEXT PRIMARY KEY, size INTEGER, "
-                    "mtime INTEGER, ctime INTEGER, ino INTEGER, digest TEXT);"
-                    "CREATE TABLE IF NOT EXISTS symbols (digest TEXT PRIMARY KEY, data TEXT);"
-                )
-        cache = cls(db)
+        db = _connected(workspace) if workspace is not None else None
+        try:
+            cache = cls(db)
+        except sqlite3.Error:  # unreadable after all: this build keeps nothing
+            cache = cls(None)
         try:
             yield cache
             cache._save()
@@ -266,3 +300,17 @@ class _Cache:
                 self.db.execute(
                     "DELETE FROM symbols WHERE digest NOT IN (SELECT digest FROM stamps)"
                 )
+
+
+def _plain_name(rel: str) -> bool:
+    """A path the map may show and store: UTF-8, with no control, format or line-breaking
+    characters (U+2028, U+202E), which would read as lines of the prompt or reorder it."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # a name that is not UTF-8, as os gives it back
+        return False
+    hidden = any(unicodedata.category(c) in _HIDDEN for c in rel)
+    return one_line(rel) and not hidden and "`" not in rel  # the map shows it in backticks
+
+
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp"})

@@ -168,7 +168,7 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     chosen: dict[str, list[Symbol]] = {}
     used = len(HEADER) + 1
     for *_, path, symbol in scored:
-        cost = len(_line(symbol)) + 1 + (0 if path in chosen else len(path) + 1)
+        cost = len(_line(symbol)) + 1 + (0 if path in chosen else len(path) + 3)
         if used + cost > max_chars:
             continue  # a shorter line further down may still fit
         chosen.setdefault(path, []).append(symbol)
@@ -176,7 +176,7 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     if not chosen:
         return ""
     blocks = [
-        "\n".join([path, *(_line(s) for s in sorted(chosen[path], key=lambda s: s.line))])
+        "\n".join([f"`{path}`", *(_line(s) for s in sorted(chosen[path], key=lambda s: s.line))])
         for path in sorted(chosen, key=order.__getitem__)
     ]
     return "\n".join([HEADER, *blocks])

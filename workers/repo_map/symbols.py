@@ -29,6 +29,14 @@ _GENERATED = re.compile(
     re.MULTILINE,
 )
 MINIFIED_LINE_CHARS = 500
+MAX_DEPTH = 256
+"""Past this nesting a file is not queried: tree-sitter's tags queries are quadratic in
+it (128 KB of nested `[` took 8 s), and code nests far less."""
+MAX_BROKEN_BYTES = 16 * 1024
+"""A file that does not parse is mapped in part only up to this size: on the error tree
+its tags query can take seconds (128 KB of unclosed `[` took 8 s)."""
+MATCH_LIMIT = 1024
+"""Matches a tags query keeps in progress at once (tree-sitter's own cap on its work)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Extension → the tree-sitter grammar's module, its language function, and the modules
@@ -110,6 +118,8 @@ def _python(data: bytes) -> FileSymbols:
         return FileSymbols(problem=f"does not parse (line {error.lineno}: {error.msg})")
     except ValueError as error:  # null bytes, or a source that cannot be decoded
         return FileSymbols(problem=f"does not parse ({error})")
+    except (RecursionError, MemoryError):  # `x = (a` and 200,000 `.b`: Python's own limit
+        return FileSymbols(problem="nested too deeply to parse")
     found = FileSymbols()
     for statement in tree.body:
         found.definitions.extend(_python_definitions(statement))
@@ -123,6 +133,11 @@ def _python(data: bytes) -> FileSymbols:
 
 
 def _python_definitions(node: ast.stmt) -> list[Symbol]:
+    if isinstance(node, ast.If | ast.Try | ast.With | ast.TryStar):
+        # a compatibility shim defines at the top level under `if`/`try` (both branches)
+        inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", [])]
+        inner += [s for handler in getattr(node, "handlers", []) for s in handler.body]
+        return [symbol for statement in inner for symbol in _python_definitions(statement)]
     if isinstance(node, ast.ClassDef):
         methods = [
             Symbol(f"{node.name}.{item.name}", "method", item.lineno)
@@ -173,9 +188,14 @@ def _tree_sitter(suffix: str, data: bytes) -> FileSymbols:
 
     language, query = found
     tree = tree_sitter.Parser(language).parse(data)
+    if tree.root_node.has_error and len(data) > MAX_BROKEN_BYTES:
+        return FileSymbols(problem="does not parse, and is too large to map in part")
+    if (depth := _depth(tree.root_node)) > MAX_DEPTH:  # the tags query is quadratic in it
+        return FileSymbols(problem=f"nested too deeply to map ({depth} levels)")
     symbols = FileSymbols(problem="parses only in part" if tree.root_node.has_error else "")
     seen: set[tuple[str, int]] = set()
-    for _pattern, captures in tree_sitter.QueryCursor(query).matches(tree.root_node):
+    matches = tree_sitter.QueryCursor(query, match_limit=MATCH_LIMIT).matches(tree.root_node)
+    for _pattern, captures in matches:
         names = captures.get("name") or []
         for capture, nodes in captures.items():
             role, _, kind = capture.partition(".")
@@ -192,3 +212,19 @@ def _tree_sitter(suffix: str, data: bytes) -> FileSymbols:
                 symbols.references[text] = symbols.references.get(text, 0) + 1
     symbols.definitions.sort(key=lambda s: s.line)
     return symbols
+
+
+def _depth(root: Any) -> int:
+    """How deep the syntax tree goes, walked once with a cursor (no recursion)."""
+    cursor, depth, deepest = root.walk(), 0, 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                return deepest
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return deepest
+            depth -= 1
