@@ -23,7 +23,8 @@ _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
 MENTIONED_WEIGHT = 10.0
 """How much more a name the task mentions counts, as an edge and as a definition."""
 COMMON_AT = 5
-"""A name defined in more files than this says little about any of them."""
+"""A name defined in more files than this says nothing about any of them: it makes no
+edge (unless the task names it)."""
 ROUNDS = 30
 DAMPING = 0.85
 MAP_SHARE = 1 / 10
@@ -95,11 +96,12 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
     edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for path, found in repo.files.items():
         for name, count in found.references.items():
-            for target in defined.get(name, ()):
+            targets = defined.get(name, ())
+            if len(targets) > COMMON_AT and name not in words:
+                continue  # `run` defined in 2,000 files says nothing, and would cost n² edges
+            for target in targets:
                 if target != path:
-                    edges[path][target] += _weight(name, words, len(defined[name])) * math.sqrt(
-                        count
-                    )
+                    edges[path][target] += _weight(name, words) * math.sqrt(count)
     wanted = {
         path: 1.0
         for path in repo.files
@@ -110,13 +112,9 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
     return _pagerank(list(repo.files), edges, wanted)
 
 
-def _weight(name: str, mentioned: set[str], defined_in: int) -> float:
+def _weight(name: str, mentioned: set[str]) -> float:
     weight = MENTIONED_WEIGHT if name in mentioned else 1.0
-    if name.startswith("_"):
-        weight *= 0.1
-    if defined_in > COMMON_AT:
-        weight *= 0.1
-    return weight
+    return weight * 0.1 if name.startswith("_") else weight
 
 
 def _defines_mentioned(repo: RepoMap, path: str, words: set[str]) -> bool:
