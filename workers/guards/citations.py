@@ -117,6 +117,10 @@ class Citations:
             problems += self._placed(sentence) + self._absent(sentence)
         return list(dict.fromkeys(problems))
 
+    @property
+    def _unmapped(self) -> list[str]:
+        return self.code_map.problems if self.code_map is not None else []
+
     def map_entries(self, text: str) -> list[str]:
         """Where the map defines the code names `text` mentions: `X in F:line`."""
         if self.code_map is None:
@@ -154,6 +158,8 @@ class Citations:
                 for name, file in sorted(self.denied)
                 if name in names and _same_file(place, file)
             ]
+            if any(line.startswith(f"{place}: ") for line in self._unmapped):
+                continue  # the map cannot read that file: it cannot say what is not in it
             for name in names:
                 homes = sorted({path for path, _ in known(name)})
                 if homes and not any(_same_file(place, home) for home in homes):
@@ -163,24 +169,32 @@ class Citations:
         return wrong
 
     def _absent(self, sentence: str) -> list[str]:
-        """ "X is not there" with no search for X that found nothing."""
-        if not _ABSENT.search(sentence):
+        """ "X is not there" with no search for X that found nothing. Not for an agent
+        that looks through workers (their searches are in their reports), nor for "X is
+        not in a.py" (a place, which the map judges)."""
+        if self.through_workers or not _ABSENT.search(sentence) or named_paths(sentence):
             return []
         return [
             f"it says {name} is not there, and no search of yours looked for it and found nothing"
             for name in _names(sentence)
-            if self._looks_like_code(name)
+            if self._looks_like_code(name, sentence)
             and not any(name in q and none for q, none in self.searched)
         ]
 
-    def _looks_like_code(self, name: str) -> bool:
-        return "_" in name.strip("_") or any(c.isupper() for c in name[1:]) or "." in name
+    def _looks_like_code(self, name: str, sentence: str) -> bool:
+        """Written as code (quoted, an underscore, a dot), or a CamelCase name the map
+        defines: "no TypeScript here" names a language, not a class."""
+        if f"`{name}" in sentence or "_" in name.strip("_") or "." in name:
+            return True
+        return self.code_map is not None and bool(self.code_map.definitions_of(name))
 
     def _relative(self, path: str) -> str:
         root = (self.container_root or "").rstrip("/")
         if root and (path == root or path.startswith(root + "/")):
             path = path[len(root) :].lstrip("/")
-        return str(PurePosixPath(path.lstrip("./") or "."))
+        while path.startswith("./"):  # `./a.py`, never the dot of `.github/`
+            path = path[2:]
+        return str(PurePosixPath(path or "."))
 
 
 def _names(sentence: str) -> list[str]:
