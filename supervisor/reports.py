@@ -11,6 +11,7 @@ from typing import Any
 from supervisor.scheduler import WorkerRun
 from workers.changes.merging import Merged
 from workers.facts import Facts
+from workers.guards.citations import REPORTED_UNSUPPORTED
 from workers.guards.verification import evidence, files_changed, judge, outcome
 from workers.log.events import Emitter
 from workers.log.schema import DelegateEnd
@@ -120,6 +121,8 @@ def report_text(
     commands = _commands(result.facts)
     if commands:
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
+    if result.unsupported:  # gaffer's own line: a worker's quoted words cannot forge it
+        lines.append(REPORTED_UNSUPPORTED + "; ".join(result.unsupported))
     answer = getattr(result.outcome, "answer", "")
     lines.append(
         f"final answer (the worker's own words, each line after {QUOTE.strip()!r}):\n"

@@ -79,6 +79,8 @@ class AgentResult:
     check: CheckRun | None = None
     """The run's check over its change, as gaffer ran it when it answered; None when it
     changed nothing or no check could run."""
+    unsupported: tuple[str, ...] = ()
+    """Claims of its answer gaffer found nothing behind in its own calls."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

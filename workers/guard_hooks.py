@@ -120,6 +120,9 @@ class Stamped:
 
     answer: str
     check: CheckRun | None = None
+    unsupported: tuple[str, ...] = ()
+    """Its claims gaffer found nothing behind (workers/guards/citations.py), as data: a
+    report carries them apart from the worker's own words, which could forge the text."""
 
 
 class Guard:

@@ -333,7 +333,7 @@ def _short(text: str, limit: int) -> str:
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
     stamped = agent.guards.stamp(_unfenced(answer), result.facts)
-    result.check = stamped.check
+    result.check, result.unsupported = stamped.check, stamped.unsupported
     return stamped.answer
 
 

@@ -47,7 +47,10 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
 _FILE_NAME = re.compile(r"[\w-]+\.(?:py|js|ts|go|rs|md|txt|toml|json)")
 UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
-"""How an answer's unsupported claims are said beside it, and found again in a report."""
+"""How an answer's unsupported claims are said beside it."""
+REPORTED_UNSUPPORTED = "unsupported claims (gaffer checked them against the worker's calls): "
+"""How a report says them, on a line of gaffer's own: the only place they are read back
+from (a worker's own words, quoted, could forge the other)."""
 _DENIED_PLACE = re.compile(r"it puts (\S+) in (\S+?);")
 _DENIED_FILE = re.compile(r"it names (\S+), which none")
 MAX_SHOWN = 4
@@ -97,11 +100,11 @@ class Citations:
         """Workers' reports: what they name counts as seen, but for what a report marks
         unsupported, which is remembered as such."""
         for line in report.splitlines():
-            if UNSUPPORTED in line:
-                claims = line[line.index(UNSUPPORTED) + len(UNSUPPORTED) :] + ";"
+            if line.startswith(REPORTED_UNSUPPORTED):
+                claims = line.removeprefix(REPORTED_UNSUPPORTED) + ";"
                 self.denied.update(_DENIED_PLACE.findall(claims))
                 self.denied.update(("", path.rstrip(",;")) for path in _DENIED_FILE.findall(claims))
-            else:
+            elif UNSUPPORTED not in line:  # the worker's answer as stamped: not what it saw
                 self.seen.update(named_paths(line, self.container_root))
 
     def unsupported(self, answer: str) -> list[str]:

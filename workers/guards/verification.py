@@ -313,17 +313,15 @@ class Gate(Guard):
             return "your answer has claims nothing you did shows: " + "; ".join(claims[:MAX_SHOWN])
         return None
 
-    def _still_unsupported(self, answer: str, facts: Sequence[Facts]) -> str:
+    def _still_unsupported(self, answer: str, facts: Sequence[Facts]) -> list[str]:
         """What of a reader's answer is still unsupported when it goes on (its send-backs
-        spent), said beside it so no one takes it for fact; "" when nothing is."""
+        spent), to be said beside it so no one takes it for fact."""
         if self.citations is None or not answer.strip():
-            return ""
+            return []
         claims = self.citations.unsupported(answer)
         if not facts and names_code(answer, self.workspace):
             claims.insert(0, "it answered without looking at the code")
-        if not claims:
-            return ""
-        return "\n\n" + UNSUPPORTED + "; ".join(claims)
+        return claims
 
     def _map_entries(self, answer: str) -> str:
         """Where the map has the names an answer made without looking ("" when none)."""
@@ -336,7 +334,10 @@ class Gate(Guard):
         """The answer with the verdict it was let through on said beside it."""
         verdict = self.judged(facts)
         if verdict is None:
-            return Stamped(answer + self._still_unsupported(answer, facts), self.last_check)
+            if claims := self._still_unsupported(answer, facts):
+                said = f"{answer.rstrip()}\n\n{UNSUPPORTED}{'; '.join(claims)}"
+                return Stamped(said, self.last_check, unsupported=tuple(claims))
+            return Stamped(answer, self.last_check)
         return Stamped(f"{answer.rstrip()}\n\n{verdict.line}", self.last_check)
 
     @property
