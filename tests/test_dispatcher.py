@@ -138,6 +138,8 @@ def test_a_reply_that_calls_after_the_reports_gets_its_tools_back(
                 "In which file is each of these defined: wrap_logger?",
             ],
         ),
+        ("Which is faster: json.loads or orjson.loads?", []),
+        ("Where is `x` defined? I tried this: foo and bar", []),
         # Parts that cannot all go out are not split at all: none would go unanswered.
         ("Explain:\n1. Sandboxing\n2. Where is the loop?\n3. How are logs kept?", []),
         ("Answer:\n" + "".join(f"{n}. Where is part {n}?\n" for n in range(1, 14)), []),

@@ -70,14 +70,17 @@ def _named(task: str) -> list[str]:
     head, colon, rest = task.partition(":")
     listed = re.split(r"(?<=[.!?])\s", rest.strip(), maxsplit=1)[0]
     names = [n.strip(" .?!") for n in _NAMES_SPLIT.split(listed) if n.strip(" .?!")]
-    if not colon or "\n" in head or not all(_NAME.fullmatch(n) for n in names):
-        return []
     question = re.split(r"(?<=[.!?])\s+", head.strip())[-1]
+    asked = listed.endswith("?") or _QUESTION.match(question)
+    if not colon or "\n" in head or not asked or not all(_NAME.fullmatch(n) for n in names):
+        return []  # "I tried this: foo and bar" lists what was tried, not what is asked
     ending = "?" if listed.endswith("?") else ""
     return [f"{question}: {name.strip('`').removesuffix('()')}{ending}" for name in names]
 
 
-_NAMES_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+# Not "or": "Which is faster: json.loads or orjson.loads?" is one question about both.
+_NAMES_SPLIT = re.compile(r"\s*,\s*(?:and\s+)?|\s+and\s+")
+_QUESTION = re.compile(r"(?:in\s+)?(?:which|where|what|how|who|when|why)\b", re.IGNORECASE)
 _NAME = re.compile(r"`?[A-Za-z_][\w.]*(?:\(\))?`?")
 
 
