@@ -40,7 +40,7 @@ from workers.log.schema import Boundary, DelegateStart
 from workers.loop import run_agent
 from workers.model import MakeModel, Message
 from workers.outcome import Aborted
-from workers.repo_map.index import RunMap
+from workers.repo_map.ranking import RunMap
 from workers.sandbox import Sandbox
 from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance

@@ -12,8 +12,8 @@ from workers.assembly.build import RunSetting, code_shown, system_prompt
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.assembly.specs import resolve
 from workers.repo_map import index
-from workers.repo_map.index import RunMap, build
-from workers.repo_map.ranking import HEADER, ranked_files, rendered
+from workers.repo_map.index import build
+from workers.repo_map.ranking import HEADER, RunMap, ranked_files, rendered
 from workers.repo_map.tool import FindSymbolArgs, find_symbol_tool
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import ToolContext, ToolError

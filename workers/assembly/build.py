@@ -29,8 +29,7 @@ from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.model import Model
-from workers.repo_map.index import RunMap
-from workers.repo_map.ranking import map_chars, rendered
+from workers.repo_map.ranking import RunMap, map_chars
 from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
@@ -196,7 +195,7 @@ def code_shown(setting: RunSetting, window: int) -> str:
     same for every agent of the run with that window, so their prompts share a prefix."""
     if setting.code_map is None:
         return ""
-    return rendered(setting.code_map.get(), setting.user_task, map_chars(window))
+    return setting.code_map.shown(setting.user_task, map_chars(window))
 
 
 def guards_for(

@@ -14,7 +14,6 @@ import json
 import os
 import sqlite3
 import stat
-import threading
 import time
 import unicodedata
 from collections.abc import Iterator
@@ -62,27 +61,6 @@ class RepoMap:
         """The files that use `name`, and how often, most first."""
         used = [(path, found.references.get(name, 0)) for path, found in self.files.items()]
         return sorted(((p, n) for p, n in used if n), key=lambda pair: (-pair[1], pair[0]))
-
-
-class RunMap:
-    """One run's map of its workspace, built when first asked for (agents are built from
-    several threads) and then shared: every agent of the run is shown the same files."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-        self._lock = threading.Lock()
-        self._built: RepoMap | None = None
-
-    def get(self) -> RepoMap:
-        """The map, or an empty one that says why when it cannot be built: a map is an
-        aid, and no fault of one ends a run."""
-        with self._lock:
-            if self._built is None:
-                try:
-                    self._built = build(self.workspace, seconds=PROMPT_SECONDS)
-                except Exception as error:
-                    self._built = RepoMap(problems=[f"…: the map could not be built ({error})"])
-            return self._built
 
 
 def build(workspace: Path, *, cached: bool = True, seconds: float | None = None) -> RepoMap:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import defaultdict
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
-from workers.repo_map.index import RepoMap
+from workers.repo_map.index import PROMPT_SECONDS, RepoMap, build
 from workers.repo_map.symbols import Symbol
 from workers.tools.base import CHARS_PER_TOKEN
 
@@ -192,3 +193,34 @@ def _symbol_weight(symbol: Symbol, words: set[str]) -> float:
 
 def _line(symbol: Symbol) -> str:
     return f"  {symbol.line}: {symbol.kind} {symbol.name}"
+
+
+class RunMap:
+    """One run's map of its workspace, built when first asked for (agents are built from
+    several threads) and then shared: every agent of the run is shown the same files."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self._lock = threading.Lock()
+        self._built: RepoMap | None = None
+        self._shown: dict[tuple[str, int], str] = {}
+
+    def shown(self, task: str, room: int) -> str:
+        """The map ranked toward `task` within `room` characters, ranked once for every
+        agent of the run that is shown it (workers start many at once)."""
+        repo = self.get()
+        with self._lock:
+            if (task, room) not in self._shown:
+                self._shown[(task, room)] = rendered(repo, task, room)
+            return self._shown[(task, room)]
+
+    def get(self) -> RepoMap:
+        """The map, or an empty one that says why when it cannot be built: a map is an
+        aid, and no fault of one ends a run."""
+        with self._lock:
+            if self._built is None:
+                try:
+                    self._built = build(self.workspace, seconds=PROMPT_SECONDS)
+                except Exception as error:
+                    self._built = RepoMap(problems=[f"…: the map could not be built ({error})"])
+            return self._built
