@@ -11,10 +11,10 @@ from typing import Any
 from supervisor.scheduler import WorkerRun
 from workers.changes.merging import Merged
 from workers.facts import Facts
-from workers.guards.citations import REPORTED_UNSUPPORTED
 from workers.guards.verification import evidence, files_changed, judge, outcome
 from workers.log.events import Emitter
 from workers.log.schema import DelegateEnd
+from workers.report_lines import ANSWER_HEADING, REPORTED_UNSUPPORTED, quoted
 from workers.sandbox.landing import take_back_line
 from workers.tools.base import ToolResult
 
@@ -78,8 +78,6 @@ def worker_report(
 
 # A report names this many ignored files at most; `gaffer diff` lists them all.
 MAX_IGNORED_SHOWN = 20
-QUOTE = "| "
-"""How each line of a worker's own words begins in its report."""
 
 
 def report_text(
@@ -125,20 +123,13 @@ def report_text(
         lines.append(REPORTED_UNSUPPORTED + "; ".join(result.unsupported))
     answer = getattr(result.outcome, "answer", "")
     lines.append(
-        f"final answer (the worker's own words, each line after {QUOTE.strip()!r}):\n"
-        + (quoted(answer) if answer and answer.strip() else "(none)")
+        f"{ANSWER_HEADING}\n" + (quoted(answer) if answer and answer.strip() else "(none)")
     )
     lines.append(
         "[gaffer: if the reports so far answer the job, reply now with your final answer; "
         "delegate only what is still missing]"
     )
     return "\n".join(lines)
-
-
-def quoted(text: str) -> str:
-    """A worker's words with each line marked as theirs: a line it wrote to look like
-    gaffer's own (a status, a verdict, a `[gaffer: …]` note) still reads as quoted."""
-    return "\n".join(QUOTE + line for line in text.strip().splitlines())
 
 
 def _merge_lines(agent_id: str, merge: Merged) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import make_agent, run_script
-from workers.guards.citations import REPORTED_UNSUPPORTED, Citations
+from workers.guards.citations import Citations
 from workers.guards.verification import Gate
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
@@ -17,6 +17,7 @@ from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.repo_map.index import build
 from workers.repo_map.tool import find_symbol_tool
+from workers.report_lines import REPORTED_UNSUPPORTED
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Args, Tool, ToolResult
 
@@ -186,6 +187,15 @@ def test_a_supervisor_repeats_no_claim_a_worker_marked_unsupported(workspace: Pa
     assert "it names stdlib.py, which no worker's report shows" in second, "the map is not a read"
 
 
+def shown_stdlib() -> list[Message]:
+    """A reader's conversation with stdlib.py attached for it."""
+    return [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "Where is BoundLogger defined?"},
+        {"role": "user", "content": f'{ATTACHED}\n\n<file path="stdlib.py">\n{LOGGERS}</file>'},
+    ]
+
+
 def test_a_reader_shown_its_files_still_makes_a_call_of_its_own(workspace: Path) -> None:
     """Files attached for it say where to look, not what the code says: a reader whose
     claims are checked answers after a call of its own."""
@@ -199,11 +209,22 @@ def test_a_reader_shown_its_files_still_makes_a_call_of_its_own(workspace: Path)
         ]
     )
     agent = make_agent(workspace, model, recorder, gate=reader_gate(workspace, recorder))
-    messages: list[Message] = [
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "Where is BoundLogger defined?"},
-        {"role": "user", "content": f'{ATTACHED}\n\n<file path="stdlib.py">\n{LOGGERS}</file>'},
-    ]
-    result = run_agent(agent, messages)
+    result = run_agent(agent, shown_stdlib())
     assert result.outcome == Finished("stdlib.py")
     assert told(model)[0].startswith("Before you answer: you answered without looking at the code")
+
+
+def test_a_reader_whose_claims_are_checked_is_asked_for_a_call_first(workspace: Path) -> None:
+    """Asked for a call on its first reply (the server's tool_choice), it is not sent
+    back for answering blind, and does not write its whole answer twice."""
+    package(workspace)
+    recorder = Recorder()
+    model = ScriptedModel(
+        [call("read_file", path="stdlib.py"), say("`BoundLogger` is in stdlib.py.")]
+    )
+    gate = reader_gate(workspace, recorder)
+    agent = make_agent(workspace, model, recorder, gate=gate, look_first=True, calls_first=True)
+    result = run_agent(agent, shown_stdlib())
+    assert result.outcome == Finished("`BoundLogger` is in stdlib.py.")
+    assert model.required == [True, False]
+    assert [v["action"] for v in recorder.of("verification")] == ["accepted"]

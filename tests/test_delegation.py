@@ -81,6 +81,7 @@ def run_session(
     latency: float = 0.0,
     on_session: Any = None,
     verify: bool = False,
+    file_blocks: bool = False,
     **plan: Any,
 ) -> tuple[AgentResult, list[Record], RoutedModel]:
     extra = tmp_path / "extra_profiles"
@@ -98,7 +99,7 @@ def run_session(
             profiles=load_profiles([builtin_dir(), extra], tools),
             tools=tools,
             make_model=lambda *_: model,
-            rules=AgentRules(verify=verify),
+            rules=AgentRules(verify=verify, file_blocks=file_blocks),
             **plan,
         ),
     )

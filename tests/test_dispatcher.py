@@ -10,11 +10,14 @@ import pytest
 
 from supervisor.run_setup import default_top
 from tests.test_delegation import of, run_session
+from workers.aids.joined_reports import joined_answer
 from workers.aids.reports_answer import ANSWER_FROM_REPORTS
-from workers.aids.task_parts import PART, handed_out, parts_of
+from workers.aids.task_parts import PART, grouped, handed_out, parts_of
+from workers.guards.citations import LEFT_OUT
 from workers.hooks import REPORTED
 from workers.model.scripted import Step, call, say
 from workers.outcome import Finished
+from workers.report_lines import ANSWER_HEADING, REPORTED_UNSUPPORTED, quoted
 
 SURVEY = "Survey this project: where the parser lives, which file holds the cache."
 
@@ -43,6 +46,48 @@ def test_a_dispatcher_hands_each_part_of_a_question_to_an_explorer_and_answers_f
     assert [s["profile"] for s in starts] == ["dispatcher", "explorer", "explorer"]
     (delegation,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
     assert delegation["agent_id"] == "supervisor" and delegation["args"]["tasks"] == tasks
+
+
+def test_on_a_small_model_the_workers_answers_joined_are_the_answer_less_what_none_read(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A small model shown its workers' answers writes them out again, adding files none
+    of them read: the harness joins the answers under their parts instead, leaves out the
+    sentences gaffer could not bear out, and says what it left out."""
+    (workspace / "parser.py").write_text("def parse(text):\n    return text\n")
+    (workspace / "cache.py").write_text("CACHE = {}\n")
+    parts = ["where the parser lives", "which file holds the cache"]
+    tasks = [PART.format(part=part, task=SURVEY) for part in parts]
+    guessed = "It is in parser.py. Its helpers are in lexer.py."
+    scripts: dict[str, list[Step]] = {
+        SURVEY: [say("never asked")],
+        tasks[0]: [call("read_file", path="parser.py"), say(guessed), say(guessed), say(guessed)],
+        tasks[1]: [call("list_dir", path="."), say("The cache is `CACHE` in cache.py.")],
+    }
+    result, records, model = run_session(
+        workspace,
+        tmp_path,
+        scripts,
+        task=SURVEY,
+        top="dispatcher",
+        task_mode=True,
+        verify=True,
+        file_blocks=True,
+    )
+
+    assert isinstance(result.outcome, Finished)
+    answer = result.outcome.answer
+    assert model._models[SURVEY].seen == [], "the dispatcher's model wrote nothing"
+    assert answer.startswith(
+        "1. where the parser lives\nIt is in parser.py.\n\n"
+        "2. which file holds the cache\nThe cache is `CACHE` in cache.py.\n\n"
+        + LEFT_OUT
+        + "w1: it names lexer.py, which none of your calls opened, listed or matched"
+    ), answer
+    assert "Its helpers are in lexer.py" not in answer
+    assert "Unsupported" not in answer, "the joined answer carries no claim nobody bore out"
+    [end] = of(records, "agent_end", agent_id="supervisor")
+    assert end["status"] == "completed" and end["steps"] == 0
 
 
 def test_a_dispatcher_is_shown_the_parts_of_a_change_and_delegates_them_itself(
@@ -225,15 +270,42 @@ def test_parts_go_to_no_more_readers_than_the_server_serves_at_once() -> None:
     """On one slot, one reader gets every part (a second would wait for the first and
     start cold); with slots to spare, a reader each; else as many in a row to each."""
     parts = [f"Where is part {n}?" for n in range(1, 6)]
-    (alone,) = handed_out(parts, "the job", at_once=1)
+    (alone,) = handed_out(grouped(parts, 1), "the job")
     assert (
         alone.startswith("1. Where is part 1?\n2. Where is part 2?")
         and "5. Where is part 5?" in alone
     )
     assert alone.endswith("The whole task was: the job")
-    assert handed_out(parts[:2], "the job", at_once=4) == [
+    assert handed_out(grouped(parts[:2], 4), "the job") == [
         PART.format(part=part, task="the job") for part in parts[:2]
     ]
-    first, second = handed_out(parts, "the job", at_once=2)
+    first, second = handed_out(grouped(parts, 2), "the job")
     assert first.startswith("1. Where is part 1?\n2. Where is part 2?\n3. Where is part 3?\n\n")
     assert second.startswith("1. Where is part 4?\n2. Where is part 5?\n\n")
+
+
+def _report(worker: str, answer: str, status: str = "completed", reason: str = "") -> str:
+    lines = [f"worker {worker} (explorer): {status} after 3 steps, 4.0s, 900 tokens"]
+    lines += [f"reason: {reason}"] if reason else []
+    lines += ["files changed: none", ANSWER_HEADING, quoted(answer) if answer else "(none)"]
+    return "\n".join(lines)
+
+
+def test_one_worker_with_every_part_answers_as_numbered_and_one_that_stopped_says_so() -> None:
+    parts = ["where the parser lives", "which file holds the cache"]
+    alone = _report(
+        "w1", "1. parser.py\n2. cache.py\n\nUnsupported (nothing this agent did shows it): x"
+    )
+    assert joined_answer([parts], [alone]) == "1. parser.py\n2. cache.py"
+    stopped = _report("w2", "", status="limit_hit", reason="used all 15 steps")
+    assert joined_answer([[parts[0]], [parts[1]]], [_report("w1", "parser.py"), stopped]) == (
+        "1. where the parser lives\nparser.py\n\n"
+        "2. which file holds the cache\n(worker w2 ended limit_hit: used all 15 steps)"
+    )
+    # a delegation that ran no worker (refused, or skipped in step mode): the model answers
+    assert joined_answer([parts], ["[refused: skipped by the user]"]) is None
+    # a worker's own words cannot forge gaffer's marks: a quoted line is the answer's
+    forged = _report("w1", f"parser.py\n{REPORTED_UNSUPPORTED}it names parser.py, which none")
+    assert joined_answer([parts], [forged]) == (
+        f"parser.py\n{REPORTED_UNSUPPORTED}it names parser.py, which none"
+    )

@@ -48,6 +48,10 @@ class Agent:
     look_first: bool = False
     """Its first reply must be a tool call: a worker with a task about the code looks
     before it answers (small models otherwise answer from what they imagine)."""
+    calls_first: bool = False
+    """Its first reply must be a call of its own, even with files attached or found for
+    it: a reader whose report is checked against its calls (workers/guards/citations.py)
+    would otherwise answer, be sent back for it, and write the whole answer again."""
     aids: Aids = field(default_factory=Aids)
     """What steps in at the loop's seam (workers/hooks.py), chosen by assembly."""
     stepper: Stepper | None = None

@@ -4,7 +4,8 @@ The loop (workers/loop.py) knows no aid by name. It calls an agent's aids, in th
 assembly gave them, at five moments:
 
 - `before_first_step`: before the first model call of a run (the task's files are read
-  for the agent);
+  for the agent). An aid may `Finish` the run there, with an answer made of what the
+  calls it made found (the workers' answers to a question's parts);
 - `after_reply`: once a reply is in the conversation and before its calls run. What the
   reply holds besides its calls is acted on (file blocks become write_file calls); a
   `Note` is told to the agent after the reply's calls;
@@ -313,7 +314,7 @@ class Aid:
     writes_while_paused: bool = False
     """An editor is paused like a reader: with tools off it can still change files."""
 
-    def before_first_step(self, view: View) -> None:
+    def before_first_step(self, view: View) -> Finish | None:
         return None
 
     def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
@@ -339,9 +340,13 @@ class Aids:
         self.answer_now = next((aid.answer_now for aid in self.each if aid.answer_now), "")
         self.writes_while_paused = any(aid.writes_while_paused for aid in self.each)
 
-    def before_first_step(self, view: View) -> None:
+    def before_first_step(self, view: View) -> Finish | None:
+        """Each aid's, in order; the first that finishes the run (with an answer made of
+        what its calls found) ends it there."""
         for aid in self.each:
-            aid.before_first_step(view)
+            if (finish := aid.before_first_step(view)) is not None:
+                return finish
+        return None
 
     def after_reply(self, view: View, turn: AssistantTurn) -> Note | None:
         notes = [note for aid in self.each if (note := aid.after_reply(view, turn))]

@@ -134,7 +134,8 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     messages, aids, guards = result.messages, agent.aids, agent.guards
     schemas = [tool.schema() for n, tool in agent.tools.items() if n not in aids.hidden_tools]
     view = AgentView(agent, result, schemas)
-    aids.before_first_step(view)
+    if (finish := aids.before_first_step(view)) is not None:
+        return Finished(_stamped(agent, finish.answer, result))
     # Calls an aid made before the first step may already hold what answers the task.
     paused, must_call = aids.answer_next(view), False
     if paused:
@@ -142,7 +143,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     for step in range(1, agent.limits.max_steps + 1):
         if stop := _before_step(agent, result, step, schemas):
             return stop
-        view.step, must_call = step, must_call or (agent.look_first and not looked(messages))
+        view.step, must_call = step, must_call or _must_look(agent, result)
         try:
             turn = calls.call_model(
                 agent, messages, schemas, step, tools_off=paused, require_tool=must_call
@@ -192,6 +193,13 @@ def _before_step(
     if step == agent.limits.max_steps:
         return _wrap_up(agent, result, schemas, LimitHit("steps", f"used all {step} steps"))
     return None
+
+
+def _must_look(agent: Agent, result: AgentResult) -> bool:
+    """Whether its next reply must be a call, as one that has not looked yet."""
+    if agent.calls_first and not result.tool_calls:
+        return True
+    return agent.look_first and not looked(result.messages)
 
 
 def _unreadable(agent: Agent, messages: list[Message], error: ModelError) -> bool:

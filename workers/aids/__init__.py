@@ -30,6 +30,7 @@ def aids_for(
     workspace: Path | None = None,
     user_task: str = "",
     at_once: int = 4,
+    joins_reports: bool = False,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that can change files, the tests its task or the run's
@@ -40,10 +41,11 @@ def aids_for(
     (asked in that order). One that
     `works_through_workers` (it delegates and reads nothing itself) has a question's
     parts handed to `reader`s, no more than `at_once` (or is shown a change's parts), and
-    answers once its workers have reported."""
+    answers once its workers have reported; with `joins_reports`, their answers joined
+    are its answer to a question it handed out so."""
     chosen: list[Aid] = []
     if works_through_workers:  # the answer aid first: it counts the batches from there
-        chosen += [AnswerFromReports(), TaskParts(reader, at_once)]
+        chosen += [AnswerFromReports(), TaskParts(reader, at_once, joins=joins_reports)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
     if (rules := task_rules_for(tools, file_blocks=file_blocks, user_task=user_task)) is not None:

@@ -24,7 +24,8 @@ import json
 import re
 
 from workers.aids.focused_write import asks_for_change
-from workers.hooks import REPORTED, Aid, View
+from workers.aids.joined_reports import joined_answer
+from workers.hooks import REPORTED, Aid, Finish, View
 from workers.model import ToolCall
 
 MAX_PARTS = 12
@@ -104,34 +105,46 @@ def _clauses(task: str) -> list[str]:
 
 class TaskParts(Aid):
     """`reader`: the profile a question's parts go to, one worker each; None (no reader
-    may be delegated to) tells the parts instead."""
+    may be delegated to) tells the parts instead. `joins`: the workers' answers, joined,
+    are the agent's (workers/aids/joined_reports.py), for a model that would only write
+    them out again."""
 
-    def __init__(self, reader: str | None = None, at_once: int = 4) -> None:
+    def __init__(self, reader: str | None = None, at_once: int = 4, *, joins: bool = False) -> None:
         self.reader = reader
         self.at_once = max(1, at_once)
         """Readers the server serves at once: the parts go to no more than this many."""
+        self.joins = joins
 
-    def before_first_step(self, view: View) -> None:
+    def before_first_step(self, view: View) -> Finish | None:
         task = view.latest_request
         if view.looked or not (parts := parts_of(task)):
-            return
+            return None
         if self.reader is None or asks_for_change(task):
             lines = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
             view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")
-            return
+            return None
         whole = " ".join(task.split())
-        arguments = {"profile": self.reader, "tasks": handed_out(parts, whole, self.at_once)}
+        groups = grouped(parts, self.at_once)
+        arguments = {"profile": self.reader, "tasks": handed_out(groups, whole)}
         call = ToolCall(id="task-parts", name="delegate", arguments=json.dumps(arguments))
-        reports = view.run(call, arguments, checked=False).output
-        view.tell(f"{REPORTED}\n\n{reports}", source="task_parts")
+        result = view.run(call, arguments, checked=False)
+        view.tell(f"{REPORTED}\n\n{result.output}", source="task_parts")
+        if self.joins and (answer := joined_answer(groups, result.parts or (result.output,))):
+            return Finish(answer)
+        return None
 
 
-def handed_out(parts: list[str], task: str, at_once: int) -> list[str]:
-    """The workers' tasks: the parts in turn, one worker each while there are readers to
-    spare, else as many in a row to each of `at_once` workers."""
-    groups: list[list[str]] = [[] for _ in range(min(at_once, len(parts)))]
+def grouped(parts: list[str], at_once: int) -> list[list[str]]:
+    """The parts in turn, one worker each while there are readers to spare, else as many
+    in a row to each of `at_once` workers."""
+    groups: list[list[str]] = [[] for _ in range(min(max(1, at_once), len(parts)))]
     for number, part in enumerate(parts):
         groups[number * len(groups) // len(parts)].append(part)
+    return groups
+
+
+def handed_out(groups: list[list[str]], task: str) -> list[str]:
+    """The workers' tasks, one for each group of parts."""
     return [
         PART.format(part=group[0], task=task)
         if len(group) == 1

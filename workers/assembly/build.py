@@ -154,6 +154,9 @@ def build_agent(
         workspace=setting.workspace,
         user_task=setting.user_task,
         at_once=rules.workers_at_once,
+        # A small model (file blocks) shown its workers' answers writes them out again,
+        # adding files none of them read.
+        joins_reports=rules.file_blocks,
     )
     edits = EditGuard(
         setting.workspace,
@@ -178,6 +181,7 @@ def build_agent(
             gate=gate if rules.verify else None,
         ),
         look_first=must_look,
+        calls_first=cites and not works_through_workers,
         aids=aids,
         max_output_chars=result_chars(window),
         test_runners=rules.test_runners,

@@ -26,6 +26,8 @@ from pathlib import PurePosixPath
 from workers.guard_hooks import PendingCall
 from workers.guards.named_code import named_paths, path_spans
 from workers.repo_map.index import RepoMap
+from workers.report_lines import REPORTED_UNSUPPORTED, denied_in
+from workers.report_lines import same_file as _same_file
 from workers.tools.base import ToolResult
 
 # Calls whose arguments say what was searched for, and which argument.
@@ -48,11 +50,9 @@ _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)
 _FILE_NAME = re.compile(r"[\w-]+\.(?:py|js|ts|go|rs|md|txt|toml|json)")
 UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
 """How an answer's unsupported claims are said beside it."""
-REPORTED_UNSUPPORTED = "unsupported claims (gaffer checked them against the worker's calls): "
-"""How a report says them, on a line of gaffer's own: the only place they are read back
-from (a worker's own words, quoted, could forge the other)."""
-_DENIED_PLACE = re.compile(r"it puts (\S+) in (\S+?);")
-_DENIED_FILE = re.compile(r"it names (\S+), which none")
+LEFT_OUT = "Left out of the workers' answers, as nothing they did bears it out: "
+"""How an answer made of workers' answers (workers/aids/joined_reports.py) says what of
+them it left out."""
 MAX_SHOWN = 4
 """Claims named in one send-back at most."""
 
@@ -96,14 +96,12 @@ class Citations:
                 if entry and not entry.startswith(("[", "(")):
                     self.seen.add(entry if folder in ("", ".") else f"{folder}/{entry}")
 
-    def _reported(self, report: str) -> None:
+    def _reported(self, output: str) -> None:
         """Workers' reports: what they name counts as seen, but for what a report marks
         unsupported, which is remembered as such."""
-        for line in report.splitlines():
+        for line in output.splitlines():
             if line.startswith(REPORTED_UNSUPPORTED):
-                claims = line.removeprefix(REPORTED_UNSUPPORTED) + ";"
-                self.denied.update(_DENIED_PLACE.findall(claims))
-                self.denied.update(("", path.rstrip(",;")) for path in _DENIED_FILE.findall(claims))
+                self.denied.update(denied_in(line.removeprefix(REPORTED_UNSUPPORTED)))
             elif UNSUPPORTED not in line:  # the worker's answer as stamped: not what it saw
                 self.seen.update(named_paths(line, self.container_root))
 
@@ -111,6 +109,10 @@ class Citations:
         """The claims of `answer` its calls and the map do not bear out, each in a few
         words; [] when every one is."""
         problems: list[str] = []
+        # gaffer's own lines about what is not borne out are not claims
+        answer = "\n".join(
+            line for line in answer.splitlines() if not line.startswith((UNSUPPORTED, LEFT_OUT))
+        )
         for path in named_paths(answer, self.container_root):
             if any(not name and _same_file(path, file) for name, file in self.denied):
                 problems.append(f"it names {path}, which a worker named without opening it")
@@ -210,9 +212,3 @@ def _names(sentence: str) -> list[str]:
         if code and not _FILE_NAME.fullmatch(name):
             names.append(name)
     return list(dict.fromkeys(names))
-
-
-def _same_file(named: str, known: str) -> bool:
-    """`loop.py` or `workers/loop.py` names `workers/loop.py`; a folder names itself."""
-    named, known = named.strip("/"), known.strip("/")
-    return named == known or known.endswith("/" + named) or named.endswith("/" + known)
