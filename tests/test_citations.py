@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.helpers import make_agent, run_script
 from workers.guards.citations import Citations
+from workers.guards.named_code import written_as_code
 from workers.guards.verification import Gate
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
@@ -16,6 +17,7 @@ from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.repo_map.index import build
+from workers.repo_map.ranking import mentions
 from workers.repo_map.tool import find_symbol_tool
 from workers.report_lines import REPORTED_UNSUPPORTED
 from workers.tools import BUILTIN_TOOLS
@@ -228,3 +230,13 @@ def test_a_reader_whose_claims_are_checked_is_asked_for_a_call_first(workspace: 
     assert result.outcome == Finished("`BoundLogger` is in stdlib.py.")
     assert model.required == [True, False]
     assert [v["action"] for v in recorder.of("verification")] == ["accepted"]
+
+
+def test_one_rule_says_what_a_word_written_as_code_is() -> None:
+    """The map's ranking and the citations read a task and an answer by the same rule."""
+    code = ["get_logger", "BoundLogger", "sha256", "os.path", "__init__x"]
+    prose = ["logger", "Logger", "e.g", "python"]
+    assert [w for w in code + prose if written_as_code(w)] == code
+    assert {"get_logger", "BoundLogger", "sha256"} <= mentions("get_logger BoundLogger sha256 it")[
+        0
+    ]

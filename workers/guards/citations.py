@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from workers.guard_hooks import PendingCall
-from workers.guards.named_code import named_paths, path_spans
+from workers.guards.named_code import named_paths, path_spans, written_as_code
 from workers.repo_map.index import RepoMap
 from workers.report_lines import REPORTED_UNSUPPORTED, denied_in
 from workers.report_lines import same_file as _same_file
@@ -47,7 +47,6 @@ _ABSENT = re.compile(
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
-_FILE_NAME = re.compile(r"[\w-]+\.(?:py|js|ts|go|rs|md|txt|toml|json)")
 UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
 """How an answer's unsupported claims are said beside it."""
 LEFT_OUT = "Left out of the workers' answers, as nothing they did bears it out: "
@@ -187,9 +186,9 @@ class Citations:
         ]
 
     def _looks_like_code(self, name: str, sentence: str) -> bool:
-        """Written as code (quoted, an underscore, a dot), or a CamelCase name the map
+        """Quoted, written as code by more than its capitals, or a CamelCase name the map
         defines: "no TypeScript here" names a language, not a class."""
-        if f"`{name}" in sentence or "_" in name.strip("_") or "." in name:
+        if f"`{name}" in sentence or written_as_code(name.lower()):
             return True
         return self.code_map is not None and bool(self.code_map.definitions_of(name))
 
@@ -203,12 +202,10 @@ class Citations:
 
 
 def _names(sentence: str) -> list[str]:
-    """The code names a sentence mentions: `quoted`, or written as code (an underscore, a
-    capital inside, a dot between parts)."""
+    """The code names a sentence mentions: `quoted`, or written as code."""
     names = []
     for quoted, bare in _IDENTIFIER.findall(sentence):
         name = quoted or bare
-        code = quoted or "_" in name.strip("_") or any(c.isupper() for c in name[1:])
-        if code and not _FILE_NAME.fullmatch(name):
+        if (quoted or written_as_code(name)) and not named_paths(name):  # a file is no name
             names.append(name)
     return list(dict.fromkeys(names))

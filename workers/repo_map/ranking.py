@@ -15,6 +15,7 @@ import threading
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
 
+from workers.guards.named_code import written_as_code
 from workers.repo_map.index import PROMPT_SECONDS, RepoMap, build
 from workers.repo_map.symbols import Symbol
 from workers.tools.base import CHARS_PER_TOKEN
@@ -73,18 +74,10 @@ def mentions(task: str) -> tuple[set[str], set[str]]:
         word
         for word in _WORD.findall(task)
         if word in quoted
-        or _code_like(word)
+        or written_as_code(word)
         or (len(word) >= 4 and word.lower() not in COMMON_WORDS)
     }
     return words, set(_PATHLIKE.findall(task))
-
-
-def _code_like(word: str) -> bool:
-    return (
-        "_" in word.strip("_")
-        or any(c.isupper() for c in word[1:])
-        or any(c.isdigit() for c in word)
-    )
 
 
 def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
