@@ -318,7 +318,7 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
             task = run_summary.task if len(run_summary.task) <= 60 else run_summary.task[:59] + "…"
             tokens = "?" if run_summary.tokens is None else str(run_summary.tokens)
             console.print(
-                f"{run_summary.run_id}  {run_summary.started}  {run_summary.status:<11} "
+                f"{run_summary.run_id}  {run_summary.started}  {run_summary.status:<21} "
                 f"{tokens:>7} tok  {task}",
                 markup=False,
             )
@@ -338,7 +338,7 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
 )
 def stats(run_ref: str, log_dir: Path | None) -> None:
     """Tokens, time and tool calls of RUN (default: the last one)."""
-    from supervisor import runlog
+    from supervisor import run_stats, runlog
     from supervisor.terminal import console as safe_console
 
     try:
@@ -349,7 +349,7 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
     # Piped, a table is as wide as it needs: a script reads whole cells, never "superv…".
     console = safe_console(width=None if sys.stdout.isatty() else 200)
     console.print(f"run {path.stem}", markup=False)
-    for table in runlog.stats(records):
+    for table in run_stats.stats(records):
         console.print(table)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from supervisor import runlog
+from supervisor import run_stats, runlog
 from supervisor.delegation import Team
 from supervisor.exits import TERMINATED
 from supervisor.resume import rebuild
@@ -148,7 +148,7 @@ class Repl:
         records = runlog.read_records(self.session.log.path)
         turns = len(events_of(records, UserMessage))
         self._say(f"this session: in progress · {turns} turn{'' if turns == 1 else 's'} so far")
-        for table in runlog.stats(records):
+        for table in run_stats.stats(records, live=True):
             self.console.print(table)
 
     def _log(self, arg: str) -> None:

@@ -18,17 +18,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NoReturn
 
 from supervisor.exits import (
-    EXIT_ERROR,
-    EXIT_INTERRUPTED,
-    EXIT_LIMIT,
-    EXIT_LOG_LOST,
     EXIT_OK,
-    EXIT_SHORTFALL,
-    EXIT_UNVERIFIED,
-    TERMINATED,
-    terminated_by,
 )
 from supervisor.run_check import check_json
+from supervisor.run_end import RunEnd, decide
 from supervisor.session import Session
 from supervisor.settings import Price
 from supervisor.terminal import echo
@@ -36,16 +29,14 @@ from workers.log.events import LOGGED_EVENTS, Record
 from workers.log.reader import events_of, lines_of, of_type
 from workers.log.schema import (
     ChangeSet,
-    CheckRan,
     DelegateEnd,
     DelegateStart,
     LlmCall,
-    Merge,
     SessionEnd,
     ToolCalled,
     Verification,
 )
-from workers.outcome import Aborted, Failed, Finished, LimitHit, Outcome, reason_of, status_of
+from workers.outcome import Aborted, Failed, LimitHit, Outcome, reason_of, status_of
 
 OutputFormat = Literal["text", "json", "stream-json"]
 FORMATS = ("text", "json", "stream-json")
@@ -95,7 +86,8 @@ def finish(
 ) -> NoReturn:
     """Print what the run came to, in the asked format, and exit with its code. `shown`:
     the answer as the terminal view already streamed it to stderr."""
-    code, problem = _exit_of(session, outcome, require_verified)
+    end = run_end_of(session, outcome, require_verified)
+    code, problem = end.exit_code, end.said(session.log.path)
     answer = getattr(outcome, "answer", None) or None
     printable = answer is not None and not isinstance(outcome, Aborted | Failed)
     if output == "text":
@@ -132,89 +124,6 @@ def _one_terminal() -> bool:
         return False
 
 
-def _exit_of(session: Session, outcome: Outcome, require_verified: bool) -> tuple[int, str]:
-    log = session.log.path
-    records = session.recorder.records
-    match outcome:
-        case Finished() if session.log.failure is not None:
-            return EXIT_LOG_LOST, (
-                f"the answer is above, but the run log stopped at {log}: {session.log.failure}"
-            )
-        case Finished() if said := shortfalls(records):
-            return EXIT_SHORTFALL, f"answered, but {'; '.join(said)} (log: {log})"
-        case Finished() if require_verified and (why := unverified(records)):
-            return EXIT_UNVERIFIED, f"answered, but the change is unverified: {why} (log: {log})"
-        case Finished():
-            return EXIT_OK, ""
-        case LimitHit():
-            return EXIT_LIMIT, f"stopped: {reason_of(outcome)} (log: {log})"
-        case Aborted() if TERMINATED.is_set():
-            code, name = terminated_by()
-            return code, f"terminated ({name}) (log: {log})"
-        case Aborted():
-            return EXIT_INTERRUPTED, f"interrupted: {reason_of(outcome)} (log: {log})"
-        case _:
-            return EXIT_ERROR, f"error: {reason_of(outcome)} (log: {log})"
-
-
-MAX_SAID = 5
-"""Shortfalls named on stderr; the rest are counted."""
-
-
-def shortfalls(records: list[Record]) -> list[str]:
-    """What the run started that did not hold, one phrase each: workers that did not
-    complete, changes that conflicted or were not applied, commands that were denied, and
-    a change whose last test run (or a command after it) failed."""
-    lines = lines_of(records)
-    said = [
-        f"worker {end.child_id} ({end.child_profile}) ended {end.status}: {end.reason}"
-        for _, end in of_type(lines, DelegateEnd)
-        if end.status != "completed"
-    ]
-    said += [
-        f"{line.agent_id}'s change was not applied ({merge.status}"
-        + (
-            f": {', '.join(str(c.get('path')) for c in merge.conflicts)})"
-            if merge.conflicts
-            else ")"
-        )
-        for line, merge in of_type(lines, Merge)
-        if merge.status in ("conflict", "skipped")
-    ]
-    said += [
-        f"{line.agent_id}'s command was denied: {called.label}"
-        for line, called in of_type(lines, ToolCalled)
-        if (called.facts or {}).get("denied")
-    ]
-    checks = [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]
-    top = [
-        check
-        for line, check in of_type(lines, Verification)
-        if line.parent_id is None and check.action == "accepted"
-    ]
-    if checks:  # gaffer ran the check itself: its verdict is the run's
-        if checks[-1].verdict in ("failed", "timed_out"):
-            said.append(f"the check {checks[-1].line}")
-    elif top and top[-1].failed:  # the answer went out over a failing test run
-        said.append(f"the change failed its own checks: {top[-1].reason}")
-    if len(said) > MAX_SAID:
-        said = [*said[:MAX_SAID], f"{len(said) - MAX_SAID} more (see the log)"]
-    return said
-
-
-def unverified(records: list[Record]) -> str:
-    """Why an answer went out with its change unverified, or "" when none did."""
-    lines = lines_of(records)
-    if checks := [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]:
-        return checks[-1].detail if checks[-1].verdict == "unchecked" else ""
-    accepted = [
-        check
-        for _, check in of_type(lines, Verification)
-        if check.action == "accepted" and check.verdict == "unverified"
-    ]
-    return accepted[-1].reason if accepted else ""
-
-
 def _result(
     session: Session,
     outcome: Outcome,
@@ -247,8 +156,8 @@ def _result(
         "verified": None if session.check is None else session.check.verdict == "verified",
         "check": None if session.check is None else check_json(session.check),
         "answer": answer,
-        "status": status_of(outcome),
-        "reason": reason_of(outcome),
+        "status": end.status if end else status_of(outcome),
+        "reason": end.reason if end else reason_of(outcome),
         "exit_code": code,
         "error": problem or None,
         "tokens": end.tokens if end else None,
@@ -377,13 +286,27 @@ def workers_of(records: list[Record]) -> list[dict[str, Any]]:
 def _summary(session: Session, outcome: Outcome) -> str:
     end = _session_end(session)
     steps, tokens, elapsed = (end.steps, end.tokens, end.elapsed_s) if end else (0, 0, 0.0)
-    said: str = status_of(outcome)
+    said: str = end.status if end else status_of(outcome)
     if (check := session.check) is not None:  # a failed check is never "completed"
         failed = check.verdict in ("failed", "timed_out")
         said = f"check {check.line()}" if failed else f"{said} · {check.line()}"
     return (
         f"{said} · {steps} step{'' if steps == 1 else 's'} · "
         f"{tokens:,} tokens · {elapsed:.1f} s · log: {session.log.path}"
+    )
+
+
+def run_end_of(session: Session, outcome: Outcome, require_verified: bool) -> RunEnd:
+    """The run's end as its log's last line says it (decided once, when the session
+    ended); decided here only for a session that wrote none."""
+    end = _session_end(session)
+    if end is not None and end.exit_code is not None:
+        return RunEnd(end.status, end.exit_code, end.reason)
+    return decide(
+        outcome,
+        session.recorder.records,
+        require_verified=require_verified,
+        log_failure=session.log.failure,
     )
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from supervisor import runlog, settings, trust_view
-from supervisor.exits import end_on_sigterm, fail, say_legacy_logs
+from supervisor.exits import EXIT_ERROR, EXIT_USAGE, end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.models import model_factory, on_local
@@ -71,7 +71,7 @@ def set_up(
     try:
         config = settings.load(flags, workspace_trust.config())
     except settings.ConfigError as error:
-        fail(str(error))
+        fail(str(error), EXIT_USAGE if error.usage else EXIT_ERROR)
     # The profiles are checked before anything starts: no log, no MCP server, no local
     # model for a run that cannot begin. Their tool names are checked once plugins and
     # MCP servers have said which tools they bring.

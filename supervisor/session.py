@@ -15,6 +15,7 @@ from typing import cast
 
 from supervisor.delegation import Team
 from supervisor.run_check import could_change_files
+from supervisor.run_end import decide
 from supervisor.run_plan import RunPlan
 from workers.agent import AgentResult, first_task, tell
 from workers.aids.task_rules import read_only_tests
@@ -39,7 +40,7 @@ from workers.log.schema import (
 )
 from workers.loop import run_agent
 from workers.model import Api, Endpoint, Message, Model
-from workers.outcome import Aborted, Failed, Finished, reason_of, status_of
+from workers.outcome import Aborted, Failed, Finished
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.options import DockerOptions
@@ -281,10 +282,17 @@ class Session:
         outcome = self._last.outcome if self._last else Aborted("no task was given")
         records = self.recorder.records
         llm_calls, tool_calls = events_of(records, LlmCall), events_of(records, ToolCalled)
+        end = decide(
+            outcome,
+            records,
+            require_verified=self.plan.require_verified,
+            log_failure=self.log.failure,
+        )
         self.top_events.emit(
             SessionEnd(
-                status=status_of(outcome),
-                reason=reason_of(outcome),
+                status=end.status,
+                reason=end.reason,
+                exit_code=end.exit_code if self.plan.task_mode else None,  # a chat exits 0
                 elapsed_s=round(time.monotonic() - self._started, 3),
                 steps=self._last.steps if self._last else 0,
                 tokens=self.root.used,

@@ -18,7 +18,11 @@ if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and 
 
 
 class ConfigError(Exception):
-    """Bad settings: reported in one line, exit code 1."""
+    """Bad settings: reported in one line, exit code 1; 64 when a flag was `usage`."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
 
 
 class Price(BaseModel):
@@ -251,7 +255,11 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     except ValidationError as error:
         first = error.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else ""
-        raise ConfigError(f"{origin.get(key, 'settings')}: {key}: {first['msg']}") from error
+        where = origin.get(key, "settings")
+        if where == "the command line":  # said as the user wrote it, and a usage error
+            flag = "--" + key.replace("_", "-")
+            raise ConfigError(f"{flag}: {first['msg']}", usage=True) from error
+        raise ConfigError(f"{where}: {key}: {first['msg']}") from error
     if config.api_key is None and config.api_key_file is not None:
         config = config.model_copy(update={"api_key": _key_from(config.api_key_file, origin)})
     return config

@@ -23,6 +23,7 @@ from workers.log.schema import (
     ChangeSet,
     CheckRan,
     Compaction,
+    DelegateEnd,
     DelegateStart,
     FreshAttempt,
     Limit,
@@ -237,6 +238,16 @@ class _Builder:
     def _on_delegate_start(self, agent: str, now: float, e: DelegateStart, _line: Line) -> None:
         self.waits[e.child_id] = now
         self.delegate_order.setdefault(agent, []).append(e.child_id)
+
+    def _on_delegate_end(self, agent: str, now: float, e: DelegateEnd, _line: Line) -> None:
+        """A worker that ended before it started (its sandbox or model could not be had)
+        still has its lane, in its status's colour."""
+        if e.child_id not in self.lanes:
+            depth = self.lanes[agent].depth + 1 if agent in self.lanes else 1
+            start = self.waits.pop(e.child_id, now - e.elapsed_s)
+            self.lanes[e.child_id] = Lane(
+                e.child_id, agent, e.child_profile, depth, start, now, e.status, e.reason
+            )
 
     def _on_llm_retry(self, agent: str, now: float, e: LlmRetry, _line: Line) -> None:
         self.add(agent, "retry", now, now + e.wait_s, f"retry {e.attempt}: {e.error}")

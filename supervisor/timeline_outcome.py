@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.run_end import RunEnd
 from workers.check.choose import SOURCE_WORDS
 from workers.log.reader import Line, of_type
 from workers.log.schema import (
@@ -86,7 +87,8 @@ class GateVerdict:
 @dataclass
 class RunOutcome:
     kind: str
-    """completed, limit, failed or interrupted"""
+    """The run's status (supervisor/run_end.py): completed, incomplete, check_failed,
+    limit, failed, …"""
     tone: str
     """green for a clean answer, amber for one with a shortfall or a run stopped short,
     red for a failed run"""
@@ -106,15 +108,15 @@ def outcome_of(lines: list[Line]) -> RunOutcome:
     ended = next((e for _, e in reversed(of_type(lines, SessionEnd))), None)
     top = [line for line in lines if not line.parent_id]
     troubles = _troubles(lines)
-    kind, meaning = ENDINGS.get(ended.status, NO_END) if ended else NO_END
-    tone = {"completed": "green", "failed": "red"}.get(kind, "amber")
-    if kind == "completed" and (troubles or _denied(lines)):
-        meaning, tone = SHORTFALL, "amber"
     verdict = _verdict(top)
-    if kind == "completed" and verdict.verdict in ("failed", "timed_out") and verdict.checked:
-        meaning, tone = CHECK_FAILED, "red"  # gaffer's own check: never "completed" as is
-    if meaning == ENDINGS["completed"][1] and verdict.verdict in ("unverified", "unchecked"):
-        meaning = UNVERIFIED
+    if ended is not None and ended.exit_code is not None:  # decided once, as the run exited
+        end = RunEnd(ended.status, ended.exit_code, ended.reason)
+        kind, meaning = end.status, end.meaning
+        tone = "green" if end.exit_code == 0 else _TONES.get(end.status, "amber")
+        if end.exit_code == 0 and verdict.verdict in ("unverified", "unchecked"):
+            meaning = UNVERIFIED
+    else:  # a log from before the run's end was written with its exit code
+        kind, meaning, tone = _read_from_before(ended, lines, troubles, verdict)
     answers = [e.answer for _, e in of_type(top, AgentEnd)]
     answer = (answers[-1] if answers else None) or ""
     if len(answer) > MAX_ANSWER_CHARS:
@@ -131,6 +133,25 @@ def outcome_of(lines: list[Line]) -> RunOutcome:
         files=_files(lines),
         troubles=troubles,
     )
+
+
+_TONES = {"failed": "red", "check_failed": "red"}
+
+
+def _read_from_before(
+    ended: SessionEnd | None, lines: list[Line], troubles: list[Trouble], verdict: GateVerdict
+) -> tuple[str, str, str]:
+    """The kind, meaning and tone of an older log's end, read from what it holds."""
+    kind, meaning = ENDINGS.get(ended.status, NO_END) if ended else NO_END
+    tone = {"completed": "green", "failed": "red"}.get(kind, "amber")
+    if kind == "completed" and (troubles or _denied(lines)):
+        kind, meaning, tone = "incomplete", SHORTFALL, "amber"
+    checked_failed = verdict.checked and verdict.verdict in ("failed", "timed_out")
+    if kind in ("completed", "incomplete") and checked_failed:  # gaffer's own check
+        kind, meaning, tone = "check_failed", CHECK_FAILED, "red"
+    if meaning == ENDINGS["completed"][1] and verdict.verdict in ("unverified", "unchecked"):
+        meaning = UNVERIFIED
+    return kind, meaning, tone
 
 
 def _verdict(top: list[Line]) -> GateVerdict:

@@ -25,7 +25,7 @@ def test_an_answer_after_a_failed_worker_exits_3_naming_it(workspace: Path) -> N
     assert done.returncode == 3, done.stderr
     result = json.loads(done.stdout)
     assert result["answer"] == "The worker could not look."
-    assert result["exit_code"] == 3 and result["status"] == "completed"
+    assert result["exit_code"] == 3 and result["status"] == "incomplete"
     assert [w["status"] for w in result["workers"]] == ["failed"]
     assert "gaffer: answered, but worker w1 (explorer) ended failed:" in done.stderr
 

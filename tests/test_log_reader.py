@@ -102,7 +102,8 @@ def test_a_planted_log_of_wrongly_typed_values_reads_without_tripping_any_reader
     """A repository can ship a log: every value of the wrong type reads as if it were
     missing, and each reader shows what is left."""
     from supervisor.resume import rebuild
-    from supervisor.runlog import list_runs, render, stats
+    from supervisor.run_stats import stats
+    from supervisor.runlog import list_runs, render
     from supervisor.timeline import build
 
     (tmp_path / "planted.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HOSTILE))

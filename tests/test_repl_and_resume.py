@@ -225,6 +225,7 @@ def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
     assert repl.handle("hi")
     repl.handle("/stats")
     assert "this session: in progress · 1 turn so far" in out.getvalue()
+    assert "running" in out.getvalue() and "interrupted" not in out.getvalue()
     repl.handle("/resume")
     assert "recent runs (/resume ID, or /resume last):" in out.getvalue()
     model = session.plan.make_model(None)

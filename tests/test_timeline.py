@@ -18,7 +18,7 @@ import pytest
 
 from supervisor.runlog import read_records
 from supervisor.timeline import Timeline, build
-from supervisor.timeline_outcome import SHORTFALL, UNVERIFIED
+from supervisor.timeline_outcome import UNVERIFIED
 from supervisor.timeline_page import render
 from tests.conftest import must_run_here
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
@@ -123,6 +123,23 @@ def conflicted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return log
 
 
+@pytest.fixture(scope="module")
+def failed_worker(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The supervisor's one explorer is refused by its endpoint (400) and fails; the
+    supervisor answers all the same: the run exits 3."""
+    workspace = tmp_path_factory.mktemp("failed") / "ws"
+    workspace.mkdir()
+    replies = [
+        Reply(tool_calls=[delegate("explorer", "look around")]),
+        Reply(text="The worker could not look."),
+    ]
+    routes = {"look around": [error_reply(400, "this model cannot do that")]}
+    done, _ = gaffer_replying(workspace, "run", "survey it", replies=replies, routes=routes)
+    assert done.returncode == 3, done.stderr
+    [log] = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    return log
+
+
 def timeline_of(log: Path) -> Timeline:
     return build(read_records(log), log)
 
@@ -188,7 +205,8 @@ def test_the_outcome_of_a_conflicted_run_names_the_worker_and_its_files(conflict
     timeline = timeline_of(conflicted)
     landed, lost = merged(conflicted)
     outcome = timeline.outcome
-    assert (outcome.kind, outcome.tone, outcome.meaning) == ("completed", "amber", SHORTFALL)
+    assert (outcome.kind, outcome.tone) == ("incomplete", "amber"), "it exited 3: never completed"
+    assert outcome.meaning == "the answer came, but something it started did not hold (exit 3)"
     assert outcome.answer.startswith(f"Done. {HOSTILE}")
     assert (outcome.verdict.verdict, outcome.verdict.tone) == ("unverified", "amber")
     assert "no test ran" in outcome.verdict.reason
@@ -202,6 +220,9 @@ def test_the_outcome_of_a_conflicted_run_names_the_worker_and_its_files(conflict
     assert lanes[landed].merge == "applied"
     # Had the second change come in, the answer went out unverified: exit 0, or 4.
     records = [r for r in read_records(conflicted) if r.get("status") != "conflict"]
+    for record in records:  # as the run would have ended then
+        if record["event"] == "session_end":
+            record.update(status="completed", exit_code=0, reason="finished")
     assert build(records).outcome.meaning == UNVERIFIED
 
 
@@ -387,7 +408,7 @@ def test_the_outcome_comes_first_in_chromium_and_the_conflict_is_red(
     assert outcome.is_displayed() and outcome.rect["y"] + outcome.rect["height"] <= chart.rect["y"]
     assert outcome.rect["y"] < browser.execute_script("return window.innerHeight")
     text = outcome.text
-    assert "completed" in text and "exit 3" in text
+    assert text.startswith("incomplete") and "exit 3" in text and "completed" not in text
     answer = outcome.find_element(By.CSS_SELECTOR, "pre.answer")
     assert answer.text.startswith(f"Done. {HOSTILE}")
     assert answer.value_of_css_property("overflow-y") == "auto"  # a long answer scrolls
@@ -407,6 +428,28 @@ def test_the_outcome_comes_first_in_chromium_and_the_conflict_is_red(
     landed_name = browser.find_element(By.CSS_SELECTOR, f'.lane[data-agent="{landed}"] .name')
     assert landed_name.value_of_css_property("border-left-color") == GREEN
     screenshot(browser, tmp_path, "timeline-conflict")
+
+
+def test_a_failed_worker_has_a_red_lane_and_the_run_says_its_exit_on_load(
+    failed_worker: Path, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    timeline = open_page(browser, failed_worker, tmp_path)
+    assert {lane.agent: lane.status for lane in timeline.lanes} == {
+        "supervisor": "completed",
+        "w1": "failed",
+    }
+    text = browser.find_element(By.ID, "outcome").text
+    assert text.startswith("incomplete") and "(exit 3)" in text and "exit 0" not in text
+    assert "w1 (explorer)" in text
+    name = browser.find_element(By.CSS_SELECTOR, '.lane[data-agent="w1"] .name')
+    assert name.value_of_css_property("border-left-color") == RED
+    screenshot(browser, tmp_path, "timeline-failed-worker")
+    # one that failed before it started (no line of its own) has its lane all the same
+    records = [r for r in read_records(failed_worker) if r.get("agent_id") != "w1"]
+    [lane] = [lane for lane in build(records).lanes if lane.agent == "w1"]
+    assert (lane.status, lane.profile, lane.parent) == ("failed", "explorer", "supervisor")
 
 
 def test_a_planted_log_cannot_make_the_page_read_other_files(tmp_path: Path) -> None:

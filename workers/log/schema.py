@@ -92,6 +92,7 @@ class SessionEnd(Event):
     tool_calls: int
     tool_errors: int
     workers: int
+    exit_code: int | None = absent_when_none()  # gaffer run's; status says it in words
 
 
 @dataclass(frozen=True)
@@ -182,12 +183,10 @@ class LlmCall(Event):
     temperature: float | None = absent_when_none()
     """The call's own sampling temperature (a fresh attempt); absent: the configured one."""
     max_tokens: int | None = absent_when_none()
-    """The call's own output cap (a fresh attempt's, fitted to the files it may write);
-    absent: the configured one."""
+    """The call's own output cap (a fresh attempt's); absent: the configured one."""
     stop: list[str] | None = absent_when_none()
-    """Text that ends the reply where it would begin, asked of the server: a block
-    writer's, where a block for a test it may not write would begin (a test file's path
-    line over a fence); absent: none asked."""
+    """Text that ends the reply where it would begin, asked of the server (a block
+    writer's, where a block for a test it may not write would begin); absent: none."""
     reasoning_tokens: int | None = absent_when_none()
     """Completion tokens spent reasoning, when the server says (the Responses API)."""
     reasoning: list[Record] | None = absent_when_none()
