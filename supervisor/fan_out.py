@@ -9,6 +9,7 @@ saves a turn.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from workers.facts import Facts
@@ -50,8 +51,8 @@ def in_turn(tasks: Sequence[str], run: Callable[[str], ToolResult]) -> ToolResul
 def combined(results: Sequence[ToolResult]) -> ToolResult:
     """One result for the batch: each worker's report in order, and their facts as the
     batch's evidence (what each changed, how each ended)."""
-    if len(results) == 1:
-        return results[0]
+    if len(results) == 1:  # its report whole, whatever the caller's window cuts of it
+        return dataclasses.replace(results[0], parts=(results[0].output,))
     facts = [r.facts for r in results]
     workers = [f.worker for f in facts if f.worker]
     # A task the run refused to start has no worker: it is named by its place.

@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import make_agent, run_script
+from workers.guard_hooks import PendingCall
 from workers.guards.citations import Citations
 from workers.guards.named_code import written_as_code
 from workers.guards.verification import Gate
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
-from workers.model import Message
+from workers.model import Message, ToolCall
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished
 from workers.repo_map.index import build
@@ -234,9 +235,55 @@ def test_a_reader_whose_claims_are_checked_is_asked_for_a_call_first(workspace: 
 
 def test_one_rule_says_what_a_word_written_as_code_is() -> None:
     """The map's ranking and the citations read a task and an answer by the same rule."""
-    code = ["get_logger", "BoundLogger", "sha256", "os.path", "__init__x"]
-    prose = ["logger", "Logger", "e.g", "python"]
+    code = ["get_logger", "BoundLogger", "os.path", "__init__x"]
+    prose = ["logger", "Logger", "e.g", "python", "sha256", "utf8"]
     assert [w for w in code + prose if written_as_code(w)] == code
     assert {"get_logger", "BoundLogger", "sha256"} <= mentions("get_logger BoundLogger sha256 it")[
         0
     ]
+
+
+def test_a_supervisor_stands_on_each_report_of_a_batch_one_s_doubt_not_another_s_read(
+    workspace: Path,
+) -> None:
+    """A batch in which one worker failed is still read, report by report; a file one
+    worker named unread is still borne out by another's report that read it."""
+    package(workspace)
+    doubted = REPORT.format(unsupported="").replace(
+        "it puts BoundLogger in loggers.py; it names loggers.py",
+        f"{REPORTED_UNSUPPORTED}it names dev.py",
+    )
+    failed = doubted.replace("completed after", "failed after")
+    read_it = REPORT.format(unsupported="").split("\n")[0].replace("w1", "w2") + (
+        "\nfiles changed: none\n"
+        "final answer (the worker's own words, each line after '|'):\n"
+        "| ConsoleRenderer is defined in dev.py."
+    )
+    citations = Citations(code_map=build(workspace), through_workers=True)
+    call = ToolCall(id="d", name="delegate", arguments="{}")
+    batch = ToolResult(output="2 workers", parts=(failed, read_it), is_error=True)
+    citations.note(PendingCall(call, {}, ("delegate", "{}")), batch)
+    assert citations.unsupported("ConsoleRenderer is defined in dev.py.") == []
+    assert citations.unsupported("Its tests are in nowhere.py.") == [
+        "it names nowhere.py, which no worker's report shows"
+    ]
+
+
+def test_a_reader_resumed_after_calls_of_its_own_is_not_asked_for_another(
+    workspace: Path,
+) -> None:
+    package(workspace)
+    recorder = Recorder()
+    model = ScriptedModel([say("`BoundLogger` is in stdlib.py.")])
+    agent = make_agent(workspace, model, recorder, look_first=True, calls_first=True)
+    messages: list[Message] = [
+        *shown_stdlib()[:2],
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "read_file", "arguments": '{"path": "stdlib.py"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": LOGGERS},
+        {"role": "user", "content": "Go on."},
+    ]  # fmt: skip
+    assert run_agent(agent, messages).outcome == Finished("`BoundLogger` is in stdlib.py.")
+    assert model.required == [False]

@@ -59,7 +59,7 @@ def fit(result: ToolResult, output_chars: int | None) -> ToolResult:
     text = result.output
     if output_chars is None or len(text) <= output_chars:
         return result
-    if result.parts:
+    if len(result.parts) > 1:
         first = text.split("\n\n", 1)[0]
         share = max(0, (output_chars - len(first)) // len(result.parts) - 2)
         cut = [_head_and_tail(shown_name(part), share) for part in result.parts]

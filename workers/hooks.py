@@ -87,6 +87,11 @@ class Finish:
     """The run ends here with this answer (the gate still stamps it)."""
 
     answer: str
+    made_of_checked: bool = False
+    """The answer is made of what gaffer checked where it was said (workers' answers,
+    each checked against that worker's own calls, less what that check denied): it is
+    not judged again, and `left_out` says, as gaffer's, what was taken out."""
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

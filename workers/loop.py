@@ -33,6 +33,7 @@ from workers.outcome import (
     reason_of,
     status_of,
 )
+from workers.report_lines import LEFT_OUT
 from workers.sandbox import NodeLost, SandboxFault
 from workers.stepping import StoppedByUser
 
@@ -135,7 +136,7 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
     schemas = [tool.schema() for n, tool in agent.tools.items() if n not in aids.hidden_tools]
     view = AgentView(agent, result, schemas)
     if (finish := aids.before_first_step(view)) is not None:
-        return Finished(_stamped(agent, finish.answer, result))
+        return Finished(_finished(agent, finish, result))
     # Calls an aid made before the first step may already hold what answers the task.
     paused, must_call = aids.answer_next(view), False
     if paused:
@@ -197,8 +198,8 @@ def _before_step(
 
 def _must_look(agent: Agent, result: AgentResult) -> bool:
     """Whether its next reply must be a call, as one that has not looked yet."""
-    if agent.calls_first and not result.tool_calls:
-        return True
+    if agent.calls_first and not any(m.get("role") == "tool" for m in result.messages):
+        return True  # none of its own calls yet, in this run or the one it resumes
     return agent.look_first and not looked(result.messages)
 
 
@@ -226,7 +227,7 @@ def _would_stop(
     once the gate takes it), or whether the next reply must be a call."""
     step_on = _when_stuck(agent, view, said)
     if isinstance(step_on, Finish):
-        return Finished(_stamped(agent, step_on.answer, result))
+        return Finished(_finished(agent, step_on, result))
     if step_on is not None:
         return True  # the aid told it what to do next
     return _answer(agent, result, said, paused)
@@ -249,7 +250,7 @@ def _going_round(
     again ends the run), and a paused agent no aid helped is asked to answer now."""
     step_on = _when_stuck(agent, view, "")
     if isinstance(step_on, Finish):
-        return Finished(_stamped(agent, step_on.answer, result))
+        return Finished(_finished(agent, step_on, result))
     answer_now = _answer_now(agent, result.messages) if paused and step_on is None else ""
     if told := "\n\n".join(filter(None, [nudge, answer_now])):
         tell(agent, result.messages, told, source="repetition")
@@ -337,6 +338,20 @@ def _task(messages: list[Message]) -> str:
 def _short(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _finished(agent: Agent, finish: Finish, result: AgentResult) -> str:
+    """An aid's answer as the run's, stamped by the gate; or, made of what gaffer checked
+    already, with what it left out said after it, and as the agent's last message (no
+    reply of the model's has it, and a chat's next turn must know what was answered)."""
+    if not finish.made_of_checked:
+        return _stamped(agent, finish.answer, result)
+    result.unsupported = finish.left_out
+    answer = finish.answer
+    if finish.left_out:
+        answer = f"{answer.rstrip()}\n\n{LEFT_OUT}{'; '.join(finish.left_out)}"
+    result.messages.append({"role": "assistant", "content": answer})
+    return answer
 
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:

@@ -19,9 +19,49 @@ ANSWER_HEADING = f"final answer (the worker's own words, each line after {QUOTE.
 REPORTED_UNSUPPORTED = "unsupported claims (gaffer checked them against the worker's calls): "
 """How a report says what gaffer could not bear out, on a line of gaffer's own: the only
 place that is read back from (the worker's own words, quoted, could forge the other)."""
-_DENIED_PLACE = re.compile(r"it puts (\S+) in (\S+?);")
-_DENIED_FILE = re.compile(r"it names (\S+), which none")
+# The claims gaffer's citations make (workers/guards/citations.py), read back: a file
+# named unread, a name placed in a file, a name said not to be there, an answer made
+# without looking. Written there and read here only.
+LEFT_OUT = "Left out of the workers' answers, as nothing they did bears it out: "
+"""How an answer made of workers' answers (workers/aids/joined_reports.py) says, after
+them, what of them gaffer left out."""
+_UNREAD = re.compile(r"it names (\S+), which ")
+_PLACED = re.compile(r"it puts (\S+) in (\S+?);|marks unsupported: (\S+) in (\S+?)(?:;|$)")
+_ABSENT = re.compile(r"it says (\S+) is not there")
+BLIND = "it answered without looking at the code"
 _HEADER = re.compile(r"^worker (\S+) \((\S+)\): (\S+) after ")
+CUT_NOTE = "characters cut so the result fits"
+"""What workers/executor.py says where it cut a result: a report so cut is not whole."""
+
+
+@dataclass(frozen=True)
+class Denied:
+    """What a report's unsupported claims deny."""
+
+    files: frozenset[str] = frozenset()
+    """Files named without being opened."""
+    placed: frozenset[tuple[str, str]] = frozenset()
+    """(name, file): a name placed in a file the map or a worker denies."""
+    absent: frozenset[str] = frozenset()
+    """Names said not to be there, with no search that found nothing."""
+    blind: bool = False
+    """The answer was made without a look at the code: all of it is unsupported."""
+
+    def pairs(self) -> set[tuple[str, str]]:
+        """As (name, file), ("", file) for a file named unread."""
+        return set(self.placed) | {("", file) for file in self.files}
+
+
+def denied_in(claims: str) -> Denied:
+    """What the unsupported claims of a report's line deny."""
+    claims += ";"
+    placed = {(m[0] or m[2], m[1] or m[3]) for m in _PLACED.findall(claims)}
+    return Denied(
+        files=frozenset(path.rstrip(",;") for path in _UNREAD.findall(claims)),
+        placed=frozenset(placed),
+        absent=frozenset(_ABSENT.findall(claims)),
+        blind=BLIND in claims,
+    )
 
 
 def quoted(text: str) -> str:
@@ -42,18 +82,12 @@ class ReadReport:
     answer: str
     """The worker's answer, unquoted ("" for none)."""
 
+    whole: bool = True
+    """False: the report was cut to fit a window, and its answer may not be all there."""
+
     @property
-    def denied(self) -> set[tuple[str, str]]:
+    def denied(self) -> Denied:
         return denied_in(self.unsupported)
-
-
-def denied_in(claims: str) -> set[tuple[str, str]]:
-    """What a report's unsupported claims deny: (name, file) placed there, or ("", file)
-    named without being opened."""
-    claims += ";"
-    return set(_DENIED_PLACE.findall(claims)) | {
-        ("", path.rstrip(",;")) for path in _DENIED_FILE.findall(claims)
-    }
 
 
 def read_report(report: str) -> ReadReport | None:
@@ -63,8 +97,10 @@ def read_report(report: str) -> ReadReport | None:
         return None
     reason = unsupported = ""
     answer: list[str] = []
+    whole = True
     in_answer = False
     for line in lines[1:]:
+        whole = whole and CUT_NOTE not in line
         if in_answer and line.startswith(QUOTE.rstrip()):
             answer.append(line.removeprefix(QUOTE.rstrip()).removeprefix(" "))
             continue
@@ -81,16 +117,18 @@ def read_report(report: str) -> ReadReport | None:
         reason=reason,
         unsupported=unsupported,
         answer="\n".join(answer).strip(),
+        whole=whole,
     )
 
 
-def names_denied(text: str, denied: set[tuple[str, str]], container_root: str | None) -> bool:
-    """Whether `text` names a file, or places a name in one, that a report denies."""
+def names_denied(text: str, denied: Denied, container_root: str | None) -> bool:
+    """Whether `text` carries a claim `denied` denies: it names a file named unread,
+    places a denied name in its file, or names a name said not to be there."""
     paths = [p.strip("/") for p in named_paths(text, container_root)]
-    for name, file in denied:
+    for name, file in denied.pairs():
         if any(same_file(path, file) for path in paths) and (not name or name in text):
             return True
-    return False
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text) for name in denied.absent)
 
 
 def same_file(named: str, known: str) -> bool:

@@ -5,46 +5,73 @@ Shown its workers' reports and asked to answer from them, the bundled 1.5B model
 them out again: on the demo's survey, 151 s for one reply, and twice more when sent back,
 because what it added was files no worker read ("frames.py: the frames that the worker
 uses"). When the harness split the question (workers/aids/task_parts.py), each part's
-answer is already a worker's, checked against its own calls. So the answer is those,
-each under its part, less every sentence that carries a claim gaffer could not bear out;
-what was left out is said at the end, as gaffer's, never as fact.
+answer is already a worker's, checked by that worker's gate against its own calls. So
+the answer is those, each under its part, less every sentence that carries a claim that
+check denied (a file named unread, a name placed where the map says it is not, a name
+said not to be there with no search); an answer made without a look is left out whole.
+What was left out is said after the answer, as gaffer's, never as fact.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from workers.guards.citations import LEFT_OUT, UNSUPPORTED
-from workers.report_lines import ReadReport, names_denied, read_report
+from workers.report_lines import (
+    ANSWER_HEADING,
+    LEFT_OUT,
+    REPORTED_UNSUPPORTED,
+    ReadReport,
+    names_denied,
+    read_report,
+)
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
-NOT_ANSWERED = "(worker {worker} ended {status}{reason})"
+CONTAINER_ROOT = "/workspace"
+"""Where a reader in a container saw the workspace (workers/assembly/build.py)."""
+# A sentence ends at . ! ? or ; before a space (a path's dots, `e.g.x`, stay whole).
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[.!?;]\))\s+")
+_LIST_MARK = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
+# Lines of gaffer's own, and lines that would read as them, in a worker's words: a
+# worker's answer never brings them into the user's.
+_GAFFERS = (LEFT_OUT, REPORTED_UNSUPPORTED, ANSWER_HEADING, "Unsupported (", "[gaffer", "(worker ")
+_REPORT_HEADER = re.compile(r"^\s*worker \S+ \(\S+\): ")
 
 
-def joined_answer(
-    groups: Sequence[Sequence[str]], reports: Sequence[str], container_root: str | None = None
-) -> str | None:
+@dataclass(frozen=True)
+class Joined:
+    answer: str
+    left_out: tuple[str, ...]
+    """What gaffer left out, each as `wN: the claims its check denied`."""
+
+
+def joined_answer(groups: Sequence[Sequence[str]], reports: Sequence[str]) -> Joined | None:
     """`groups`: the parts each worker was given, in order; `reports`: their reports, in
-    the same order. None when the reports cannot be read as the workers' (the model
-    answers from them instead)."""
-    read = [read_report(report) for report in reports]
-    if len(read) != len(groups) or any(r is None for r in read):
+    the same order (a task that started no worker has its refusal there). None when no
+    report can be read as a worker's (the model answers from them instead)."""
+    if len(reports) != len(groups):
         return None
-    sections, left_out = [], []
-    number = 1
-    for parts, report in zip(groups, read, strict=True):
-        assert report is not None
+    read = [read_report(report) for report in reports]
+    if all(r is None for r in read):
+        return None
+    sections, left_out, number = [], [], 1
+    for parts, report, raw in zip(groups, read, reports, strict=True):
         heading = _heading(parts, number, alone=len(groups) == 1)
         number += len(parts)
-        body = _kept(report, container_root)
+        if report is None:  # refused, or not started: its reason
+            first = raw.strip().splitlines()[0] if raw.strip() else "no report"
+            sections.append("\n".join(filter(None, [heading, f"(not answered: {first})"])))
+            continue
+        body = _kept(report)
         if report.unsupported:
             left_out.append(f"{report.worker}: {report.unsupported}")
-        ended = _not_answered(report) if report.status != "completed" or not body else ""
-        sections.append("\n".join(filter(None, [heading, body, ended])))
-    if left_out:
-        sections.append(LEFT_OUT + "; ".join(left_out))
-    return "\n\n".join(sections)
+        ended = ""
+        if body and report.status != "completed":
+            ended = f"({report.worker} ended {report.status}" + (
+                f": {report.reason})" if report.reason else ")"
+            )
+        sections.append("\n".join(filter(None, [heading, body or _nothing(report), ended])))
+    return Joined("\n\n".join(sections), tuple(left_out))
 
 
 def _heading(parts: Sequence[str], first: int, *, alone: bool) -> str:
@@ -54,28 +81,42 @@ def _heading(parts: Sequence[str], first: int, *, alone: bool) -> str:
         return ""
     if len(parts) == 1:
         return f"{first}. {parts[0]}"
-    return (
-        "\n".join(f"{first + n}. {part}" for n, part in enumerate(parts)) + "\n(answered together:)"
-    )
+    return f"{first}–{first + len(parts) - 1}. " + "; ".join(parts)
 
 
-def _kept(report: ReadReport, container_root: str | None) -> str:
-    """The worker's answer less its stamp and each sentence a mark of gaffer's denies."""
+def _kept(report: ReadReport) -> str:
+    """The worker's answer less each sentence a mark of gaffer's denies, and any line
+    that reads as gaffer's own; an answer made without a look, none of it."""
     denied = report.denied
-    kept_lines = []
+    if denied.blind or not report.whole:
+        return ""
+    kept_lines, fenced = [], False
     for line in report.answer.splitlines():
-        if line.startswith(UNSUPPORTED):
-            continue  # its own stamp: said once, at the end, from gaffer's line
-        sentences = [
-            s for s in _SENTENCE.split(line) if not names_denied(s, denied, container_root)
-        ]
-        if kept := " ".join(sentences).rstrip():
-            kept_lines.append(kept)
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if line.lstrip().startswith(_GAFFERS) or _REPORT_HEADER.match(line):
+            continue
+        if fenced or line.lstrip().startswith("```"):  # code as written, or not at all
+            if not names_denied(line, denied, CONTAINER_ROOT):
+                kept_lines.append(line)
+            continue
+        mark = m.group() if (m := _LIST_MARK.match(line)) else ""
+        sentences = [s for s in _SENTENCE.split(line[len(mark) :]) if s.strip()]
+        kept = [s for s in sentences if not names_denied(s, denied, CONTAINER_ROOT)]
+        if kept:
+            kept_lines.append(mark + " ".join(kept))
         elif not line.strip():
             kept_lines.append("")
     return "\n".join(kept_lines).strip()
 
 
-def _not_answered(report: ReadReport) -> str:
+def _nothing(report: ReadReport) -> str:
+    """What stands for a worker's answer when none of it is left."""
+    if report.denied.blind:
+        return f"({report.worker} answered without looking at the code: its answer is left out)"
+    if not report.whole:
+        return f"({report.worker}'s report was cut to fit: see its answer in the log)"
+    if report.answer and report.status == "completed":
+        return f"(nothing {report.worker} said could be borne out: see the end)"
     reason = f": {report.reason}" if report.reason else ""
-    return NOT_ANSWERED.format(worker=report.worker, status=report.status, reason=reason)
+    return f"({report.worker} gave no answer; it ended {report.status}{reason})"

@@ -129,8 +129,8 @@ class TaskParts(Aid):
         call = ToolCall(id="task-parts", name="delegate", arguments=json.dumps(arguments))
         result = view.run(call, arguments, checked=False)
         view.tell(f"{REPORTED}\n\n{result.output}", source="task_parts")
-        if self.joins and (answer := joined_answer(groups, result.parts or (result.output,))):
-            return Finish(answer)
+        if self.joins and (joined := joined_answer(groups, result.parts or (result.output,))):
+            return Finish(joined.answer, made_of_checked=True, left_out=joined.left_out)
         return None
 
 
@@ -144,10 +144,14 @@ def grouped(parts: list[str], at_once: int) -> list[list[str]]:
 
 
 def handed_out(groups: list[list[str]], task: str) -> list[str]:
-    """The workers' tasks, one for each group of parts."""
-    return [
-        PART.format(part=group[0], task=task)
-        if len(group) == 1
-        else PARTS.format(parts="\n".join(f"{n}. {p}" for n, p in enumerate(group, 1)), task=task)
-        for group in groups
-    ]
+    """The workers' tasks, one for each group of parts, numbered as in the whole."""
+    tasks, first = [], 1
+    for group in groups:
+        numbered = "\n".join(f"{n}. {p}" for n, p in enumerate(group, first))
+        tasks.append(
+            PART.format(part=group[0], task=task)
+            if len(group) == 1
+            else PARTS.format(parts=numbered, task=task)
+        )
+        first += len(group)
+    return tasks

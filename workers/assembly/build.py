@@ -155,8 +155,8 @@ def build_agent(
         user_task=setting.user_task,
         at_once=rules.workers_at_once,
         # A small model (file blocks) shown its workers' answers writes them out again,
-        # adding files none of them read.
-        joins_reports=rules.file_blocks,
+        # adding files none of them read; their answers are checked only with the gate.
+        joins_reports=rules.file_blocks and rules.verify,
     )
     edits = EditGuard(
         setting.workspace,

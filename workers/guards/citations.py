@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 from workers.guard_hooks import PendingCall
 from workers.guards.named_code import named_paths, path_spans, written_as_code
 from workers.repo_map.index import RepoMap
-from workers.report_lines import REPORTED_UNSUPPORTED, denied_in
+from workers.report_lines import read_report
 from workers.report_lines import same_file as _same_file
 from workers.tools.base import ToolResult
 
@@ -49,9 +49,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
 UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
 """How an answer's unsupported claims are said beside it."""
-LEFT_OUT = "Left out of the workers' answers, as nothing they did bears it out: "
-"""How an answer made of workers' answers (workers/aids/joined_reports.py) says what of
-them it left out."""
 MAX_SHOWN = 4
 """Claims named in one send-back at most."""
 
@@ -76,14 +73,15 @@ class Citations:
     def note(self, call: PendingCall, result: ToolResult) -> None:
         """A call's result, as the reader saw it."""
         args = call.arguments if isinstance(call.arguments, dict) else {}
+        if call.name == "delegate":  # a worker that failed still reports what it saw
+            for report in result.parts or (result.output,):
+                self._reported(report)
+            return
         if result.is_error and call.name not in SEARCHES:
             return
         if call.name == "read_file":
             if isinstance(path := args.get("path"), str):
                 self.seen.add(self._relative(path))
-            return
-        if call.name == "delegate":
-            self._reported(result.output)
             return
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, bool(_FOUND_NOTHING.match(result.output.strip()))))
@@ -95,27 +93,33 @@ class Citations:
                 if entry and not entry.startswith(("[", "(")):
                     self.seen.add(entry if folder in ("", ".") else f"{folder}/{entry}")
 
-    def _reported(self, output: str) -> None:
-        """Workers' reports: what they name counts as seen, but for what a report marks
-        unsupported, which is remembered as such."""
-        for line in output.splitlines():
-            if line.startswith(REPORTED_UNSUPPORTED):
-                self.denied.update(denied_in(line.removeprefix(REPORTED_UNSUPPORTED)))
-            elif UNSUPPORTED not in line:  # the worker's answer as stamped: not what it saw
-                self.seen.update(named_paths(line, self.container_root))
+    def _reported(self, report: str) -> None:
+        """A worker's report: the files its answer names count as seen, but for those
+        gaffer's line marks unsupported, which are remembered as such."""
+        read = read_report(report)
+        if read is None:  # not a worker's report: what it names, outside gaffer's marks
+            lines = [line for line in report.splitlines() if UNSUPPORTED not in line]
+            self.seen.update(named_paths("\n".join(lines), self.container_root))
+            return
+        denied = read.denied.pairs()
+        self.denied.update(denied)
+        answer = "\n".join(line for line in read.answer.splitlines() if UNSUPPORTED not in line)
+        self.seen.update(
+            path
+            for path in named_paths(answer, self.container_root)
+            if not any(not name and _same_file(path, file) for name, file in denied)
+        )
 
     def unsupported(self, answer: str) -> list[str]:
         """The claims of `answer` its calls and the map do not bear out, each in a few
         words; [] when every one is."""
         problems: list[str] = []
-        # gaffer's own lines about what is not borne out are not claims
-        answer = "\n".join(
-            line for line in answer.splitlines() if not line.startswith((UNSUPPORTED, LEFT_OUT))
-        )
         for path in named_paths(answer, self.container_root):
+            if self._known(path.rstrip("/")):  # another worker's report shows it
+                continue
             if any(not name and _same_file(path, file) for name, file in self.denied):
                 problems.append(f"it names {path}, which a worker named without opening it")
-            elif not self._known(path.rstrip("/")):
+            else:
                 problems.append(f"it names {path}, which {self._none_showed}")
         for sentence in _SENTENCE.split(answer):
             problems += self._placed(sentence) + self._absent(sentence)

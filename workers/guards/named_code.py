@@ -41,12 +41,11 @@ def path_spans(text: str, container_root: str | None = None) -> list[tuple[int, 
 
 def written_as_code(word: str) -> bool:
     """A word written as code, not prose: an underscore inside (`get_logger`), a capital
-    after its first letter (`BoundLogger`), a digit after a letter (`sha256`), or a dot
-    between names of two letters or more (`os.path`, never "e.g")."""
+    after its first letter (`BoundLogger`), or a dot between names of two letters or more
+    (`os.path`, never "e.g"). Not a digit: "IPv6", "utf8" and "sha256" are prose too."""
     return (
         "_" in word.strip("_")
         or any(c.isupper() for c in word[1:])
-        or bool(re.search(r"[A-Za-z]\d", word))
         or bool(re.fullmatch(r"\w{2,}(?:\.\w{2,})+", word))
     )
 

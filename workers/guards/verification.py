@@ -28,6 +28,7 @@ from workers.guards.named_code import missing_paths, names_code
 from workers.guards.test_runs import is_test_run
 from workers.log.events import Emitter
 from workers.log.schema import Verification
+from workers.report_lines import BLIND
 from workers.tools.base import ToolResult
 
 if TYPE_CHECKING:
@@ -320,7 +321,7 @@ class Gate(Guard):
             return []
         claims = self.citations.unsupported(answer)
         if not facts and names_code(answer, self.workspace):
-            claims.insert(0, "it answered without looking at the code")
+            claims.insert(0, BLIND)
         return claims
 
     def _map_entries(self, answer: str) -> str:
