@@ -1,7 +1,7 @@
-"""The HTTP under the model clients (workers/model/wire.py), against real servers on
-127.0.0.1: TLS with a certificate the system is told to trust (and one it is not),
-a forward proxy named by the environment and NO_PROXY's exemption, the key and the
-organisation sent as the SDK sent them."""
+"""The HTTP under the model clients: the `openai` SDK (workers/model/endpoint.py),
+against real servers on 127.0.0.1: TLS with a certificate the system is told to trust
+(and one it is not), a forward proxy named by the environment and NO_PROXY's exemption,
+the key and the organisation as headers, the SDK's own user agent."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -161,6 +162,26 @@ def test_the_key_and_the_organisation_go_as_headers(monkeypatch: pytest.MonkeyPa
     (sent,) = server.headers
     assert sent["authorization"] == "Bearer sk-x"
     assert sent["openai-organization"] == "org-1" and sent["openai-project"] == "proj-2"
+    assert sent["user-agent"].startswith("OpenAI/Python "), "the call went through the SDK"
+
+
+def test_a_custom_header_from_the_environment_does_not_replace_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "Authorization: Bearer someone-else")
+    with FakeOpenAI([Reply(text="ok")]) as server:
+        OpenAIModel(model="m", base_url=server.base_url, api_key="sk-x").complete(ASK, [])
+    assert server.headers[0]["authorization"] == "Bearer sk-x"
+
+
+def test_the_sdk_is_imported_by_a_call_not_by_the_client_module() -> None:
+    """`gaffer --help` and every command that calls no model never pay for it."""
+    code = (
+        "import sys, workers.model.openai_client, workers.model.responses_client; "
+        "print(sorted(m for m in ('openai', 'httpx2', 'httpcore2') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_base_url_that_is_not_http_is_refused_in_one_line() -> None:

@@ -3,8 +3,8 @@
 A call blocks its thread in a socket read: for minutes while a local server reads a long
 prompt. When the agent is cancelled (its caller's wall clock ran out, Ctrl-C), that
 socket is shut down: the read ends at once, and the server sees its client leave and
-frees the slot for the calls that still matter. workers/model/wire.py registers the
-socket of each request here while its reply is read.
+frees the slot for the calls that still matter. The sockets under the SDK
+(workers/model/sockets.py) register here as their thread reads or writes them.
 """
 
 from __future__ import annotations
@@ -13,12 +13,19 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 # How often a waiting call looks up to see whether it was cancelled.
 POLL_S = 0.1
 # The most one reply may send, streamed events and all: a long reply at gaffer's output
 # caps is a few MB; a server that sends more (a 300 MB line) is cut before it fills memory.
 MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+
+class Shuttable(Protocol):
+    """What a thread reads from: a socket, or a stream over one."""
+
+    def shutdown(self, how: int, /) -> None: ...
 
 
 class ReplyTooLarge(Exception):
@@ -30,7 +37,7 @@ class Readers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_thread: dict[int, socket.socket] = {}
+        self._by_thread: dict[int, Shuttable] = {}
         self._received: dict[int, int] = {}
         """Bytes read so far by the call each thread is making (`interruptible`)."""
 
@@ -59,16 +66,16 @@ class Readers:
                 f"the server sent more than {MAX_REPLY_BYTES // (1024 * 1024)} MB for one reply"
             )
 
-    @contextlib.contextmanager
-    def reading(self, sock: socket.socket | None) -> Iterator[None]:
+    def attach(self, stream: Shuttable) -> None:
+        """This thread now reads or writes `stream`: a cancel shuts it."""
+        with self._lock:
+            self._by_thread[threading.get_ident()] = stream
+
+    def detach(self, stream: Shuttable | None = None) -> None:
+        """This thread no longer reads `stream` (whatever it read, when None)."""
         thread = threading.get_ident()
-        if sock is not None:
-            with self._lock:
-                self._by_thread[thread] = sock
-        try:
-            yield
-        finally:
-            with self._lock:
+        with self._lock:
+            if stream is None or self._by_thread.get(thread) is stream:
                 self._by_thread.pop(thread, None)
 
     def shut(self, thread: int) -> bool:

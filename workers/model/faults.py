@@ -13,8 +13,8 @@ from tenacity import RetryCallState
 from tenacity.stop import stop_base
 
 from workers.model import Cancelled
+from workers.model.endpoint import APIError, ConnectionFailed, StatusError, TimedOut
 from workers.model.replies import IncompleteStream
-from workers.model.wire import APIError, ConnectionFailed, StatusError, TimedOut
 
 
 class CallTooLong(Exception):

@@ -1,12 +1,10 @@
 """The real model: any OpenAI-compatible Chat Completions endpoint, streamed, with retries.
 
-Spoken over workers/model/wire.py (the standard library's HTTP), not the `openai` SDK,
-whose import alone costs more than a trivial run."""
+Spoken through the `openai` SDK (workers/model/endpoint.py), imported at the first call."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +30,14 @@ from workers.model import (
     shown_url,
 )
 from workers.model.cancel import Readers, ReplyTooLarge, interruptible
+from workers.model.endpoint import (
+    APIError,
+    Endpoint,
+    Fields,
+    Reply,
+    StatusError,
+    as_fields,
+)
 from workers.model.faults import (
     CONTEXT_ERROR,
     MAX_CALL_S,
@@ -57,19 +63,7 @@ from workers.model.replies import (
     from_response,
     from_stream,
 )
-from workers.model.wire import (
-    APIError,
-    Endpoint,
-    Fields,
-    Reply,
-    StatusError,
-    as_fields,
-    json_events,
-)
 from workers.tools.workspace import shown_name
-
-# The endpoint's list of models is read this far: a few hundred models take a few hundred KB.
-MAX_MODELS_LIST_BYTES = 8 << 20
 
 
 class OpenAIModel:
@@ -139,7 +133,7 @@ class OpenAIModel:
         """The model ids the endpoint lists (GET /models), or None when it lists none."""
         try:
             with self._readers.counting(), self._endpoint.get("/models", timeout=10) as reply:
-                listed = json.loads(reply.read(MAX_MODELS_LIST_BYTES))["data"]
+                listed = reply.json_object()["data"]
             return [str(m["id"]) for m in listed]
         except Exception:
             return None
@@ -150,6 +144,7 @@ class OpenAIModel:
         tools: list[dict[str, Any]],
         options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
+        self._endpoint.prepare()
         echo = Echo(options.on_text)
         cancelled, on_retry = options.cancelled, options.on_retry
         whole = max(MAX_CALL_S, self.request_timeout)
@@ -364,7 +359,7 @@ class OpenAIModel:
 def _chunks(reply: Reply) -> Iterator[Fields]:
     """A Chat Completions stream's chunks; an `error` event inside it raised as APIError
     (servers send one for a fault mid-reply, llama.cpp for a reply it could not parse)."""
-    for event in json_events(reply):
+    for event in reply.json_events():
         if "error" in event:
             error = event["error"]
             message = error.get("message") if isinstance(error, dict) else error

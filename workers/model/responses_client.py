@@ -12,7 +12,6 @@ the server keeps nothing, and sends reasoning back encrypted for the next reques
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,11 +66,11 @@ class ResponsesModel(OpenAIModel):
             request["temperature"] = temperature
         if not self.stream:
             with self._endpoint.post("/responses", request, timeout=timeout) as reply:
-                text = reply.read().decode("utf-8", "replace")
-            return _turn(_json_object(text), echo, self.name, streamed_text=None)
+                body = reply.json_object()
+            return _turn(body, echo, self.name, streamed_text=None)
         request["stream"] = True
         with self._endpoint.post("/responses", request, timeout=timeout) as reply:
-            return _from_events(_sse_events(reply.lines()), echo, self.name)
+            return _from_events(_sse_events(reply.json_events()), echo, self.name)
 
 
 def input_items(messages: list[Message]) -> list[dict[str, Any]]:
@@ -118,16 +117,11 @@ def function_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return shaped
 
 
-def _sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    """Each server-sent event's data as JSON; a connection that breaks mid-stream is an
-    IncompleteStream, retried like the chat path's."""
+def _sse_events(events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The stream's events; a connection that breaks mid-stream is an IncompleteStream,
+    retried like the chat path's."""
     try:
-        for line in lines:
-            if line.startswith("data:"):
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                yield _json_object(data)
+        yield from events
     except IncompleteStream:
         raise
     except Exception as error:  # the HTTP stack's own, whatever it is: the stream broke
@@ -226,16 +220,6 @@ def _raise_failure(error: dict[str, Any]) -> None:
             f"the conversation no longer fits the model's context window: {message}",
         )
     raise IncompleteStream(f"the response failed: {message}")
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise IncompleteStream(f"the reply is not whole JSON ({error.msg})") from error
-    if not isinstance(value, dict):
-        raise IncompleteStream("the reply is not a JSON object")
-    return value
 
 
 def _text(content: Any) -> str:
