@@ -81,10 +81,12 @@ def set_up(
         fail(str(error))
     top = top or default_top(uses_local_model(config, use_local))
     if top not in names:
-        fail(f"no profile {top!r}; `gaffer profiles` lists them")
+        hint = settings.did_you_mean(top, names, "`gaffer profiles` lists them")
+        fail(f"no profile {top!r}{hint}", EXIT_USAGE)
     allowed_set = frozenset(p.strip() for p in allowed.split(",") if p.strip()) if allowed else None
     if allowed_set and (unknown := sorted(allowed_set - names)):
-        fail(f"--profiles names unknown profile(s): {', '.join(unknown)}")
+        hint = settings.did_you_mean(unknown[0], names, "`gaffer profiles` lists them")
+        fail(f"--profiles names unknown profile(s): {', '.join(unknown)}{hint}", EXIT_USAGE)
     if config.workers_local and uses_local_model(config, use_local):
         fail(
             "--workers-local keeps the top agent on your endpoint: set OPENAI_BASE_URL or "

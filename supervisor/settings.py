@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -220,6 +221,14 @@ NOT_IN_WORKSPACE_CONFIG = {
 }
 
 
+def did_you_mean(word: str, choices: Iterable[str], otherwise: str) -> str:
+    """ "; did you mean 'x'?" for the closest of `choices`, else "; " and `otherwise`."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else f"; {otherwise}"
+
+
 def user_config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "gaffer" / "config.toml"
@@ -284,9 +293,8 @@ def _read_toml(path: str, content: bytes, *, refused: set[str]) -> dict[str, Any
     known = set(Settings.model_fields)
     for key in data:
         if key not in known:
-            raise ConfigError(
-                f"{path}: unknown key {key!r}; known keys: {', '.join(sorted(known - {'api_key'}))}"
-            )
+            hint = did_you_mean(key, known, "the README's configuration reference lists the keys")
+            raise ConfigError(f"{path}: unknown key {key!r}{hint}")
         if key in refused:
             raise ConfigError(
                 f"{path}: {key!r} cannot be set in this file; use the environment or a flag"

@@ -197,3 +197,29 @@ def test_an_endpoint_that_sends_nothing_ends_the_run_at_the_first_byte_deadline(
     assert done.returncode == 1, done.stderr
     assert took < 20, f"ended near the 2 s deadline (took {took:.0f} s)"
     assert "took the request and sent nothing for 2 s (first_byte_timeout)" in done.stderr
+
+
+def test_a_misspelt_profile_or_config_key_says_what_was_meant(workspace: Path) -> None:
+    done = gaffer(workspace, "run", "--profile", "explorr", "look")
+    assert done.returncode == 64
+    assert done.stderr.strip() == "gaffer: no profile 'explorr'; did you mean 'explorer'?"
+    config = workspace.parent / "home" / ".config" / "gaffer" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("max_step = 3\n")
+    done = gaffer(workspace, "run", "look")
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("unknown key 'max_step'; did you mean 'max_steps'?")
+    config.write_text("tool_prefil = 'x'\nzzz = 1\n")
+    done = gaffer(workspace, "run", "look")
+    assert "tool_prefill" in done.stderr, "close to what was written: said"
+    config.write_text("zzz = 1\n")
+    done = gaffer(workspace, "run", "look")
+    assert "tool_prefill" not in done.stderr and "configuration reference" in done.stderr
+
+
+def test_a_reply_the_time_limit_cuts_is_the_partial_answer_on_stdout(workspace: Path) -> None:
+    with FakeOpenAI([Reply(text="word " * 300, drip_s=0.05)]) as server:
+        done = gaffer(workspace, "run", "--max-seconds", "3", "say a lot", server=server)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.startswith("word word ") and 0 < len(done.stdout) < 1500
+    assert "stopped: time limit" in done.stderr

@@ -90,6 +90,22 @@ def test_https_to_a_server_nobody_trusts_fails_at_once_saying_why(
     assert server.requests == [], "a certificate refused is not asked again and again"
 
 
+def test_a_scheme_that_does_not_match_the_server_is_said_as_such(
+    certificate: tuple[Path, Path],
+) -> None:
+    cert, key = certificate
+    with FakeOpenAI([Reply(text="never")] * 6) as server:
+        tls = server.base_url.replace("http://", "https://")
+        with pytest.raises(ModelError) as raised:
+            OpenAIModel(model="m", base_url=tls, api_key="k").complete(ASK, [])
+        assert "answered in plain HTTP, not TLS" in raised.value.message
+        assert f"use {server.base_url} as the base URL" in raised.value.message
+        plain = over_tls(server, cert, key).replace("https://", "http://")
+        with pytest.raises(ModelError) as raised:
+            OpenAIModel(model="m", base_url=plain, api_key="k", max_attempts=1).complete(ASK, [])
+        assert "if the server speaks TLS, its address begins https://" in raised.value.message
+
+
 class ForwardProxy:
     """A plain-HTTP forward proxy: notes each request line, relays it, sends back the reply."""
 

@@ -69,8 +69,14 @@ def call_model(
     agent.guards.before_model(ask)
     agent.events.emit(TurnStart(step=step))
     started = time.monotonic()
+    streamed: list[str] = []
+
+    def on_text(text: str) -> None:
+        streamed.append(text)
+        agent.events.emit(TextDelta(text=text, step=step))
+
     options = CallOptions(
-        on_text=lambda text: agent.events.emit(TextDelta(text=text, step=step)),
+        on_text=on_text,
         on_retry=lambda attempt, error, wait: agent.events.emit(
             LlmRetry(step=step, attempt=attempt, error=error, wait_s=round(wait, 3))
         ),
@@ -91,6 +97,7 @@ def call_model(
     except ModelError as error:
         if error.kind == "malformed_output":
             agent.guards.after_model(ask, None)
+        error.partial = "".join(streamed)
         raise
     agent.guards.after_model(ask, turn)
     agent.budget.spend(turn.usage.total)

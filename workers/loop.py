@@ -104,6 +104,9 @@ def run_agent(
             if error.kind == calls.OUTPUT_LIMIT
             else Failed(error.message, kind=error.kind)
         )
+        if isinstance(result.outcome, LimitHit) and error.partial.strip():
+            # what the user watched it write, cut where the limit came: the partial answer
+            result.outcome = dataclasses.replace(result.outcome, answer=error.partial.strip())
     except NodeLost as error:
         result.outcome = Interrupted(str(error))
     except SandboxFault as error:  # the container broke or misbehaved: this agent ends

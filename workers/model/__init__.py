@@ -208,6 +208,9 @@ class ModelError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.partial = ""
+        """What the reply had streamed when it ended (a deadline cut it): the run's
+        partial answer."""
 
 
 Api = Literal["chat", "responses"]

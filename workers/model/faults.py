@@ -6,6 +6,7 @@ from __future__ import annotations
 import email.utils
 import re
 import socket
+import ssl
 import time
 import urllib.parse
 
@@ -179,5 +180,17 @@ def first_contact(
             f"nothing is listening at {host}:{port} (connection refused): "
             f"is the server running, and is {url} its address?"
         )
+    tls = caused_by(error, ssl.SSLError)
+    if isinstance(tls, ssl.SSLError) and tls.reason in PLAIN_HTTP_REPLIES:
+        return (
+            f"{host}:{parts.port or 443} answered in plain HTTP, not TLS: if it is a local "
+            f"server, use http://{url.removeprefix('https://')} as the base URL"
+        )
     cause = f"{error.__cause__ or error}"
     return f"cannot connect to {url}: is the server running? ({short(cause, 120)})"
+
+
+# What OpenSSL says when an https:// URL reaches a server that answers in plain HTTP.
+PLAIN_HTTP_REPLIES = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
+)

@@ -350,9 +350,13 @@ class OpenAIModel:
                 )
             if 400 <= status < 500 and status not in RETRYABLE_STATUS:
                 return ModelError("bad_request", f"{where} rejected the request ({status}): {text}")
+        hint = ""
+        if where.startswith("http://") and "without sending a response" in describe(error):
+            hint = "; if the server speaks TLS, its address begins https://"
         return ModelError(
             "unavailable",
-            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {describe(error)}",
+            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: "
+            f"{describe(error)}{hint}",
         )
 
 
