@@ -65,7 +65,7 @@ demo: install
 # The agent task set: small Python exercises solved by the local model as a coder, against
 # the same model answering in one shot with no tools (bench/agent_tasks.py).
 bench-agent: sandbox-ready
-	$(BIN)/python -m bench.agent_tasks
+	$(BIN)/python -m bench.agent_tasks $(BENCH_ARGS)
 
 # Delegating against one agent, on code nobody here wrote: a survey of two installed
 # dependencies' sources and a refactor of a generated project (bench/delegation.py).

@@ -49,6 +49,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.kept_results import KeptResults, OtherGaffer, measured_commit
 from supervisor.local import server, store
 from workers.aids.file_blocks import HOW_TO_WRITE, read_blocks
 from workers.guards.editing import EditGuard
@@ -241,8 +242,19 @@ def main(args: list[str]) -> int:
         action="store_true",
         help="skip the one-shot ways (to measure another gaffer, found through PYTHONPATH)",
     )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="keep each result in this JSON-lines file as it comes, and skip what it holds "
+        "for this gaffer's commit: a run longer than one sitting goes on where it stopped",
+    )
     chosen_args = parser.parse_args(args)
     suite, names = chosen_args.suite, chosen_args.names
+    try:
+        kept = KeptResults(chosen_args.results, measured_commit())
+    except OtherGaffer as error:
+        print(f"bench-agent: {error}", file=sys.stderr)
+        return 64
     try:
         docker.check_image(docker.client(), "gaffer-sandbox:latest")
         server.check_machine()
@@ -279,7 +291,7 @@ def main(args: list[str]) -> int:
             for title, every in suites.items():
                 chosen = [e for e in every if not names or e.name in names]
                 ways = {**_gaffer_ways(chosen), **one_shots}
-                results = run_suite(chosen, ways)
+                results = run_suite(chosen, ways, kept, title)
                 print_table(f"{title}: {len(chosen)} exercises", chosen, results)
                 summaries.append((title, results))
     finally:
@@ -298,12 +310,21 @@ def _gaffer_ways(chosen: list[Exercise]) -> dict[str, Callable[[Exercise], Resul
 
 
 def run_suite(
-    chosen: list[Exercise], ways: dict[str, Callable[[Exercise], Result]]
+    chosen: list[Exercise],
+    ways: dict[str, Callable[[Exercise], Result]],
+    kept: KeptResults | None = None,
+    suite: str = "",
 ) -> dict[str, list[Result]]:
+    """Each exercise each way; what `kept` holds already is not run again."""
+    kept = kept or KeptResults(None, "")
     results: dict[str, list[Result]] = {way: [] for way in ways}
     for exercise in chosen:
         for way, attempt in ways.items():
+            if (earlier := kept.get(suite, exercise.name, way)) is not None:
+                results[way].append(Result(**earlier))
+                continue
             results[way].append(attempt(exercise))
+            kept.keep(suite, exercise.name, way, results[way][-1])
         shown = ", ".join(f"{way} {runs[-1]}" for way, runs in results.items())
         print(f"{exercise.name}: {shown}", file=sys.stderr)
     return results

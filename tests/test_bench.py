@@ -4,6 +4,7 @@ belong to the benchmarks, on a quiet machine."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -37,3 +38,28 @@ def test_the_prompt_token_count_runs_against_an_endpoint(tmp_path: object) -> No
         assert first_prompt_tokens(model, Path(WORKSPACE), "explorer") == 1234
         system = server.requests[0]["messages"][0]["content"]
     assert "explorer" in system or "read" in system.lower()
+
+
+def test_a_bench_longer_than_a_sitting_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    """bench-agent keeps each result as it comes; started again on the same gaffer it
+    runs only what is missing, and a file of another gaffer is refused."""
+    from bench.agent_tasks import Exercise, Result, run_suite
+    from bench.kept_results import KeptResults, OtherGaffer
+
+    ran: list[str] = []
+
+    def way(exercise: Exercise) -> Result:
+        ran.append(exercise.name)
+        if exercise.name == "b" and len(ran) == 2:
+            raise KeyboardInterrupt  # the sitting ends here
+        return Result(solved=True, tokens=10, wall_s=1.0, exit_code=0, verdict="verified")
+
+    chosen = [Exercise(name, tmp_path) for name in ("a", "b", "c")]
+    kept_file = tmp_path / "kept.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(chosen, {"gaffer": way}, KeptResults(kept_file, "abc"), "ours")
+    results = run_suite(chosen, {"gaffer": way}, KeptResults(kept_file, "abc"), "ours")
+    assert ran == ["a", "b", "b", "c"], "a was not run again"
+    assert [r.solved for r in results["gaffer"]] == [True, True, True]
+    with pytest.raises(OtherGaffer, match="holds results of abc"):
+        KeptResults(kept_file, "def")
