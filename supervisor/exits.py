@@ -83,6 +83,8 @@ def failure_result(message: str, code: int) -> dict[str, object]:
         "reason": message,
         "exit_code": code,
         "error": message,
+        # before any run: a flag gaffer cannot take, or a setting or setup it cannot use
+        "error_kind": "usage" if code == EXIT_USAGE else "config",
     }
 
 

@@ -10,6 +10,7 @@ one summary line on stderr unless `--quiet`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NoReturn
 
 from supervisor.exits import (
+    EXIT_ERROR,
     EXIT_OK,
 )
 from supervisor.run_check import check_json
@@ -44,9 +46,10 @@ TOP_AGENT = "supervisor"
 """The agent id of the agent the user talks to, whatever its profile."""
 # What holds whole files or a conversation's state: the log has it, a stream does not.
 _HEAVY = {"tool_call": ("content",), "compaction": ("state",)}
+# A file's text in a call's arguments: in a stream, its digest ({"chars", "sha256"}).
 _HEAVY_ARGS = ("content", "old_text", "new_text")
-# Every logged event, and the model's text as it arrives.
-STREAMED = LOGGED_EVENTS | {"text_delta"}
+# Every logged event, the model's text as it arrives, and each tool call as it starts.
+STREAMED = LOGGED_EVENTS | {"text_delta", "tool_start"}
 
 
 class JsonLines:
@@ -63,7 +66,7 @@ class JsonLines:
         shown = {"type": record["event"]}  # the discriminator other agents' streams use
         shown.update((k, v) for k, v in record.items() if k not in _HEAVY.get(record["event"], ()))
         if isinstance(args := shown.get("args"), dict):
-            shown["args"] = {k: v for k, v in args.items() if k not in _HEAVY_ARGS}
+            shown["args"] = {k: _digest(v) if k in _HEAVY_ARGS else v for k, v in args.items()}
         # ASCII escapes: a file name that is not UTF-8 cannot break the stream.
         line = json.dumps(shown, default=str)
         with self._lock:
@@ -72,6 +75,14 @@ class JsonLines:
                 sys.stdout.flush()
             except OSError:
                 self._gone = True
+
+
+def _digest(text: object) -> object:
+    """A file's text in a stream: how long, and its SHA-256 (the log has it whole)."""
+    if not isinstance(text, str):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+    return {"chars": len(text), "sha256": digest}
 
 
 def finish(
@@ -144,12 +155,13 @@ def _result(
         "type": "result",
         "subtype": _subtype(outcome, code),
         "is_error": code != EXIT_OK,
-        "result": answer or "",
+        "result": _alone(session, answer) or "",
         "session_id": session.session_id,
         "num_turns": end.llm_calls if end else 0,
         "duration_ms": round(end.elapsed_s * 1000) if end else 0,
+        "duration_api_ms": round(sum(c.elapsed_s for c in events_of(records, LlmCall)) * 1000),
         "usage": _summed(by_model.values()),
-        "model_usage": by_model,
+        "modelUsage": by_model,
         "total_cost_usd": cost_of(by_model, prices),
         "permission_denials": denials(records),
         "verification": _verdict(records),
@@ -160,15 +172,34 @@ def _result(
         "reason": end.reason if end else reason_of(outcome),
         "exit_code": code,
         "error": problem or None,
+        "error_kind": _error_kind(outcome, code),
         "tokens": end.tokens if end else None,
         "prompt_tokens": end.prompt_tokens if end else None,
         "completion_tokens": end.completion_tokens if end else None,
         "steps": end.steps if end else None,
         "elapsed_s": end.elapsed_s if end else None,
         "files_changed": list(files),
+        "model_usage": by_model,  # modelUsage's old name, for one release
         "workers": workers_of(session.recorder.records),
         "log": str(session.log.path),
     }
+
+
+def _alone(session: Session, answer: str | None) -> str | None:
+    """The answer without gaffer's verdict beside it: a script reads the verdict from its
+    own fields (`verified`, `check`, `verification`)."""
+    if answer is None or not isinstance(session.answer_alone, str):
+        return answer
+    return session.answer_alone
+
+
+def _error_kind(outcome: Outcome, code: int) -> str | None:
+    """Why a run failed, for a script: auth, connection, rate_limited, not_found,
+    bad_request, context_window, malformed_output, sandbox, internal; None when it did
+    not fail (a limit, a shortfall or an interruption has its own status)."""
+    if code != EXIT_ERROR or not isinstance(outcome, Failed):
+        return None
+    return {"unavailable": "connection"}.get(outcome.kind, outcome.kind)
 
 
 def _subtype(outcome: Outcome, code: int) -> str:

@@ -255,6 +255,11 @@ class Session:
             baseline_id=self._resumed_baseline,
         )
 
+    @property
+    def answer_alone(self) -> str | None:
+        """The last turn's answer as the agent gave it, without gaffer's verdict beside it."""
+        return self._last.answer_alone if self._last else None
+
     def compact(self) -> bool:
         """Fold older turns now (/compact)."""
         return self.keeper.compact(

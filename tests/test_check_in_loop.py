@@ -44,10 +44,11 @@ def test_a_failed_check_goes_back_to_the_agent_and_its_fix_is_verified(tmp_path:
     assert code == 0, stderr
     assert result["verified"] is True
     assert (
-        result["result"]
+        result["answer"]
         .rstrip()
         .endswith("Check: verified: `python3 -m pytest -q even_test.py` (2 passed)")
     )
+    assert result["result"] == "Fixed now.", "a script's result is the answer alone"
     seen = checks(Path(result["log"]))
     assert [c["verdict"] for c in seen] == ["failed", "verified", "verified"]
     assert seen[0]["failed"] == 1 and "test_three" in seen[0]["detail"]
@@ -88,7 +89,7 @@ def test_a_worker_s_failed_check_reaches_its_supervisor(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stderr
     result = json.loads(done.stdout)
     assert result["check"]["verdict"] == "failed"
-    assert "Check: failed" in result["result"], "the supervisor's answer is not passed on as it is"
+    assert "Check: failed" in result["answer"], "the supervisor's answer is not passed on as it is"
     assert told(server, "check (run by gaffer): failed: `python3 -m pytest -q even_test.py`"), (
         "the worker's report to its supervisor carries its verdict"
     )

@@ -214,7 +214,7 @@ def test_a_profile_that_is_not_there_stops_the_run_before_anything_starts(
     for flags in (["--profile", "nope"], ["--profiles", "explorer,nope"]):
         # no endpoint set: were it reached, the local model would be fetched
         done = gaffer(workspace, "run", "--trust-workspace", *flags, "t", timeout=20)
-        assert done.returncode == 1
+        assert done.returncode == 64, "a usage error"
         assert "nope" in done.stderr and "local model" not in done.stderr
     assert not (workspace.parent / "logs").exists()
     assert not (workspace.parent / "mcp-started").exists()

@@ -3,6 +3,7 @@ one is said, usage errors, and what a script reads from gaffer."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -15,7 +16,7 @@ from supervisor import run_setup, settings
 from supervisor.run_output import price_of
 from supervisor.settings import Price
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import gaffer, gaffer_replying, outcome_line
+from tests.helpers import add_host_coder, gaffer, gaffer_replying, outcome_line
 from workers import state
 
 
@@ -219,15 +220,20 @@ def test_the_json_result_costs_the_run_from_the_price_table(workspace: Path) -> 
         '[prices."fake-model"]\ninput = 0.4\noutput = 1.6\ncached_input = 0.1\n'
     )
     result = json_result(workspace, [Reply(text="hi there")])
-    assert result["model_usage"] == {
-        "fake-model": {
-            "input_tokens": 12,
-            "output_tokens": 7,
-            "cache_read_input_tokens": 0,
-            "calls": 1,
+    assert (
+        result["modelUsage"]
+        == result["model_usage"]
+        == {
+            "fake-model": {
+                "input_tokens": 12,
+                "output_tokens": 7,
+                "cache_read_input_tokens": 0,
+                "calls": 1,
+            }
         }
-    }
+    )
     assert result["total_cost_usd"] == round((12 * 0.4 + 7 * 1.6) / 1e6, 6)
+    assert isinstance(result["duration_api_ms"], int) and result["error_kind"] is None
 
 
 def test_a_dated_model_is_priced_as_the_model_it_is_a_version_of() -> None:
@@ -263,6 +269,25 @@ def test_output_format_stream_json_is_the_run_s_events_in_order(workspace: Path)
     assert all(line["type"] == line["event"] for line in lines), "the discriminator others use"
     deltas = [line["text"] for line in lines if line["type"] == "text_delta"]
     assert "".join(deltas) == "hi there", "the model's text as it arrives"
+
+
+def test_stream_json_says_each_tool_as_it_starts_and_a_file_s_text_by_its_digest(
+    workspace: Path,
+) -> None:
+    add_host_coder(workspace)
+    write = json.dumps({"path": "a.txt", "content": "alpha\n"})
+    done, _ = gaffer_replying(
+        workspace, "run", "--no-verify", "--profile", "hostcoder", "--output-format",
+        "stream-json", "write a.txt", replies=[Reply(tool_calls=[("write_file", write)]),
+        Reply(text="Wrote it.")],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    [start] = [line for line in lines if line["type"] == "tool_start"]
+    [end] = [line for line in lines if line["type"] == "tool_call"]
+    assert lines.index(start) < lines.index(end) and start["tool_call_id"] == end["tool_call_id"]
+    digest = {"chars": 6, "sha256": hashlib.sha256(b"alpha\n").hexdigest()}
+    assert start["args"] == end["args"] == {"path": "a.txt", "content": digest}
 
 
 def test_every_run_ends_with_one_summary_line(workspace: Path) -> None:

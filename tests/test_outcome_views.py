@@ -107,6 +107,7 @@ def test_every_view_says_how_the_run_ended_and_its_exit_code(workspace: Path, co
     result = json.loads(done.stdout)
     assert (result["status"], result["exit_code"], result["is_error"]) == (status, code, code != 0)
     assert (result["subtype"] == "success") == (code == 0)
+    assert result["error_kind"] == {1: "bad_request"}.get(code), "why it failed, for a script"
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"gaffer: {status} · "), last
     said = f"{status} (exit {code})"
@@ -126,6 +127,7 @@ def test_a_usage_error_says_so_in_json_and_on_stderr(workspace: Path) -> None:
     assert done.returncode == 64, done.stderr
     result = json.loads(done.stdout)
     assert (result["status"], result["exit_code"], result["is_error"]) == ("usage_error", 64, True)
+    assert result["error_kind"] == "usage"
     assert done.stderr.startswith("gaffer: ") and "completed" not in done.stderr
     assert not (workspace.parent / "logs").exists() or not list(
         (workspace.parent / "logs").glob("*.jsonl")

@@ -84,7 +84,8 @@ def test_a_fix_that_changed_nothing_over_failing_tests_fails(tmp_path: Path) -> 
     code, result, _ = run(ws, [Reply(text="Fixed: the tests pass now.")])
     assert code == 3 and result["check"]["verdict"] == "failed"
     # It changed nothing, so its gate ran no check: the run's end stamps the answer.
-    assert result["result"].startswith("Fixed: the tests pass now.\n\nCheck: failed: `python3")
+    assert result["answer"].startswith("Fixed: the tests pass now.\n\nCheck: failed: `python3")
+    assert result["result"] == "Fixed: the tests pass now."
 
 
 def test_a_project_with_nothing_to_check_is_unchecked(tmp_path: Path) -> None:

@@ -85,6 +85,9 @@ class AgentResult:
     changed nothing or no check could run."""
     unsupported: tuple[str, ...] = ()
     """Claims of its answer gaffer found nothing behind in its own calls."""
+    answer_alone: str | None = None
+    """The answer as the agent gave it, before gaffer's verdict was said beside it (a
+    script's `result`; the verdict has fields of its own)."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

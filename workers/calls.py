@@ -265,7 +265,7 @@ def begin_overlapping(
     if wait is None:
         call_ends(agent, tool)
         return None
-    agent.events.emit(ToolStart(step=step, name=call.name, label=label))
+    agent.events.emit(_started(call, arguments, step, label))
 
     def finish() -> ToolResult:
         try:
@@ -280,6 +280,12 @@ def begin_overlapping(
     return finish
 
 
+def _started(call: ToolCall, args: object, step: int, label: str) -> ToolStart:
+    """A call as it starts, for the terminal and a stream-json reader."""
+    given = args if isinstance(args, dict) else None
+    return ToolStart(step=step, name=call.name, label=label, tool_call_id=call.id, args=given)
+
+
 def run_tool(
     agent: Agent,
     asked: PendingCall,
@@ -292,7 +298,7 @@ def run_tool(
     call, args = asked.call, asked.arguments
     tool = agent.tools.get(call.name)
     label = tool.label(args) if tool is not None and isinstance(args, dict) else ""
-    agent.events.emit(ToolStart(step=step, name=call.name, label=label))
+    agent.events.emit(_started(call, args, step, label))
     started = time.monotonic()
     asked.refused = refusal is not None
     result = executed(agent, call, args, tool) if refusal is None else refusal

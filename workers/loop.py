@@ -350,7 +350,7 @@ def _finished(agent: Agent, finish: Finish, result: AgentResult) -> str:
     if not finish.made_of_checked:
         return _stamped(agent, finish.answer, result)
     result.unsupported = finish.left_out
-    answer = finish.answer
+    answer = result.answer_alone = finish.answer
     if finish.left_out:
         answer = f"{answer.rstrip()}\n\n{LEFT_OUT}{'; '.join(finish.left_out)}"
     result.messages.append({"role": "assistant", "content": answer})
@@ -358,7 +358,8 @@ def _finished(agent: Agent, finish: Finish, result: AgentResult) -> str:
 
 
 def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
-    stamped = agent.guards.stamp(_unfenced(answer), result.facts)
+    result.answer_alone = _unfenced(answer)
+    stamped = agent.guards.stamp(result.answer_alone, result.facts)
     result.check, result.unsupported = stamped.check, stamped.unsupported
     return stamped.answer
 

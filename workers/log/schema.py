@@ -397,3 +397,5 @@ class ToolStart(Event):
     step: int
     name: str
     label: str
+    tool_call_id: str = ""
+    args: dict[str, Any] | None = None
