@@ -8,8 +8,10 @@ DEV_INSTALLED := $(VENV)/.dev-installed
 
 .PHONY: install dev lint test test-slow demo bench bench-agent bench-delegation clean sandbox-image sandbox-ready browser-ready
 
-# Just the `gaffer` command and what it runs on; `make dev` adds the test and lint tools.
+# Just the `gaffer` command and what it runs on, and `gaffer` on your PATH (a link in
+# ~/.local/bin, said in one line); `make dev` adds the test and lint tools.
 install: $(INSTALLED)
+	@$(BIN)/python -m supervisor.on_path $(abspath $(BIN))/gaffer
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -334,3 +334,19 @@ def test_ctrl_c_cancels_running_workers_and_the_log_says_so(workspace: Path) -> 
     ends = [line for line in lines if line["event"] == "delegate_end"]
     assert sorted(str(e["status"]) for e in ends) == ["cancelled", "cancelled"]
     assert lines[-1]["event"] == "session_end" and lines[-1]["status"] == "cancelled"
+
+
+def test_make_install_puts_gaffer_on_the_path_and_says_so(tmp_path: Path) -> None:
+    from supervisor.on_path import put_on_path
+
+    target = tmp_path / "clone" / ".venv" / "bin" / "gaffer"
+    home = tmp_path / "home"
+    said = put_on_path(target, home, "/usr/bin")
+    link = home / ".local" / "bin" / "gaffer"
+    assert link.is_symlink() and link.readlink() == target
+    assert said.startswith(f"gaffer: linked {link} → {target}")
+    assert "is not on your PATH: add it" in said
+    again = put_on_path(target, home, f"/usr/bin:{home}/.local/bin")
+    assert again == f"gaffer: {link} already points to {target}"
+    other = put_on_path(tmp_path / "elsewhere" / "gaffer", home, "")
+    assert "is not this clone's: left as it is" in other and link.readlink() == target
