@@ -349,3 +349,15 @@ def test_a_protected_path_that_is_a_symlink_is_never_mounted(ws: Path, outside: 
     assert ".mcp.json" in before.protected and ".mcp.json" not in before.mounts
     spec = container.container_spec(ws, DockerOptions(), protected=before.mounts)
     assert all(not host.endswith("secret.txt") for host, _, _ in spec.mounts)
+
+
+def test_a_dead_docker_host_is_named_with_why_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(SandboxUnavailable) as raised:
+        docker.client()
+    said = str(raised.value)
+    assert said.startswith(f"cannot reach the Docker daemon at DOCKER_HOST=unix://{tmp_path}")
+    assert "(No such file or directory)" in said and "Unset DOCKER_HOST" in said
+    assert "install docker.io" not in said and "Error(" not in said

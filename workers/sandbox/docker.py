@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -80,10 +81,35 @@ def client() -> Any:
         docker_client = docker.from_env(version="auto", timeout=30)
         docker_client.ping()
     except Exception as error:
+        if where := os.environ.get("DOCKER_HOST"):
+            raise SandboxUnavailable(
+                f"cannot reach the Docker daemon at DOCKER_HOST={where} ({_reason(error)}): "
+                "is that daemon running? Unset DOCKER_HOST to use the local one"
+            ) from error
         raise SandboxUnavailable(
-            f"cannot reach the Docker daemon ({_short(error)}); install docker.io and start dockerd"
+            f"cannot reach the Docker daemon ({_reason(error)}); install docker.io and "
+            "start dockerd"
         ) from error
     return docker_client
+
+
+def _reason(error: BaseException) -> str:
+    """Why a connection failed, in words: the deepest OS error's (not the reprs of the
+    exceptions the Docker SDK wraps it in)."""
+    found: BaseException | None = error
+    said = ""
+    while found is not None:
+        if isinstance(found, OSError) and found.strerror:
+            said = found.strerror
+        for arg in getattr(found, "args", ()):
+            if isinstance(arg, OSError) and arg.strerror:
+                said = arg.strerror
+            if isinstance(arg, tuple):
+                said = next(
+                    (a.strerror for a in arg if isinstance(a, OSError) and a.strerror), said
+                )
+        found = found.__cause__ or found.__context__
+    return said or _short(error)
 
 
 def check_image(docker_client: Any, image: str, expected: str | None = None) -> None:
