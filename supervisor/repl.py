@@ -13,7 +13,7 @@ from rich.text import Text
 from supervisor import run_stats, runlog
 from supervisor.delegation import Team
 from supervisor.exits import TERMINATED
-from supervisor.resume import rebuild
+from supervisor.resume import rebuild_chain
 from supervisor.run_changes import NoChanges, RunChanges, changes_of_run
 from supervisor.session import Session
 from supervisor.tables import profiles_table
@@ -246,11 +246,10 @@ class Repl:
             path = runlog.find_run(
                 self.session.log_dir, ref, exclude=self.session.session_id, to_resume=True
             )
-            records = runlog.read_records(path)
+            rebuilt = rebuild_chain(path, Store(self.session.workspace))
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             self._say(str(error))
             return
-        rebuilt = rebuild(records, Store(self.session.workspace))
         self.session.messages[:] = rebuilt.messages
         self.session.keeper.goal = rebuilt.task
         self._say(

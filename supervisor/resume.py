@@ -10,11 +10,12 @@ changed: the difference between the snapshot it started from and the workspace n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from supervisor.run_changes import NoChanges, agent_changes
 from workers.changes.snapshots import Store
-from workers.log.reader import Line, lines_of, of_type
+from workers.log.reader import Line, lines_of, of_type, read_raw
 from workers.log.schema import (
     AgentStart,
     CheckChosen,
@@ -22,6 +23,7 @@ from workers.log.schema import (
     DelegateEnd,
     DelegateStart,
     LlmCall,
+    SessionStart,
     ToolCalled,
     UserMessage,
 )
@@ -41,9 +43,40 @@ class Rebuilt:
     task: str = ""
 
 
-def rebuild(records: list[Record], store: Store | None = None) -> Rebuilt:
-    """The top agent's conversation; `store` shows what interrupted workers changed."""
-    messages: list[Message] = [{"role": "system", "content": ""}]
+MAX_CHAIN = 100
+"""Runs a chain of `-c` goes back through at most: a log naming itself, or a loop of
+planted logs, ends there."""
+
+
+def rebuild_chain(path: Path, store: Store | None = None) -> Rebuilt:
+    """The conversation of the run at `path` and of every run it went on from
+    (`resumed_from`, in the same folder), oldest first: a third `-c` still has the
+    first exchange."""
+    chain: list[list[Record]] = []
+    seen: set[str] = set()
+    current: Path | None = path
+    while current is not None and current.stem not in seen and len(chain) < MAX_CHAIN:
+        seen.add(current.stem)
+        records = read_raw(current)
+        chain.append(records)
+        start = next((event for _, event in of_type(lines_of(records), SessionStart)), None)
+        earlier = start.resumed_from if start is not None else None
+        found = path.parent / f"{earlier}.jsonl" if earlier else None
+        current = found if found is not None and found.is_file() else None
+    messages: list[Message] = []
+    rebuilt = Rebuilt(messages=[])
+    for records in reversed(chain):
+        rebuilt = rebuild(records, store, earlier=messages)
+        messages = rebuilt.messages
+    return rebuilt
+
+
+def rebuild(
+    records: list[Record], store: Store | None = None, earlier: list[Message] | None = None
+) -> Rebuilt:
+    """The top agent's conversation; `store` shows what interrupted workers changed;
+    `earlier`: the conversation of the run this one went on from."""
+    messages: list[Message] = [{"role": "system", "content": ""}, *(earlier or [])]
     pending: dict[str, Message] = {}  # results of the current batch, put in call order
     order: list[str] = []
     starts: dict[str, tuple[Line, DelegateStart]] = {}

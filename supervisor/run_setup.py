@@ -25,7 +25,7 @@ from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.models import model_factory, on_local
 from supervisor.repl import Repl, line_reader
-from supervisor.resume import first_baseline, rebuild
+from supervisor.resume import first_baseline, rebuild_chain
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.session import Session, gaffer_version
@@ -201,12 +201,12 @@ def run_task(
                 session.log_dir, resume_ref, exclude=session.session_id, to_resume=True
             )
             records = runlog.read_records(path)
+            rebuilt = rebuild_chain(path, Store(session.workspace))
         except (runlog.RunNotFound, runlog.RunUnreadable) as error:
             if plan.extensions is not None:
                 plan.extensions.close()
             session.discard()
             fail(str(error))
-        rebuilt = rebuild(records, Store(session.workspace))
         resumed, resumed_from = rebuilt.messages, path.stem
         baseline = first_baseline(records)
         for worker in rebuilt.interrupted_workers:

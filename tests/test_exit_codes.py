@@ -136,6 +136,31 @@ def test_continue_goes_on_from_the_last_run_that_got_going(workspace: Path) -> N
     assert contents[0] == "the first task" and contents[-1] == "and then?"
 
 
+def test_a_third_continue_still_has_the_first_exchange(workspace: Path) -> None:
+    for task, answer in (("the first task", "one"), ("-c", "two"), ("-c", "three")):
+        with FakeOpenAI([Reply(text=answer)]) as server:
+            args = ["-c", f"after {answer}?"] if task == "-c" else [task]
+            done = gaffer(workspace, "run", "--no-verify", *args, server=server)
+        assert done.returncode == 0, done.stderr
+    sent = [(m["role"], m["content"]) for m in server.requests[0]["messages"][1:]]
+    assert sent == [
+        ("user", "the first task"),
+        ("assistant", "one"),
+        ("user", "after two?"),
+        ("assistant", "two"),
+        ("user", "after three?"),
+    ], "every run of the chain, oldest first"
+    # planted logs that name each other: the chain ends where it comes round
+    logs = sorted((workspace.parent / "logs").glob("*.jsonl"))
+    first = logs[0].read_text().splitlines()
+    start = json.loads(first[0])
+    start["resumed_from"] = logs[-1].stem
+    logs[0].write_text("\n".join([json.dumps(start), *first[1:]]) + "\n")
+    with FakeOpenAI([Reply(text="four")]) as server:
+        done = gaffer(workspace, "run", "--no-verify", "-c", "and?", server=server)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_plain_question_is_answered_in_one_model_call(workspace: Path) -> None:
     (workspace / "calc.py").write_text("x = 1\n")
     with FakeOpenAI([Reply(text="Hello! What shall we work on?")]) as server:
