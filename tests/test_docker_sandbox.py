@@ -246,7 +246,7 @@ def test_failing_closed(
         ):
             pass
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
-    with pytest.raises(SandboxUnavailable, match="start dockerd"):
+    with pytest.raises(SandboxUnavailable, match="is that daemon running"):
         docker.client()
 
 
