@@ -33,7 +33,7 @@ def put_on_path(target: Path, home: Path, path_variable: str) -> str:
         if part
     )
     if not on_path:
-        said += f"; {bin_dir} is not on your PATH: add it (export PATH=\"{bin_dir}:$PATH\")"
+        said += f'; {bin_dir} is not on your PATH: add it (export PATH="{bin_dir}:$PATH")'
     return said
 
 

@@ -216,6 +216,8 @@ class Repl:
             said = history.put_back(run)
         except NoChanges as error:
             said = [str(error)]
+        else:
+            self._tell_model("took back your changes with /undo", said)
         for line in said:
             self._say(line)
 
@@ -228,8 +230,20 @@ class Repl:
             said = history.apply_redo(run, undo_id, files) if files else []
         except NoChanges as error:
             said, refused = [str(error)], []
+        else:
+            self._tell_model("put your changes back with /redo", said)
         for line in [*said, *(f"not redone: {r}" for r in refused)]:
             self._say(line)
+
+    def _tell_model(self, what: str, said: list[str]) -> None:
+        """The model's conversation says it, or its history still says the work is done."""
+        done = [line for line in said if line.startswith(("undone: ", "redone: "))]
+        if done:
+            self.session.tell_model(
+                f"[gaffer: the user {what}: {'; '.join(done)}. The files are as that says; "
+                "read them again before you rely on what you wrote.]",
+                source="undo",
+            )
 
     def _changes(self) -> RunChanges:
         log = self.session.log.path

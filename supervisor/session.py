@@ -37,6 +37,7 @@ from workers.log.schema import (
     SessionEnd,
     SessionStart,
     ToolCalled,
+    UserMessage,
 )
 from workers.loop import run_agent
 from workers.model import Api, Endpoint, Message, Model
@@ -254,6 +255,12 @@ class Session:
             store=self.team.store,
             baseline_id=self._resumed_baseline,
         )
+
+    def tell_model(self, content: str, *, source: str) -> None:
+        """Something the model must know before the next turn (the user took its changes
+        back): in its conversation, and logged, so a resume knows it too."""
+        self.messages.append({"role": "user", "content": content})
+        self.top_events.emit(UserMessage(content=content, source=source))
 
     @property
     def answer_alone(self) -> str | None:

@@ -154,8 +154,9 @@ def test_the_chat_s_undo_and_redo_hold_the_same(tmp_path: Path) -> None:
         read_then_write("g.txt", agent),
         read_then_write("h.txt", "h1\n"),
         Reply(text="Changed."),
+        Reply(text="Both are back."),
     ]
-    lines = ["change them", "/undo", "/redo", "/exit"]
+    lines = ["change them", "/undo", "/redo", "what now?", "/exit"]
     with Between(replies, {3: user}) as server:
         done = gaffer(
             ws,
@@ -173,6 +174,12 @@ def test_the_chat_s_undo_and_redo_hold_the_same(tmp_path: Path) -> None:
     assert "redone: f.txt" in said and "redone: h.txt" in said
     assert (ws / "f.txt").read_text() == agent + "the user's line 11\n"
     assert (ws / "h.txt").read_text() == "h1\n" and (ws / "NOTES.md").exists()
+    told = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert "took back your changes with /undo" in told[-3], "the model is told of the undo"
+    assert "put your changes back with /redo" in told[-2] and told[-1] == "what now?"
+    log = "".join(p.read_text() for p in (ws.parent / "logs").glob("*.jsonl"))
+    assert "[gaffer: the user took back your changes with /undo: undone: f.txt (modified); " in log
+    assert "[gaffer: the user put your changes back with /redo: redone: " in log
 
 
 def test_a_moved_ignored_env_is_moved_back_never_deleted(tmp_path: Path) -> None:
