@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -37,6 +38,8 @@ HELP = """\
 /redo            take the last undo back, for each file still as the undo left it
 /resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
 /step [all|off]  ask before each tool call of the top agent (all: of workers too); off stops asking
+!command         run a command on the host, in the workspace (outside the read-only allowlist
+                 it asks first, as for an agent); its output goes into the conversation
 /exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
 # Two Ctrl-C at the prompt this close together leave, as in Claude Code and a Python shell.
 DOUBLE_CTRL_C_S = 2.0
@@ -74,6 +77,9 @@ class Repl:
         """Act on one line of input; False when the user wants to leave."""
         line = line.strip()
         if not line:
+            return True
+        if line.startswith("!"):
+            self._host_command(line[1:].strip())
             return True
         if not line.startswith("/"):
             self._turn(line)
@@ -235,6 +241,28 @@ class Repl:
         for line in [*said, *(f"not redone: {r}" for r in refused)]:
             self._say(line)
 
+    def _host_command(self, command: str) -> None:
+        """`!cmd`: the user's own command, run on the host in the workspace under the
+        policy an agent's is (outside the read-only allowlist, the approval prompt asks);
+        its output is shown and goes into the conversation, as Claude Code's `!` does."""
+        from supervisor.terminal import visible
+        from workers.tools.base import ToolContext, ToolError
+        from workers.tools.shell import RunShellArgs, run_shell
+
+        if not command:
+            self._say("!COMMAND runs COMMAND on the host, in the workspace")
+            return
+        context = ToolContext(self.session.workspace, approve=self.session.plan.approve)
+        try:
+            result = run_shell(context, RunShellArgs(command=command))
+        except ToolError as error:
+            self._say(str(error))
+            return
+        self.console.print(Text(visible(result.output)), highlight=False)
+        self.session.tell_model(
+            f"[the user ran this on the host: `{command}`]\n{result.output}", source="user_command"
+        )
+
     def _tell_model(self, what: str, said: list[str]) -> None:
         """The model's conversation says it, or its history still says the work is done."""
         done = [line for line in said if line.startswith(("undone: ", "redone: "))]
@@ -300,8 +328,9 @@ def _previous_run(session: Session) -> str:
     return runs[-1]
 
 
-def line_reader(history: Path) -> Callable[[], str]:
-    """prompt_toolkit with history on a terminal; plain lines from a pipe."""
+def line_reader(history: Path, completer: Any = None) -> Callable[[], str]:
+    """prompt_toolkit with history (and Tab completion: `completer`) on a terminal; plain
+    lines from a pipe."""
     if not os.isatty(0):
 
         def read_plain() -> str:
@@ -313,5 +342,31 @@ def line_reader(history: Path) -> Callable[[], str]:
     from prompt_toolkit.history import FileHistory
 
     history.parent.mkdir(parents=True, exist_ok=True)
-    prompt: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+    prompt: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history)), completer=completer, complete_while_typing=False
+    )
     return lambda: prompt.prompt("gaffer> ")
+
+
+def completer_for(repl: Repl) -> Any:
+    """Tab completes a /command at the start of a line, and a path in the workspace
+    anywhere else (after `!`, or in a message: "look at work<Tab>")."""
+    from prompt_toolkit.completion import Completer, Completion, PathCompleter
+    from prompt_toolkit.document import Document
+
+    names = sorted([*repl.commands, "exit", "quit"])
+    workspace = str(repl.session.workspace)
+    paths = PathCompleter(get_paths=lambda: [workspace], expanduser=False)
+
+    class ChatCompleter(Completer):
+        def get_completions(self, document: Document, complete_event: Any) -> Any:
+            text = document.text_before_cursor
+            if text.startswith("/") and " " not in text:
+                for name in names:
+                    if f"/{name}".startswith(text):
+                        yield Completion(f"/{name}", start_position=-len(text))
+                return
+            word = document.get_word_before_cursor(WORD=True).lstrip("!")
+            yield from paths.get_completions(Document(word, len(word)), complete_event)
+
+    return ChatCompleter()

@@ -24,7 +24,7 @@ from supervisor.exits import EXIT_ERROR, EXIT_USAGE, end_on_sigterm, fail, say_l
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
 from supervisor.models import model_factory, on_local
-from supervisor.repl import Repl, line_reader
+from supervisor.repl import Repl, completer_for, line_reader
 from supervisor.resume import first_baseline, rebuild_chain
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
@@ -244,7 +244,7 @@ def chat(
     if resume_ref:
         repl.handle(f"/resume {resume_ref}")
     try:
-        repl.loop(line_reader(history_path()))
+        repl.loop(line_reader(history_path(), completer_for(repl)))
     finally:
         session.close()
     echo(f"log: {session.log.path}", err=True)

@@ -327,3 +327,43 @@ def test_ctrl_c_during_a_turn_gives_the_prompt_back_at_once(workspace: Path) -> 
         proc.wait(15)
         os.close(main)
     assert proc.returncode == 0
+
+
+def test_a_bang_runs_the_user_s_command_on_the_host_under_the_agents_policy(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`!cmd`: a read-only command runs and its output goes into the conversation; one
+    outside the allowlist asks, and refused, runs nothing."""
+    (workspace / "a.txt").write_text("alpha\n")
+    repl, out, session = repl_for(workspace, tmp_path, {})
+    repl.handle("!cat a.txt")
+    assert "alpha" in out.getvalue()
+    assert session.messages[-1]["content"].startswith(
+        "[the user ran this on the host: `cat a.txt`]\nalpha"
+    )
+    repl.handle("!rm a.txt")  # the run plan approves nothing
+    assert (workspace / "a.txt").exists() and "denied: the command was not run" in out.getvalue()
+    session.close()
+
+
+def test_tab_completes_a_command_at_the_start_and_a_workspace_path_anywhere(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from supervisor.repl import completer_for
+
+    (workspace / "workers").mkdir()
+    (workspace / "workspace_notes.md").write_text("n\n")
+    repl, _, session = repl_for(workspace, tmp_path, {})
+    completer = completer_for(repl)
+
+    def completions(text: str) -> list[str]:
+        found = completer.get_completions(Document(text, len(text)), CompleteEvent())
+        return sorted(c.text for c in found)
+
+    assert completions("/un") == ["/undo"] and completions("/re") == ["/redo", "/resume"]
+    assert completions("look at wor") == ["kers", "kspace_notes.md"]
+    assert completions("!cat works") == ["pace_notes.md"]
+    session.close()
