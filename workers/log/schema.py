@@ -4,8 +4,7 @@ Each field is a key of the event's jsonl line (logs/README.md says what it means
 holds the two together). A field marked `absent_when_none` is left out of the line when
 it is None, so older readers see the same lines as before; every other field is always
 written, None included. Besides these, each line carries `ts`, `event` and the identity
-its emitter was bound to (session_id, agent_id, parent_id, profile).
-"""
+its emitter was bound to (session_id, agent_id, parent_id, profile)."""
 
 from __future__ import annotations
 
