@@ -151,6 +151,8 @@ def run(
     with contextlib.ExitStack() as stack:
         session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
         plan.task_mode = True
+        if view is not None:
+            view.prices = plan.prices
         if step:
             from supervisor.step_mode import for_run
 
@@ -192,6 +194,8 @@ def chat(quiet: bool, resume_ref: str | None, continue_last: bool, **flags: Any)
     view: list[Any] = [] if quiet else [TerminalView(console)]
     with contextlib.ExitStack() as stack:
         session, plan = run_setup.set_up(workspace, flags, approve, view, stack)
+        for shown in view:
+            shown.prices = plan.prices
         resume_ref = resume_ref or ("last" if continue_last else None)
         run_setup.chat(session, plan, workspace, console, resume_ref, quiet)
 
@@ -327,7 +331,9 @@ def logs(run_ref: str | None, log_dir: Path | None) -> None:
         records = runlog.read_records(runlog.find_run(directory, run_ref))
     except (runlog.RunNotFound, runlog.RunUnreadable) as error:
         fail(str(error))
-    for line in runlog.render(records):
+    from supervisor.costs import dollars, prices_here, run_cost
+
+    for line in runlog.render(records, dollars(run_cost(records, prices_here()))):
         console.print(line)
 
 
@@ -349,7 +355,9 @@ def stats(run_ref: str, log_dir: Path | None) -> None:
     # Piped, a table is as wide as it needs: a script reads whole cells, never "superv…".
     console = safe_console(width=None if sys.stdout.isatty() else 200)
     console.print(f"run {path.stem}", markup=False)
-    for table in run_stats.stats(records):
+    from supervisor.costs import prices_here
+
+    for table in run_stats.stats(records, prices=prices_here()):
         console.print(table)
 
 

@@ -27,6 +27,7 @@ from workers.tools.memory import project_instructions
 HELP = """\
 /help            this list
 /stats           tokens, time and tool calls of this session
+/cost            what this session's model calls cost so far, in dollars, per agent
 /log [n]         the last n lines of this session's log, as steps (default 20)
 /model [name]    show the model, or switch to another for the next turns
 /profiles        the worker profiles
@@ -54,6 +55,7 @@ class Repl:
         self.commands: dict[str, Callable[[str], None]] = {
             "help": lambda _arg: self._say(HELP),
             "stats": self._stats,
+            "cost": self._cost,
             "log": self._log,
             "model": self._model,
             "profiles": lambda _arg: self.console.print(
@@ -154,8 +156,17 @@ class Repl:
         records = runlog.read_records(self.session.log.path)
         turns = len(events_of(records, UserMessage))
         self._say(f"this session: in progress · {turns} turn{'' if turns == 1 else 's'} so far")
-        for table in run_stats.stats(records, live=True):
+        for table in run_stats.stats(records, live=True, prices=self.session.plan.prices):
             self.console.print(table)
+
+    def _cost(self, _arg: str) -> None:
+        from supervisor.costs import cost_by_agent, dollars, run_cost
+
+        records = runlog.read_records(self.session.log.path)
+        prices = self.session.plan.prices
+        self._say(f"this session so far: {dollars(run_cost(records, prices))}")
+        for agent, cost in cost_by_agent(records, prices).items():
+            self._say(f"  {agent}: {dollars(cost)}")
 
     def _log(self, arg: str) -> None:
         count = int(arg) if arg.isdigit() else 20

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NoReturn
 
+from supervisor.costs import USAGE_KEYS, cost_of, dollars, run_cost, usage_of
 from supervisor.exits import (
     EXIT_ERROR,
     EXIT_OK,
@@ -112,7 +113,7 @@ def finish(
     if problem:
         echo(f"gaffer: {problem}", err=True)
     if not quiet:
-        echo(f"gaffer: {_summary(session, outcome)}", err=True)
+        echo(f"gaffer: {_summary(session, outcome, prices or {})}", err=True)
     sys.exit(code)
 
 
@@ -150,7 +151,7 @@ def _result(
     files: dict[str, None] = {}
     for change_set in events_of(records, ChangeSet):
         files.update((f["path"], None) for f in change_set.files)  # Change.as_json's
-    by_model = usage_by_model(records)
+    by_model = usage_of(call for _, call in of_type(lines_of(records), LlmCall))
     return {
         "type": "result",
         "subtype": _subtype(outcome, code),
@@ -212,53 +213,13 @@ def _subtype(outcome: Outcome, code: int) -> str:
     return "error_during_execution"
 
 
-def usage_by_model(records: list[Record]) -> dict[str, dict[str, int]]:
-    """Tokens per model that answered, every agent's calls and asides together."""
-    found: dict[str, dict[str, int]] = {}
-    for _, call in of_type(lines_of(records), LlmCall):
-        used = found.setdefault(call.model, dict.fromkeys(_USAGE_KEYS, 0))
-        used["input_tokens"] += call.prompt_tokens
-        used["output_tokens"] += call.completion_tokens
-        used["cache_read_input_tokens"] += call.cached_tokens or 0
-        used["calls"] += 1
-    return found
-
-
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "calls")
-
-
 def _summed(usages: Iterable[dict[str, int]]) -> dict[str, int]:
-    total = dict.fromkeys(_USAGE_KEYS, 0)
+    total = dict.fromkeys(USAGE_KEYS, 0)
     for used in usages:
-        for key in _USAGE_KEYS:
+        for key in USAGE_KEYS:
             total[key] += used[key]
     total.pop("calls")
     return total
-
-
-def cost_of(by_model: Mapping[str, dict[str, int]], prices: Mapping[str, Price]) -> float | None:
-    """What the run's tokens cost in dollars, or None when a model it used has no price
-    (a guess would be worse than no number)."""
-    priced = {model: price_of(model, prices) for model in by_model}
-    if not priced or None in priced.values():
-        return None
-    return round(
-        sum(
-            price.of(u["input_tokens"], u["cache_read_input_tokens"], u["output_tokens"])
-            for price, u in zip(priced.values(), by_model.values(), strict=True)
-            if price is not None
-        ),
-        6,
-    )
-
-
-def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
-    """The model's price: its own, or that of the longest name it is a dated version
-    of (an endpoint answers "gpt-4.1-mini-2025-04-14" for "gpt-4.1-mini")."""
-    if model in prices:
-        return prices[model]
-    bases = [name for name in prices if model.startswith(name + "-")]
-    return prices[max(bases, key=len)] if bases else None
 
 
 def denials(records: list[Record]) -> list[dict[str, Any]]:
@@ -314,7 +275,7 @@ def workers_of(records: list[Record]) -> list[dict[str, Any]]:
     ]
 
 
-def _summary(session: Session, outcome: Outcome) -> str:
+def _summary(session: Session, outcome: Outcome, prices: Mapping[str, Price]) -> str:
     end = _session_end(session)
     steps, tokens, elapsed = (end.steps, end.tokens, end.elapsed_s) if end else (0, 0, 0.0)
     said: str = end.status if end else status_of(outcome)
@@ -323,7 +284,8 @@ def _summary(session: Session, outcome: Outcome) -> str:
         said = f"check {check.line()}" if failed else f"{said} · {check.line()}"
     return (
         f"{said} · {steps} step{'' if steps == 1 else 's'} · "
-        f"{tokens:,} tokens · {elapsed:.1f} s · log: {session.log.path}"
+        f"{tokens:,} tokens · {dollars(run_cost(session.recorder.records, prices))} · "
+        f"{elapsed:.1f} s · log: {session.log.path}"
     )
 
 

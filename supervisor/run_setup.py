@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from supervisor import runlog, settings, trust_view
+from supervisor.costs import prices_with
 from supervisor.exits import EXIT_ERROR, EXIT_USAGE, end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
@@ -177,7 +178,7 @@ def set_up(
         require_verified=config.require_verified,
         check=check_flag,
         check_config=None if check_flag else config.check,
-        prices=config.prices,
+        prices=prices_with(config.prices, config.model_prices),
     )
     return session, plan
 

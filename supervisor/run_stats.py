@@ -4,10 +4,13 @@ and per tool, with the run's end as its log says it (supervisor/run_end.py)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 
 from rich.table import Table
 
+from supervisor.costs import cost_by_agent, dollars, run_cost
 from supervisor.runlog import Record, status_with_exit
+from supervisor.settings import Price
 from workers.log.reader import Line, lines_of, of_type
 from workers.log.schema import CheckRan, LlmCall, LlmRetry, SessionEnd, ToolCalled
 
@@ -28,7 +31,9 @@ def _covered(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def stats(records: list[Record], *, live: bool = False) -> list[Table]:
+def stats(
+    records: list[Record], *, live: bool = False, prices: Mapping[str, Price] | None = None
+) -> list[Table]:
     """Tokens, time and tool calls: per agent, and per tool. `live`: the session is still
     going (the chat), so a log with no end yet is running, not interrupted."""
     agents: dict[str, Counter[str]] = defaultdict(Counter)
@@ -56,6 +61,7 @@ def stats(records: list[Record], *, live: bool = False) -> list[Table]:
                 tools[e.name]["errors"] += int(e.is_error)
                 tool_time[e.name] += e.elapsed_s
                 busy[agent].append(_interval(line, e.elapsed_s))
+    costs = cost_by_agent(records, prices or {})
     # Reasoning tokens (part of the completion tokens) only when a model reported some.
     reasoned = any(c["reasoning_tokens"] for c in agents.values())
     per_agent = Table(title="per agent")
@@ -70,6 +76,7 @@ def stats(records: list[Record], *, live: bool = False) -> list[Table]:
         *(["of which reasoning"] if reasoned else []),
         "tool calls",
         "busy s",
+        "cost",
     ):
         per_agent.add_column(column, justify="left" if column in ("agent", "model") else "right")
     for agent, c in agents.items():
@@ -84,6 +91,7 @@ def stats(records: list[Record], *, live: bool = False) -> list[Table]:
             *([str(c["reasoning_tokens"])] if reasoned else []),
             str(c["tool_calls"]),
             f"{_covered(busy[agent]):.2f}",
+            dollars(costs.get(agent)),
         )
     per_tool = Table(title="per tool")
     for column in ("tool", "calls", "errors", "total s"):
@@ -91,7 +99,7 @@ def stats(records: list[Record], *, live: bool = False) -> list[Table]:
     for name, c in sorted(tools.items()):
         per_tool.add_row(name, str(c["calls"]), str(c["errors"]), f"{tool_time[name]:.3f}")
     end = next((e for _, e in reversed(of_type(lines, SessionEnd))), None)
-    run = _run_table(end, agents, live)
+    run = _run_table(end, agents, live, dollars(run_cost(records, prices or {})))
     return [run, per_agent, per_tool, *_checks_table(lines)]
 
 
@@ -115,18 +123,20 @@ def _checks_table(lines: list[Line]) -> list[Table]:
     return [table]
 
 
-def _run_table(end: SessionEnd | None, agents: dict[str, Counter[str]], live: bool) -> Table:
+def _run_table(
+    end: SessionEnd | None, agents: dict[str, Counter[str]], live: bool, cost: str
+) -> Table:
     total = Table(title="run")
-    for column in ("status", "tokens", "tool calls", "wall s"):
+    for column in ("status", "tokens", "cost", "tool calls", "wall s"):
         total.add_column(column, justify="left" if column == "status" else "right")
     if end:
         total.add_row(
-            status_with_exit(end), str(end.tokens), str(end.tool_calls), str(end.elapsed_s)
+            status_with_exit(end), str(end.tokens), cost, str(end.tool_calls), str(end.elapsed_s)
         )
     elif live:  # so far: what the calls logged add up to
         tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in agents.values())
         calls = sum(c["tool_calls"] for c in agents.values())
-        total.add_row("running", str(tokens), str(calls), "-")
+        total.add_row("running", str(tokens), cost, str(calls), "-")
     else:
-        total.add_row("interrupted", "?", "?", "?")
+        total.add_row("interrupted", "?", cost, "?", "?")
     return total

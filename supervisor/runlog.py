@@ -136,8 +136,9 @@ def _got_going(path: Path) -> bool:
         return False
 
 
-def render(records: list[Record]) -> list[Text]:
-    """The run as a tree: each agent's steps, and under each delegation the worker's own."""
+def render(records: list[Record], cost: str = "") -> list[Text]:
+    """The run as a tree: each agent's steps, and under each delegation the worker's own;
+    `cost`: what the run cost, said on its last line."""
     by_agent: dict[str, list[Line]] = defaultdict(list)
     editors: set[str] = set()
     for line in lines_of(records):
@@ -149,10 +150,7 @@ def render(records: list[Record]) -> list[Text]:
     def walk(agent_id: str, depth: int, seen: set[str]) -> None:
         seen.add(agent_id)
         for line in by_agent.get(agent_id, []):
-            if isinstance(line.event, ChangeSet) and agent_id not in editors:
-                text: Text | None = _changed_through_workers(line, line.event)
-            else:
-                text = _render_one(line)
+            text = _line_text(line, agent_id in editors, cost)
             if text is not None:
                 shown.append(Text("  " * depth) + text)
             if isinstance(line.event, DelegateStart) and line.event.child_id not in seen:
@@ -166,6 +164,17 @@ def render(records: list[Record]) -> list[Text]:
         if agent_id not in seen:
             walk(agent_id, 1, seen)
     return shown
+
+
+def _line_text(line: Line, edits: bool, cost: str) -> Text | None:
+    """One line of the tree; a change set of an agent that `edits` nothing itself, as
+    its workers'; the run's end with its `cost`."""
+    if isinstance(line.event, ChangeSet) and not edits:
+        return _changed_through_workers(line, line.event)
+    text = _render_one(line)
+    if text is not None and cost and isinstance(line.event, SessionEnd):
+        text += Text(f" · {cost}", style="bold")
+    return text
 
 
 EDITING_TOOLS = {"write_file", "edit_file", "run_shell"}

@@ -148,10 +148,12 @@ class Settings(BaseModel):
     of write_file/edit_file calls: small models write far better code in a block than
     inside a call's JSON (on for the local model unless set here)."""
 
+    model_prices: dict[str, Price] = Field(default_factory=dict)
+    """Per model name, what its tokens cost (`[model_prices."gpt-4.1-mini"]` with
+    `input`, `output`, `cached_input` in dollars per million), over gaffer's own table
+    (supervisor/model_prices.toml): the cost every view shows, and --max-cost's."""
     prices: dict[str, Price] = Field(default_factory=dict)
-    """Per model name, what its tokens cost (`[prices."gpt-4.1-mini"]` with `input`,
-    `output`, `cached_input` in dollars per million): the JSON result's
-    total_cost_usd, when every model the run used has a price."""
+    """model_prices' old name, still read."""
 
     test_runners: list[str] = Field(default_factory=list)
     """More commands the verification gate counts as test runs, besides pytest, python

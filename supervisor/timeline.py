@@ -97,6 +97,8 @@ class Timeline:
     """Bar ids, in time order: the chain of waits that set the run's wall time."""
     outcome: RunOutcome
     """What the run came to, shown first."""
+    cost: str = ""
+    """What the run's model calls cost (supervisor/costs.py), when the page knows prices."""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from supervisor import runlog
+from supervisor.costs import dollars, prices_here, run_cost
 from supervisor.exits import fail, log_dir_here
 from supervisor.terminal import echo
 from supervisor.timeline import build
@@ -25,7 +26,9 @@ def write_page(log: Path) -> Path:
     if not records:
         raise runlog.RunUnreadable(f"{log.name} has no lines yet")
     # Written as a new file moved into place: never through a link by that name.
-    return state.write_file(log.parent, f"{log.stem}.html", render(build(records, log)).encode())
+    timeline = build(records, log)
+    timeline.cost = dollars(run_cost(records, prices_here()))
+    return state.write_file(log.parent, f"{log.stem}.html", render(timeline).encode())
 
 
 @click.command()

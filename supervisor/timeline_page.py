@@ -215,7 +215,7 @@ def render(timeline: Timeline) -> str:
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <title>gaffer run {_one_line(timeline.run_id)}</title><style>{STYLE}</style></head>
 <body><header><h1>gaffer run {_one_line(timeline.run_id)} · {_one_line(timeline.status)} ·
-{timeline.wall_s:.1f} s · {len(timeline.lanes)} agents</h1>
+{timeline.wall_s:.1f} s · {len(timeline.lanes)} agents{_cost(timeline.cost)}</h1>
 <div class="task">{html.escape(visible(timeline.task))}</div></header>
 <section id="outcome"></section>
 <main><section id="chart"><div class="legend">{legend}</div></section>
@@ -239,3 +239,7 @@ def _shown(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_shown(v) for v in value]
     return value
+
+
+def _cost(cost: str) -> str:
+    return f" · {html.escape(cost)}" if cost else ""

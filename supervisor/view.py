@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from supervisor.costs import cost_of, dollars, usage_of
+from supervisor.settings import Price
 from supervisor.terminal import console as safe_console
 from workers.log.events import Record
 from workers.log.reader import Line, line_of
@@ -84,12 +86,17 @@ class TerminalView:
         """Model calls asked for and not yet answered (no word of a reply), by agent."""
         self._ticking = threading.Event()
         self._ticker: threading.Thread | None = None
+        self.prices: Mapping[str, Price] = {}
+        """What each model's tokens cost (set once the run's config is read)."""
+        self._calls: dict[str, list[LlmCall]] = {}
 
     def __call__(self, record: Record) -> None:
         line = line_of(record)
         if line is None:
             return
         with self._lock:
+            if isinstance(line.event, LlmCall):
+                self._calls.setdefault(line.agent_id or "?", []).append(line.event)
             handler = getattr(self, "_on_" + line.event.event, None)
             if handler is not None:
                 handler(line, line.event)
@@ -247,13 +254,17 @@ class TerminalView:
         )
         shown.append(e.child_profile, style="magenta")
         shown.append(
-            f" {e.status} · {e.steps} steps · {e.tokens} tok · "
+            f" {e.status} · {e.steps} steps · {e.tokens} tok · {self._cost(e.child_id)} · "
             f"{e.elapsed_s:.1f}s · {len(e.files_changed)} files changed"
         )
         if not ok:
             shown.append(f" · {e.reason}", style="red")
         self._write(shown)
         self._refresh_live()
+
+    def _cost(self, agent: str) -> str:
+        """What an agent's own model calls cost, as every view says it."""
+        return dollars(cost_of(usage_of(self._calls.get(agent, [])), self.prices))
 
     def _on_verification(self, line: Line, e: Verification) -> None:
         if e.action == "sent_back":

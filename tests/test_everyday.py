@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 
 from supervisor import run_setup, settings
-from supervisor.run_output import price_of
+from supervisor.costs import dollars, price_of, prices_with
 from supervisor.settings import Price
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import add_host_coder, gaffer, gaffer_replying, outcome_line
@@ -236,6 +236,46 @@ def test_the_json_result_costs_the_run_from_the_price_table(workspace: Path) -> 
     assert isinstance(result["duration_api_ms"], int) and result["error_kind"] is None
 
 
+def test_the_cost_is_said_in_every_view_and_unpriced_is_never_zero(workspace: Path) -> None:
+    """The summary line, each worker's line, `gaffer stats`, `gaffer logs` and the
+    timeline page all say what the run cost, from the same prices."""
+    home = workspace.parent / "home" / ".config" / "gaffer"
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(
+        '[model_prices."fake-model"]\ninput = 400\noutput = 1600\ncached_input = 100\n'
+    )
+    delegate = json.dumps({"profile": "explorer", "task": "look"})
+    done, _ = gaffer_replying(
+        workspace, "run", "--no-verify", "survey it",
+        replies=[Reply(tool_calls=[("delegate", delegate)]), Reply(text="Done.")],
+        routes={"look": [Reply(tool_calls=[("list_dir", "{}")]), Reply(text="Looked.")]},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    per_call = (12 * 400 + 7 * 1600) / 1e6  # the fake endpoint's usage for every call
+    run, worker = dollars(4 * per_call), dollars(2 * per_call)
+    assert f"tok · {worker} · " in done.stderr, "the worker's line"
+    assert f" tokens · {run} · " in done.stderr.strip().splitlines()[-1], "the summary line"
+    assert run in gaffer(workspace, "stats", "last").stdout
+    assert run in gaffer(workspace, "logs", "last").stdout.strip().splitlines()[-1]
+    page = gaffer(workspace, "view", "last")
+    assert page.returncode == 0, page.stderr
+    assert f"agents · {run}</h1>" in Path(page.stdout.strip()).read_text()
+    (home / "config.toml").write_text("")
+    plain, _ = gaffer_replying(workspace, "run", "--no-verify", "hi", replies=[Reply(text="hi")])
+    assert " · unpriced · " in plain.stderr.strip().splitlines()[-1], "never $0 for a guess"
+
+
+def test_gaffer_s_own_table_prices_the_common_models_and_a_dated_name() -> None:
+    prices = prices_with()
+    assert price_of("gpt-4.1-mini", prices) == Price(input=0.4, output=1.6, cached_input=0.1)
+    assert price_of("gpt-4.1-mini-2025-04-14", prices) == prices["gpt-4.1-mini"]
+    assert price_of("gpt-4o-audio-preview", prices) is None, "not a dated gpt-4o"
+    assert price_of("qwen2.5-coder-1.5b-instruct", prices) == Price(
+        input=0, output=0, cached_input=0
+    ), "the bundled model runs on your machine"
+    assert dollars(None) == "unpriced" and dollars(0.0) == "$0.00"
+
+
 def test_a_dated_model_is_priced_as_the_model_it_is_a_version_of() -> None:
     prices = {"gpt-4.1": Price(input=2, output=8), "gpt-4.1-mini": Price(input=0.4, output=1.6)}
     assert price_of("gpt-4.1-mini-2025-04-14", prices) == prices["gpt-4.1-mini"]
@@ -324,8 +364,8 @@ def test_stats_piped_cuts_nothing_and_busy_time_fits_the_run(workspace: Path) ->
     shown = gaffer(workspace, "stats", "last")
     assert "…" not in shown.stdout and "supervisor" in shown.stdout
     rows = [line.split("│") for line in shown.stdout.splitlines() if line.startswith("│")]
-    wall = float(next(r for r in rows if "completed" in r[1])[4])
-    busy = [float(r[-2]) for r in rows if r[1].strip() == "supervisor"]
+    wall = float(next(r for r in rows if "completed" in r[1])[5])
+    busy = [float(r[-3]) for r in rows if r[1].strip() == "supervisor"]
     assert busy and busy[0] <= wall + 0.05, "two workers at once are not twice the time"
 
 

@@ -226,6 +226,8 @@ def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
     repl.handle("/stats")
     assert "this session: in progress · 1 turn so far" in out.getvalue()
     assert "running" in out.getvalue() and "interrupted" not in out.getvalue()
+    repl.handle("/cost")
+    assert "this session so far: unpriced" in out.getvalue(), "a scripted model has no price"
     repl.handle("/resume")
     assert "recent runs (/resume ID, or /resume last):" in out.getvalue()
     model = session.plan.make_model(None)
