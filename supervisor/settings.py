@@ -151,7 +151,7 @@ class Settings(BaseModel):
     model_prices: dict[str, Price] = Field(default_factory=dict)
     """Per model name, what its tokens cost (`[model_prices."gpt-4.1-mini"]` with
     `input`, `output`, `cached_input` in dollars per million), over gaffer's own table
-    (supervisor/model_prices.toml): the cost every view shows, and --max-cost's."""
+    (supervisor/model_prices.toml): the cost every view shows."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """model_prices' old name, still read."""
 
@@ -295,7 +295,7 @@ def _read_toml(path: str, content: bytes, *, refused: set[str]) -> dict[str, Any
     known = set(Settings.model_fields)
     for key in data:
         if key not in known:
-            hint = did_you_mean(key, known, "the README's configuration reference lists the keys")
+            hint = did_you_mean(key, known, "docs/configuration.md lists the keys")
             raise ConfigError(f"{path}: unknown key {key!r}{hint}")
         if key in refused:
             raise ConfigError(

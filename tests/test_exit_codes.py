@@ -239,7 +239,7 @@ def test_a_misspelt_profile_or_config_key_says_what_was_meant(workspace: Path) -
     assert "tool_prefill" in done.stderr, "close to what was written: said"
     config.write_text("zzz = 1\n")
     done = gaffer(workspace, "run", "look")
-    assert "tool_prefill" not in done.stderr and "configuration reference" in done.stderr
+    assert "tool_prefill" not in done.stderr and "docs/configuration.md" in done.stderr
 
 
 def test_a_reply_the_time_limit_cuts_is_the_partial_answer_on_stdout(workspace: Path) -> None:
