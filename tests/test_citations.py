@@ -287,3 +287,17 @@ def test_a_reader_resumed_after_calls_of_its_own_is_not_asked_for_another(
     ]  # fmt: skip
     assert run_agent(agent, messages).outcome == Finished("`BoundLogger` is in stdlib.py.")
     assert model.required == [False]
+
+
+def test_a_listing_shows_its_own_folder_s_files_not_every_file_of_that_name(
+    workspace: Path,
+) -> None:
+    """list_dir of pkg/ shows pkg/loop.py: an answer naming other/loop.py (which is not
+    there) is not borne out by it, and what is still unsupported says it is not there."""
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "loop.py").write_text("def run():\n    pass\n")
+    claim = "The loop is in other/loop.py."
+    script = [call("list_dir", path="pkg"), say(claim), say(claim)]
+    outcome, _, _ = run_reader(workspace, script, sends=1)
+    assert "it names other/loop.py, which none of your calls opened" in outcome.answer
+    assert "pkg/loop.py" not in outcome.answer

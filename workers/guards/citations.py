@@ -85,7 +85,8 @@ class Citations:
             return
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, bool(_FOUND_NOTHING.match(result.output.strip()))))
-        self.seen.update(named_paths(result.output, self.container_root))
+        if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
+            self.seen.update(named_paths(result.output, self.container_root))
         if call.name == "list_dir":
             folder = self._relative(str(args.get("path") or "."))
             for line in result.output.splitlines():

@@ -320,9 +320,16 @@ class Gate(Guard):
         if self.citations is None or not answer.strip():
             return []
         claims = self.citations.unsupported(answer)
+        if self.workspace is not None:  # what no call could have shown: it is not there
+            missing = missing_paths(answer, self.workspace, self.container_root)
+            claims += [
+                f"it names {path}, which is not in the workspace"
+                for path in missing
+                if not any(claim.startswith(f"it names {path},") for claim in claims)
+            ]
         if not facts and names_code(answer, self.workspace):
             claims.insert(0, BLIND)
-        return claims
+        return list(dict.fromkeys(claims))
 
     def _map_entries(self, answer: str) -> str:
         """Where the map has the names an answer made without looking ("" when none)."""
