@@ -351,12 +351,14 @@ class OpenAIModel:
             if 400 <= status < 500 and status not in RETRYABLE_STATUS:
                 return ModelError("bad_request", f"{where} rejected the request ({status}): {text}")
         hint = ""
-        if where.startswith("http://") and "without sending a response" in describe(error):
+        said = describe(error)
+        if where.startswith("http://") and (
+            "without sending a response" in said or "reset by peer" in said
+        ):
             hint = "; if the server speaks TLS, its address begins https://"
         return ModelError(
             "unavailable",
-            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: "
-            f"{describe(error)}{hint}",
+            f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {said}{hint}",
         )
 
 
