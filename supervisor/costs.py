@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.settings import Price
 from workers.log.reader import lines_of, of_type
 from workers.log.schema import LlmCall
+
+if TYPE_CHECKING:
+    from supervisor.run_plan import RunPlan
 
 Record = dict[str, Any]
 UNPRICED = "unpriced"
@@ -58,6 +61,38 @@ def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
         return prices[model]
     base = _DATED.sub("", model)
     return prices.get(base) if base != model else None
+
+
+def unpriced(models: Iterable[str], prices: Mapping[str, Price]) -> list[str]:
+    """Those of `models` with no price, sorted."""
+    return sorted(name for name in set(models) if price_of(name, prices) is None)
+
+
+def require_priced(max_cost: float | None, plan: RunPlan, prices: Mapping[str, Price]) -> None:
+    """A run under --max-cost starts only when every model it would use has a price:
+    the run's, and any a profile names (else it exits 64, saying which)."""
+    if max_cost is None:
+        return
+    names = {plan.make_model(None).name} | {p.model for p in plan.profiles.values() if p.model}
+    if missing := unpriced(names, prices):
+        from supervisor.exits import EXIT_USAGE, fail
+
+        fail(
+            f"--max-cost needs a price for {', '.join(missing)}: add "
+            f'[model_prices."{missing[0]}"] (input, output, cached_input: dollars per '
+            "million tokens) to your config",
+            EXIT_USAGE,
+        )
+
+
+def pricer(prices: Mapping[str, Price]) -> Callable[[str, int, int, int], float | None]:
+    """A model call's cost in dollars by these prices (workers/limits.py's Budget)."""
+
+    def price(model: str, prompt: int, cached: int, completion: int) -> float | None:
+        found = price_of(model, prices)
+        return None if found is None else found.of(prompt, cached, completion)
+
+    return price
 
 
 def cost_of(by_model: Mapping[str, Mapping[str, int]], prices: Mapping[str, Price]) -> float | None:

@@ -50,6 +50,8 @@ class RunPlan:
     max_seconds: float | None = None
     """For every agent together."""
     max_tokens: int | None = None
+    max_cost: float | None = None
+    """Dollars the run may spend (--max-cost), by `prices`."""
     """For every agent together."""
     ceiling: Ceiling = field(default_factory=Ceiling)
     approve: Approver = deny_all

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from supervisor import runlog, settings, trust_view
-from supervisor.costs import prices_with
+from supervisor.costs import prices_with, require_priced
 from supervisor.exits import EXIT_ERROR, EXIT_USAGE, end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
 from supervisor.local import store as local_store
@@ -153,6 +153,7 @@ def set_up(
             cluster.connect()
         except SandboxUnavailable as error:
             abandon(str(error))
+    prices = prices_with(config.prices, config.model_prices)
     plan = RunPlan(
         profiles=profiles,
         tools=tools,
@@ -161,6 +162,7 @@ def set_up(
         max_steps=config.max_steps,
         max_seconds=config.max_seconds,
         max_tokens=config.max_tokens,
+        max_cost=config.max_cost,
         ceiling=Ceiling(
             read_only=read_only,
             profiles=allowed_set,
@@ -178,8 +180,9 @@ def set_up(
         require_verified=config.require_verified,
         check=check_flag,
         check_config=None if check_flag else config.check,
-        prices=prices_with(config.prices, config.model_prices),
+        prices=prices,
     )
+    require_priced(config.max_cost, plan, prices)
     return session, plan
 
 

@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import cast
 
+from supervisor.costs import pricer
 from supervisor.delegation import Team
 from supervisor.run_check import could_change_files
 from supervisor.run_end import decide
@@ -161,7 +162,9 @@ class Session:
                 resumed_from=resumed_from,
             )
         )
-        self.root = Budget(plan.max_tokens, plan.max_seconds)
+        self.root = Budget(
+            plan.max_tokens, plan.max_seconds, max_cost=plan.max_cost, price=pricer(plan.prices)
+        )
         reap_worktrees(self.workspace)  # isolated editors' copies a killed run left
         self.team = Team(
             workspace=self.workspace,

@@ -70,6 +70,10 @@ class Settings(BaseModel):
     max_seconds: float | None = Field(None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     """Wall-clock limit for the whole run."""
     max_tokens: int | None = Field(None, ge=1, le=10**12)
+    max_cost: float | None = Field(None, gt=0)
+    """Dollars the run may spend on model calls, every agent's together (the prices:
+    model_prices): spent, the run stops at its limit (exit 2). Every model it uses must
+    have a price."""
     """Prompt + completion tokens over the whole run, as the endpoint reports them."""
     api: Literal["chat", "responses"] = "chat"
     """The endpoint's wire protocol: Chat Completions (`chat`), or the Responses API
@@ -187,6 +191,7 @@ FLAGS = (
     "max_steps",
     "max_seconds",
     "max_tokens",
+    "max_cost",
     "max_parallel",
     "isolate",
     "workers_local",

@@ -540,3 +540,32 @@ def test_a_profiles_unset_key_variable_fails_its_worker_with_one_line(workspace:
     report = server.requests[1]["messages"][-1]["content"]
     assert "failed" in report
     assert "GAFFER_TEST_UNSET_KEY is not set: it holds the key for http://127.0.0.1:9/v1" in report
+
+
+def test_max_cost_stops_the_run_at_its_limit_and_needs_every_model_priced(
+    workspace: Path,
+) -> None:
+    home = workspace.parent / "home" / ".config" / "gaffer"
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text(
+        '[model_prices."fake-model"]\ninput = 400\noutput = 1600\ncached_input = 100\n'
+    )
+    (workspace / "a.txt").write_text("a\n")
+    calls = [
+        Reply(tool_calls=[("list_dir", "{}")]),
+        Reply(tool_calls=[("read_file", '{"path": "a.txt"}')]),
+        Reply(text="never asked"),
+    ]
+    done, server = gaffer_replying(
+        workspace, "run", "--no-verify", "--output-format", "json", "--max-cost", "0.02", "look",
+        replies=calls,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "limit" and result["reason"].startswith("cost limit: ")
+    assert len(server.requests) == 2, "each call costs $0.016: the third is never made"
+    (home / "config.toml").write_text("")
+    with FakeOpenAI([Reply(text="never")]) as endpoint:
+        unpriced = gaffer(workspace, "run", "--max-cost", "1", "look", server=endpoint)
+    assert unpriced.returncode == 64
+    assert "--max-cost needs a price for" in unpriced.stderr

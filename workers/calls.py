@@ -39,6 +39,10 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
     seconds = agent.budget.seconds_left()
     if seconds is not None and seconds <= 0:
         return LimitHit("time", "the wall-clock limit passed")
+    dollars = agent.budget.cost_left()
+    if dollars is not None and dollars <= 0:
+        spent = agent.budget.spent_dollars()
+        return LimitHit("cost", f"the cost budget is spent (${spent:.4f} used, --max-cost)")
     return None
 
 
@@ -101,6 +105,13 @@ def call_model(
         raise
     agent.guards.after_model(ask, turn)
     agent.budget.spend(turn.usage.total)
+    usage = turn.usage
+    agent.budget.spend_cost(
+        turn.model or agent.model.name,
+        usage.prompt_tokens,
+        usage.cached_tokens or 0,
+        usage.completion_tokens,
+    )
     agent.budget.took(time.monotonic() - started)
     agent.events.emit(
         LlmCall(

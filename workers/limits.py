@@ -29,6 +29,11 @@ class Limits:
     """Prompt plus completion tokens, as the endpoint reports them."""
 
 
+Pricer = Callable[[str, int, int, int], float | None]
+"""A model call's cost in dollars: (model, prompt, cached, completion tokens); None
+when the model has no price."""
+
+
 class Budget:
     """Tokens, time and cancellation, shared down a tree of agents.
 
@@ -43,11 +48,18 @@ class Budget:
         max_tokens: int | None = None,
         max_seconds: float | None = None,
         parent: Budget | None = None,
+        *,
+        max_cost: float | None = None,
+        price: Pricer | None = None,
     ) -> None:
         self.max_tokens = max_tokens
         self.deadline = time.monotonic() + max_seconds if max_seconds is not None else None
         self.parent = parent
         self.used = 0
+        self.max_cost = max_cost
+        """Dollars the run may spend on model calls (set at the root: --max-cost)."""
+        self.cost = 0.0
+        self._price: Pricer | None = price if price is not None else getattr(parent, "_price", None)
         self.slowest_call_s = 0.0
         """This agent's slowest model call so far: what its next one may take."""
         self._lock = threading.Lock()
@@ -68,6 +80,28 @@ class Budget:
             self.used += tokens
         if self.parent is not None:
             self.parent.spend(tokens)
+
+    def spend_cost(self, model: str, prompt: int, cached: int, completion: int) -> None:
+        """A model call's cost, spent here and in every parent. A model with no price
+        costs nothing known: a run under --max-cost has every model priced first."""
+        dollars = self._price(model, prompt, cached, completion) if self._price else None
+        if dollars:
+            self._spent(dollars)
+
+    def _spent(self, dollars: float) -> None:
+        with self._lock:
+            self.cost += dollars
+        if self.parent is not None:
+            self.parent._spent(dollars)
+
+    def cost_left(self) -> float | None:
+        mine = None if self.max_cost is None else self.max_cost - self.cost
+        theirs = self.parent.cost_left() if self.parent is not None else None
+        return _min(mine, theirs)
+
+    def spent_dollars(self) -> float:
+        """What the whole run has spent: the root's count."""
+        return self.parent.spent_dollars() if self.parent is not None else self.cost
 
     def tokens_left(self) -> int | None:
         mine = None if self.max_tokens is None else self.max_tokens - self.used

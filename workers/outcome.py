@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-LimitName = Literal["steps", "time", "tokens", "repetition", "context", "output"]
+LimitName = Literal["steps", "time", "tokens", "cost", "repetition", "context", "output"]
 Status = Literal["completed", "limit", "timeout", "cancelled", "interrupted", "failed"]
 
 
