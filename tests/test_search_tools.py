@@ -90,6 +90,18 @@ def test_find_files_by_name_and_by_path(run_tool: RunTool, project: Path) -> Non
     assert run_tool("find_files", pattern="*.rs").output.startswith("no files match")
 
 
+def test_find_files_takes_a_bare_word_or_alternatives_as_small_models_write_them(
+    run_tool: RunTool, project: Path
+) -> None:
+    """The demo's explorer called find_files("top|level|agent|loop|worker|sandbox")
+    twelve times, finding nothing each time: a regex where a glob goes."""
+    assert run_tool("find_files", pattern="util").output == "src/util.py"
+    found = run_tool("find_files", pattern="app|notes|zzz").output.splitlines()
+    assert sorted(found) == ["notes.md", "src/app.py"]
+    assert run_tool("find_files", pattern="app.py").output == "src/app.py", "a name stays exact"
+    assert run_tool("find_files", pattern="*.md|*.rs").output == "notes.md"
+
+
 def test_find_files_caps_with_a_count(run_tool: RunTool, workspace: Path) -> None:
     for i in range(search.MAX_FILES + 7):
         (workspace / f"f{i}.txt").write_text("")

@@ -50,8 +50,9 @@ class ToolResult:
     facts: Facts = field(default_factory=Facts)
     """What the harness learns from the call (paths written, exit codes), never from the model."""
     parts: tuple[str, ...] = ()
-    """A batch's outputs (one per worker), joined after the first line of `output`: when
-    the whole is too long, each part is cut to its share, so no worker's report is lost."""
+    """A delegation's reports, one per worker and each whole (one for a single worker).
+    A batch's are joined after the first line of `output`: when the whole is too long for
+    the model, each is cut to its share there, so no worker's report is lost."""
 
 
 Approver = Callable[[str, str], bool]

@@ -230,7 +230,8 @@ def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> list[str]:
 
 class FindFilesArgs(Args):
     pattern: str = Field(
-        description="Glob for file names, e.g. '*.py', or for paths, e.g. 'src/**/test_*.py'."
+        description="Glob for file names, e.g. '*.py', or for paths, e.g. 'src/**/test_*.py'; "
+        "a bare word matches names holding it ('loop'), and 'a|b' matches either."
     )
     path: str = Field(".", description="Folder to search, relative to the workspace root.")
 
@@ -245,8 +246,9 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
         raise ToolError(
             f"no such folder: {args.path!r}" + did_you_mean(ctx.workspace, args.path, folder=True)
         )
-    by_path = "/" in args.pattern
-    regex = glob_regex(args.pattern)
+    globs = _globs(args.pattern)
+    by_path = any("/" in glob for glob in globs)
+    regex = re.compile("|".join(f"(?:{glob_regex(glob).pattern})" for glob in globs))
     found: list[str] = []
     total, used, budget = 0, 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
     for path in walk_files(real):
@@ -280,6 +282,16 @@ def _elsewhere(ctx: ToolContext, regex: re.Pattern[str], by_path: bool) -> list[
         if len(found) >= MAX_ELSEWHERE or seen >= MAX_ELSEWHERE_SEEN:
             break
     return found
+
+
+def _globs(pattern: str) -> list[str]:
+    """The globs a pattern stands for. Small models write a regex alternation
+    ("loop|agent|sandbox") or a bare word where a glob goes; each alternative is a glob
+    of its own, and a bare word (no glob character, no dot) matches names holding it."""
+    parts = [part.strip() for part in pattern.split("|")] if "|" in pattern else [pattern]
+    return [part if any(c in part for c in "*?[/.") else f"*{part}*" for part in parts if part] or [
+        pattern
+    ]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
