@@ -91,7 +91,7 @@ def stats(
             *([str(c["reasoning_tokens"])] if reasoned else []),
             str(c["tool_calls"]),
             f"{_covered(busy[agent]):.2f}",
-            dollars(costs.get(agent)),
+            dollars(costs.get(agent, 0.0)),  # no model call: nothing spent
         )
     per_tool = Table(title="per tool")
     for column in ("tool", "calls", "errors", "total s"):
