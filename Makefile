@@ -35,7 +35,7 @@ lint: dev
 
 # The sandbox tests need a daemon and the image. Where neither can be had (no root),
 # they are skipped, unless GAFFER_REQUIRE_DOCKER=1 (as in CI) makes that a failure.
-sandbox-ready: install
+sandbox-ready: $(INSTALLED)
 	@if bash sandbox_image/ensure-docker.sh; then PYTHON=$(BIN)/python bash sandbox_image/build-image.sh; \
 	else echo "no Docker here: sandbox tests and benchmarks will be skipped"; fi
 
@@ -49,7 +49,7 @@ test: dev lint sandbox-ready browser-ready
 	$(BIN)/pytest -q
 
 # The worker sandbox image, built from Debian's packages with no registry (idempotent).
-sandbox-image: install
+sandbox-image: $(INSTALLED)
 	PYTHON=$(BIN)/python bash sandbox_image/build-image.sh
 
 test-slow: dev
