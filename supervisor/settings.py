@@ -62,6 +62,15 @@ class Settings(BaseModel):
 
     api_key: str | None = Field(None, exclude=True, repr=False)
     """API key for the endpoint; only from the environment or this flag, never a config file."""
+
+    @field_validator("api_key")
+    @classmethod
+    def _a_header_can_carry_it(cls, value: str | None) -> str | None:
+        if value is not None and (not value.isascii() or any(c in value for c in "\r\n\0")):
+            # said without the key itself
+            raise ValueError("holds a line break or a character outside ASCII: check its source")
+        return value
+
     api_key_file: Path | None = None
     """A file holding the API key (keep it private); for when the environment will not do.
     Read only when no key is given otherwise; never from a workspace's config."""

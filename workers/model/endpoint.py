@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import urllib.parse
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from collections.abc import Iterable, Iterator
+from typing import Any, NoReturn, cast
 
 from workers.model.cancel import Readers
+from workers.model.http_errors import APIError, ConnectionFailed, StatusError, TimedOut
 from workers.model.masking import Mask
 from workers.model.replies import IncompleteStream
+from workers.model.sockets import proxy_for, tls_context
 
 OPENAI_URL = "https://api.openai.com/v1"
 # A server that has not taken the connection by then is down or unreachable; a slow
@@ -34,39 +35,8 @@ OPENAI_URL = "https://api.openai.com/v1"
 CONNECT_TIMEOUT_S = 15.0
 # A server's message is kept this long: enough for any real one, not a page of HTML.
 MAX_MESSAGE_CHARS = 1000
-
-
-class APIError(Exception):
-    """The endpoint said no, or an error came inside a stream."""
-
-    def __init__(self, message: str, body: object = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.body = body
-
-
-class StatusError(APIError):
-    """An HTTP status of 300 or more, with the server's message."""
-
-    def __init__(
-        self, status_code: int, message: str, headers: dict[str, str], body: object
-    ) -> None:
-        super().__init__(f"Error code: {status_code} - {message}", body)
-        self.status_code = status_code
-        self.headers = headers
-        """Lower-cased names (`retry-after`)."""
-
-
-class ConnectionFailed(APIError):
-    """No answer: never connected (`connected` False), or the connection broke."""
-
-    def __init__(self, message: str, *, connected: bool) -> None:
-        super().__init__(message)
-        self.connected = connected
-
-
-class TimedOut(ConnectionFailed):
-    """Nothing came within the socket's timeout."""
+# An error reply is read this far for its message; the rest is not needed.
+MAX_ERROR_BYTES = 1 << 20
 
 
 class Endpoint:
@@ -76,6 +46,12 @@ class Endpoint:
         self.url = urllib.parse.urlsplit(base_url or OPENAI_URL)
         if self.url.scheme not in ("http", "https") or not self.url.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
+        if not api_key.isascii() or any(c in api_key for c in "\r\n\0"):
+            # said without the key: a header cannot carry it, and would echo it in its error
+            raise ValueError(
+                "the API key holds a character an HTTP header cannot carry (a line break, or "
+                "one outside ASCII): check the variable or file it comes from"
+            )
         self.readers, self.api_key = readers, api_key
         userinfo = self.url.netloc.rpartition("@")[0]
         pairs = urllib.parse.parse_qsl(self.url.query, keep_blank_values=True)
@@ -99,7 +75,7 @@ class Endpoint:
 
     def _client(self) -> Any:
         host, https = self.url.hostname or "", self.url.scheme == "https"
-        proxy = _proxy_for(self.url.scheme, host, self.url.port or (443 if https else 80))
+        proxy = proxy_for(self.url.scheme, host, self.url.port or (443 if https else 80))
         key = proxy.geturl() if proxy else None
         with self._lock:
             if (client := self._clients.get(key)) is None:
@@ -173,12 +149,27 @@ class Reply:
         """Each event's JSON object, until [DONE]. An event with an `error` member is an
         APIError with the server's message; one that is not JSON or not UTF-8 is a
         broken stream."""
+        # The SDK's decoder and its wrapping of httpx2's errors, gaffer's reading of each
+        # event: a block without data (`retry:`, `event: ping`) skipped, [DONE] the end,
+        # an `error` member left for the caller to read (a context overflow says so).
         try:
-            for event in self.value:
+            for sse in self.value._iter_events():
+                if not sse.data:
+                    continue
+                if sse.data.startswith("[DONE]"):
+                    return
+                try:
+                    event = json.loads(sse.data)
+                except ValueError as error:
+                    raise ConnectionFailed(
+                        f"an event is not JSON ({error})", connected=True
+                    ) from error
                 if isinstance(event, dict):
                     yield event
             return
-        except ValueError as error:  # the SDK's decoder raises the JSON or UTF-8 error raw
+        except ConnectionFailed:
+            raise
+        except ValueError as error:  # a line that is not UTF-8
             raise ConnectionFailed(f"an event is not JSON ({error})", connected=True) from error
         except Exception as error:
             failed: Exception = error
@@ -208,7 +199,7 @@ def _sdk_client(endpoint: Endpoint, proxy: urllib.parse.SplitResult | None) -> A
     from workers.model.sockets import CountingBackend
 
     pool_args: dict[str, Any] = {
-        "ssl_context": _tls_context(),
+        "ssl_context": tls_context(),
         "max_connections": None,
         # A connection per request: never a pooled socket a cancel shut, nor a thread's
         # registration left on an idle one.
@@ -227,10 +218,46 @@ def _sdk_client(endpoint: Endpoint, proxy: urllib.parse.SplitResult | None) -> A
 
     class Transport(httpx2.HTTPTransport):
         """httpx2's transport (its requests, responses and exceptions) on that pool: it
-        takes no network backend of its own, and uses only `_pool`."""
+        takes no network backend of its own, and uses only `_pool`. A reply is never
+        inflated (only its bytes on the wire are counted against the cap), and an error's
+        body is read here as far as its message needs: one that breaks off or times out
+        still leaves the status to be said and retried, and no chain to carry the URL."""
 
         def __init__(self, pool: Any) -> None:
             self._pool = pool
+
+        def handle_request(self, request: Any) -> Any:
+            response = super().handle_request(request)
+            coding = response.headers.get("content-encoding", "identity").strip().lower()
+            if coding not in ("", "identity"):
+                response.close()
+                raise httpx2.DecodingError(
+                    f"the server sent its reply {coding}-encoded, though asked for identity"
+                )
+            if response.status_code < 300:
+                return response
+            body = bytearray()
+            try:
+                for piece in cast(Iterable[bytes], response.stream):
+                    body += piece
+                    if len(body) >= MAX_ERROR_BYTES:
+                        break
+            except httpx2.TransportError:
+                pass  # what came is what there is to say
+            finally:
+                response.close()
+            kept = [
+                (name, value)
+                for name, value in response.headers.multi_items()
+                if name.lower() not in ("content-length", "transfer-encoding")
+            ]
+            return httpx2.Response(
+                response.status_code,
+                headers=kept,
+                content=bytes(body[:MAX_ERROR_BYTES]),
+                extensions=response.extensions,
+                request=request,
+            )
 
     http = httpx2.Client(
         transport=Transport(pool),  # a transport given: none of httpx2's env proxies
@@ -323,56 +350,3 @@ def _message_of(body: object) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error.get("detail") or "")
     return str(error)
-
-
-def _tls_context() -> Any:
-    """The system's certificates (and SSL_CERT_FILE); certifi's where the system has none."""
-    import ssl
-
-    context = ssl.create_default_context()
-    if not context.cert_store_stats()["x509_ca"]:
-        with contextlib.suppress(ImportError, OSError):
-            import certifi
-
-            context.load_verify_locations(certifi.where())
-    return context
-
-
-def _proxy_for(scheme: str, host: str, port: int) -> urllib.parse.SplitResult | None:
-    """The proxy the environment names for `scheme` (or ALL_PROXY), unless NO_PROXY
-    exempts `host` or `host:port`."""
-    if not any(name.lower().endswith("_proxy") for name in os.environ):
-        return None  # urllib.request, which reads them, is not worth importing then
-    import urllib.request
-
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass(f"{host}:{port}"):
-        return None
-    found = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    if found.scheme != "http":
-        raise ConnectionFailed(
-            f"the proxy {found.scheme}://{found.hostname}:{found.port} is not one gaffer can "
-            "use: give it as http://HOST:PORT (an https:// URL is still tunnelled)",
-            connected=False,
-        )
-    return found
-
-
-class Fields:
-    """A JSON object read by attribute, as workers/model/replies.py reads a chunk: a key
-    that is not there reads as None."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self._values = values
-
-    def __getattr__(self, name: str) -> Any:
-        return as_fields(self._values.get(name))
-
-
-def as_fields(value: Any) -> Any:
-    if isinstance(value, dict):
-        return Fields(value)
-    if isinstance(value, list):
-        return [as_fields(v) for v in value]
-    return value

@@ -14,7 +14,7 @@ from tenacity import RetryCallState
 from tenacity.stop import stop_base
 
 from workers.model import Cancelled
-from workers.model.endpoint import APIError, ConnectionFailed, StatusError, TimedOut
+from workers.model.http_errors import APIError, ConnectionFailed, StatusError, TimedOut
 from workers.model.replies import IncompleteStream
 
 

@@ -30,14 +30,7 @@ from workers.model import (
     shown_url,
 )
 from workers.model.cancel import Readers, ReplyTooLarge, interruptible
-from workers.model.endpoint import (
-    APIError,
-    Endpoint,
-    Fields,
-    Reply,
-    StatusError,
-    as_fields,
-)
+from workers.model.endpoint import Endpoint, Reply
 from workers.model.faults import (
     CONTEXT_ERROR,
     MAX_CALL_S,
@@ -56,9 +49,12 @@ from workers.model.faults import (
     too_long_to_wait,
     wrong_address,
 )
+from workers.model.http_errors import APIError, StatusError
 from workers.model.replies import (
     Echo,
+    Fields,
     arguments_opened,
+    as_fields,
     begun_with,
     from_response,
     from_stream,
@@ -234,13 +230,12 @@ class OpenAIModel:
         ends, caller = started + seconds, threading.get_ident()
         first_byte = self.first_byte_timeout or None
 
+        came = [0]  # bytes the call read, as the block ended (the count goes with it)
+
         def silent_too_long() -> bool:
             waited = time.monotonic() - started
-            return (
-                first_byte is not None
-                and waited > first_byte
-                and not self._readers.received(caller)
-            )
+            got = self._readers.received(caller) or came[0]
+            return first_byte is not None and waited > first_byte and not got
 
         def stop_reading() -> bool:
             over = time.monotonic() > ends or silent_too_long()
@@ -248,7 +243,10 @@ class OpenAIModel:
 
         try:
             with interruptible(self._readers, stop_reading):
-                return self._once(messages, tools, echo, seconds, options)
+                try:
+                    return self._once(messages, tools, echo, seconds, options)
+                finally:
+                    came[0] = self._readers.received(caller)
         except Exception as error:
             if (too_large := caused_by(error, ReplyTooLarge)) is not None:
                 raise ModelError("malformed_output", str(too_large)) from error

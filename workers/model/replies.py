@@ -222,3 +222,22 @@ class Echo:
         else:
             self._sink("\n[the retried response differs; it restarts here]\n" + self._current)
         self._shown = self._current
+
+
+class Fields:
+    """A JSON object read by attribute, as workers/model/replies.py reads a chunk: a key
+    that is not there reads as None."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        return as_fields(self._values.get(name))
+
+
+def as_fields(value: Any) -> Any:
+    if isinstance(value, dict):
+        return Fields(value)
+    if isinstance(value, list):
+        return [as_fields(v) for v in value]
+    return value

@@ -1,5 +1,7 @@
 """The sockets under the `openai` SDK: each one registered for the thread that reads or
-writes it, and every byte read counted for that thread's call (workers/model/cancel.py).
+writes it, and every byte read counted for that thread's call (workers/model/cancel.py);
+and where they go: the proxy the environment names (gaffer's choice, never httpx2's),
+with the system's certificates.
 
 The SDK speaks through httpx2, whose connection pool (httpcore2) takes a network backend.
 This one wraps httpcore2's own: it registers a socket as it connects, before the request
@@ -15,9 +17,13 @@ httpcore2, httpx2 or openai, which cost half a second and are imported at the fi
 
 from __future__ import annotations
 
+import contextlib
+import os
+import urllib.parse
 from typing import Any
 
 from workers.model.cancel import Readers
+from workers.model.http_errors import ConnectionFailed
 
 
 class CountedStream:
@@ -85,3 +91,37 @@ class CountingBackend:
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
+
+
+def tls_context() -> Any:
+    """The system's certificates (and SSL_CERT_FILE); certifi's where the system has none."""
+    import ssl
+
+    context = ssl.create_default_context()
+    if not context.cert_store_stats()["x509_ca"]:
+        with contextlib.suppress(ImportError, OSError):
+            import certifi
+
+            context.load_verify_locations(certifi.where())
+    return context
+
+
+def proxy_for(scheme: str, host: str, port: int) -> urllib.parse.SplitResult | None:
+    """The proxy the environment names for `scheme` (or ALL_PROXY), unless NO_PROXY
+    exempts `host` or `host:port`."""
+    if not any(name.lower().endswith("_proxy") for name in os.environ):
+        return None  # urllib.request, which reads them, is not worth importing then
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(f"{host}:{port}"):
+        return None
+    found = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if found.scheme != "http":
+        raise ConnectionFailed(
+            f"the proxy {found.scheme}://{found.hostname}:{found.port} is not one gaffer can "
+            "use: give it as http://HOST:PORT (an https:// URL is still tunnelled)",
+            connected=False,
+        )
+    return found
