@@ -121,7 +121,7 @@ class Endpoint:
             reply.close()
             raise
         reply.close()
-        if isinstance(failed, ValueError):  # a 2xx body that is not JSON
+        if isinstance(failed, json.JSONDecodeError | UnicodeDecodeError):  # a 2xx body, not JSON
             raise IncompleteStream(f"the reply is not whole JSON ({failed})") from failed
         _raise_ours(failed, self.mask)
 
