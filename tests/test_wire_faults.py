@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.fake_openai import FakeOpenAI, error_reply
 from tests.raw_server import Raw, all_chain, chunk, delta, good_stream, sse_head
 from workers.model import ModelError
 from workers.model.cancel import Readers
@@ -163,3 +164,19 @@ def test_a_key_a_header_cannot_carry_is_said_without_the_key(key: str) -> None:
         OpenAIModel(model="m", base_url=srv.url, api_key=key).complete(ASK, [])
     assert not [c for c in all_chain(raised.value) if "abcdefghijkl" in c]
     assert "not whole JSON" not in str(raised.value)
+
+
+def test_the_base_url_query_goes_as_given() -> None:
+    srv = Raw([good_stream])
+    model(srv.url + "?a=1&a=2&flag").complete(ASK, [])
+    assert srv.heads[0].split(b" ")[1].endswith(b"?a=1&a=2&flag"), "no key folded, no flag ="
+
+
+def test_a_custom_header_the_sdk_sends_is_masked_in_what_comes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "X-Gateway-Token: gw-token-0123456789")
+    refused = [error_reply(403, "refused gw-token-0123456789")]
+    with FakeOpenAI(refused) as server, pytest.raises(ModelError) as raised:
+        model(server.base_url).complete(ASK, [])
+    assert "gw-token-0123456789" not in raised.value.message

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator
@@ -55,14 +56,18 @@ class Endpoint:
         self.readers, self.api_key = readers, api_key
         userinfo = self.url.netloc.rpartition("@")[0]
         pairs = urllib.parse.parse_qsl(self.url.query, keep_blank_values=True)
-        self.mask = Mask([api_key, userinfo, self.url.password, *(v for _, v in pairs)])
+        self.mask = Mask(
+            [api_key, userinfo, self.url.password, *(v for _, v in pairs), *_custom_values()]
+        )
         """What was sent that is secret, taken out of any text a server sends back."""
         # The SDK puts a path after the base URL's raw path, query and all, and httpx2
         # turns a URL's user:password into Basic auth in place of the key: the query goes
         # as the SDK's default query, the user:password nowhere.
         host = self.url.netloc.rpartition("@")[2]
         self.sdk_base_url = urllib.parse.urlunsplit((self.url.scheme, host, self.url.path, "", ""))
-        self.query = dict(pairs)
+        self.query = self.url.query
+        """Sent as written (`?a=1&a=2&flag`), by gaffer's transport: the SDK's own query
+        parameters would fold repeated keys and give a bare flag an `=`."""
         self._clients: dict[str | None, Any] = {}
         self._lock = threading.Lock()
 
@@ -227,6 +232,8 @@ def _sdk_client(endpoint: Endpoint, proxy: urllib.parse.SplitResult | None) -> A
             self._pool = pool
 
         def handle_request(self, request: Any) -> Any:
+            if endpoint.query:
+                request.url = request.url.copy_with(query=endpoint.query.encode())
             response = super().handle_request(request)
             coding = response.headers.get("content-encoding", "identity").strip().lower()
             if coding not in ("", "identity"):
@@ -273,7 +280,6 @@ def _sdk_client(endpoint: Endpoint, proxy: urllib.parse.SplitResult | None) -> A
     return openai.OpenAI(  # OpenAI-Organization and -Project from the environment, its own
         api_key=endpoint.api_key,
         base_url=endpoint.sdk_base_url,
-        default_query=endpoint.query or None,
         default_headers=headers,
         max_retries=0,  # tenacity's, in openai_client.py
         http_client=http,
@@ -350,3 +356,10 @@ def _message_of(body: object) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error.get("detail") or "")
     return str(error)
+
+
+def _custom_values() -> list[str]:
+    """The values of OPENAI_CUSTOM_HEADERS ("Name: value" a line), which the SDK sends
+    with every request: secret as the key is, in whatever a server sends back."""
+    lines = os.environ.get("OPENAI_CUSTOM_HEADERS", "").splitlines()
+    return [value.strip() for line in lines if (value := line.partition(":")[2]).strip()]
