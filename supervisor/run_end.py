@@ -22,7 +22,7 @@ from supervisor.exits import (
     terminated_by,
 )
 from workers.log.events import Record
-from workers.log.reader import lines_of, of_type
+from workers.log.reader import Line, lines_of, of_type
 from workers.log.schema import CheckRan, DelegateEnd, Merge, ToolCalled, Verification
 from workers.outcome import Aborted, Finished, LimitHit, Outcome, reason_of, status_of
 
@@ -90,7 +90,7 @@ def decide(
         case Finished() if log_failure is not None:
             return RunEnd("log_lost", EXIT_LOG_LOST, log_failure)
         case Finished() if said := shortfalls(records):
-            status = "check_failed" if _check_failed(records) else "incomplete"
+            status = "check_failed" if _check_failure(lines_of(records)) else "incomplete"
             return RunEnd(status, EXIT_SHORTFALL, "; ".join(said))
         case Finished() if require_verified and (why := unverified(records)):
             return RunEnd("unverified", EXIT_UNVERIFIED, why)
@@ -132,30 +132,28 @@ def shortfalls(records: list[Record]) -> list[str]:
         for line, called in of_type(lines, ToolCalled)
         if (called.facts or {}).get("denied")
     ]
-    checks = [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]
-    top = [
-        check
-        for line, check in of_type(lines, Verification)
-        if line.parent_id is None and check.action == "accepted"
-    ]
-    if checks:  # gaffer ran the check itself: its verdict is the run's
-        if checks[-1].verdict in ("failed", "timed_out"):
-            said.append(f"the check {checks[-1].line}")
-    elif top and top[-1].failed:  # the answer went out over a failing test run
-        said.append(f"the change failed its own checks: {top[-1].reason}")
+    if (failed := _check_failure(lines)) is not None:
+        said.append(failed)
     if len(said) > MAX_SAID:
         said = [*said[:MAX_SAID], f"{len(said) - MAX_SAID} more (see the log)"]
     return said
 
 
-def _check_failed(records: list[Record]) -> bool:
-    lines = lines_of(records)
+def _check_failure(lines: list[Line]) -> str | None:
+    """How the run's own check failed, in a phrase; None when it did not: gaffer's check
+    when it ran one, else the top agent's last test run its answer went out over."""
     checks = [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]
-    if checks:
-        return checks[-1].verdict in ("failed", "timed_out")
-    top = [c for line, c in of_type(lines, Verification) if line.parent_id is None]
-    accepted = [c for c in top if c.action == "accepted"]
-    return bool(accepted and accepted[-1].failed)
+    if checks:  # gaffer ran the check itself: its verdict is the run's
+        failed = checks[-1].verdict in ("failed", "timed_out")
+        return f"the check {checks[-1].line}" if failed else None
+    top = [
+        check
+        for line, check in of_type(lines, Verification)
+        if line.parent_id is None and check.action == "accepted"
+    ]
+    if top and top[-1].failed:  # the answer went out over a failing test run
+        return f"the change failed its own checks: {top[-1].reason}"
+    return None
 
 
 def unverified(records: list[Record]) -> str:
