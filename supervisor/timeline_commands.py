@@ -4,10 +4,10 @@ secret URL, for a remote shell. Re-run it to refresh the page of a run that is s
 
 from __future__ import annotations
 
-import http.server
 import secrets
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +18,9 @@ from supervisor.terminal import echo
 from supervisor.timeline import build
 from supervisor.timeline_page import render
 from workers import host_programs, state
+
+if TYPE_CHECKING:  # serving is rare; every `gaffer` command imports this module
+    import http.server
 
 
 def write_page(log: Path) -> Path:
@@ -58,6 +61,8 @@ def _serve(page: Path, port: int) -> None:
     """Just this one page, on loopback only, at a path with a token of this serving's
     own: every user of the machine can reach 127.0.0.1, and the page holds the run's
     file contents, so only who was shown the URL gets it."""
+    import http.server
+
     token = secrets.token_urlsafe(32)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _handler(page, token))
     echo(f"serving on http://127.0.0.1:{server.server_address[1]}/{token}/ (Ctrl-C stops)")
@@ -70,6 +75,8 @@ def _serve(page: Path, port: int) -> None:
 
 
 def _handler(page: Path, token: str) -> type[http.server.BaseHTTPRequestHandler]:
+    import http.server
+
     body = page.read_bytes()
 
     class Handler(http.server.BaseHTTPRequestHandler):
