@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import click
 
-from supervisor import cluster_commands, history, timeline_commands
+from supervisor import cluster_commands, history, rules_commands, timeline_commands
 from supervisor.exits import EXIT_ERROR, EXIT_USAGE, fail, log_dir_here, results_as_json
 from supervisor.local import commands as local_commands
 from supervisor.run_flags import run_options
@@ -143,13 +143,18 @@ def run(
     from supervisor.view import TerminalView
 
     workspace = workspace_for(Path.cwd())
-    yes = flags["yes"]
     view = None if quiet else TerminalView()
     subscribers: list[Any] = [] if view is None else [view]
     if output == "stream-json":
         subscribers.append(JsonLines())
+    asker = None
+    if sys.stdin.isatty():  # a terminal to ask at
+        from supervisor.asking import terminal_asker
+        from supervisor.view import stderr_console
+
+        asker = terminal_asker(stderr_console())
     with contextlib.ExitStack() as stack:
-        session, plan = set_up(workspace, flags, lambda _c, _r: yes, subscribers, stack)
+        session, plan = set_up(workspace, flags, asker, subscribers, stack)
         plan.task_mode = True
         if view is not None:
             view.prices = plan.prices
@@ -186,14 +191,14 @@ def run(
 def chat(quiet: bool, resume_ref: str | None, continue_last: bool, **flags: Any) -> None:
     """A conversation in the current directory: line editing, history, slash commands (/help)."""
     from supervisor import run_setup
+    from supervisor.asking import terminal_asker
     from supervisor.view import TerminalView, stderr_console
 
     workspace = workspace_for(Path.cwd())
     console = stderr_console()
-    approve = (lambda _c, _r: True) if flags["yes"] else run_setup.ask_user(console)
     view: list[Any] = [] if quiet else [TerminalView(console)]
     with contextlib.ExitStack() as stack:
-        session, plan = run_setup.set_up(workspace, flags, approve, view, stack)
+        session, plan = run_setup.set_up(workspace, flags, terminal_asker(console), view, stack)
         for shown in view:
             shown.prices = plan.prices
         resume_ref = resume_ref or ("last" if continue_last else None)
@@ -367,3 +372,4 @@ main.add_command(history.diff)
 main.add_command(local_commands.local)
 main.add_command(history.undo)
 main.add_command(history.redo)
+main.add_command(rules_commands.rules)

@@ -13,6 +13,7 @@ from workers.assembly.profiles import Profile
 from workers.cluster.driver import Cluster
 from workers.extensions import Extensions
 from workers.model import MakeModel
+from workers.permissions.gate import Permissions
 from workers.stepping import Stepper
 from workers.tools.base import Approver, Tool, deny_all
 
@@ -55,6 +56,10 @@ class RunPlan:
     """For every agent together."""
     ceiling: Ceiling = field(default_factory=Ceiling)
     approve: Approver = deny_all
+    """Asks the user about a host command of their own (the chat's `!cmd`)."""
+    permissions: Permissions | None = None
+    """The run's rules and mode, judged before every agent's calls; None: no rules, the
+    default mode, and asks go to `approve`."""
     base_url: str | None = None
     sandbox_uid: int | None = None
     """Run containers as this uid instead of the workspace owner's."""

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from supervisor import runlog, settings, trust_view
+from supervisor.asking import approver_of
 from supervisor.costs import prices_with, require_priced
 from supervisor.exits import EXIT_ERROR, EXIT_USAGE, end_on_sigterm, fail, say_legacy_logs
 from supervisor.local import server as local_server
@@ -30,7 +31,7 @@ from supervisor.resume import first_baseline, rebuild_chain
 from supervisor.run_output import OutputFormat, finish
 from supervisor.run_plan import Ceiling, RunPlan
 from supervisor.session import Session, gaffer_version
-from supervisor.terminal import confirm, echo, one_line
+from supervisor.terminal import confirm, echo
 from supervisor.view import stderr_console
 from workers import state
 from workers.assembly.profiles import HARNESS_TOOLS, ProfileError, load_profiles, search_path
@@ -41,19 +42,21 @@ from workers.log.events import Subscriber
 from workers.model import (
     shown_url,
 )
+from workers.permissions.gate import Asker, Permissions
 from workers.sandbox import SandboxUnavailable
 from workers.tools import BUILTIN_TOOLS
-from workers.tools.base import Approver
 
 
 def set_up(
     workspace: Path,
     flags: dict[str, Any],
-    approve: Approver,
+    asker: Asker | None,
     subscribers: list[Subscriber],
     stack: contextlib.ExitStack,
 ) -> tuple[Session, RunPlan]:
-    """The session and its run plan from the flags, or a one-line exit 1.
+    """The session and its run plan from the flags, or a one-line exit 1. `asker`: how
+    the user is asked before a call the rules or the mode hold back (None: no terminal,
+    and an ask is a deny that says what would let the call run).
 
     With no endpoint configured (or --local), the local model is fetched on first use
     and served for this run; `stack` stops it when the command ends.
@@ -164,14 +167,15 @@ def set_up(
         max_tokens=config.max_tokens,
         max_cost=config.max_cost,
         ceiling=Ceiling(
-            read_only=read_only,
+            read_only=read_only or config.mode == "plan",
             profiles=allowed_set,
             max_parallel=at_once,
             isolate=config.isolate or cluster is not None,
             max_depth=config.max_depth,
             max_workers=config.max_workers,
         ),
-        approve=approve,
+        approve=(lambda _c, _r: True) if yes else approver_of(asker or (lambda _ask: False)),
+        permissions=Permissions(config.rule_set(), config.mode, asker, yes=yes),
         base_url=shown_url(config.base_url),
         sandbox_uid=config.sandbox_uid,
         rules=rules,
@@ -252,36 +256,6 @@ def chat(
     finally:
         session.close()
     echo(f"log: {session.log.path}", err=True)
-
-
-def ask_user(console: Console, read: Callable[[str], str] = input) -> Approver:
-    """Ask before a host command the policy does not allow on its own: yes, no, or always
-    this exact command for the rest of the session."""
-    allowed: set[str] = set()
-
-    def ask(command: str, reason: str) -> bool:
-        if command in allowed:
-            return True
-        lines = command.split("\n")
-        # Every line of the command marked as the command's, and counted: blank lines
-        # could otherwise push its real end out of view, or mimic gaffer's own text.
-        shown = "\n".join(f"  │ {one_line(line)}" for line in lines)
-        count = f" ({len(lines)} lines)" if len(lines) > 1 else ""
-        console.print(
-            f"run on this machine?{count}\n{shown}\n  ({one_line(reason)})",
-            markup=False,
-            highlight=False,
-        )
-        try:
-            answer = read("  [y]es / [N]o / [a]lways this command in this session: ")
-        except EOFError:
-            return False
-        answer = answer.strip().lower()
-        if answer in ("a", "always"):
-            allowed.add(command)
-        return answer in ("y", "yes", "a", "always")
-
-    return ask
 
 
 def history_path() -> Path:

@@ -43,6 +43,7 @@ from workers.log.schema import (
 from workers.loop import run_agent
 from workers.model import Api, Endpoint, Message, Model
 from workers.outcome import Aborted, Failed, Finished
+from workers.permissions.gate import Permissions
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.options import DockerOptions
@@ -166,6 +167,8 @@ class Session:
             plan.max_tokens, plan.max_seconds, max_cost=plan.max_cost, price=pricer(plan.prices)
         )
         reap_worktrees(self.workspace)  # isolated editors' copies a killed run left
+        if plan.permissions is None:  # no rules: asks go where host commands' went
+            plan.permissions = Permissions(asker=lambda ask: plan.approve(ask.what, ask.why))
         self.team = Team(
             workspace=self.workspace,
             plan=plan,
@@ -174,7 +177,7 @@ class Session:
                 self.workspace,
                 run_id=self.session_id,
                 events=self.events,
-                approve=plan.approve,
+                approve=plan.permissions.host_approver(plan.approve),
                 uid=plan.sandbox_uid,
                 cluster=plan.cluster,
             ),
@@ -184,7 +187,9 @@ class Session:
         )
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
-        self.team.setting = dataclasses.replace(self.team.setting, checker=self._checker())
+        self.team.setting = dataclasses.replace(
+            self.team.setting, checker=self._checker(), permissions=plan.permissions
+        )
         self.messages: list[Message] = list(resumed or [])
         # The user's own words, never a summary or a model's: their rules hold for every
         # agent of the run (a resumed run's first message is the user's task).

@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from workers import state
 
 if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and stays fast
     from workers.assembly.build import AgentRules
+    from workers.permissions.rules import RuleFiles, RuleSet
     from workers.trust import Source
 
 
@@ -43,6 +44,18 @@ class Price(BaseModel):
         return (
             (prompt - cached) * self.input + cached * cached_price + completion * self.output
         ) / 1e6
+
+
+class PermissionLists(BaseModel):
+    """`[permissions]`: rules such as `run_shell(git push)` or `write_file(migrations/**)`
+    (workers/permissions/rules.py). Every file's lists hold together, each rule with
+    where it came from; deny wins over ask, ask over allow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
 
 
 class Settings(BaseModel):
@@ -174,6 +187,19 @@ class Settings(BaseModel):
     and nox: a program (`./run-tests.sh`) or a program and its first word (`bin/rails
     test`). Only what the shell's exit status comes from counts (workers/guards/test_runs.py)."""
 
+    mode: Literal["ask-edits", "plan", "auto", "full-auto"] = "auto"
+    """What is asked about when no rule says: ask-edits (every edit, with its diff), plan
+    (read-only tools; the answer is a plan), auto, full-auto (nothing; containers stay)."""
+    permissions: PermissionLists = Field(default_factory=PermissionLists)
+    """allow / ask / deny rules for every agent's tool calls (docs/rules-and-hooks.md)."""
+    _rules: RuleFiles | None = PrivateAttr(default=None)
+
+    def rule_set(self) -> RuleSet:
+        """The rules of every config file read, each with its source, in order."""
+        from workers.permissions.rules import RuleSet
+
+        return self._rules.rule_set() if self._rules is not None else RuleSet()
+
     def agent_rules(self) -> AgentRules:
         """How every agent of the run is held and helped, from these settings: made once
         per run and handed down whole."""
@@ -212,6 +238,7 @@ FLAGS = (
     "check",
     "context_window",
     "sandbox_uid",
+    "mode",
 )
 """The settings `gaffer run` and `gaffer chat` take as flags, in the order help lists
 them: `--max-steps` sets max_steps, `--no-stream` turns stream off (supervisor/cli.py)."""
@@ -234,6 +261,7 @@ NOT_IN_WORKSPACE_CONFIG = {
     "sandbox_uid",
     "cluster",
     "log_dir",
+    "mode",
 }
 
 
@@ -256,10 +284,19 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     `workspace_config` is `.gaffer/config.toml` as read and trusted (workers.trust), or
     None when the workspace has none or it is not trusted.
     """
+    from workers.permissions.rules import RuleError, RuleFiles
+
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    rules = RuleFiles()
 
     def layer(values: dict[str, Any], where: str) -> None:
+        if "permissions" in values:  # every file's rules hold together
+            values = dict(values)
+            try:
+                rules.add(values.pop("permissions"), where)
+            except RuleError as error:
+                raise ConfigError(str(error)) from error
         merged.update(values)
         origin.update(dict.fromkeys(values, where))
 
@@ -287,6 +324,7 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
         raise ConfigError(f"{where}: {key}: {first['msg']}") from error
     if config.api_key is None and config.api_key_file is not None:
         config = config.model_copy(update={"api_key": _key_from(config.api_key_file, origin)})
+    config._rules = rules
     return config
 
 

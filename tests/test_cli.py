@@ -154,7 +154,9 @@ def test_denied_shell_command_without_yes_and_allowed_with_it(workspace: Path) -
     with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
         gaffer(workspace, "run", "--profile", "hostcoder", "x", server=server)
     assert not (workspace / "made.txt").exists()
-    assert "denied: the command was not run" in server.requests[1]["messages"][-1]["content"]
+    said = server.requests[1]["messages"][-1]["content"]
+    assert said.startswith("not run: it asks first (`touch` is not on the read-only allowlist)")
+    assert "pass --yes or --mode full-auto" in said, "a deny says how to allow it"
     with FakeOpenAI([Reply(tool_calls=touch), Reply(text="done")]) as server:
         done = gaffer(
             workspace, "run", "--profile", "hostcoder", "--yes", "--no-verify", "x", server=server

@@ -247,7 +247,7 @@ def test_chat_habits(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_always_allow_asks_once_for_the_same_command() -> None:
-    from supervisor.run_setup import ask_user
+    from supervisor.asking import ask_user
 
     answers = iter(["a", "n"])
     asked: list[str] = []

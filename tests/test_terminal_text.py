@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
-from supervisor.run_setup import ask_user
+from supervisor.asking import ask_user
 from supervisor.terminal import console, visible
 from tests.fake_openai import Reply
 from tests.helpers import gaffer, gaffer_replying

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from supervisor.run_setup import ask_user
+from supervisor.asking import ask_user
 from supervisor.runlog import read_records
 from supervisor.terminal import console, one_line, visible
 from supervisor.timeline import build

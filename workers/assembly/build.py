@@ -29,6 +29,8 @@ from workers.limits import Budget
 from workers.log.events import Emitter
 from workers.log.schema import Boundary
 from workers.model import Model
+from workers.permissions.gate import Actor, PermissionGuard, Permissions
+from workers.permissions.modes import PLAN_NOTE
 from workers.repo_map.ranking import RunMap, map_chars
 from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
@@ -87,6 +89,8 @@ class RunSetting:
     checker: Checker | None = None
     """The run's check, run when an agent that changed files answers; None: its own
     evidence alone is judged (a run that could change nothing, or --no-verify)."""
+    permissions: Permissions | None = None
+    """The run's rules and mode, judged before every call of every agent built here."""
 
 
 def build_agent(
@@ -179,6 +183,7 @@ def build_agent(
             ),
             edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
             gate=gate if rules.verify else None,
+            permissions=_permission_guard(spec, tools, setting, events, container_root),
         ),
         look_first=must_look,
         calls_first=cites and not works_through_workers,
@@ -208,11 +213,13 @@ def guards_for(
     context: ContextKeeper | None = None,
     edits: EditGuard | None = None,
     gate: Gate | None = None,
+    permissions: PermissionGuard | None = None,
 ) -> Guards:
     """An agent's guards, in the order they are asked: the window is fitted before a call
     is shaped; a repeated call is refused before it is judged as an edit; the gate judges
-    the answer last. `edits`: for an agent that edits files (or runs commands); `gate`:
-    None answers without checking."""
+    the answer last; the run's permissions judge a call last, so none that another guard
+    refuses is asked about. `edits`: for an agent that edits files (or runs commands);
+    `gate`: None answers without checking."""
     if edits is not None:
         edits.writes_in_blocks = aids.writes_while_paused
     repetition = RepetitionGuard(
@@ -221,8 +228,28 @@ def guards_for(
         hint=aids.hint,
         reads_only=edits is None,  # it edits nothing itself: a result cannot move
     )
-    chosen = (context, ReplyGuard(), repetition, edits, gate)
+    chosen = (context, ReplyGuard(), repetition, edits, gate, permissions)
     return Guards(tuple(guard for guard in chosen if guard is not None))
+
+
+def _permission_guard(
+    spec: AgentSpec,
+    tools: dict[str, Tool[Any]],
+    setting: RunSetting,
+    events: Emitter,
+    container_root: str | None,
+) -> PermissionGuard | None:
+    if setting.permissions is None:
+        return None
+    actor = Actor(
+        agent_id=str(events.context.get("agent_id", "agent")),
+        profile=spec.name,
+        in_container=spec.in_container,
+        read_only_tools=frozenset(name for name, tool in tools.items() if tool.read_only),
+        workspace=setting.workspace,
+        container_root=container_root,
+    )
+    return PermissionGuard(setting.permissions, actor, events)
 
 
 def _tracker(spec: AgentSpec, setting: RunSetting, events: Emitter) -> ChangeTracker | None:
@@ -271,4 +298,6 @@ def system_prompt(
         prompt += "\n\n# Project instructions (follow them)\n\n" + setting.instructions
     if setting.extra_prompt:
         prompt += "\n\n" + setting.extra_prompt
+    if setting.permissions is not None and setting.permissions.mode == "plan":
+        prompt += "\n\n" + PLAN_NOTE
     return prompt

@@ -1,0 +1,265 @@
+"""Permission rules: `allow`, `ask` and `deny` lists of patterns, each rule with the file
+it came from, judged the same way for every agent of the run.
+
+A rule is a tool name (`read_file`, or a glob such as `mcp_*`), or a tool and what it
+is about in parentheses:
+
+- `run_shell(git push)`: every command that starts with these words (`:*` at the end,
+  as in Claude Code's `Bash(git push:*)`, says the same); a pattern with `*`, `?` or `[`
+  is a glob over the whole command instead. Each simple command of the line counts
+  (workers/permissions/commands.py): a deny or an ask matches when any does, an allow
+  only when it covers every one;
+- `write_file(migrations/**)`, `edit_file(…)`, `read_file(…)`, any tool with a `path`:
+  a glob over the path inside the workspace (`*` and `?` within a name, `**` across
+  folders; a pattern without `/` matches a name in any folder), as written and as its
+  links resolve;
+- `delegate(coder)`: a worker of that profile (a glob).
+
+Deny wins over ask, ask over allow. What no rule matches is left to the mode.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from workers.permissions.commands import Simple, simple_commands
+from workers.tools.search import glob_regex
+
+Action = Literal["allow", "ask", "deny"]
+ACTIONS: tuple[Action, ...] = ("deny", "ask", "allow")  # the order they win in
+_GLOB = re.compile(r"[*?\[]")
+_RULE = re.compile(r"\s*([A-Za-z0-9_.*?\[\]-]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
+# Tools whose rules are about something other than a path.
+SHELL, DELEGATE = "run_shell", "delegate"
+TOOL_NAMES = frozenset(
+    {"read_file", "write_file", "edit_file", "list_dir", "grep", "find_files", "run_shell"}
+    | {"remember", "use_skill", "delegate", "find_symbol"}
+)
+"""gaffer's own tools: a rule naming one nearly is a typo, said at once (plugins and
+MCP servers bring other names, which are taken as written)."""
+
+
+class RuleError(ValueError):
+    """A rule that cannot be read: said with the rule and where it is."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    action: Action
+    tool: str
+    """A tool name, or a glob over names."""
+    pattern: str | None
+    """What the call is about, or None: every call of the tool."""
+    source: str
+    """Where it was written: a config file, or the command line."""
+
+    @property
+    def text(self) -> str:
+        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
+
+    def said(self) -> str:
+        """The rule as a user finds it: `deny run_shell(git push)` in ~/.config/…"""
+        return f"{self.action} {self.text} in {self.source}"
+
+
+def parse_rule(
+    text: str, action: Action, source: str, known_tools: Iterable[str] = TOOL_NAMES
+) -> Rule:
+    match = _RULE.fullmatch(text) if isinstance(text, str) else None
+    if match is None or (match.group(2) is not None and not match.group(2).strip()):
+        raise RuleError(
+            f"{source}: {action} rule {text!r} is not TOOL or TOOL(PATTERN), as in "
+            "run_shell(git push) or write_file(migrations/**)"
+        )
+    tool, pattern = match.group(1), match.group(2)
+    known = set(known_tools)
+    if known and not _GLOB.search(tool) and tool not in known:
+        import difflib
+
+        close = difflib.get_close_matches(tool, sorted(known), n=1, cutoff=0.75)
+        if close:  # a typo would make a deny rule hold nothing back
+            raise RuleError(
+                f"{source}: {action} rule {text!r}: no tool {tool!r}; did you mean {close[0]!r}?"
+            )
+    return Rule(action, tool, pattern.strip() if pattern is not None else None, source)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call as rules see it: whose, which tool, its arguments, and where its
+    paths lead (the workspace as the agent's files are on this machine)."""
+
+    tool: str
+    arguments: dict[str, Any]
+    workspace: Path
+    container_root: str | None = None
+    """Where the workspace is mounted for the agent, when it works in a container."""
+
+
+@dataclass(frozen=True)
+class Match:
+    """The rule that decided, and how sure the match is."""
+
+    rule: Rule
+    unsure: bool = False
+    """The call might be what the rule names, and that cannot be known before it runs
+    (`$TOOL push` against `deny run_shell(git push)`): it is asked about."""
+    part: str = ""
+    """The part of a command line the rule matched, where it matched one part."""
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def of(self, action: Action) -> list[Rule]:
+        return [r for r in self.rules if r.action == action]
+
+    def plus(self, more: Sequence[Rule]) -> RuleSet:
+        return RuleSet((*self.rules, *more))
+
+    def match(self, call: Call) -> Match | None:
+        """The rule that decides the call (deny, then ask, then allow), or None."""
+        rules = [r for r in self.rules if fnmatch.fnmatchcase(call.tool, r.tool)]
+        if not rules:
+            return None
+        commands = _commands(str(call.arguments.get("command", ""))) if call.tool == SHELL else []
+        paths = _paths(call) if call.tool not in (SHELL, DELEGATE) else []
+        for action in ("deny", "ask"):
+            unsure: Match | None = None
+            for rule in (r for r in rules if r.action == action):
+                found = _refusing_match(rule, call, commands, paths)
+                if found is not None and not found.unsure:
+                    return found
+                unsure = unsure or found
+            if unsure is not None:
+                return unsure
+        allows = [r for r in rules if r.action == "allow"]
+        if call.tool == SHELL:  # each command it runs covered, by one allow or another
+            ran = [s for s in commands if not s.wraps]
+            covering = [
+                next((r for r in allows if _allows(r, call, [s], paths)), None) for s in ran
+            ]
+            return Match(covering[0]) if ran and all(covering) and covering[0] else None
+        return next((Match(r) for r in allows if _allows(r, call, commands, paths)), None)
+
+
+def _refusing_match(
+    rule: Rule, call: Call, commands: list[Simple], paths: list[str]
+) -> Match | None:
+    """Whether a deny or ask rule holds the call: any command of its line, any reading
+    of its path. Unsure when a command's unknown rest could make it match."""
+    if rule.pattern is None:
+        return Match(rule)
+    if call.tool == SHELL:
+        unsure = None
+        for simple in commands:
+            verdict = _command_matches(rule.pattern, simple)
+            if verdict == "yes":
+                return Match(rule, part=str(simple))
+            if verdict == "maybe":
+                unsure = unsure or Match(rule, unsure=True, part=str(simple))
+        return unsure
+    if call.tool == DELEGATE:
+        profile = str(call.arguments.get("profile", ""))
+        return Match(rule) if fnmatch.fnmatchcase(profile, rule.pattern) else None
+    return Match(rule) if any(_path_matches(rule.pattern, p) for p in paths) else None
+
+
+def _allows(rule: Rule, call: Call, commands: list[Simple], paths: list[str]) -> bool:
+    """Whether an allow rule covers the whole call: every command it runs (a wrapper's by
+    what it runs), every reading of its path."""
+    if rule.pattern is None:
+        return True
+    if call.tool == SHELL:
+        ran = [s for s in commands if not s.wraps]
+        return bool(ran) and all(
+            _command_matches(rule.pattern, s) == "yes" and s.whole for s in ran
+        )
+    if call.tool == DELEGATE:
+        return fnmatch.fnmatchcase(str(call.arguments.get("profile", "")), rule.pattern)
+    return bool(paths) and all(_path_matches(rule.pattern, p) for p in paths)
+
+
+def _command_matches(pattern: str, simple: Simple) -> Literal["yes", "no", "maybe"]:
+    text = " ".join(simple.words)
+    if _GLOB.search(pattern.removesuffix(":*")):
+        if fnmatch.fnmatchcase(text, pattern):
+            return "yes"
+        head = _GLOB.split(pattern, 1)[0]  # the glob's literal start
+        compatible = text.startswith(head) or head.startswith(text)
+        return "maybe" if not simple.whole and compatible else "no"
+    try:
+        wanted = shlex.split(pattern.removesuffix(":*"))
+    except ValueError:
+        wanted = pattern.removesuffix(":*").split()
+    known = list(simple.words)
+    if known[: len(wanted)] == wanted:
+        return "yes"
+    if not simple.whole and wanted[: len(known)] == known:
+        return "maybe"
+    return "no"
+
+
+@lru_cache(maxsize=256)
+def _commands(command: str) -> list[Simple]:
+    return simple_commands(command) if command.strip() else []
+
+
+def _paths(call: Call) -> list[str]:
+    """The call's path inside the workspace, as written and as its links resolve (both
+    must be covered by an allow; either is enough for a deny). A path that leads out of
+    the workspace is kept as written: the tool refuses it anyway."""
+    raw = str(call.arguments.get("path", "."))
+    root = call.container_root
+    if root and (raw == root or raw.startswith(root + "/")):
+        raw = raw[len(root) :].lstrip("/") or "."
+    workspace = os.path.realpath(call.workspace)
+    if os.path.isabs(raw) and raw.startswith(workspace.rstrip("/") + "/"):
+        raw = raw[len(workspace) :].lstrip("/")
+    written = posixpath.normpath(raw)
+    found = [written]
+    real = os.path.realpath(os.path.join(workspace, written))
+    if real.startswith(workspace.rstrip("/") + "/"):
+        resolved = os.path.relpath(real, workspace)
+        if resolved != written:
+            found.append(resolved)
+    return found
+
+
+def _path_matches(pattern: str, path: str) -> bool:
+    """`**` any folders (none too; `dir/**` is the folder and all in it), `*` and `?`
+    within one name; a pattern without `/` matches a name in any folder."""
+    pattern = pattern.removeprefix("./").rstrip("/")
+    if "/" not in pattern:
+        return any(glob_regex(pattern).fullmatch(part) for part in path.split("/"))
+    if pattern.endswith("/**") and path == pattern[: -len("/**")]:
+        return True
+    return bool(glob_regex(pattern).fullmatch(path))
+
+
+@dataclass
+class RuleFiles:
+    """The rules as read from each place, in order (the user's config first)."""
+
+    rules: list[Rule] = field(default_factory=list)
+
+    def add(self, lists: dict[str, Any], source: str) -> None:
+        for action in ACTIONS:
+            for text in lists.get(action, []) or []:
+                self.rules.append(parse_rule(text, action, source))
+
+    def rule_set(self) -> RuleSet:
+        return RuleSet(tuple(self.rules))
