@@ -4,7 +4,9 @@ thing for the rest of the session. Every line of it goes through the one sanitis
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from rich.console import Console
 
@@ -13,16 +15,28 @@ from workers.permissions.gate import Ask, Asker
 from workers.tools.base import Approver
 
 PREVIEW_LINES = 80
+QUESTION = "  [y]es / [N]o / [a]lways this in this session: "
 YOU = "you"
 
 
-def terminal_asker(console: Console, read: Callable[[str], str] = input) -> Asker:
+def terminal_asker(
+    console: Console,
+    read: Callable[[str], str] = input,
+    pause: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+) -> Asker:
+    """Asks on `console` (stderr: stdout is the answer's), reading the reply with `read`;
+    `pause` holds the view's other output while the user answers."""
     always: set[tuple[str, str]] = set()
 
     def ask(question: Ask) -> bool:
         key = (question.tool, question.what)
         if key in always:
             return True
+        with pause():
+            return _asked(question)
+
+    def _asked(question: Ask) -> bool:
+        key = (question.tool, question.what)
         lines = question.what.split("\n")
         # Every line of the command marked as the command's, and counted: blank lines
         # could otherwise push its real end out of view, or mimic gaffer's own text.
@@ -34,8 +48,10 @@ def terminal_asker(console: Console, read: Callable[[str], str] = input) -> Aske
             markup=False,
             highlight=False,
         )
+        console.print(QUESTION, end="", markup=False, highlight=False)
+        console.file.flush()
         try:
-            answer = read("  [y]es / [N]o / [a]lways this in this session: ")
+            answer = read("")
         except EOFError:
             return False
         answer = answer.strip().lower()

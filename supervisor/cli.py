@@ -152,7 +152,10 @@ def run(
         from supervisor.asking import terminal_asker
         from supervisor.view import stderr_console
 
-        asker = terminal_asker(stderr_console())
+        asker = terminal_asker(
+            view.console if view else stderr_console(),
+            pause=view.paused if view else contextlib.nullcontext,
+        )
     with contextlib.ExitStack() as stack:
         session, plan = set_up(workspace, flags, asker, subscribers, stack)
         plan.task_mode = True
@@ -198,7 +201,9 @@ def chat(quiet: bool, resume_ref: str | None, continue_last: bool, **flags: Any)
     console = stderr_console()
     view: list[Any] = [] if quiet else [TerminalView(console)]
     with contextlib.ExitStack() as stack:
-        session, plan = run_setup.set_up(workspace, flags, terminal_asker(console), view, stack)
+        pause = view[0].paused if view else contextlib.nullcontext
+        asker = terminal_asker(console, pause=pause)
+        session, plan = run_setup.set_up(workspace, flags, asker, view, stack)
         for shown in view:
             shown.prices = plan.prices
         resume_ref = resume_ref or ("last" if continue_last else None)

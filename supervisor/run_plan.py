@@ -16,6 +16,7 @@ from workers.model import MakeModel
 from workers.permissions.gate import Permissions
 from workers.stepping import Stepper
 from workers.tools.base import Approver, Tool, deny_all
+from workers.user_hooks.config import HookSet
 
 if TYPE_CHECKING:
     from supervisor.settings import Price
@@ -58,6 +59,8 @@ class RunPlan:
     approve: Approver = deny_all
     """Asks the user about a host command of their own (the chat's `!cmd`)."""
     permissions: Permissions | None = None
+    hooks: HookSet | None = None
+    """The user's hooks (and a trusted workspace's), fired for every agent of the run."""
     """The run's rules and mode, judged before every agent's calls; None: no rules, the
     default mode, and asks go to `approve`."""
     base_url: str | None = None

@@ -176,6 +176,7 @@ def set_up(
         ),
         approve=(lambda _c, _r: True) if yes else approver_of(asker or (lambda _ask: False)),
         permissions=Permissions(config.rule_set(), config.mode, asker, yes=yes),
+        hooks=config.hook_set(),
         base_url=shown_url(config.base_url),
         sandbox_uid=config.sandbox_uid,
         rules=rules,

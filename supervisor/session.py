@@ -47,6 +47,8 @@ from workers.permissions.gate import Permissions
 from workers.placement import SandboxFactory
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.options import DockerOptions
+from workers.user_hooks.config import HookSet
+from workers.user_hooks.fire import Hooks
 
 TOP_AGENT_ID = "supervisor"
 
@@ -169,6 +171,11 @@ class Session:
         reap_worktrees(self.workspace)  # isolated editors' copies a killed run left
         if plan.permissions is None:  # no rules: asks go where host commands' went
             plan.permissions = Permissions(asker=lambda ask: plan.approve(ask.what, ask.why))
+        self.hooks = Hooks(plan.hooks or HookSet(), self.workspace, self.log.path)
+        if self.hooks:
+            self.events.subscribe(self.hooks.on_record(self.events))
+            asker = self.hooks.notifying(plan.permissions.asker, self.top_events)
+            plan.permissions.asker = asker
         self.team = Team(
             workspace=self.workspace,
             plan=plan,
@@ -188,7 +195,10 @@ class Session:
         # The top agent's spec, with the run's step limit if the user set one.
         self.top_spec = dataclasses.replace(self.team.specs[plan.top], profile=self.top)
         self.team.setting = dataclasses.replace(
-            self.team.setting, checker=self._checker(), permissions=plan.permissions
+            self.team.setting,
+            checker=self._checker(),
+            permissions=plan.permissions,
+            hooks=self.hooks or None,
         )
         self.messages: list[Message] = list(resumed or [])
         # The user's own words, never a summary or a model's: their rules hold for every
@@ -207,6 +217,17 @@ class Session:
         """The top agent answers one user message, in the conversation so far."""
         budget = self._turn_budget = self.root.child(self.top.limits.as_limits())
         self.check = None
+        runs = self.hooks.fire("user_prompt", self.top_events, prompt=text) if self.hooks else []
+        if blocked := next((run for run in runs if run.blocks), None):
+            why = blocked.said() or "no reason given"
+            self._last = AgentResult(
+                Failed(f"a user_prompt hook blocked the message: {why}"), self.messages
+            )
+            return self._last
+        if added := "\n\n".join(
+            r.stdout.strip() for r in runs if r.exit_code == 0 and r.stdout.strip()
+        ):
+            text = f"{text}\n\n{added}"  # what the hooks add, as Claude Code's do
         try:
             self.said.append(text)
             said = "\n\n".join(s for s in self.said if s)

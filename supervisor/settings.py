@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # not imported to run: `gaffer --help` loads this module and 
     from workers.assembly.build import AgentRules
     from workers.permissions.rules import RuleFiles, RuleSet
     from workers.trust import Source
+    from workers.user_hooks.config import HookSet
 
 
 class ConfigError(Exception):
@@ -192,7 +193,17 @@ class Settings(BaseModel):
     (read-only tools; the answer is a plan), auto, full-auto (nothing; containers stay)."""
     permissions: PermissionLists = Field(default_factory=PermissionLists)
     """allow / ask / deny rules for every agent's tool calls (docs/rules-and-hooks.md)."""
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    """Commands run at moments of a run: `[[hooks.post_tool]]` with `command`, and
+    `tools`, `timeout`, `env`, `in_sandbox` (docs/rules-and-hooks.md)."""
     _rules: RuleFiles | None = PrivateAttr(default=None)
+    _hooks: HookSet | None = PrivateAttr(default=None)
+
+    def hook_set(self) -> HookSet:
+        """The hooks of every config file read, each with its source, in order."""
+        from workers.user_hooks.config import HookSet
+
+        return self._hooks if self._hooks is not None else HookSet()
 
     def rule_set(self) -> RuleSet:
         """The rules of every config file read, each with its source, in order."""
@@ -285,18 +296,21 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     None when the workspace has none or it is not trusted.
     """
     from workers.permissions.rules import RuleError, RuleFiles
+    from workers.user_hooks.config import HookError, HookSet
 
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
-    rules = RuleFiles()
+    rules, hooks = RuleFiles(), HookSet()
 
     def layer(values: dict[str, Any], where: str) -> None:
-        if "permissions" in values:  # every file's rules hold together
-            values = dict(values)
-            try:
+        values = dict(values)
+        try:  # every file's rules and hooks hold together, each with its source
+            if "permissions" in values:
                 rules.add(values.pop("permissions"), where)
-            except RuleError as error:
-                raise ConfigError(str(error)) from error
+            if "hooks" in values:
+                hooks.add(values.pop("hooks"), where)
+        except (RuleError, HookError) as error:
+            raise ConfigError(str(error)) from error
         merged.update(values)
         origin.update(dict.fromkeys(values, where))
 
@@ -324,7 +338,7 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
         raise ConfigError(f"{where}: {key}: {first['msg']}") from error
     if config.api_key is None and config.api_key_file is not None:
         config = config.model_copy(update={"api_key": _key_from(config.api_key_file, origin)})
-    config._rules = rules
+    config._rules, config._hooks = rules, hooks
     return config
 
 

@@ -124,7 +124,36 @@ def _config_details(item: Item) -> list[str]:
         data = tomllib.loads(item.source.data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         return [f"does not load: {error}"]
-    return [f"sets {key} = {_short(json.dumps(value, default=str))}" for key, value in data.items()]
+    lines = []
+    for key, value in data.items():
+        if key == "permissions" and isinstance(value, dict):  # each rule whole, on its line
+            lines += [
+                f"{action} rule {one_line(str(rule))}"
+                for action in ("deny", "ask", "allow")
+                for rule in value.get(action) or []
+            ]
+        elif key == "hooks" and isinstance(value, dict):
+            lines += [
+                _hook_line(moment, entry)
+                for moment, entries in value.items()
+                for entry in (entries if isinstance(entries, list) else [entries])
+            ]
+        else:
+            lines.append(f"sets {key} = {_short(json.dumps(value, default=str))}")
+    return lines
+
+
+def _hook_line(moment: str, entry: object) -> str:
+    """A hook as the user must judge it: its whole command, what it is given, and where
+    it runs."""
+    if not isinstance(entry, dict):
+        return f"{one_line(moment)} hook: {_short(json.dumps(entry, default=str))}"
+    line = f"{one_line(moment)} hook: {one_line(str(entry.get('command')))}"
+    if entry.get("env"):
+        line += f" (given {one_line(', '.join(map(str, entry['env'])))})"
+    if entry.get("in_sandbox"):
+        line += " (in the worker's sandbox)"
+    return line
 
 
 def _short(text: str, limit: int = 100) -> str:

@@ -32,6 +32,7 @@ from workers.log.schema import (
     DelegateStart,
     Extension,
     FreshAttempt,
+    HookRan,
     Limit,
     LlmCall,
     LlmRetry,
@@ -328,6 +329,11 @@ class TerminalView:
 
     def _on_boundary(self, _line: Line, e: Boundary) -> None:
         self._write(Text(f"gaffer: {e.message}", style="yellow"))
+
+    def _on_hook(self, _line: Line, e: HookRan) -> None:
+        if e.decision == "failed":
+            said = f"gaffer: the {e.hook} hook in {e.source}: {e.message}; the run goes on"
+            self._write(Text(said, style="yellow"))
 
     def _on_session_end(self, _line: Line, _e: SessionEnd) -> None:
         self._workers.clear()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.fake_openai import FakeOpenAI, Reply
 from workers import trust
@@ -183,6 +184,23 @@ def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: in
     time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def user_config(workspace: Path, text: str) -> Path:
+    """The user's own config file for the runs `gaffer()` makes in `workspace`."""
+    config = workspace.parent / "home" / ".config" / "gaffer" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+    return config
+
+
+def logged(workspace: Path, event: str) -> list[dict[str, Any]]:
+    """Every line of this event in the logs of the runs `gaffer()` made in `workspace`."""
+    found = []
+    for path in sorted((workspace.parent / "logs").glob("*.jsonl")):
+        lines = (json.loads(line) for line in path.read_text().splitlines())
+        found += [record for record in lines if record["event"] == event]
+    return found
 
 
 def git_status(workspace: Path) -> str:

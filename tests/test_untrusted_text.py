@@ -138,7 +138,9 @@ def test_the_approval_prompt_keeps_the_reason_on_its_line_and_shows_format_chara
     shown = out.getvalue()
     assert not hidden_in(shown)
     assert "  │ rm -rf ~" + "".join(WRITTEN) + "; ls" in shown
-    assert len(shown.splitlines()) == 3, "the question, the command's one line, the reason"
+    lines = shown.splitlines()
+    assert len(lines) == 4, "the question, the command's one line, the reason, the prompt"
+    assert lines[-1].startswith("  [y]es / [N]o")
 
 
 def test_the_timeline_page_shows_format_characters_written_out() -> None:

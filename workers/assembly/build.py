@@ -36,6 +36,7 @@ from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
 from workers.tools.base import Tool, result_chars
+from workers.user_hooks.fire import HookGuard, Hooks
 
 # Tools that let an agent look at the code for itself.
 READ_TOOLS = frozenset({"read_file", "list_dir", "grep", "find_files"})
@@ -91,6 +92,8 @@ class RunSetting:
     evidence alone is judged (a run that could change nothing, or --no-verify)."""
     permissions: Permissions | None = None
     """The run's rules and mode, judged before every call of every agent built here."""
+    hooks: Hooks | None = None
+    """The user's pre_tool and post_tool hooks, for every agent built here."""
 
 
 def build_agent(
@@ -169,6 +172,7 @@ def build_agent(
         test_runners=rules.test_runners,
         room=result_chars(window),
     )
+    changes = _tracker(spec, setting, events)
     agent = Agent(
         model=model,
         tools=tools,
@@ -184,13 +188,16 @@ def build_agent(
             edits=edits if EDIT_TOOLS & set(tools) or "run_shell" in tools else None,
             gate=gate if rules.verify else None,
             permissions=_permission_guard(spec, tools, setting, events, container_root),
+            hooks=HookGuard(setting.hooks, events, sandbox, budget, changes)
+            if setting.hooks
+            else None,
         ),
         look_first=must_look,
         calls_first=cites and not works_through_workers,
         aids=aids,
         max_output_chars=result_chars(window),
         test_runners=rules.test_runners,
-        changes=_tracker(spec, setting, events),
+        changes=changes,
         stepper=stepper,
     )
     prompt = system_prompt(
@@ -214,11 +221,12 @@ def guards_for(
     edits: EditGuard | None = None,
     gate: Gate | None = None,
     permissions: PermissionGuard | None = None,
+    hooks: HookGuard | None = None,
 ) -> Guards:
     """An agent's guards, in the order they are asked: the window is fitted before a call
     is shaped; a repeated call is refused before it is judged as an edit; the gate judges
     the answer last; the run's permissions judge a call last, so none that another guard
-    refuses is asked about. `edits`: for an agent that edits files (or runs commands);
+    refuses is asked about, and the user's tool hooks run only for what may run. `edits`: for an agent that edits files (or runs commands);
     `gate`: None answers without checking."""
     if edits is not None:
         edits.writes_in_blocks = aids.writes_while_paused
@@ -228,7 +236,7 @@ def guards_for(
         hint=aids.hint,
         reads_only=edits is None,  # it edits nothing itself: a result cannot move
     )
-    chosen = (context, ReplyGuard(), repetition, edits, gate, permissions)
+    chosen = (context, ReplyGuard(), repetition, edits, gate, permissions, hooks)
     return Guards(tuple(guard for guard in chosen if guard is not None))
 
 

@@ -363,3 +363,16 @@ class PermissionAsked(Event):
     what: str
     why: str
     answer: str
+
+
+@dataclass(frozen=True)
+class HookRan(Event):
+    event = "hook"
+    hook: str
+    source: str
+    exit_code: int | None
+    elapsed_s: float
+    decision: str
+    where: str
+    tool: str | None = absent_when_none()
+    message: str | None = absent_when_none()

@@ -1,0 +1,205 @@
+"""Permission rules, modes and a container hook as a user runs them: `gaffer` against a
+scripted endpoint, a real container for the coder. A deny holds in a worker's container
+and on the host; `rules test` says what the run did; a workspace's rules wait for trust
+and its review lists them; ask-edits asks at a terminal with the diff; plan offers no
+editing tool; a formatter hook in the container lands in the worker's change set, and
+undo takes it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.docker_support import require_docker, user_workspace
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import (
+    Terminal,
+    add_host_coder,
+    gaffer,
+    gaffer_replying,
+    logged,
+    shell_reply,
+    trust_workspace,
+    user_config,
+)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return user_workspace(tmp_path / "ws")
+
+
+def told(server: FakeOpenAI, request: int = 1) -> str:
+    """What the agent was told of its last call, in the request after it."""
+    return str(server.requests[request]["messages"][-1]["content"])
+
+
+DENY = '[permissions]\ndeny = ["run_shell(rm -rf:*)", "run_shell(git push)"]\n'
+
+
+def test_a_deny_rule_stops_a_command_in_a_worker_s_container(ws: Path) -> None:
+    require_docker()
+    config = user_config(ws, DENY)
+    (ws / "keep.txt").write_text("kept\n")
+    done, server = gaffer_replying(
+        ws,
+        "run",
+        "--profile",
+        "coder",
+        "--no-verify",
+        "clean up",
+        replies=[shell_reply("touch made.txt && rm -rf keep.txt"), Reply(text="done")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ws / "keep.txt").exists() and not (ws / "made.txt").exists(), "nothing of it ran"
+    assert told(server) == f"not run: denied by rule deny run_shell(rm -rf:*) in {config}"
+    tested = gaffer(ws, "rules", "test", "touch made.txt && rm -rf keep.txt")
+    assert (
+        f"in a container (coder, shell): refused: denied by rule deny run_shell(rm -rf:*) in {config}"
+        in tested.stdout
+    )
+
+
+def test_a_deny_rule_stops_a_command_on_the_host_whatever_yes_says(workspace: Path) -> None:
+    add_host_coder(workspace)
+    config = user_config(workspace, DENY)
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--yes",
+        "--no-verify",
+        "publish",
+        replies=[shell_reply("git -C . push origin main"), Reply(text="done")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert told(server) == f"not run: denied by rule deny run_shell(git push) in {config}"
+    tested = gaffer(workspace, "rules", "test", "--yes", "git -C . push origin main")
+    assert "on this machine (dispatcher, explorer, hostcoder, supervisor): refused" in tested.stdout
+
+
+def test_an_ask_in_a_pipe_is_a_deny_that_says_what_would_let_it_run(workspace: Path) -> None:
+    add_host_coder(workspace)
+    config = user_config(workspace, '[permissions]\nask = ["run_shell(touch)"]\n')
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--mode",
+        "full-auto",
+        "--no-verify",
+        "make a file",
+        replies=[shell_reply("touch made.txt"), Reply(text="done")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (workspace / "made.txt").exists()
+    assert told(server) == (
+        f"not run: it asks first (rule ask run_shell(touch) in {config}) and there is no "
+        "terminal to ask at; to let it run, narrow or remove that ask rule (an allow rule "
+        "cannot: ask wins over allow)"
+    )
+
+
+def test_a_workspace_s_rules_wait_for_trust_and_the_review_lists_them(workspace: Path) -> None:
+    add_host_coder(workspace)  # trusts what the workspace holds now; the config comes after
+    (workspace / ".gaffer" / "config.toml").write_text(
+        '[permissions]\nallow = ["run_shell(touch:*)"]\n'
+    )
+    script = [shell_reply("touch made.txt"), Reply(text="done")]
+    args = ("run", "--profile", "hostcoder", "--no-verify", "make a file")
+    done, server = gaffer_replying(workspace, *args, replies=list(script))
+    assert not (workspace / "made.txt").exists(), "an untrusted workspace widens nothing"
+    assert told(server).startswith("not run: it asks first")
+    assert "not applied: skipped config .gaffer/config.toml" in gaffer(workspace, "rules").stdout
+    assert "allow rule run_shell(touch:*)" in gaffer(workspace, "trust").stdout
+    trust_workspace(workspace)
+    assert "allow  run_shell(touch:*)  (.gaffer/config.toml)" in gaffer(workspace, "rules").stdout
+    done, server = gaffer_replying(workspace, *args, replies=list(script))
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "made.txt").exists()
+
+
+def test_ask_edits_asks_at_the_terminal_with_the_diff(workspace: Path) -> None:
+    add_host_coder(workspace)
+    (workspace / "app.py").write_text("x = 1\n")
+    read = ("read_file", json.dumps({"path": "app.py"}))
+    edit = json.dumps({"path": "app.py", "old_text": "x = 1", "new_text": "x = 2"})
+    again = json.dumps({"path": "app.py", "old_text": "x = 1", "new_text": "x = 3"})
+    replies = [
+        Reply(tool_calls=[read, ("edit_file", edit)]),
+        Reply(tool_calls=[("edit_file", again)]),
+        Reply(text="done"),
+    ]
+    with FakeOpenAI(replies) as server:
+        terminal = Terminal(
+            workspace,
+            server,
+            "run",
+            "--profile",
+            "hostcoder",
+            "--mode",
+            "ask-edits",
+            "--no-verify",
+            "bump x",
+        )
+        shown = terminal.wait_for("[y]es / [N]o")
+        assert "edit this file?" in shown and "│ -x = 1" in shown and "│ +x = 2" in shown
+        assert "--mode ask-edits asks before every edit" in shown
+        terminal.answer("n")
+        terminal.wait_for("[y]es / [N]o")
+        assert (workspace / "app.py").read_text() == "x = 1\n", "the no held"
+        terminal.answer("y")
+        code, _ = terminal.finish()
+    assert code == 0
+    assert (workspace / "app.py").read_text() == "x = 3\n"
+    assert told(server, 1) == "not run: the user said no (--mode ask-edits asks before every edit)"
+
+
+def test_plan_mode_offers_only_read_only_tools_and_asks_for_a_plan(workspace: Path) -> None:
+    add_host_coder(workspace)
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--mode",
+        "plan",
+        "rename x to y",
+        replies=[Reply(text="1. Edit app.py.")],
+    )
+    assert done.returncode == 0, done.stderr
+    offered = {tool["function"]["name"] for tool in server.requests[0]["tools"]}
+    assert offered and not offered & {"write_file", "edit_file", "run_shell"}
+    assert "Plan mode: nothing may be changed" in server.requests[0]["messages"][0]["content"]
+
+
+def test_a_formatter_hook_runs_in_the_worker_s_container_into_its_change_set(ws: Path) -> None:
+    require_docker()
+    user_config(
+        ws,
+        '[[hooks.post_tool]]\ntools = ["write_file"]\nin_sandbox = true\n'
+        "command = '''sed -i 's/[[:space:]]*$//' \"$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"arguments\"][\"path\"])')\"'''\n",
+    )
+    write = json.dumps({"path": "app.py", "content": "x = 1   \ny = 2\t\n"})
+    done, _ = gaffer_replying(
+        ws,
+        "run",
+        "--profile",
+        "coder",
+        "--no-verify",
+        "write app.py",
+        replies=[Reply(tool_calls=[("write_file", write)]), Reply(text="written")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ws / "app.py").read_text() == "x = 1\ny = 2\n", "formatted where the edit ran"
+    ran = logged(ws, "hook")
+    assert [(r["where"], r["decision"]) for r in ran] == [("container", "ok")]
+    shown = gaffer(ws, "diff", "last")
+    assert "+x = 1\n+y = 2\n" in shown.stdout, shown.stdout
+    undone = gaffer(ws, "undo", "--yes")
+    assert undone.returncode == 0, undone.stderr
+    assert not (ws / "app.py").exists()
