@@ -1,9 +1,8 @@
-"""Permission rules, modes and a container hook as a user runs them: `gaffer` against a
-scripted endpoint, a real container for the coder. A deny holds in a worker's container
-and on the host; `rules test` says what the run did; a workspace's rules wait for trust
-and its review lists them; ask-edits asks at a terminal with the diff; plan offers no
-editing tool; a formatter hook in the container lands in the worker's change set, and
-undo takes it back."""
+"""Permission rules and modes as a user runs them: `gaffer` against a scripted endpoint,
+a real container for the coder. A deny holds in a worker's container and on the host;
+`rules test` says what the run did; a workspace's rules wait for trust and its review
+lists them; ask-edits asks at a terminal with the diff; plan offers no editing tool.
+(The docs page's examples, a container hook among them: tests/test_rules_examples.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from tests.helpers import (
     add_host_coder,
     gaffer,
     gaffer_replying,
-    logged,
     shell_reply,
     trust_workspace,
     user_config,
@@ -175,31 +173,3 @@ def test_plan_mode_offers_only_read_only_tools_and_asks_for_a_plan(workspace: Pa
     offered = {tool["function"]["name"] for tool in server.requests[0]["tools"]}
     assert offered and not offered & {"write_file", "edit_file", "run_shell"}
     assert "Plan mode: nothing may be changed" in server.requests[0]["messages"][0]["content"]
-
-
-def test_a_formatter_hook_runs_in_the_worker_s_container_into_its_change_set(ws: Path) -> None:
-    require_docker()
-    user_config(
-        ws,
-        '[[hooks.post_tool]]\ntools = ["write_file"]\nin_sandbox = true\n'
-        "command = '''sed -i 's/[[:space:]]*$//' \"$(python3 -c 'import json,sys; print(json.load(sys.stdin)[\"arguments\"][\"path\"])')\"'''\n",
-    )
-    write = json.dumps({"path": "app.py", "content": "x = 1   \ny = 2\t\n"})
-    done, _ = gaffer_replying(
-        ws,
-        "run",
-        "--profile",
-        "coder",
-        "--no-verify",
-        "write app.py",
-        replies=[Reply(tool_calls=[("write_file", write)]), Reply(text="written")],
-    )
-    assert done.returncode == 0, done.stderr
-    assert (ws / "app.py").read_text() == "x = 1\ny = 2\n", "formatted where the edit ran"
-    ran = logged(ws, "hook")
-    assert [(r["where"], r["decision"]) for r in ran] == [("container", "ok")]
-    shown = gaffer(ws, "diff", "last")
-    assert "+x = 1\n+y = 2\n" in shown.stdout, shown.stdout
-    undone = gaffer(ws, "undo", "--yes")
-    assert undone.returncode == 0, undone.stderr
-    assert not (ws / "app.py").exists()

@@ -127,10 +127,13 @@ def test_the_configuration_reference_lists_every_setting() -> None:
 def test_every_key_a_page_sets_is_a_setting_or_a_profile_key(page: str) -> None:
     from workers.assembly.profiles import Profile, ProfileLimits
     from workers.sandbox.options import DockerOptions
+    from workers.user_hooks.config import HOOK_KEYS
 
     known = {
         *settings.Settings.model_fields,
         *settings.Price.model_fields,
+        *settings.PermissionLists.model_fields,
+        *HOOK_KEYS,
         *Profile.model_fields,
         *ProfileLimits.model_fields,
         *DockerOptions.model_fields,

@@ -21,7 +21,7 @@ Moment = Literal[
 MOMENTS: tuple[Moment, ...] = typing.get_args(Moment)
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 600.0
-_KEYS = {"command", "tools", "timeout", "env", "in_sandbox"}
+HOOK_KEYS = {"command", "tools", "timeout", "env", "in_sandbox"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -80,9 +80,9 @@ def _hook(moment: Moment, entry: Any, source: str) -> Hook:
     where = f"{source}: hooks.{moment}"
     if not isinstance(entry, dict):
         raise HookError(f"{where}: each hook is a table with a `command`")
-    if unknown := sorted(set(entry) - _KEYS):
+    if unknown := sorted(set(entry) - HOOK_KEYS):
         raise HookError(
-            f"{where}: unknown key {unknown[0]!r}; a hook has {', '.join(sorted(_KEYS))}"
+            f"{where}: unknown key {unknown[0]!r}; a hook has {', '.join(sorted(HOOK_KEYS))}"
         )
     command = entry.get("command")
     if not isinstance(command, str) or not command.strip():
