@@ -22,6 +22,7 @@ from workers.changes.snapshots import Store
 from workers.log.reader import events_of
 from workers.log.schema import UserMessage
 from workers.outcome import Aborted, Failed, Finished, LimitHit, reason_of
+from workers.permissions.modes import MODES
 from workers.tools.memory import project_instructions
 
 HELP = """\
@@ -39,6 +40,7 @@ HELP = """\
 /redo            take the last undo back, for each file still as the undo left it
 /resume [run]    continue the conversation of an earlier run (`last`); alone, lists recent runs
 /step [all|off]  ask before each tool call of the top agent (all: of workers too); off stops asking
+/mode [name]     show or switch the approval mode: ask-edits, plan, auto, full-auto
 !command         run a command on the host, in the workspace (outside the read-only allowlist
                  it asks first, as for an agent); its output goes into the conversation
 /exit            leave (Ctrl-D, or Ctrl-C twice at an empty prompt); Ctrl-C cancels a turn"""
@@ -73,6 +75,7 @@ class Repl:
             "redo": self._redo,
             "resume": self._resume,
             "step": self._step,
+            "mode": self._mode,
         }
 
     def handle(self, line: str) -> bool:
@@ -95,6 +98,16 @@ class Repl:
         else:
             command(arg.strip())
         return True
+
+    def _mode(self, arg: str) -> None:
+        permissions = self.session.plan.permissions
+        assert permissions is not None  # the session made them when it started
+        if arg and arg not in MODES:
+            self._say(f"no mode {arg!r}; the modes are {', '.join(MODES)}")
+            return
+        permissions.mode = arg or permissions.mode
+        plan = " (edits and commands are refused until you switch back)" * (arg == "plan")
+        self._say(f"mode: {permissions.mode}{plan}")
 
     def _step(self, arg: str) -> None:
         team: Team | None = getattr(self.session, "team", None)

@@ -173,3 +173,45 @@ def test_plan_mode_offers_only_read_only_tools_and_asks_for_a_plan(workspace: Pa
     offered = {tool["function"]["name"] for tool in server.requests[0]["tools"]}
     assert offered and not offered & {"write_file", "edit_file", "run_shell"}
     assert "Plan mode: nothing may be changed" in server.requests[0]["messages"][0]["content"]
+
+
+def test_the_chat_switches_the_mode_between_turns(workspace: Path) -> None:
+    add_host_coder(workspace)
+
+    def write(name: str) -> Reply:
+        return Reply(tool_calls=[("write_file", json.dumps({"path": name, "content": "x\n"}))])
+
+    replies = [write("a.txt"), Reply(text="refused"), write("b.txt"), Reply(text="written")]
+    with FakeOpenAI(replies) as server:
+        done = gaffer(
+            workspace,
+            "chat",
+            "--profile",
+            "hostcoder",
+            "--no-verify",
+            server=server,
+            stdin="/mode plan\nwrite a.txt\n/mode auto\nwrite b.txt\n",
+        )
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout + done.stderr
+    assert "mode: plan (edits and commands are refused until you switch back)" in shown
+    assert "mode: auto" in shown
+    assert not (workspace / "a.txt").exists() and (workspace / "b.txt").exists()
+    assert told(server).startswith("not run: plan mode: read-only tools only")
+
+
+def test_full_auto_runs_a_host_command_without_asking(workspace: Path) -> None:
+    add_host_coder(workspace)
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--mode",
+        "full-auto",
+        "--no-verify",
+        "make a file",
+        replies=[shell_reply("touch made.txt"), Reply(text="done")],
+    )
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "made.txt").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.fake_openai import Reply
 from tests.helpers import (
@@ -24,15 +25,21 @@ LIST = [("list_dir", json.dumps({"path": "."}))]
 
 
 def recording(moments: list[str], into: Path) -> str:
-    """Hooks that append what they were given on stdin, one JSON line each, to `into`."""
-    return "".join(f'[[hooks.{m}]]\ncommand = "cat >> {into}; echo >> {into}"\n' for m in moments)
+    """Hooks that keep what they were given on stdin, a file each in the folder `into`
+    (parallel workers' hooks run at once)."""
+    into.mkdir(exist_ok=True)
+    return "".join(f'[[hooks.{m}]]\ncommand = "cat > $(mktemp -p {into})"\n' for m in moments)
+
+
+def recorded(into: Path) -> list[dict[str, Any]]:
+    return sorted((json.loads(p.read_text()) for p in into.iterdir()), key=lambda e: str(e))
 
 
 def test_each_moment_fires_once_with_its_json_for_the_supervisor_and_parallel_workers(
     workspace: Path,
 ) -> None:
     (workspace / "a.txt").write_text("alpha\n")
-    seen = workspace.parent / "seen.jsonl"
+    seen = workspace.parent / "seen"
     moments = ["user_prompt", "agent_start", "agent_end", "session_end", "pre_tool", "post_tool"]
     user_config(workspace, recording(moments, seen))
     fan_out = json.dumps({"profile": "explorer", "tasks": ["list one", "list two"]})
@@ -48,7 +55,7 @@ def test_each_moment_fires_once_with_its_json_for_the_supervisor_and_parallel_wo
         },
     )
     assert done.returncode == 0, done.stderr
-    fired = [json.loads(line) for line in seen.read_text().splitlines() if line.strip()]
+    fired = recorded(seen)
     by = {m: [f for f in fired if f["event"] == m] for m in moments}
     assert len(by["user_prompt"]) == 1 and by["user_prompt"][0]["prompt"].startswith("survey")
     assert sorted(f["agent_id"] for f in by["agent_start"]) == ["supervisor", "w1", "w2"]
@@ -65,7 +72,7 @@ def test_each_moment_fires_once_with_its_json_for_the_supervisor_and_parallel_wo
     assert post["arguments"] == {"path": "."} and "a.txt" in post["result"]["output"]
     assert post["profile"] == "explorer" and post["cwd"] == str(workspace)
     assert all(f["session_id"] == fired[0]["session_id"] and f["log_path"] for f in fired)
-    assert "sk-test" not in seen.read_text(), "no secret reaches a hook"
+    assert "sk-test" not in json.dumps(fired), "no secret reaches a hook"
     assert len(logged(workspace, "hook")) == len(fired)
 
 
@@ -159,3 +166,48 @@ def test_a_workspace_s_hook_runs_only_once_trusted(workspace: Path) -> None:
     done, _ = gaffer_replying(workspace, "run", "--no-verify", "hi", replies=[Reply(text="hello")])
     assert done.returncode == 0, done.stderr
     assert planted.exists()
+
+
+def test_a_user_prompt_hook_adds_context_or_blocks_the_message(workspace: Path) -> None:
+    user_config(workspace, "[[hooks.user_prompt]]\ncommand = \"echo 'Ticket: GAF-12'\"\n")
+    done, server = gaffer_replying(
+        workspace, "run", "--no-verify", "fix it", replies=[Reply(text="ok")]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fix it\n\nTicket: GAF-12" in json.dumps(server.requests[0]["messages"]).replace(
+        "\\n", "\n"
+    )
+    user_config(
+        workspace,
+        "[[hooks.user_prompt]]\ncommand = \"grep -q password && { echo 'no secrets in prompts' >&2; exit 2; }; exit 0\"\n",
+    )
+    done, server = gaffer_replying(
+        workspace, "run", "--no-verify", "my password is hunter2", replies=[Reply(text="ok")]
+    )
+    assert done.returncode == 1
+    assert "a user_prompt hook blocked the message: no secrets in prompts" in done.stderr
+    assert server.requests == [], "the message never reached the model"
+
+
+def test_a_notification_hook_fires_when_gaffer_waits_for_the_user(workspace: Path) -> None:
+    from tests.fake_openai import FakeOpenAI
+    from tests.helpers import Terminal
+
+    add_host_coder(workspace)
+    seen = workspace.parent / "waiting"
+    user_config(workspace, recording(["notification"], seen))
+    with FakeOpenAI([shell_reply_touch(), Reply(text="done")]) as server:
+        terminal = Terminal(
+            workspace, server, "run", "--profile", "hostcoder", "--no-verify", "touch it"
+        )
+        terminal.wait_for("[y]es / [N]o")
+        terminal.answer("n")
+        code, _ = terminal.finish()
+    assert code == 0
+    [fired] = recorded(seen)
+    assert fired["event"] == "notification" and fired["agent_id"] == "supervisor"
+    assert fired["message"] == "supervisor asks to run_shell: touch made.txt"
+
+
+def shell_reply_touch() -> Reply:
+    return Reply(tool_calls=[("run_shell", json.dumps({"command": "touch made.txt"}))])
