@@ -5,6 +5,8 @@ thing for the rest of the session. Every line of it goes through the one sanitis
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -26,17 +28,15 @@ def terminal_asker(
 ) -> Asker:
     """Asks on `console` (stderr: stdout is the answer's), reading the reply with `read`;
     `pause` holds the view's other output while the user answers."""
-    always: set[tuple[str, str]] = set()
+    always: set[tuple[str, str, str]] = set()
 
     def ask(question: Ask) -> bool:
-        key = (question.tool, question.what)
-        if key in always:
+        if _key(question) in always:
             return True
         with pause():
             return _asked(question)
 
     def _asked(question: Ask) -> bool:
-        key = (question.tool, question.what)
         lines = question.what.split("\n")
         # Every line of the command marked as the command's, and counted: blank lines
         # could otherwise push its real end out of view, or mimic gaffer's own text.
@@ -56,10 +56,15 @@ def terminal_asker(
             return False
         answer = answer.strip().lower()
         if answer in ("a", "always"):
-            always.add(key)
+            always.add(_key(question))
         return answer in ("y", "yes", "a", "always")
 
     return ask
+
+
+def _key(question: Ask) -> tuple[str, str, str]:
+    """What "always" holds for: this command, or this very edit (its diff), whoever asks."""
+    return question.tool, question.what, question.preview
 
 
 def _question(question: Ask) -> str:
@@ -77,7 +82,12 @@ def _preview(diff: str) -> str:
         return ""
     lines = diff.splitlines()
     cut = lines[:PREVIEW_LINES]
-    more = f"\n  │ … {len(lines) - len(cut)} more lines" if len(lines) > len(cut) else ""
+    more = ""
+    if len(lines) > len(cut):  # the rest is not hidden: the whole diff is in a file
+        fd, name = tempfile.mkstemp(prefix="gaffer-ask-", suffix=".diff")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(diff)
+        more = f"\n  │ … {len(lines) - len(cut)} more lines: the whole diff is in {name}"
     return "\n" + "\n".join(f"  │ {one_line(line)}" for line in cut) + more
 
 

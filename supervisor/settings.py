@@ -302,11 +302,11 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
     origin: dict[str, str] = {}
     rules, hooks = RuleFiles(), HookSet()
 
-    def layer(values: dict[str, Any], where: str) -> None:
+    def layer(values: dict[str, Any], where: str, *, from_workspace: bool = False) -> None:
         values = dict(values)
         try:  # every file's rules and hooks hold together, each with its source
             if "permissions" in values:
-                rules.add(values.pop("permissions"), where)
+                rules.add(values.pop("permissions"), where, from_workspace=from_workspace)
             if "hooks" in values:
                 hooks.add(values.pop("hooks"), where)
         except (RuleError, HookError) as error:
@@ -321,7 +321,7 @@ def load(flags: dict[str, Any], workspace_config: Source | None = None) -> Setti
         data = _read_toml(
             workspace_config.origin, workspace_config.data, refused=NOT_IN_WORKSPACE_CONFIG
         )
-        layer(data, workspace_config.origin)
+        layer(data, workspace_config.origin, from_workspace=True)
     for key, var in ENV_VARS.items():
         if os.environ.get(var):
             layer({key: os.environ[var]}, f"environment variable {var}")

@@ -102,23 +102,28 @@ def test_an_ask_in_a_pipe_is_a_deny_that_says_what_would_let_it_run(workspace: P
     )
 
 
-def test_a_workspace_s_rules_wait_for_trust_and_the_review_lists_them(workspace: Path) -> None:
-    add_host_coder(workspace)  # trusts what the workspace holds now; the config comes after
-    (workspace / ".gaffer" / "config.toml").write_text(
-        '[permissions]\nallow = ["run_shell(touch:*)"]\n'
-    )
+def test_a_workspace_s_rules_wait_for_trust_and_never_free_a_host_command(ws: Path) -> None:
+    """Untrusted, a workspace's rules are not applied; trusted, its allow rules hold in
+    containers (here: in ask-edits, which asks about every command), never for a
+    command on this machine, which only your own config or flags can let run unasked."""
+    require_docker()
+    (ws / ".gaffer").mkdir()
+    (ws / ".gaffer" / "config.toml").write_text('[permissions]\nallow = ["run_shell(touch:*)"]\n')
     script = [shell_reply("touch made.txt"), Reply(text="done")]
-    args = ("run", "--profile", "hostcoder", "--no-verify", "make a file")
-    done, server = gaffer_replying(workspace, *args, replies=list(script))
-    assert not (workspace / "made.txt").exists(), "an untrusted workspace widens nothing"
+    args = ("run", "--profile", "coder", "--mode", "ask-edits", "--no-verify", "make a file")
+    done, server = gaffer_replying(ws, *args, replies=list(script))
+    assert not (ws / "made.txt").exists(), "an untrusted workspace widens nothing"
     assert told(server).startswith("not run: it asks first")
-    assert "not applied: skipped config .gaffer/config.toml" in gaffer(workspace, "rules").stdout
-    assert "allow rule run_shell(touch:*)" in gaffer(workspace, "trust").stdout
-    trust_workspace(workspace)
-    assert "allow  run_shell(touch:*)  (.gaffer/config.toml)" in gaffer(workspace, "rules").stdout
-    done, server = gaffer_replying(workspace, *args, replies=list(script))
+    assert "not applied: skipped config .gaffer/config.toml" in gaffer(ws, "rules").stdout
+    assert "allow rule run_shell(touch:*)" in gaffer(ws, "trust").stdout
+    trust_workspace(ws)
+    assert "allow  run_shell(touch:*)  (.gaffer/config.toml)" in gaffer(ws, "rules").stdout
+    tested = gaffer(ws, "rules", "test", "touch made.txt").stdout
+    assert "on this machine (dispatcher, explorer, supervisor): asks first" in tested
+    assert "in a container (coder, shell): runs: allowed by rule" in tested
+    done, server = gaffer_replying(ws, *args, replies=list(script))
     assert done.returncode == 0, done.stderr
-    assert (workspace / "made.txt").exists()
+    assert (ws / "made.txt").exists()
 
 
 def test_ask_edits_asks_at_the_terminal_with_the_diff(workspace: Path) -> None:
@@ -215,3 +220,19 @@ def test_full_auto_runs_a_host_command_without_asking(workspace: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (workspace / "made.txt").exists()
+
+
+def test_a_file_the_rules_keep_back_is_never_attached_for_the_agent(workspace: Path) -> None:
+    (workspace / "secrets").mkdir()
+    (workspace / "secrets" / "key.json").write_text('{"key": "TOPSECRET"}\n')
+    user_config(workspace, '[permissions]\ndeny = ["read_file(secrets/**)"]\n')
+    done, server = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "explorer",
+        "what does secrets/key.json hold?",
+        replies=[Reply(text="I may not read it.")] * 3,
+    )
+    assert done.returncode in (0, 3), done.stderr
+    assert "TOPSECRET" not in json.dumps(server.requests)

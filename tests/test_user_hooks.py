@@ -211,3 +211,25 @@ def test_a_notification_hook_fires_when_gaffer_waits_for_the_user(workspace: Pat
 
 def shell_reply_touch() -> Reply:
     return Reply(tool_calls=[("run_shell", json.dumps({"command": "touch made.txt"}))])
+
+
+def test_a_hook_s_background_child_neither_holds_the_run_nor_outlives_it(workspace: Path) -> None:
+    left = workspace.parent / "left-running"
+    user_config(
+        workspace, f'[[hooks.post_tool]]\ncommand = "(sleep 30; touch {left}) & echo started"\n'
+    )
+    done, _ = gaffer_replying(
+        workspace, "run", "--no-verify", "list", replies=[Reply(tool_calls=LIST), Reply(text="ok")]
+    )
+    assert done.returncode == 0, done.stderr
+    [ran] = logged(workspace, "hook")
+    assert ran["decision"] == "ok" and ran["elapsed_s"] < 2
+
+
+def test_a_hook_in_a_sandbox_gets_long_texts_cut_to_fit_a_command_line() -> None:
+    from workers.user_hooks.config import Hook
+    from workers.user_hooks.runner import in_sandbox_script
+
+    hook = Hook("post_tool", "cat", "config.toml", in_sandbox=True)
+    script = in_sandbox_script(hook, {"arguments": {"content": "x" * 500_000}})
+    assert len(script) < 20_000 and '"truncated": true' in script

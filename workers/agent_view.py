@@ -24,6 +24,7 @@ from workers.guards.verification import Gate
 from workers.hooks import Checkpoint, FilesSeen, looked
 from workers.log.schema import Event
 from workers.model import AssistantTurn, Message, ModelError, ToolCall, written_call
+from workers.permissions.gate import PermissionGuard
 from workers.stepping import SKIPPED
 from workers.tools.base import ToolResult
 
@@ -223,6 +224,9 @@ class AgentView(FromGuards):
     def read_in_sandbox(self, path: str, *, tool: str = "read_file") -> ToolResult:
         agent = self._agent
         arguments = {"path": path}
+        permissions = agent.guards.find(PermissionGuard)  # a file the rules keep back stays
+        if permissions is not None and (refusal := permissions.refuses_unasked(tool, arguments)):
+            return ToolResult(output=refusal, summary=refusal, is_error=True)
         call = ToolCall(id="attach", name=tool, arguments=json.dumps(arguments))
         return executor.execute(
             call, arguments, agent.tools, agent.sandbox, agent.budget, agent.max_output_chars

@@ -1,12 +1,19 @@
 """A shell command as the simple commands bash will run, for rules to match.
 
-Every simple command anywhere in the command line counts: in pipelines and lists, in
-subshells, loops, functions and `$(…)`. A wrapper that runs the command after it
-(`env`, `timeout 60`, `nice`, `xargs`, `sudo`, `find -exec … ;`, `bash -c '…'`, `eval`)
-is looked through, and git's own options before its subcommand (`git -C dir push`) are
-dropped, so a rule about `git push` is about every way of writing it. A word bash would
-expand first (`$X`, `*.py`, `$(…)`) ends what is known of its command: a rule that might
-still match it cannot be ruled out before it runs.
+Every simple command anywhere in the line counts: in pipelines and lists, in subshells,
+loops, functions and `$(…)`. What a command runs besides itself is looked through: a
+wrapper (`env`, `env -S '…'`, `timeout 60`, `nice`, `xargs`, `sudo`, `coproc`), a shell
+given its script (`bash -c '…'`, `sh -ec '…'`), `eval`, and `find -exec … ;`. A program
+named by its path is also judged by its name (`/bin/rm` is `rm`), and git by its
+subcommand (`git -C dir push` is `git push`). A word bash expands first (`$X`, `*.py`,
+`$(…)`), a shell or `source` reading a stream, an alias, or a line bash reads otherwise
+than the parser (a backslash-newline) ends what is known: a rule that might still match
+cannot be ruled out before the command runs. A quoted argument that reads as a command
+line (`trap 'git push' EXIT`, `su -c '…'`) is looked into too, as a may-be.
+
+An allow rule needs more: `plain` says whether the line is only commands and their
+literal words, with no wrapper, redirection to a file, assignment or substitution, so
+that what the allow rule names is all that runs.
 """
 
 from __future__ import annotations
@@ -25,10 +32,15 @@ class Simple:
 
     words: tuple[str, ...]
     whole: bool = True
-    """Every word is known; False: bash expands `words[len(words)]` before it runs."""
+    """Every word is known; False: bash expands `words[len(words)]` before it runs, or
+    adds words of its own (`xargs`)."""
     wraps: bool = False
-    """A wrapper whose command is known and listed after it (`timeout 60 npm test`): an
-    allow rule need only cover what it runs."""
+    """A view for deny and ask rules only: a wrapper whose command is listed after it,
+    or this command under its plain name (`/bin/rm` as `rm`, `git -C x push` as `git
+    push`). An allow rule must cover the commands as written."""
+    guess: bool = False
+    """Read out of a quoted argument (`trap 'git push' EXIT`): it may run, or may be a
+    message that only names a command; a rule it matches asks, never refuses outright."""
 
     def __str__(self) -> str:
         return shlex.join(self.words) + ("" if self.whole else " …")
@@ -39,7 +51,7 @@ OPAQUE = Simple((), whole=False)
 
 # Wrappers that run the command after their own options, and the options that take a value.
 _WRAPPERS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}),
+    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
     "command": frozenset(),
     "exec": frozenset({"-a"}),
     "nice": frozenset({"-n", "--adjustment"}),
@@ -50,25 +62,130 @@ _WRAPPERS: dict[str, frozenset[str]] = {
     "doas": frozenset({"-u", "-C"}),
     "time": frozenset({"-f", "--format", "-o", "--output"}),
     "timeout": frozenset({"-k", "--kill-after", "-s", "--signal"}),
+    "coproc": frozenset(),
     "xargs": frozenset(
         {"-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s", "--delimiter"}
     ),
 }
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
-# git's options before its subcommand, and those that take a value.
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"})
+_SOURCES = frozenset({"source", "."})
+_STREAMS = ("/dev/", "/proc/")
+# git's options before its subcommand that take a value, and those that change what a
+# subcommand does (an alias, a program to run): past them the subcommand is not known.
 _GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
+_GIT_UNKNOWN = ("-c", "--config-env", "--exec-path")
+_GIT_OWN = frozenset(
+    [
+        "add",
+        "am",
+        "apply",
+        "archive",
+        "bisect",
+        "blame",
+        "branch",
+        "cat-file",
+        "checkout",
+        "cherry-pick",
+        "clean",
+        "clone",
+        "commit",
+        "config",
+        "describe",
+        "diff",
+        "fetch",
+        "for-each-ref",
+        "format-patch",
+        "gc",
+        "grep",
+        "init",
+        "log",
+        "ls-files",
+        "merge",
+        "mv",
+        "notes",
+        "pull",
+        "push",
+        "rebase",
+        "remote",
+        "reset",
+        "restore",
+        "revert",
+        "rev-parse",
+        "rm",
+        "shortlog",
+        "show",
+        "stash",
+        "status",
+        "submodule",
+        "switch",
+        "tag",
+        "worktree",
+    ]
+)
 _MAX_DEPTH = 8
+# What a plain line (one an allow rule may cover) is made of.
+_PLAIN = {
+    "program",
+    "list",
+    "pipeline",
+    "command",
+    "command_name",
+    "word",
+    "string",
+    "string_content",
+    "raw_string",
+    "number",
+    "concatenation",
+    "redirected_statement",
+    "file_redirect",
+    "file_descriptor",
+}
 
 
 def simple_commands(command: str, depth: int = 0) -> list[Simple]:
-    """Every simple command in `command`, wrappers looked through; [OPAQUE] when the line
-    does not parse (bash might read it otherwise than the parser did)."""
+    """Every simple command in `command`, and what each runs; [OPAQUE] when the line
+    does not parse as bash would read it."""
+    if "\\\n" in command or depth > _MAX_DEPTH:  # bash joins the words the parser split
+        return [OPAQUE]
     tree = parse(command)
-    if tree.root_node.has_error or depth > _MAX_DEPTH:
+    if tree.root_node.has_error:
         return [OPAQUE]
     found: list[Simple] = []
     _walk(tree.root_node, found, depth)
     return found
+
+
+def plain(command: str) -> bool:
+    """Only commands and their literal words (redirections to /dev/null or another
+    descriptor aside): nothing runs but what the words name."""
+    if "\\\n" in command:
+        return False
+    tree = parse(command)
+    if tree.root_node.has_error or not _plain(tree.root_node):
+        return False
+    ran = [s for s in simple_commands(command) if not s.wraps]
+    return bool(ran) and all(s.whole and not _runs_another(s) for s in ran)
+
+
+def _plain(node: Node) -> bool:
+    if node.is_named and node.type not in _PLAIN:
+        return False
+    if node.type == "file_redirect":
+        target = node.child_by_field_name("destination")
+        text = (target.text or b"").decode() if target is not None else ""
+        if not (text.isdigit() or text == "/dev/null" or text == "-"):
+            return False
+    return all(_plain(child) for child in node.children)
+
+
+def _runs_another(simple: Simple) -> bool:
+    name = simple.words[0].rsplit("/", 1)[-1] if simple.words else ""
+    return (
+        name in _WRAPPERS
+        or name in _SHELLS
+        or name in _SOURCES
+        or name in ("eval", "alias", "trap", "find", "builtin", "fc", "mapfile", "readarray")
+    )
 
 
 def _walk(node: Node, found: list[Simple], depth: int) -> None:
@@ -93,45 +210,82 @@ def _words(node: Node) -> Simple:
 
 
 def _looked_through(simple: Simple, depth: int) -> list[Simple]:
-    """The command, and what it runs when it is a wrapper (its inner commands stand for it)."""
+    """The command, and what it runs: each inner command stands for itself."""
     words = list(simple.words)
     if not words:
         return [simple]
     name = words[0].rsplit("/", 1)[-1]
-    if name in _SHELLS and "-c" in words[1:]:
-        script = words[words.index("-c", 1) + 1 :]
-        if not script:
-            return [simple] if simple.whole else [OPAQUE]
-        return [_wrapper(simple), *simple_commands(script[0], depth + 1)]
-    if name in _SHELLS and (len(words) == 1 or "-s" in words[1:]):
-        return [simple, OPAQUE]  # reads its commands from stdin
-    if name == "eval":
-        if not simple.whole:
-            return [simple, OPAQUE]
-        return [_wrapper(simple), *simple_commands(" ".join(words[1:]), depth + 1)]
-    if name == "find":
-        return [simple, *_find_runs(simple)]
-    if name == "git":
-        return [_git(simple)]
-    if name in _WRAPPERS:
-        inner = _after_options(words[1:], _WRAPPERS[name], name)
-        if inner is None:  # its command is past what is known
-            return [simple, OPAQUE] if not simple.whole else [simple]
-        if not inner:
-            return [simple]
-        return [_wrapper(simple), *_looked_through(Simple(tuple(inner), simple.whole), depth)]
-    return [simple]
+    found = [simple]
+    if name != words[0]:  # `/bin/rm` is `rm` to a deny rule
+        found.append(Simple((name, *words[1:]), simple.whole, wraps=True))
+    if name in ("alias", "shopt") or (name in _SOURCES and not _reads_a_file(words[1:], simple)):
+        return [*found, OPAQUE]  # what runs next is not what is written
+    if name in _SHELLS:
+        found += _shell(words[1:], simple, depth)
+    elif name == "eval":
+        found += simple_commands(" ".join(words[1:]), depth + 1) if simple.whole else [OPAQUE]
+    elif name == "find":
+        found += [s for inner in _find_runs(simple) for s in _looked_through(inner, depth + 1)]
+    elif name == "git":
+        found += _git(simple)
+    elif name in _WRAPPERS:
+        found += _wrapped(name, words[1:], simple, depth)
+    found += _quoted_lines(words[1:], depth)
+    return found
 
 
-def _wrapper(simple: Simple) -> Simple:
-    return Simple(simple.words, simple.whole, wraps=True)
+def _reads_a_file(args: list[str], simple: Simple) -> bool:
+    return bool(args) and simple.whole and not args[0].startswith(_STREAMS)
+
+
+def _shell(args: list[str], simple: Simple, depth: int) -> list[Simple]:
+    """A shell's script: the word after an option holding `c` (`-c`, `-ec`, `-lc`);
+    none, or a stream for its file, and it reads commands nobody has seen."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            continue
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            rest = [a for a in args[i + 1 :] if a != "--"]
+            if rest and simple.whole:
+                return simple_commands(rest[0], depth + 1)
+            return [OPAQUE]
+        if not arg.startswith(("-", "+")):
+            return [OPAQUE] if arg.startswith(_STREAMS) else []  # a script file
+    return [OPAQUE]  # commands from stdin
+
+
+def _wrapped(name: str, args: list[str], simple: Simple, depth: int) -> list[Simple]:
+    if name == "env" and (split := _split_string(args)) is not None:
+        return simple_commands(split, depth + 1) if simple.whole else [OPAQUE]
+    inner = _after_options(args, _WRAPPERS[name], name)
+    if inner is None:  # its command is past what is known
+        return [] if simple.whole else [OPAQUE]
+    if not inner:
+        return []
+    whole = simple.whole and name != "xargs"  # xargs adds words read from stdin
+    return _looked_through(Simple(tuple(inner), whole), depth + 1)
+
+
+def _split_string(args: list[str]) -> str | None:
+    """`env -S 'CMD ARGS' MORE`: the command line env splits and runs, or None."""
+    for i, arg in enumerate(args):
+        if arg in ("-S", "--split-string"):
+            value, rest = (args[i + 1] if i + 1 < len(args) else ""), args[i + 2 :]
+        elif arg.startswith("--split-string="):
+            value, rest = arg.split("=", 1)[1], args[i + 1 :]
+        elif arg.startswith("-S"):
+            value, rest = arg[2:], args[i + 1 :]
+        else:
+            continue
+        return " ".join([value, *map(shlex.quote, rest)])
+    return None
 
 
 def _after_options(args: list[str], valued: frozenset[str], name: str) -> list[str] | None:
     """The wrapped command's words: past the wrapper's options (and `env`'s NAME=value,
     `timeout`'s duration); None when none is left of what is known."""
     i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+    while i < len(args) and args[i].startswith("-"):
         if args[i] == "--":
             i += 1
             break
@@ -158,11 +312,29 @@ def _find_runs(simple: Simple) -> list[Simple]:
     return runs
 
 
-def _git(simple: Simple) -> Simple:
-    """git with its options before the subcommand dropped: `git -C x push` is `git push`."""
-    words, i = list(simple.words), 1
+def _git(simple: Simple) -> list[Simple]:
+    """git with its options before the subcommand dropped: `git -C x push` is `git push`.
+    Given `-c` (which can define an alias), a subcommand that is not one of git's own
+    might be any: an alias never hides one of git's own commands."""
+    words, i, aliased = list(simple.words), 1, False
     while i < len(words) and words[i].startswith("-"):
+        aliased = aliased or words[i].startswith(_GIT_UNKNOWN)
         i += 2 if words[i] in _GIT_VALUED else 1
     if i > len(words):  # a valued option's value is past what is known
-        return Simple(("git",), whole=False)
-    return Simple(("git", *words[i:]), simple.whole)
+        return [Simple(("git",), whole=False, wraps=True)]
+    found = [Simple(("git", *words[i:]), simple.whole, wraps=True)]
+    if aliased and (i >= len(words) or words[i] not in _GIT_OWN):
+        found.append(Simple(("git",), whole=False, wraps=True))
+    return found
+
+
+def _quoted_lines(args: list[str], depth: int) -> list[Simple]:
+    """An argument that reads as a command line (`trap 'git push' EXIT`): its commands,
+    as may-bes (a message that only mentions a command is no command)."""
+    found = []
+    for arg in args:
+        if any(c in arg for c in " ;|&\n") and depth < _MAX_DEPTH:
+            for inner in simple_commands(arg, depth + 1):
+                if inner.words:
+                    found.append(Simple(inner.words, inner.whole, wraps=True, guess=True))
+    return found

@@ -29,7 +29,7 @@ from workers.tools import shell_policy
 from workers.tools.base import Approver, ToolResult
 from workers.tools.workspace import read_confined
 
-PREVIEW_BYTES = 256 * 1024
+PREVIEW_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,16 @@ class Permissions:
                     match,
                     "narrow or remove that ask rule (an allow rule cannot: ask wins over allow)",
                 )
-            return Verdict("allow", f"allowed by rule {rule.said()}", match)
+            if not self._planning(actor, tool):
+                return Verdict("allow", f"allowed by rule {rule.said()}", match)
         return self._by_mode(actor, tool, arguments)
 
+    def _planning(self, actor: Actor, tool: str) -> bool:
+        """Plan mode holds back what is not read-only, whatever an allow rule says."""
+        return self.mode == "plan" and tool not in actor.read_only_tools and tool != "delegate"
+
     def _by_mode(self, actor: Actor, tool: str, arguments: dict[str, Any]) -> Verdict:
-        if self.mode == "plan" and tool not in actor.read_only_tools and tool != "delegate":
+        if self._planning(actor, tool):
             return Verdict("deny", "plan mode: read-only tools only; write the plan as your answer")
         if tool in EDITS and self.mode == "ask-edits":
             return Verdict(
@@ -214,17 +219,20 @@ class Permissions:
         root = actor.container_root
         if root and path.startswith(root + "/"):
             path = path[len(root) + 1 :]
+        old, new = str(arguments.get("old_text", "")), str(arguments.get("new_text", ""))
         try:
             data = read_confined(actor.workspace, path, PREVIEW_BYTES)
-        except (OSError, ValueError):
+        except Exception:  # the tool will say what is wrong with the path
             data = None
+        if data is not None and len(data) > PREVIEW_BYTES and tool == "edit_file":
+            data = None  # too big to diff whole: the edit's own text is the diff
         before = (data or b"").decode("utf-8", errors="replace")
         if tool == "write_file":
             after = str(arguments.get("content", ""))
+        elif data is None or old not in before:
+            before, after = old, new
         else:
-            after = before.replace(
-                str(arguments.get("old_text", "")), str(arguments.get("new_text", "")), 1
-            )
+            after = before.replace(old, new, 1)
         lines = difflib.unified_diff(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
@@ -249,6 +257,12 @@ class PermissionGuard(Guard):
         self.permissions = permissions
         self.actor = actor
         self.events = events
+
+    def refuses_unasked(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """Why a read the harness would make for the agent (a file its task names) may
+        not be made unasked; None: the rules let it."""
+        verdict = self.permissions.verdict(self.actor, tool, arguments)
+        return None if verdict.action == "allow" else f"not read: {verdict.why}"
 
     def before_call(self, call: PendingCall) -> ToolResult | None:
         if not isinstance(call.arguments, dict):

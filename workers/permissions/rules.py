@@ -31,12 +31,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from workers.permissions.commands import Simple, simple_commands
+from workers.permissions.commands import Simple, plain, simple_commands
+from workers.tools.base import ToolError
+from workers.tools.nearby import moved
 from workers.tools.search import glob_regex
+from workers.tools.workspace import resolve
 
 Action = Literal["allow", "ask", "deny"]
 ACTIONS: tuple[Action, ...] = ("deny", "ask", "allow")  # the order they win in
 _GLOB = re.compile(r"[*?\[]")
+_SHORT = re.compile(r"-[A-Za-z]+")
 _RULE = re.compile(r"\s*([A-Za-z0-9_.*?\[\]-]+)\s*(?:\((.*)\))?\s*", re.DOTALL)
 # Tools whose rules are about something other than a path.
 SHELL, DELEGATE = "run_shell", "delegate"
@@ -61,6 +65,8 @@ class Rule:
     """What the call is about, or None: every call of the tool."""
     source: str
     """Where it was written: a config file, or the command line."""
+    from_workspace: bool = False
+    """A trusted workspace's: its allow rules hold only in containers."""
 
     @property
     def text(self) -> str:
@@ -72,7 +78,12 @@ class Rule:
 
 
 def parse_rule(
-    text: str, action: Action, source: str, known_tools: Iterable[str] = TOOL_NAMES
+    text: str,
+    action: Action,
+    source: str,
+    known_tools: Iterable[str] = TOOL_NAMES,
+    *,
+    from_workspace: bool = False,
 ) -> Rule:
     match = _RULE.fullmatch(text) if isinstance(text, str) else None
     if match is None or (match.group(2) is not None and not match.group(2).strip()):
@@ -90,7 +101,9 @@ def parse_rule(
             raise RuleError(
                 f"{source}: {action} rule {text!r}: no tool {tool!r}; did you mean {close[0]!r}?"
             )
-    return Rule(action, tool, pattern.strip() if pattern is not None else None, source)
+    return Rule(
+        action, tool, pattern.strip() if pattern is not None else None, source, from_workspace
+    )
 
 
 @dataclass(frozen=True)
@@ -146,8 +159,16 @@ class RuleSet:
                 unsure = unsure or found
             if unsure is not None:
                 return unsure
-        allows = [r for r in rules if r.action == "allow"]
-        if call.tool == SHELL:  # each command it runs covered, by one allow or another
+        # A workspace's allow rules never let a command on this machine run unasked: only
+        # your own config or flags can (they are yours to give, as --yes is).
+        allows = [
+            r
+            for r in rules
+            if r.action == "allow" and (call.container_root or not r.from_workspace)
+        ]
+        if call.tool == SHELL:  # a plain line, each command covered by one allow or another
+            if not plain(str(call.arguments.get("command", ""))):
+                return None
             ran = [s for s in commands if not s.wraps]
             covering = [
                 next((r for r in allows if _allows(r, call, [s], paths)), None) for s in ran
@@ -167,6 +188,8 @@ def _refusing_match(
         unsure = None
         for simple in commands:
             verdict = _command_matches(rule.pattern, simple)
+            if verdict == "yes" and simple.guess:
+                verdict = "maybe"
             if verdict == "yes":
                 return Match(rule, part=str(simple))
             if verdict == "maybe":
@@ -186,14 +209,19 @@ def _allows(rule: Rule, call: Call, commands: list[Simple], paths: list[str]) ->
     if call.tool == SHELL:
         ran = [s for s in commands if not s.wraps]
         return bool(ran) and all(
-            _command_matches(rule.pattern, s) == "yes" and s.whole for s in ran
+            _command_matches(rule.pattern, s, exact=True) == "yes" and s.whole for s in ran
         )
     if call.tool == DELEGATE:
         return fnmatch.fnmatchcase(str(call.arguments.get("profile", "")), rule.pattern)
     return bool(paths) and all(_path_matches(rule.pattern, p) for p in paths)
 
 
-def _command_matches(pattern: str, simple: Simple) -> Literal["yes", "no", "maybe"]:
+def _command_matches(
+    pattern: str, simple: Simple, *, exact: bool = False
+) -> Literal["yes", "no", "maybe"]:
+    """Whether the command is what the pattern names. For a deny or an ask, short
+    options are read as bash's programs read them (`rm -fr` and `rm -r -f` are `rm
+    -rf`); an allow (`exact`) covers the words as written."""
     text = " ".join(simple.words)
     if _GLOB.search(pattern.removesuffix(":*")):
         if fnmatch.fnmatchcase(text, pattern):
@@ -206,11 +234,36 @@ def _command_matches(pattern: str, simple: Simple) -> Literal["yes", "no", "mayb
     except ValueError:
         wanted = pattern.removesuffix(":*").split()
     known = list(simple.words)
+    if not exact and wanted and known:
+        (name, flags, rest), (has, has_flags, has_rest) = _options(wanted), _options(known)
+        if name == has and flags <= has_flags and has_rest[: len(rest)] == rest:
+            return "yes"
+        return (
+            "maybe"
+            if not simple.whole and name == has and rest[: len(has_rest)] == has_rest
+            else "no"
+        )
     if known[: len(wanted)] == wanted:
         return "yes"
     if not simple.whole and wanted[: len(known)] == known:
         return "maybe"
     return "no"
+
+
+def _options(words: list[str]) -> tuple[str, set[str], list[str]]:
+    """A command as its program reads it: its name, the single-letter options it was
+    given wherever they stand (`-rf`, `-r -f`), and its other words in order."""
+    flags: set[str] = set()
+    rest: list[str] = []
+    for i, word in enumerate(words[1:], 1):
+        if word == "--":
+            rest += words[i + 1 :]
+            break
+        if _SHORT.fullmatch(word):
+            flags.update(f"-{letter}" for letter in word[1:])
+        else:
+            rest.append(word)
+    return words[0], flags, rest
 
 
 @lru_cache(maxsize=256)
@@ -219,24 +272,31 @@ def _commands(command: str) -> list[Simple]:
 
 
 def _paths(call: Call) -> list[str]:
-    """The call's path inside the workspace, as written and as its links resolve (both
-    must be covered by an allow; either is enough for a deny). A path that leads out of
-    the workspace is kept as written: the tool refuses it anyway."""
-    raw = str(call.arguments.get("path", "."))
+    """The call's path inside the workspace as the tool will read it: as written, as its
+    links resolve (workers/tools/workspace.py's own `resolve`), and for a read of a path
+    that is not there, the file the tool shows instead (`moved`). An allow must cover
+    each; a deny needs one. A path the tool refuses (outside the workspace) is kept as
+    written."""
+    raw = str(call.arguments.get("path", ".")).strip() or "."
     root = call.container_root
-    if root and (raw == root or raw.startswith(root + "/")):
-        raw = raw[len(root) :].lstrip("/") or "."
-    workspace = os.path.realpath(call.workspace)
-    if os.path.isabs(raw) and raw.startswith(workspace.rstrip("/") + "/"):
-        raw = raw[len(workspace) :].lstrip("/")
+    if root and raw.startswith("/"):  # the container's view of the same files
+        normal = posixpath.normpath(raw)
+        if normal == root or normal.startswith(root + "/"):
+            raw = normal[len(root) :].lstrip("/") or "."
+    workspace = Path(os.path.realpath(call.workspace))
     written = posixpath.normpath(raw)
+    if written.startswith(str(workspace).rstrip("/") + "/"):
+        written = written[len(str(workspace)) :].lstrip("/")
     found = [written]
-    real = os.path.realpath(os.path.join(workspace, written))
-    if real.startswith(workspace.rstrip("/") + "/"):
-        resolved = os.path.relpath(real, workspace)
-        if resolved != written:
-            found.append(resolved)
-    return found
+    try:
+        real = resolve(workspace, raw)
+        found.append(os.path.relpath(real, workspace))
+        if call.tool in ("read_file", "list_dir"):
+            instead = moved(workspace, raw, folder=call.tool == "list_dir")
+            found += [posixpath.normpath(instead)] if instead else []
+    except ToolError:
+        pass
+    return list(dict.fromkeys(found))
 
 
 def _path_matches(pattern: str, path: str) -> bool:
@@ -256,10 +316,11 @@ class RuleFiles:
 
     rules: list[Rule] = field(default_factory=list)
 
-    def add(self, lists: dict[str, Any], source: str) -> None:
+    def add(self, lists: dict[str, Any], source: str, *, from_workspace: bool = False) -> None:
         for action in ACTIONS:
             for text in lists.get(action, []) or []:
-                self.rules.append(parse_rule(text, action, source))
+                rule = parse_rule(text, action, source, from_workspace=from_workspace)
+                self.rules.append(rule)
 
     def rule_set(self) -> RuleSet:
         return RuleSet(tuple(self.rules))

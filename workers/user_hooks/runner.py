@@ -20,6 +20,7 @@ from workers import host_programs
 from workers.user_hooks.config import Hook
 
 MAX_OUTPUT_BYTES = 64 * 1024
+IN_SANDBOX_TEXT = 16 * 1024  # per text of the JSON given to a hook in a sandbox
 BLOCK = 2  # Claude Code's exit code for "block", and for "tell the agent" after a tool
 _JSON_END = "GAFFER_HOOK_JSON_END"
 
@@ -111,6 +112,8 @@ def _waited(process: Any, timeout: float, started: float) -> HookRun:
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    with contextlib.suppress(OSError):  # what it left running in the background goes too
+        os.killpg(process.pid, signal.SIGKILL)
     for reader in readers:
         reader.join(timeout=2)
     text = [b"".join(part).decode("utf-8", errors="replace") for part in (out, err)]
@@ -130,5 +133,19 @@ def _read_capped(stream: IO[bytes], into: list[bytes], flooded: threading.Event)
 
 def in_sandbox_script(hook: Hook, payload: dict[str, Any]) -> str:
     """The hook as a command for the agent's own shell, its JSON on stdin (a here-document
-    whose end no JSON text can hold: json.dumps writes no raw line break)."""
-    return f"{{ {hook.command}\n}} <<'{_JSON_END}'\n{json.dumps(payload)}\n{_JSON_END}"
+    whose end no JSON text can hold: json.dumps writes no raw line break). A command line
+    has a size limit: each long text in it is cut, and the JSON says so (`truncated`)."""
+    capped = _capped(payload)
+    if capped != payload:
+        capped["truncated"] = True
+    return f"{{ {hook.command}\n}} <<'{_JSON_END}'\n{json.dumps(capped)}\n{_JSON_END}"
+
+
+def _capped(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:IN_SANDBOX_TEXT]
+    if isinstance(value, dict):
+        return {k: _capped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_capped(v) for v in value]
+    return value
