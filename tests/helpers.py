@@ -169,18 +169,34 @@ def trust_workspace(workspace: Path) -> None:
     trust.TrustStore(store).approve(workspace, items)
 
 
-def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
-    """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "run", *args],
+def started_gaffer(
+    workspace: Path, server: FakeOpenAI, *args: str, output: bool = True
+) -> subprocess.Popen[str]:
+    """`gaffer ARGS` started as a user starts it, against `server`, stdin closed; the
+    caller signals it and waits (its output piped, or dropped)."""
+    kept = subprocess.PIPE if output else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-m", "supervisor", *args],
         cwd=workspace,
         env=cli_env(workspace, server, None),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=kept,
+        stderr=kept,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
-    deadline = time.monotonic() + 30
-    while len(server.requests) < requests and time.monotonic() < deadline:
+
+
+def wait_for_requests(server: FakeOpenAI, count: int, timeout: float = 30) -> None:
+    """Until the endpoint has had `count` requests (or `timeout` seconds passed)."""
+    deadline = time.monotonic() + timeout
+    while len(server.requests) < count and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def kill_9_mid_run(workspace: Path, server: FakeOpenAI, *args: str, requests: int = 2) -> None:
+    """Start `gaffer run`, let it make `requests` model calls, then kill -9 it."""
+    proc = started_gaffer(workspace, server, "run", *args, output=False)
+    wait_for_requests(server, requests)
     time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from supervisor.runlog import read_records
 from supervisor.timeline import build
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
-from tests.helpers import add_host_coder, cli_env, gaffer
+from tests.helpers import add_host_coder, gaffer, started_gaffer, wait_for_requests
 
 READ = Reply(tool_calls=[("read_file", '{"path": "a.txt"}')])
 
@@ -60,18 +59,8 @@ def _run(workspace: Path, code: int) -> subprocess.CompletedProcess[str]:
 def _signalled(workspace: Path, sent: signal.Signals) -> subprocess.CompletedProcess[str]:
     """A run given `sent` while it waits for the model."""
     with FakeOpenAI([Reply(text="never", delay=30)]) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "--output-format", "json", "the job"],
-            cwd=workspace,
-            env=cli_env(workspace, server, None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
+        proc = started_gaffer(workspace, server, "run", "--output-format", "json", "the job")
+        wait_for_requests(server, 1)
         time.sleep(0.3)
         proc.send_signal(sent)
         out, err = proc.communicate(timeout=60)

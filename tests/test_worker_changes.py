@@ -9,7 +9,6 @@ import json
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 
 from tests.docker_support import chown_tree, require_docker, user_workspace
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import cli_env, gaffer_replying, shell_reply
+from tests.helpers import gaffer_replying, shell_reply, started_gaffer, wait_for_requests
 from workers import state
 
 
@@ -181,17 +180,8 @@ def test_a_signal_during_a_docker_worker_ends_everything_cleanly(
     )
     replies = [delegate("wait a long time"), shell(plant), Reply(text="never")]
     with FakeOpenAI(replies) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "go"],
-            cwd=ws,
-            env=cli_env(ws, server, None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        proc = started_gaffer(ws, server, "run", "go")
+        wait_for_requests(server, 2, timeout=60)
         time.sleep(1.5)  # the worker's container is running `sleep 300`
         started = time.monotonic()
         proc.send_signal(sig)
@@ -215,13 +205,7 @@ def test_a_killed_run_s_container_is_swept_then_removed_by_the_next_gaffer(ws: P
     plant = "git init -q planted && git -C planted config core.fsmonitor 'touch ../PWNED'"
     replies = [shell(f"{plant} && sleep 300"), Reply(text="never")]
     with FakeOpenAI(replies) as server:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", "run", "--profile", "coder", "go"],
-            cwd=ws,
-            env=cli_env(ws, server, None),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = started_gaffer(ws, server, "run", "--profile", "coder", "go", output=False)
         deadline = time.monotonic() + 60
         while not (ws / "planted" / ".git" / "config").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
