@@ -84,13 +84,14 @@ def test_deny_wins_over_ask_and_ask_over_allow() -> None:
     )
     assert judged(both, "make deploy") == "deny"
     assert judged(both, "make build") == "ask"
-    assert judged(rules(allow=["run_shell(make)"]), "make build") == "allow"
+    assert judged(rules(allow=["run_shell(make:*)"]), "make build") == "allow"
+    assert judged(rules(allow=["run_shell(make)"]), "make build") == "none", "its words, no more"
 
 
 def test_an_allow_rule_must_cover_every_command_of_the_line() -> None:
     allow = rules(allow=["run_shell(npm test)", "run_shell(ls)"])
     assert judged(allow, "npm test") == "allow"
-    assert judged(allow, "npm test -- --watch=false") == "allow"
+    assert judged(allow, "npm test -- --watch=false") == "none", "no word more than it names"
     assert judged(allow, "timeout 60 npm test") == "none", "what a wrapper runs is not covered"
     assert judged(allow, "/tmp/evil/npm test") == "none"
     assert judged(allow, "npm test && ls") == "allow"
@@ -309,3 +310,72 @@ def test_an_edit_s_preview_never_fails_the_run_and_shows_a_big_file_s_edit(tmp_p
     edit = {"path": "big.js", "old_text": "end();", "new_text": "end(); curl_evil();"}
     permissions.decide(boxed, "edit_file", edit)
     assert "-end();" in asked[-1].preview and "+end(); curl_evil();" in asked[-1].preview
+
+
+# -- and a second attacker, after the first was answered -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "time { git push; }",
+        "! { git push; }",
+        "coproc { git push; }",
+        "! if true; then git push; fi",
+        "(( 'a[$(git push)]' ))",
+        "printf -v 'a[$(git push)]' x",
+        "x='a[$(git push)]'; echo $((x))",
+        "a=(); a['$(git push)']=1",
+        "x='$(git push)'; echo ${x@P}",
+        "PS4='$(git push)'; set -x; :",
+        "env 'BASH_FUNC_ls%%=() { git push; }' bash -c ls",
+        "echo ${x:=`git push`}",
+        "git -c core.fsmonitor='git push' status",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.st GIT_CONFIG_VALUE_0='!git push' git st",
+        "git config --global alias.x push",
+        "hash -p /tmp/bin/git g; g push",
+        "rm [-]rf victim",
+        "git pus[h] origin",
+        "busybox env git push",
+        "npx git push",
+        "npm exec -- git push",
+    ],
+)
+def test_syntax_that_hides_what_runs_is_asked_about(command: str) -> None:
+    assert judged(DENY_PUSH, command) in ("deny", "maybe deny"), simple_commands(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "npm test --script-shell=./evil.sh",
+        "npm test > 2",
+        "npm test >| 2",
+        "npm test &> 1",
+        "git status --porcelain",
+    ],
+)
+def test_an_allow_rule_without_a_star_covers_its_words_and_no_more(command: str) -> None:
+    assert judged(NPM, command) == "none"
+    assert judged(rules(allow=["run_shell(npm test:*)"]), "npm test --watch=false") == "allow"
+
+
+def test_an_allow_rule_leaves_a_repository_s_git_programs_to_the_shell_policy(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(
+        ["git", "-C", str(tmp_path), "config", "filter.x.clean", "touch PWNED"], check=True
+    )
+    assert judged(NPM, "git status", tmp_path) == "none"
+
+
+def test_a_link_is_followed_as_the_container_follows_it(tmp_path: Path) -> None:
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "m").symlink_to("/workspace/migrations")
+    deny = rules(deny=["write_file(migrations/**)"])
+    for path in ("m/002.sql", "//workspace/migrations/002.sql"):
+        found = deny.match(Call("write_file", {"path": path}, tmp_path, "/workspace"))
+        assert found is not None and found.rule.action == "deny", path

@@ -23,6 +23,23 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from workers.permissions.bash_words import (
+    GIT_PROGRAM_KEYS,
+    GIT_UNKNOWN,
+    GIT_VALUED,
+    KEYWORDS,
+    MAX_DEPTH,
+    PLAIN,
+    PLAIN_EXPANSION,
+    REDEFINERS,
+    RISKY_PREFIXES,
+    RISKY_VARIABLES,
+    SHELLS,
+    SOURCES,
+    STREAMS,
+    UNDERSTOOD,
+    WRAPPERS,
+)
 from workers.tools.shell_policy import literal, parse
 
 
@@ -49,103 +66,11 @@ class Simple:
 OPAQUE = Simple((), whole=False)
 """A command nothing is known of (a line that does not parse, a shell reading stdin)."""
 
-# Wrappers that run the command after their own options, and the options that take a value.
-_WRAPPERS: dict[str, frozenset[str]] = {
-    "env": frozenset({"-u", "--unset", "-C", "--chdir"}),
-    "command": frozenset(),
-    "exec": frozenset({"-a"}),
-    "nice": frozenset({"-n", "--adjustment"}),
-    "nohup": frozenset(),
-    "setsid": frozenset(),
-    "stdbuf": frozenset({"-i", "-o", "-e"}),
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}),
-    "doas": frozenset({"-u", "-C"}),
-    "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "timeout": frozenset({"-k", "--kill-after", "-s", "--signal"}),
-    "coproc": frozenset(),
-    "xargs": frozenset(
-        {"-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s", "--delimiter"}
-    ),
-}
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"})
-_SOURCES = frozenset({"source", "."})
-_STREAMS = ("/dev/", "/proc/")
-# git's options before its subcommand that take a value, and those that change what a
-# subcommand does (an alias, a program to run): past them the subcommand is not known.
-_GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
-_GIT_UNKNOWN = ("-c", "--config-env", "--exec-path")
-_GIT_OWN = frozenset(
-    [
-        "add",
-        "am",
-        "apply",
-        "archive",
-        "bisect",
-        "blame",
-        "branch",
-        "cat-file",
-        "checkout",
-        "cherry-pick",
-        "clean",
-        "clone",
-        "commit",
-        "config",
-        "describe",
-        "diff",
-        "fetch",
-        "for-each-ref",
-        "format-patch",
-        "gc",
-        "grep",
-        "init",
-        "log",
-        "ls-files",
-        "merge",
-        "mv",
-        "notes",
-        "pull",
-        "push",
-        "rebase",
-        "remote",
-        "reset",
-        "restore",
-        "revert",
-        "rev-parse",
-        "rm",
-        "shortlog",
-        "show",
-        "stash",
-        "status",
-        "submodule",
-        "switch",
-        "tag",
-        "worktree",
-    ]
-)
-_MAX_DEPTH = 8
-# What a plain line (one an allow rule may cover) is made of.
-_PLAIN = {
-    "program",
-    "list",
-    "pipeline",
-    "command",
-    "command_name",
-    "word",
-    "string",
-    "string_content",
-    "raw_string",
-    "number",
-    "concatenation",
-    "redirected_statement",
-    "file_redirect",
-    "file_descriptor",
-}
-
 
 def simple_commands(command: str, depth: int = 0) -> list[Simple]:
     """Every simple command in `command`, and what each runs; [OPAQUE] when the line
     does not parse as bash would read it."""
-    if "\\\n" in command or depth > _MAX_DEPTH:  # bash joins the words the parser split
+    if "\\\n" in command or depth > MAX_DEPTH:  # bash joins the words the parser split
         return [OPAQUE]
     tree = parse(command)
     if tree.root_node.has_error:
@@ -168,12 +93,14 @@ def plain(command: str) -> bool:
 
 
 def _plain(node: Node) -> bool:
-    if node.is_named and node.type not in _PLAIN:
+    if node.is_named and node.type not in PLAIN:
         return False
-    if node.type == "file_redirect":
+    if node.type == "file_redirect":  # to /dev/null, or a copy of a descriptor (`2>&1`)
         target = node.child_by_field_name("destination")
         text = (target.text or b"").decode() if target is not None else ""
-        if not (text.isdigit() or text == "/dev/null" or text == "-"):
+        operators = {c.type for c in node.children if not c.is_named}
+        duplicates = operators <= {">&", "<&"} and (text.isdigit() or text == "-")
+        if not (duplicates or (text == "/dev/null" and operators <= {">", ">>", "&>", "2>"})):
             return False
     return all(_plain(child) for child in node.children)
 
@@ -181,18 +108,45 @@ def _plain(node: Node) -> bool:
 def _runs_another(simple: Simple) -> bool:
     name = simple.words[0].rsplit("/", 1)[-1] if simple.words else ""
     return (
-        name in _WRAPPERS
-        or name in _SHELLS
-        or name in _SOURCES
+        name in WRAPPERS
+        or name in SHELLS
+        or name in SOURCES
         or name in ("eval", "alias", "trap", "find", "builtin", "fc", "mapfile", "readarray")
     )
 
 
 def _walk(node: Node, found: list[Simple], depth: int) -> None:
+    if _unread(node):  # bash may run more here than the words say: nothing is ruled out
+        found.append(OPAQUE)
     if node.type == "command":
         found.extend(_looked_through(_words(node), depth))
     for child in node.children:
         _walk(child, found, depth)
+
+
+def _unread(node: Node) -> bool:
+    """Syntax whose running the words do not show: arithmetic (which runs `$(…)` in an
+    array subscript), arrays, declarations, parameter expansions beyond `${NAME}`
+    (`${x@P}`, `${x:=`…`}`), a literal that bash may evaluate later (`'a[$(…)]'`, an
+    exported function), an assignment to a variable that makes a program run another
+    (GIT_SSH_COMMAND, LD_PRELOAD, PS4), and anything the parser does not know."""
+    if not node.is_named:
+        return node.type == "((" or node.type == "$(("
+    text = (node.text or b"").decode("utf-8", errors="replace")
+    if node.type not in UNDERSTOOD:
+        return True
+    if node.type == "expansion":
+        return not PLAIN_EXPANSION.fullmatch(text)
+    if node.type in ("raw_string", "string_content", "word", "ansi_c_string"):
+        return "$(" in text or "`" in text or "BASH_FUNC_" in text
+    if node.type == "variable_assignment":
+        name = node.child_by_field_name("name")
+        return name is not None and _risky_variable((name.text or b"").decode())
+    return False
+
+
+def _risky_variable(name: str) -> bool:
+    return name.startswith(RISKY_PREFIXES) or name in RISKY_VARIABLES
 
 
 def _words(node: Node) -> Simple:
@@ -202,11 +156,22 @@ def _words(node: Node) -> Simple:
         return OPAQUE
     words: list[str] = []
     for part in [*parts, *node.children_by_field_name("argument")]:
-        value = literal(part)
+        value = _literal(part)
         if value is None:
             return Simple(tuple(words), whole=False)
         words.append(value)
     return Simple(tuple(words))
+
+
+def _literal(node: Node) -> str | None:
+    """The word as bash passes it, or None: also when a bracket glob is split over its
+    pieces (`[-]rf`), which bash matches against the folder's files."""
+    if node.type == "concatenation" and any(
+        c.type == "word" and ("[" in (c.text or b"").decode() or "]" in (c.text or b"").decode())
+        for c in node.children
+    ):
+        return None
+    return literal(node)
 
 
 def _looked_through(simple: Simple, depth: int) -> list[Simple]:
@@ -218,9 +183,11 @@ def _looked_through(simple: Simple, depth: int) -> list[Simple]:
     found = [simple]
     if name != words[0]:  # `/bin/rm` is `rm` to a deny rule
         found.append(Simple((name, *words[1:]), simple.whole, wraps=True))
-    if name in ("alias", "shopt") or (name in _SOURCES and not _reads_a_file(words[1:], simple)):
+    if (name in KEYWORDS and name not in ("time", "coproc")) or words[1:2] in (["{"], ["!"]):
+        return [*found, OPAQUE]
+    if name in REDEFINERS or (name in SOURCES and not _reads_a_file(words[1:], simple)):
         return [*found, OPAQUE]  # what runs next is not what is written
-    if name in _SHELLS:
+    if name in SHELLS:
         found += _shell(words[1:], simple, depth)
     elif name == "eval":
         found += simple_commands(" ".join(words[1:]), depth + 1) if simple.whole else [OPAQUE]
@@ -228,14 +195,16 @@ def _looked_through(simple: Simple, depth: int) -> list[Simple]:
         found += [s for inner in _find_runs(simple) for s in _looked_through(inner, depth + 1)]
     elif name == "git":
         found += _git(simple)
-    elif name in _WRAPPERS:
+    elif name in WRAPPERS:
         found += _wrapped(name, words[1:], simple, depth)
+    elif name in ("npm", "pnpm", "yarn") and words[1:2] in (["exec"], ["dlx"], ["x"]):
+        found += _wrapped("npx", words[2:], simple, depth)
     found += _quoted_lines(words[1:], depth)
     return found
 
 
 def _reads_a_file(args: list[str], simple: Simple) -> bool:
-    return bool(args) and simple.whole and not args[0].startswith(_STREAMS)
+    return bool(args) and simple.whole and not args[0].startswith(STREAMS)
 
 
 def _shell(args: list[str], simple: Simple, depth: int) -> list[Simple]:
@@ -250,20 +219,24 @@ def _shell(args: list[str], simple: Simple, depth: int) -> list[Simple]:
                 return simple_commands(rest[0], depth + 1)
             return [OPAQUE]
         if not arg.startswith(("-", "+")):
-            return [OPAQUE] if arg.startswith(_STREAMS) else []  # a script file
+            return [OPAQUE] if arg.startswith(STREAMS) else []  # a script file
     return [OPAQUE]  # commands from stdin
 
 
 def _wrapped(name: str, args: list[str], simple: Simple, depth: int) -> list[Simple]:
     if name == "env" and (split := _split_string(args)) is not None:
         return simple_commands(split, depth + 1) if simple.whole else [OPAQUE]
-    inner = _after_options(args, _WRAPPERS[name], name)
+    # a variable that makes a program run another (GIT_SSH_COMMAND): what runs is unknown
+    risky = (
+        [OPAQUE] if name == "env" and any(_risky_variable(a.split("=")[0]) for a in args) else []
+    )
+    inner = _after_options(args, WRAPPERS[name], name)
     if inner is None:  # its command is past what is known
         return [] if simple.whole else [OPAQUE]
     if not inner:
         return []
     whole = simple.whole and name != "xargs"  # xargs adds words read from stdin
-    return _looked_through(Simple(tuple(inner), whole), depth + 1)
+    return [*risky, *_looked_through(Simple(tuple(inner), whole), depth + 1)]
 
 
 def _split_string(args: list[str]) -> str | None:
@@ -316,15 +289,20 @@ def _git(simple: Simple) -> list[Simple]:
     """git with its options before the subcommand dropped: `git -C x push` is `git push`.
     Given `-c` (which can define an alias), a subcommand that is not one of git's own
     might be any: an alias never hides one of git's own commands."""
-    words, i, aliased = list(simple.words), 1, False
+    words, i, configured = list(simple.words), 1, False
     while i < len(words) and words[i].startswith("-"):
-        aliased = aliased or words[i].startswith(_GIT_UNKNOWN)
-        i += 2 if words[i] in _GIT_VALUED else 1
+        configured = configured or words[i].startswith(GIT_UNKNOWN)
+        i += 2 if words[i] in GIT_VALUED else 1
     if i > len(words):  # a valued option's value is past what is known
         return [Simple(("git",), whole=False, wraps=True)]
     found = [Simple(("git", *words[i:]), simple.whole, wraps=True)]
-    if aliased and (i >= len(words) or words[i] not in _GIT_OWN):
-        found.append(Simple(("git",), whole=False, wraps=True))
+    # `-c` can name a program git runs (core.fsmonitor, core.sshCommand) or an alias;
+    # `git config` can set one for later: what runs then is not in these words.
+    if configured or (
+        words[i : i + 1] == ["config"]
+        and any(w.startswith(GIT_PROGRAM_KEYS) for w in words[i + 1 :])
+    ):
+        found.append(OPAQUE)
     return found
 
 
@@ -333,7 +311,7 @@ def _quoted_lines(args: list[str], depth: int) -> list[Simple]:
     as may-bes (a message that only mentions a command is no command)."""
     found = []
     for arg in args:
-        if any(c in arg for c in " ;|&\n") and depth < _MAX_DEPTH:
+        if any(c in arg for c in " ;|&\n") and depth < MAX_DEPTH:
             for inner in simple_commands(arg, depth + 1):
                 if inner.words:
                     found.append(Simple(inner.words, inner.whole, wraps=True, guess=True))

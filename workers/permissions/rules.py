@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from workers.permissions.commands import Simple, plain, simple_commands
 from workers.tools.base import ToolError
+from workers.tools.git_programs import repository_programs
 from workers.tools.nearby import moved
 from workers.tools.search import glob_regex
 from workers.tools.workspace import resolve
@@ -169,12 +170,21 @@ class RuleSet:
         if call.tool == SHELL:  # a plain line, each command covered by one allow or another
             if not plain(str(call.arguments.get("command", ""))):
                 return None
+            if not call.container_root and _git_runs_programs(commands, call.workspace):
+                return None  # the shell policy's own reason to ask stands
             ran = [s for s in commands if not s.wraps]
             covering = [
                 next((r for r in allows if _allows(r, call, [s], paths)), None) for s in ran
             ]
             return Match(covering[0]) if ran and all(covering) and covering[0] else None
         return next((Match(r) for r in allows if _allows(r, call, commands, paths)), None)
+
+
+def _git_runs_programs(commands: list[Simple], workspace: Path) -> bool:
+    """A git command in a repository whose config names programs git runs on its own
+    (core.fsmonitor): on this machine it is asked about, whatever an allow rule says."""
+    ran_git = any(s.words[:1] == ("git",) for s in commands)
+    return ran_git and bool(repository_programs(os.path.realpath(workspace)))
 
 
 def _refusing_match(
@@ -221,7 +231,8 @@ def _command_matches(
 ) -> Literal["yes", "no", "maybe"]:
     """Whether the command is what the pattern names. For a deny or an ask, short
     options are read as bash's programs read them (`rm -fr` and `rm -r -f` are `rm
-    -rf`); an allow (`exact`) covers the words as written."""
+    -rf`); an allow (`exact`) covers the words as written, and only those unless the
+    pattern ends in `:*` (an option can write a file or run a program)."""
     text = " ".join(simple.words)
     if _GLOB.search(pattern.removesuffix(":*")):
         if fnmatch.fnmatchcase(text, pattern):
@@ -243,6 +254,8 @@ def _command_matches(
             if not simple.whole and name == has and rest[: len(has_rest)] == has_rest
             else "no"
         )
+    if exact and not pattern.endswith(":*"):  # an allow covers these words, no more
+        return "yes" if known == wanted else "no"
     if known[: len(wanted)] == wanted:
         return "yes"
     if not simple.whole and wanted[: len(known)] == known:
@@ -280,7 +293,7 @@ def _paths(call: Call) -> list[str]:
     raw = str(call.arguments.get("path", ".")).strip() or "."
     root = call.container_root
     if root and raw.startswith("/"):  # the container's view of the same files
-        normal = posixpath.normpath(raw)
+        normal = "/" + posixpath.normpath(raw).lstrip("/")
         if normal == root or normal.startswith(root + "/"):
             raw = normal[len(root) :].lstrip("/") or "."
     workspace = Path(os.path.realpath(call.workspace))
@@ -288,6 +301,8 @@ def _paths(call: Call) -> list[str]:
     if written.startswith(str(workspace).rstrip("/") + "/"):
         written = written[len(str(workspace)) :].lstrip("/")
     found = [written]
+    if root:  # links are followed as the container follows them: `/workspace/…` is here
+        found.append(_followed_in_container(workspace, written, root) or "")
     try:
         real = resolve(workspace, raw)
         found.append(os.path.relpath(real, workspace))
@@ -297,6 +312,39 @@ def _paths(call: Call) -> list[str]:
     except ToolError:
         pass
     return list(dict.fromkeys(found))
+
+
+def _followed_in_container(workspace: Path, rel: str, root: str) -> str | None:
+    """`rel` with its links followed as a container that mounts the workspace at `root`
+    follows them; None where they lead out of it (the tool refuses that) or go round."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                return None
+            done.pop()
+            continue
+        here = workspace.joinpath(*done, part)
+        if not here.is_symlink():
+            done.append(part)
+            continue
+        hops += 1
+        target = os.readlink(here)
+        if hops > 40:
+            return None
+        if target.startswith("/"):
+            inside = "/" + posixpath.normpath(target).lstrip("/")
+            if inside != root and not inside.startswith(root + "/"):
+                return None
+            done, parts = [], [*inside[len(root) :].split("/"), *parts]
+        else:
+            parts = [*target.split("/"), *parts]
+    return "/".join(done) or "."
 
 
 def _path_matches(pattern: str, path: str) -> bool:

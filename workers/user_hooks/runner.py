@@ -20,7 +20,7 @@ from workers import host_programs
 from workers.user_hooks.config import Hook
 
 MAX_OUTPUT_BYTES = 64 * 1024
-IN_SANDBOX_TEXT = 16 * 1024  # per text of the JSON given to a hook in a sandbox
+IN_SANDBOX_TEXT = 8 * 1024  # characters per text of the JSON a hook in a sandbox gets
 BLOCK = 2  # Claude Code's exit code for "block", and for "tell the agent" after a tool
 _JSON_END = "GAFFER_HOOK_JSON_END"
 
@@ -138,7 +138,8 @@ def in_sandbox_script(hook: Hook, payload: dict[str, Any]) -> str:
     capped = _capped(payload)
     if capped != payload:
         capped["truncated"] = True
-    return f"{{ {hook.command}\n}} <<'{_JSON_END}'\n{json.dumps(capped)}\n{_JSON_END}"
+    text = json.dumps(capped, ensure_ascii=False)  # UTF-8 as it is: a sixth of \uXXXX
+    return f"{{ {hook.command}\n}} <<'{_JSON_END}'\n{text}\n{_JSON_END}"
 
 
 def _capped(value: Any) -> Any:
