@@ -319,7 +319,7 @@ def test_quoting_and_expansion_do_not_get_past_the_host_allowlist(
     )
     assert done.returncode == 3, "answered, but its commands were denied: " + done.stderr
     denied = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
-    assert len(denied) == len(bypasses) and all(d.startswith("denied:") for d in denied)
+    assert len(denied) == len(bypasses) and all(d.startswith("not run:") for d in denied)
     assert (outside / "secret.txt").read_text() == SECRET
 
 

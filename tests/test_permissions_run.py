@@ -50,7 +50,7 @@ def test_a_deny_rule_stops_a_command_in_a_worker_s_container(ws: Path) -> None:
         "clean up",
         replies=[shell_reply("touch made.txt && rm -rf keep.txt"), Reply(text="done")],
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # answered, a call denied
     assert (ws / "keep.txt").exists() and not (ws / "made.txt").exists(), "nothing of it ran"
     assert told(server) == f"not run: denied by rule deny run_shell(rm -rf:*) in {config}"
     tested = gaffer(ws, "rules", "test", "touch made.txt && rm -rf keep.txt")
@@ -73,7 +73,7 @@ def test_a_deny_rule_stops_a_command_on_the_host_whatever_yes_says(workspace: Pa
         "publish",
         replies=[shell_reply("git -C . push origin main"), Reply(text="done")],
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # answered, a call denied
     assert told(server) == f"not run: denied by rule deny run_shell(git push) in {config}"
     tested = gaffer(workspace, "rules", "test", "--yes", "git -C . push origin main")
     assert "on this machine (dispatcher, explorer, hostcoder, supervisor): refused" in tested.stdout
@@ -93,7 +93,7 @@ def test_an_ask_in_a_pipe_is_a_deny_that_says_what_would_let_it_run(workspace: P
         "make a file",
         replies=[shell_reply("touch made.txt"), Reply(text="done")],
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # answered, a call denied
     assert not (workspace / "made.txt").exists()
     assert told(server) == (
         f"not run: it asks first (rule ask run_shell(touch) in {config}) and there is no "
@@ -157,7 +157,7 @@ def test_ask_edits_asks_at_the_terminal_with_the_diff(workspace: Path) -> None:
         assert (workspace / "app.py").read_text() == "x = 1\n", "the no held"
         terminal.answer("y")
         code, _ = terminal.finish()
-    assert code == 0
+    assert code == 3  # answered, a call denied
     assert (workspace / "app.py").read_text() == "x = 3\n"
     assert told(server, 1) == "not run: the user said no (--mode ask-edits asks before every edit)"
 

@@ -57,9 +57,11 @@ UNDERSTOOD = {
     "negated_command", "file_redirect", "file_descriptor", "heredoc_redirect",
     "heredoc_start", "heredoc_body", "heredoc_content", "heredoc_end", "herestring_redirect",
     "variable_assignment", "comment", "test_command", "test_operator", "unary_expression",
-    "binary_expression", "ansi_c_string",
+    "binary_expression", "ansi_c_string", "declaration_command", "extglob_pattern",
+    "subscript",
 }  # fmt: skip
-PLAIN_EXPANSION = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+AT_OPERATOR = re.compile(r"@[A-Za-z]")  # ${x@P}, ${x@E}: transformations
+INDEX = re.compile(r"\[([^\]]*)\]")
 RISKY_PREFIXES = ("GIT_", "LD_", "BASH_", "DYLD_")
 RISKY_VARIABLES = frozenset(
     {"ENV", "PS1", "PS2", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "PAGER", "EDITOR",

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from workers.permissions.bash_words import (
+    AT_OPERATOR,
     GIT_PROGRAM_KEYS,
     GIT_UNKNOWN,
     GIT_VALUED,
+    INDEX,
     KEYWORDS,
     MAX_DEPTH,
     PLAIN,
-    PLAIN_EXPANSION,
     REDEFINERS,
     RISKY_PREFIXES,
     RISKY_VARIABLES,
@@ -136,13 +137,28 @@ def _unread(node: Node) -> bool:
     if node.type not in UNDERSTOOD:
         return True
     if node.type == "expansion":
-        return not PLAIN_EXPANSION.fullmatch(text)
+        return not _harmless_expansion(text)
+    if node.type == "subscript":  # an index bash evaluates as arithmetic, outside ${a[@]}
+        return (
+            node.parent is None
+            or node.parent.type != "expansion"
+            or not _harmless_expansion((node.parent.text or b"").decode("utf-8", errors="replace"))
+        )
     if node.type in ("raw_string", "string_content", "word", "ansi_c_string"):
         return "$(" in text or "`" in text or "BASH_FUNC_" in text
     if node.type == "variable_assignment":
         name = node.child_by_field_name("name")
         return name is not None and _risky_variable((name.text or b"").decode())
     return False
+
+
+def _harmless_expansion(text: str) -> bool:
+    """`${NAME}`, `${NAME:-word}`, `${arr[@]}`, `${#NAME}`…: nothing in it runs. Not a
+    command inside (which the parser may not see), an indirection (`${!ref}`), a
+    transformation (`${x@P}` expands a prompt), or an index bash evaluates."""
+    if "`" in text or "$(" in text or text.startswith("${!") or AT_OPERATOR.search(text):
+        return False
+    return all(index in ("@", "*") or index.isdigit() for index in INDEX.findall(text))
 
 
 def _risky_variable(name: str) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from workers.facts import Facts
 from workers.guard_hooks import Guard, PendingCall
 from workers.log.events import Emitter
 from workers.log.schema import PermissionAsked
@@ -270,4 +271,7 @@ class PermissionGuard(Guard):
         refusal = self.permissions.decide(self.actor, call.name, call.arguments, self.events)
         if refusal is None:
             return None
-        return ToolResult(output=refusal, summary=refusal, is_error=True)
+        # a held-back call is a denied one in the run's outcome (supervisor/run_end.py)
+        command = call.arguments.get("command") if call.name == SHELL else None
+        facts = Facts(command=str(command) if command is not None else None, denied=True)
+        return ToolResult(output=refusal, summary="denied", is_error=True, facts=facts)
