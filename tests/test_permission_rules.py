@@ -379,3 +379,15 @@ def test_a_link_is_followed_as_the_container_follows_it(tmp_path: Path) -> None:
     for path in ("m/002.sql", "//workspace/migrations/002.sql"):
         found = deny.match(Call("write_file", {"path": path}, tmp_path, "/workspace"))
         assert found is not None and found.rule.action == "deny", path
+
+
+@pytest.mark.parametrize("command", ["find . [-]delete", "sort [-]o out.txt a.txt", "ls [-]la"])
+def test_a_host_command_with_a_split_bracket_glob_is_asked_about(
+    command: str, tmp_path: Path
+) -> None:
+    """The read-only allowlist reads `[-]delete` as a name; given a file `-delete`, which a
+    worker's container can make in the workspace, bash passes find the option."""
+    verdict = Permissions(RuleSet()).verdict(
+        actor(tmp_path, in_container=False), "run_shell", {"command": command}
+    )
+    assert verdict.action == "ask" and "bracket glob" in verdict.why

@@ -182,12 +182,25 @@ def _words(node: Node) -> Simple:
 def _literal(node: Node) -> str | None:
     """The word as bash passes it, or None: also when a bracket glob is split over its
     pieces (`[-]rf`), which bash matches against the folder's files."""
-    if node.type == "concatenation" and any(
+    return None if _split_glob(node) else literal(node)
+
+
+def _split_glob(node: Node) -> bool:
+    return node.type == "concatenation" and any(
         c.type == "word" and ("[" in (c.text or b"").decode() or "]" in (c.text or b"").decode())
         for c in node.children
-    ):
-        return None
-    return literal(node)
+    )
+
+
+def split_bracket_glob(command: str) -> bool:
+    """Whether a word of the line is a bracket glob the parser split into pieces
+    (`[-]delete`): bash expands it against the folder's files, so it may become an
+    option no reading of the words shows."""
+
+    def found(node: Node) -> bool:
+        return _split_glob(node) or any(found(child) for child in node.children)
+
+    return found(parse(command).root_node)
 
 
 def _looked_through(simple: Simple, depth: int) -> list[Simple]:
