@@ -236,3 +236,24 @@ def test_a_file_the_rules_keep_back_is_never_attached_for_the_agent(workspace: P
     )
     assert done.returncode in (0, 3), done.stderr
     assert "TOPSECRET" not in json.dumps(server.requests)
+
+
+def test_a_call_the_rules_hold_back_is_a_permission_denial_in_the_json(workspace: Path) -> None:
+    add_host_coder(workspace)
+    user_config(workspace, DENY)
+    done, _ = gaffer_replying(
+        workspace,
+        "run",
+        "--profile",
+        "hostcoder",
+        "--output-format",
+        "json",
+        "--no-verify",
+        "publish",
+        replies=[shell_reply("git push origin main"), Reply(text="not pushed")],
+    )
+    result = json.loads(done.stdout)
+    assert (done.returncode, result["exit_code"], result["status"]) == (3, 3, "incomplete")
+    [denial] = result["permission_denials"]
+    assert denial["tool_name"] == "run_shell"
+    assert denial["tool_input"] == {"command": "git push origin main"}
