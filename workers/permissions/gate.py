@@ -14,6 +14,7 @@ which agent asks; with no terminal it is a deny that says what would let the cal
 from __future__ import annotations
 
 import difflib
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from workers.facts import Facts
 from workers.guard_hooks import Guard, PendingCall
 from workers.log.events import Emitter
 from workers.log.schema import PermissionAsked
-from workers.permissions.commands import split_bracket_glob
+from workers.permissions.commands import plain, split_bracket_glob
 from workers.permissions.modes import EDITS, Mode
 from workers.permissions.rules import SHELL, Call, Match, RuleSet
 from workers.tools import shell_policy
@@ -158,15 +159,14 @@ class Permissions:
             allowance = Allowance(False, "it has a bracket glob bash may expand to an option")
         if allowance.allowed:
             return Verdict("allow", "")
-        first = " ".join(command.split()[:2])
         return Verdict(
             "ask",
             allowance.reason,
             unasked=(
                 "run at a terminal to be asked, or use --mode auto"
                 if actor.in_container
-                else f"pass --yes or --mode full-auto, or allow it in your config: "
-                f'[permissions] allow = ["run_shell({first})"]'
+                else "pass --yes or --mode full-auto, or allow it in your config: "
+                f"[permissions] allow = [{json.dumps(_allow_rule(command))}]"
             ),
         )
 
@@ -247,6 +247,14 @@ class Permissions:
             f"b/{path}",
         )
         return "".join(lines)
+
+
+def _allow_rule(command: str) -> str:
+    """The allow rule that would let this command run: itself, when an allow rule can
+    cover it as written, else its first words and any after them."""
+    if plain(command) and len(command) <= 80:
+        return f"run_shell({command})"
+    return f"run_shell({' '.join(command.split()[:2])}:*)"
 
 
 def _what(tool: str, arguments: dict[str, Any]) -> str:
