@@ -20,7 +20,7 @@ MODES = ("ask-edits", "plan", "auto", "full-auto")
 @click.group(invoke_without_command=True)
 @click.pass_context
 def rules(ctx: click.Context) -> None:
-    """The permission rules and mode a run here uses, and where each rule came from."""
+    """The permission rules, hooks and mode a run here uses, and where each came from."""
     if ctx.invoked_subcommand is not None:
         return
     config, notices, _ = _loaded(None)
@@ -32,6 +32,8 @@ def rules(ctx: click.Context) -> None:
     for action in ("deny", "ask", "allow"):
         for rule in rule_set.of(action):
             echo(f"{action:<6} {one_line(rule.text)}  ({one_line(rule.source)})")
+    for hook in config.hook_set().hooks:  # what runs beside the rules, and from where
+        echo(f"hook   {hook.moment}: {one_line(hook.command)}  ({one_line(hook.source)})")
     for line in notices:
         echo(f"not applied: {line}")
 

@@ -162,7 +162,10 @@ def test_a_workspace_s_hook_runs_only_once_trusted(workspace: Path) -> None:
     assert "skipped config .gaffer/config.toml (not trusted" in done.stderr
     review = gaffer(workspace, "trust")
     assert f"session_end hook: touch {planted}" in review.stdout
+    assert "hook   session_end" not in gaffer(workspace, "rules").stdout, "not before trust"
     trust_workspace(workspace)
+    listed = gaffer(workspace, "rules").stdout
+    assert f"hook   session_end: touch {planted}  (.gaffer/config.toml)" in listed
     done, _ = gaffer_replying(workspace, "run", "--no-verify", "hi", replies=[Reply(text="hello")])
     assert done.returncode == 0, done.stderr
     assert planted.exists()
