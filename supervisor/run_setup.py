@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -45,6 +45,9 @@ from workers.model import (
 from workers.permissions.gate import Asker, Permissions
 from workers.sandbox import SandboxUnavailable
 from workers.tools import BUILTIN_TOOLS
+
+if TYPE_CHECKING:
+    from workers.assembly.build import AgentRules
 
 
 def set_up(
@@ -145,10 +148,9 @@ def set_up(
         profiles = load_profiles(search_path(), tools, workspace_trust.sources("profile"))
     except ProfileError as error:
         abandon(str(error))
-    rules = dataclasses.replace(config.agent_rules(), workers_at_once=at_once)
+    rules = run_rules(config, local, at_once)
     if local is not None:
         profiles = on_local(profiles, top, local)
-        rules = dataclasses.replace(rules, file_blocks=local.file_blocks)  # the workers' way
     cluster = None
     if config.cluster:
         try:
@@ -270,6 +272,17 @@ def default_top(on_local_model: bool) -> str:
     list_dir calls, no worker, two of three answers wrong); given only `delegate`, it
     splits the job and answers from the workers' reports."""
     return "dispatcher" if on_local_model else "supervisor"
+
+
+def run_rules(
+    config: settings.Settings, local: settings.Settings | None, at_once: int
+) -> AgentRules:
+    """The run's rules. Under --workers-local the workers' way of writing is the local
+    model's, while the top keeps its own answer (it joins no reports)."""
+    rules = dataclasses.replace(config.agent_rules(), workers_at_once=at_once)
+    if local is None:
+        return rules
+    return dataclasses.replace(rules, file_blocks=local.file_blocks)
 
 
 def workers_at_once(config: settings.Settings, use_local: bool) -> int:

@@ -221,6 +221,9 @@ class Settings(BaseModel):
             file_blocks=self.file_blocks,
             context_window=self.context_window,
             test_runners=tuple(self.test_runners),
+            # A small model (file blocks) shown its workers' answers writes them out
+            # again, adding files none of them read; theirs are checked only with the gate.
+            joins_reports=self.file_blocks and self.verify,
         )
 
     def logs_in(self, workspace: Path) -> Path:

@@ -41,6 +41,28 @@ def test_code_is_no_runaway_and_a_loop_is_found_where_it_begins() -> None:
     assert runaway(HEAD + PHRASE * (MIN_RUN_CHARS // len(PHRASE) - 1)) is None
 
 
+SURVEY_LINES = [
+    "- `workers/loop.py`: Contains the code for the loop, which is used to run the agents.",
+    "- `workers/agent.py`: Contains the code for the agent, which is used to run the agents.",
+    "- `workers/agent_view.py`: Contains the code for the agent view, for the aids.",
+]
+
+
+def test_an_answer_going_round_the_same_lines_is_ended_after_one_copy() -> None:
+    """What the bundled model's demo answer did until its 768-token cap."""
+    head = "From what I found:\n- `bench`: the benchmarks.\n"
+    looping = head + "\n".join(SURVEY_LINES * 2 + SURVEY_LINES[:1]) + "\n"
+    loop = runaway(looping)
+    assert loop is not None and loop.repeats == 2
+    assert looping[: loop.keep] == head + "\n".join(SURVEY_LINES) + "\n"
+    assert runaway(looping.rstrip("\n")) is None, "a line still coming is not judged"
+    assert runaway(head + "\n".join(SURVEY_LINES * 2) + "\n") is None, "twice may be a recap"
+    fenced = "```python\n" + "\n".join(SURVEY_LINES * 3) + "\n"
+    assert runaway(fenced) is None, "inside a code block like lines are the program's"
+    rows = "grid:\n" + "    [0, 0, 0, 0, 0, 0, 0, 0, 0],\n" * 9
+    assert runaway(rows) is None, "rows of a grid are one short line over again"
+
+
 @pytest.mark.parametrize("responses", [False, True])
 def test_a_reply_that_loops_on_one_phrase_is_ended_well_before_its_end(responses: bool) -> None:
     shown: list[str] = []

@@ -99,7 +99,9 @@ def run_session(
             profiles=load_profiles([builtin_dir(), extra], tools),
             tools=tools,
             make_model=lambda *_: model,
-            rules=AgentRules(verify=verify, file_blocks=file_blocks),
+            rules=AgentRules(
+                verify=verify, file_blocks=file_blocks, joins_reports=file_blocks and verify
+            ),
             **plan,
         ),
     )

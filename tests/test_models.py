@@ -7,6 +7,7 @@ from pathlib import Path
 
 from supervisor import settings
 from supervisor.models import model_factory, on_local
+from supervisor.run_setup import run_rules
 from tests.helpers import gaffer
 from workers.assembly.profiles import builtin_dir, load_profiles
 from workers.model import Endpoint
@@ -70,3 +71,14 @@ def test_workers_local_needs_an_endpoint_for_the_top_agent(workspace: Path) -> N
         "gaffer: --workers-local keeps the top agent on your endpoint: set OPENAI_BASE_URL "
         "or OPENAI_API_KEY"
     )
+
+
+def test_with_workers_local_a_remote_top_writes_its_own_answer() -> None:
+    """The workers write the local model's way; the top, on the run's endpoint, does not
+    hand back its workers' answers joined, as the bundled model's top does."""
+    remote = run_rules(RUN, LOCAL, at_once=1)
+    assert remote.file_blocks and not remote.joins_reports
+    small_top = run_rules(LOCAL, None, at_once=1)
+    assert small_top.file_blocks and small_top.joins_reports
+    unchecked = run_rules(LOCAL.model_copy(update={"verify": False}), None, at_once=1)
+    assert not unchecked.joins_reports, "a join leans on each worker's gate"

@@ -60,6 +60,11 @@ class AgentRules:
     workers_at_once: int = 4
     """Readers that may work at once (what the server serves at once, on the bundled
     model): a question's parts go to no more workers than this (workers/aids/task_parts.py)."""
+    joins_reports: bool = False
+    """An agent that looks through workers gives their answers, joined, as its own: the
+    run's top model is a small one, which shown their answers writes them out again
+    (workers/aids/joined_reports.py). Not `file_blocks`: with `--workers-local` that is
+    the workers' way, and a remote top writes its own answer."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +166,7 @@ def build_agent(
         workspace=setting.workspace,
         user_task=setting.user_task,
         at_once=rules.workers_at_once,
-        # A small model (file blocks) shown its workers' answers writes them out again,
-        # adding files none of them read; their answers are checked only with the gate.
-        joins_reports=rules.file_blocks and rules.verify,
+        joins_reports=rules.joins_reports,
     )
     edits = EditGuard(
         setting.workspace,

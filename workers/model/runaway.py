@@ -1,4 +1,10 @@
-"""Runaway repetition in a streamed reply, found where it begins so the stream can end there."""
+"""Runaway repetition in a streamed reply, found where it begins so the stream can end there.
+
+Two kinds: a stretch of characters repeated back to back many times (a phrase a small
+model cannot stop writing), and, outside a code block, a block of whole lines written
+twice and begun a third time (a survey answer going round the same three files until
+the output cap; code's like lines are inside a fence, or far shorter).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,11 @@ MAX_UNIT_CHARS = 200
 # How much new text comes in between two looks: each look compares one slice per unit
 # length, so looking at every streamed piece would cost more than the reply.
 LOOK_EVERY_CHARS = 32
+# A block of whole lines written again back to back: at most this many lines, at least
+# this many characters (a line or two of prose; a grid row or a closing brace is less).
+MAX_UNIT_LINES = 8
+MIN_LINE_UNIT_CHARS = 100
+FENCE = "```"
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,10 @@ class Runaway:
 def runaway(text: str) -> Runaway | None:
     """The repetition `text` ends in, when it is a runaway one (the shortest unit that
     repeats); None when it ends in none."""
+    return _phrase_loop(text) or _line_loop(text)
+
+
+def _phrase_loop(text: str) -> Runaway | None:
     size = len(text)
     if size < MIN_RUN_CHARS:
         return None
@@ -53,6 +68,37 @@ def runaway(text: str) -> Runaway | None:
             keep=start + unit, unit=text[start : start + unit], repeats=(size - start) // unit
         )
     return None
+
+
+def _line_loop(text: str) -> Runaway | None:
+    """A block of whole lines, outside a code block, written twice back to back and its
+    first line a third time: the model is going round, and each copy costs seconds."""
+    if text.count(FENCE) % 2:
+        return None  # inside a code block, where like lines are the program's
+    lines = text.split("\n")[:-1]  # the last line may still be coming
+    for count in range(1, MAX_UNIT_LINES + 1):
+        if len(lines) < 2 * count + 1:
+            return None
+        unit = lines[-2 * count - 1 : -count - 1]
+        if unit != lines[-count - 1 : -1] or lines[-1] != unit[0] or _periodic(unit):
+            continue
+        said = "\n".join(unit) + "\n"
+        if len(said) < MIN_LINE_UNIT_CHARS:
+            continue
+        start = len(lines) - 2 * count - 1  # where the first copy begins, going further back
+        while start >= count and lines[start - count : start] == unit:
+            start -= count
+        keep = len("\n".join(lines[: start + count])) + 1
+        return Runaway(keep=keep, unit=said, repeats=(len(lines) - start) // count)
+    return None
+
+
+def _periodic(unit: list[str]) -> bool:
+    """The block is a shorter block over again (nine like rows of a grid are one row)."""
+    return any(
+        len(unit) % period == 0 and unit == unit[:period] * (len(unit) // period)
+        for period in range(1, len(unit))
+    )
 
 
 class Watch:
