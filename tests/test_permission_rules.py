@@ -385,9 +385,15 @@ def test_a_link_is_followed_as_the_container_follows_it(tmp_path: Path) -> None:
 def test_a_host_command_with_a_split_bracket_glob_is_asked_about(
     command: str, tmp_path: Path
 ) -> None:
-    """The read-only allowlist reads `[-]delete` as a name; given a file `-delete`, which a
-    worker's container can make in the workspace, bash passes find the option."""
+    """Given a file `-delete`, which a worker's container can make in the workspace, bash
+    passes find the option: neither the read-only allowlist nor an allow rule for the
+    program covers the glob."""
     verdict = Permissions(RuleSet()).verdict(
         actor(tmp_path, in_container=False), "run_shell", {"command": command}
     )
-    assert verdict.action == "ask" and "bracket glob" in verdict.why
+    assert verdict.action == "ask" and "glob" in verdict.why
+    allowed = rules(allow=[f"run_shell({command.split()[0]}:*)"])
+    verdict = Permissions(allowed).verdict(
+        actor(tmp_path, in_container=False), "run_shell", {"command": command}
+    )
+    assert verdict.action == "ask" and "glob" in verdict.why, verdict

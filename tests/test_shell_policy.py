@@ -34,6 +34,8 @@ ALLOWED = [
     "grep -e '/etc' -r src",
     "cd src && ls",
     "cat <<'EOF'\n`not run` $HOME\nEOF",
+    "grep -n 'a[b]' a.py",
+    'ls "["x"]" a\\[1] || echo [',
 ]
 DENIED = [
     ("rm -rf build", "`rm` is not on the read-only allowlist"),
@@ -89,6 +91,12 @@ DENIED = [
     ("sort -u -o F x", "sort -o"),
     ("ls *.py", "glob"),
     ("cat {a,b}.py", "glob"),
+    # A bracket glob the parser splits into pieces: bash matches it to a file named
+    # `-delete` (which a worker's container can make) and hands find the option.
+    ("find . [-]delete", "glob"),
+    ("sort [-]o out.txt a.txt", "glob"),
+    ("ls [-]la", "glob"),
+    ("ls [' ']x", "glob"),
     ("cat ~/.ssh/id_rsa", "glob"),
     # Reading outside the workspace, /proc included.
     ("cat /proc/$PPID/environ", "expansion"),

@@ -345,10 +345,22 @@ def literal(node: Node) -> str | None:
             unquoted = "".join(_text(c) for c in node.children if c.type == "word")
             if "{" in unquoted and _BRACES.match(unquoted[unquoted.index("{") + 1 :]):
                 return None  # brace expansion split over several words: `{a,b}.py`
+            if _split_bracket_glob(node):
+                return None  # `[-]delete`: bash may match it to a file named `-delete`
             parts = [literal(child) for child in node.children]
             return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
         case _:
             return None
+
+
+def _split_bracket_glob(node: Node) -> bool:
+    """An unquoted `[` with an unquoted `]` after it, over a word the parser split into
+    pieces: a bracket glob, whatever is quoted between them (`[' ']` matches a space)."""
+    unquoted = "".join(
+        re.sub(r"\\.", "", _text(c)) if c.type in ("word", "number") else " " for c in node.children
+    )
+    opened = unquoted.find("[")
+    return opened >= 0 and "]" in unquoted[opened + 1 :]
 
 
 def _unescape_word(text: str) -> str | None:
