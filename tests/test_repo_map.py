@@ -141,6 +141,30 @@ def test_the_file_that_defines_what_the_task_names_ranks_first(workspace: Path) 
     assert by_path[0] == "util7.py"
 
 
+def test_a_task_in_prose_leads_to_the_files_made_of_its_words(workspace: Path) -> None:
+    """No identifier in "which file draws the progress bar": its words lead to the file
+    that defines `ProgressBar`, to `loop.py` by its name, and "json" among many lexers."""
+    for n in range(12):
+        (workspace / f"util{n}.py").write_text(f"def helper{n}():\n    return {n}\n")
+    (workspace / "termui.py").write_text("class ProgressBar:\n    pass\n")
+    (workspace / "agents").mkdir()
+    (workspace / "agents" / "loop.py").write_text("def run():\n    pass\n")
+    lexers = workspace / "lexers"
+    lexers.mkdir()
+    for n, name in enumerate(("Yaml", "Toml", "Ini", "Json", "Xml", "Css")):
+        (lexers / f"data{n}.py").write_text(f"class {name}Lexer:\n    pass\n")
+    found = build(workspace)
+
+    def first(task: str) -> str:
+        return ranked_files(found, task)[0][0]
+
+    assert first("Which file draws the progress bar?") == "termui.py"
+    assert first("Where does the agent loop live?") == "agents/loop.py"
+    assert first("Which file defines the lexer for JSON?") == "lexers/data3.py"
+    shown = rendered(found, "Which file defines the lexers for JSON?", max_chars=300)
+    assert "JsonLexer" in shown
+
+
 def test_the_map_fits_the_room_it_is_given(workspace: Path) -> None:
     for n in range(200):
         (workspace / f"mod{n}.py").write_text(

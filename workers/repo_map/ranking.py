@@ -5,10 +5,17 @@ Ranked as aider ranks its repo map: a graph of files, an edge from each file to 
 that define the names it uses, and PageRank over it, personalized toward what the task
 names (a file's path or name, an identifier). Names the task mentions weigh more, names
 defined all over (`get`, `run`) and private ones less.
+
+A task in prose names no identifier: "which file draws the progress bar", "where the
+agent loop lives". So, as aider matches the task's words against a path's parts, a task
+word also leads to the files whose folders, name or defined names are made of it
+(`workers/loop.py`, `ProgressBar`, `wait_exponential`), each word weighing less the more
+files it leads to, so "lexer" among a hundred lexers counts little beside "json".
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -21,6 +28,10 @@ from workers.repo_map.symbols import Symbol
 from workers.tools.base import CHARS_PER_TOKEN
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+"""The words a name is made of: `ProgressBar`, `wait_exponential`, `HTTPServer`."""
+_SUFFIXES = ("ing", "ed", "es", "s")
+MIN_STEM = 4
 _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
 MENTIONED_WEIGHT = 10.0
 """How much more a name the task mentions counts, as an edge and as a definition."""
@@ -29,6 +40,11 @@ COMMON_AT = 5
 edge (unless the task names it)."""
 ROUNDS = 30
 DAMPING = 0.85
+NAME_PIECE_SHARE = 0.3
+"""A task word in a defined name leads less than one in the path: a file is about what
+its path says, and names a word in passing."""
+TOPIC_WEIGHT = 3.0
+"""How much more a definition made of the task's words counts in its file's share."""
 MAP_SHARE = 1 / 10
 """Of the model's window, what the map in the system prompt may take."""
 MAX_MAP_TOKENS = 2048
@@ -96,14 +112,67 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
             for target in targets:
                 if target != path:
                     edges[path][target] += _weight(name, words) * math.sqrt(count)
-    wanted = {
+    wanted: dict[str, float] = {
         path: 1.0
         for path in repo.files
         if path in paths
         or PurePosixPath(path).name in paths
         or _defines_mentioned(repo, path, words)
     }
+    for path, weight in _topical(repo, words).items():
+        wanted[path] = wanted.get(path, 0.0) + weight
     return _pagerank(list(repo.files), edges, wanted)
+
+
+def stem(word: str) -> str:
+    """A word in lower case without its plural or verb ending ("sandboxed" → sandbox,
+    "lexers" → lexer), the same for the task's words and a name's pieces."""
+    word = word.lower()
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
+            return word[: -len(suffix)]
+    return word
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def pieces(name: str) -> frozenset[str]:
+    """The stemmed words a path part or a name is made of, of three letters or more."""
+    return frozenset(stem(piece) for piece in _PIECE.findall(name) if len(piece) >= 3)
+
+
+def _topical(repo: RepoMap, words: set[str]) -> dict[str, float]:
+    """Files whose path or defined names are made of the task's words: for each, the sum
+    over the words it has of one over the number of files that have that word."""
+    topics = {stem(word) for word in words}
+    if not topics:
+        return {}
+    made_of: dict[str, frozenset[str]] = {}
+
+    def words_of(names: list[str]) -> set[str]:
+        have: set[str] = set()
+        for name in names:
+            if name not in made_of:  # a stem is a piece's start: most names have none
+                low = name.lower()
+                hit = any(topic in low for topic in topics)
+                made_of[name] = pieces(name) & topics if hit else frozenset()
+            have |= made_of[name]
+        return have
+
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    for path, symbols in repo.files.items():
+        in_path = words_of(list(PurePosixPath(path).with_suffix("").parts))
+        in_names = words_of([s.name.rpartition(".")[2] for s in symbols.definitions])
+        if in_path or in_names:
+            found[path] = (in_path, in_names - in_path)
+    files_with: dict[str, int] = defaultdict(int)
+    for in_path, in_names in found.values():
+        for word in in_path | in_names:
+            files_with[word] += 1
+    return {
+        path: sum(1 / files_with[w] for w in in_path)
+        + NAME_PIECE_SHARE * sum(1 / files_with[w] for w in in_names)
+        for path, (in_path, in_names) in found.items()
+    }
 
 
 def _weight(name: str, mentioned: set[str]) -> float:
@@ -147,11 +216,12 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     mentions, less for a method or a private name) until the room is spent, and shown
     by file in rank order, each file's in line order."""
     words, _ = mentions(task)
+    topics = {stem(word) for word in words}
     files = ranked_files(repo, task)
     order = {path: place for place, (path, _) in enumerate(files)}
     scored = sorted(
         (
-            (-rank * _symbol_weight(symbol, words), order[path], symbol.line, path, symbol)
+            (-rank * _symbol_weight(symbol, words, topics), order[path], symbol.line, path, symbol)
             for path, rank in files
             for symbol in repo.files[path].definitions
         ),
@@ -174,9 +244,11 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     return "\n".join([HEADER, *blocks])
 
 
-def _symbol_weight(symbol: Symbol, words: set[str]) -> float:
+def _symbol_weight(symbol: Symbol, words: set[str], topics: set[str]) -> float:
     short = symbol.name.rpartition(".")[2]
     weight = MENTIONED_WEIGHT if short in words or symbol.name in words else 1.0
+    if any(topic in short.lower() for topic in topics) and pieces(short) & topics:
+        weight *= TOPIC_WEIGHT
     if "." in symbol.name or symbol.kind == "method":
         weight *= 0.3
     if short.startswith("_"):
