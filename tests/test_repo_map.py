@@ -165,6 +165,23 @@ def test_a_task_in_prose_leads_to_the_files_made_of_its_words(workspace: Path) -
     assert "JsonLexer" in shown
 
 
+def test_each_numbered_question_gets_its_share_of_the_map(workspace: Path) -> None:
+    """One question with many words must not crowd out the others, nor one big file
+    every other: the files next in rank show their best names first."""
+    big = "".join(f"def render_part_{n}():\n    pass\n" for n in range(40))
+    (workspace / "render.py").write_text(big)
+    (workspace / "retry.py").write_text("class Retrying:\n    pass\n")
+    for n in range(30):
+        (workspace / f"mod{n}.py").write_text(f"def other_{n}():\n    pass\n")
+    task = (
+        "1. Which file renders the parts, the render parts and every rendered part?\n"
+        "2. Which file retries?"
+    )
+    shown = rendered(build(workspace), task, max_chars=600)
+    assert "`render.py`" in shown and "`retry.py`" in shown and "class Retrying" in shown
+    assert shown.count("render_part_") < 20, "not every name of one file first"
+
+
 def test_the_map_fits_the_room_it_is_given(workspace: Path) -> None:
     for n in range(200):
         (workspace / f"mod{n}.py").write_text(

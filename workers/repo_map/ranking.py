@@ -33,6 +33,7 @@ _PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 MIN_STEM = 4
 _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
+_NUMBERED = re.compile(r"^\s*\d{1,2}[.)]\s+(.+)$", re.MULTILINE)
 MENTIONED_WEIGHT = 10.0
 """How much more a name the task mentions counts, as an edge and as a definition."""
 COMMON_AT = 5
@@ -45,6 +46,9 @@ NAME_PIECE_SHARE = 0.3
 its path says, and names a word in passing."""
 TOPIC_WEIGHT = 3.0
 """How much more a definition made of the task's words counts in its file's share."""
+FURTHER_SYMBOL = 0.7
+"""Each further definition of a file counts this much less than the one before: the
+files next in rank show their best before one file shows its every name."""
 MAP_SHARE = 1 / 10
 """Of the model's window, what the map in the system prompt may take."""
 MAX_MAP_TOKENS = 2048
@@ -98,7 +102,7 @@ def mentions(task: str) -> tuple[set[str], set[str]]:
 
 def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
     """Every mapped file with its rank, highest first."""
-    words, paths = mentions(task)
+    words, _ = mentions(task)
     defined: dict[str, set[str]] = defaultdict(set)
     for path, found in repo.files.items():
         for symbol in found.definitions:
@@ -112,6 +116,25 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
             for target in targets:
                 if target != path:
                     edges[path][target] += _weight(name, words) * math.sqrt(count)
+    wanted: dict[str, float] = defaultdict(float)
+    for asked in (task, *questions(task)):  # each question its equal share, and the whole
+        share = _wanted(repo, *mentions(asked))
+        total = sum(share.values())
+        for path, weight in share.items():
+            wanted[path] += weight / total
+    return _pagerank(list(repo.files), edges, wanted)
+
+
+def questions(task: str) -> list[str]:
+    """The numbered items of a task that has two or more (the way task_parts hands a
+    question's parts out); [] otherwise."""
+    items = [match.group(1) for match in _NUMBERED.finditer(task)]
+    return items if len(items) >= 2 else []
+
+
+def _wanted(repo: RepoMap, words: set[str], paths: set[str]) -> dict[str, float]:
+    """What one question leads to: the files it names, or whose definitions it names,
+    then those made of its words."""
     wanted: dict[str, float] = {
         path: 1.0
         for path in repo.files
@@ -121,13 +144,15 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
     }
     for path, weight in _topical(repo, words).items():
         wanted[path] = wanted.get(path, 0.0) + weight
-    return _pagerank(list(repo.files), edges, wanted)
+    return wanted
 
 
 def stem(word: str) -> str:
     """A word in lower case without its plural or verb ending ("sandboxed" → sandbox,
     "lexers" → lexer), the same for the task's words and a name's pieces."""
     word = word.lower()
+    if word.endswith("ies") and len(word) > MIN_STEM:
+        return word[:-3] + "y"  # "retries" → retry, as "retrying" is
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
             return word[: -len(suffix)]
@@ -219,14 +244,17 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     topics = {stem(word) for word in words}
     files = ranked_files(repo, task)
     order = {path: place for place, (path, _) in enumerate(files)}
-    scored = sorted(
-        (
-            (-rank * _symbol_weight(symbol, words, topics), order[path], symbol.line, path, symbol)
-            for path, rank in files
-            for symbol in repo.files[path].definitions
-        ),
-        key=lambda item: item[:3],
-    )
+    scored = []
+    for path, rank in files:
+        weighed = sorted(
+            ((_symbol_weight(s, words, topics), s) for s in repo.files[path].definitions),
+            key=lambda pair: (-pair[0], pair[1].line),
+        )
+        scored += [
+            (-rank * weight * FURTHER_SYMBOL**place, order[path], symbol.line, path, symbol)
+            for place, (weight, symbol) in enumerate(weighed)
+        ]
+    scored.sort(key=lambda item: item[:3])
     chosen: dict[str, list[Symbol]] = {}
     used = len(HEADER) + 1
     for *_, path, symbol in scored:
