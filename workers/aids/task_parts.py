@@ -39,13 +39,14 @@ _CLAUSES = re.compile(
 # Each reader sees its part, and the whole task only as where the part comes from.
 PART = (
     "{part}\n\nThis is one part of a larger task, and other workers have the others: "
-    "answer only this part, in a sentence or two, naming the files and folders that show "
-    "it. The whole task was: {task}"
+    "answer only this part, in at most a sentence or two and in the form the whole task "
+    "asks for, naming the files and folders that show it. The whole task was: {task}"
 )
 PARTS = (
     "{parts}\n\nThese are parts of a larger task, and other workers may have others: "
-    "answer each of these, numbered as here, in a sentence or two each, naming the files "
-    "and folders that show it. The whole task was: {task}"
+    "answer each of these, numbered as here, each in at most a sentence or two and in the "
+    "form the whole task asks for, naming the files and folders that show it. The whole "
+    "task was: {task}"
 )
 TOLD = (
     "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
