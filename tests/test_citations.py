@@ -4,19 +4,20 @@ what is still unsupported when the send-backs are spent is marked so."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.helpers import make_agent, run_script
 from workers.guard_hooks import PendingCall
-from workers.guards.citations import Citations
+from workers.guards.citations import UNSUPPORTED, Citations
 from workers.guards.named_code import written_as_code
 from workers.guards.verification import Gate
 from workers.hooks import ATTACHED
 from workers.log.events import Emitter, Recorder
 from workers.loop import run_agent
-from workers.model import Message, ToolCall
+from workers.model import Message, ModelError, ToolCall
 from workers.model.scripted import ScriptedModel, call, say
-from workers.outcome import Finished
+from workers.outcome import Finished, LimitHit
 from workers.repo_map.index import build
 from workers.repo_map.ranking import mentions
 from workers.repo_map.tool import find_symbol_tool
@@ -231,6 +232,33 @@ def test_a_reader_whose_claims_are_checked_is_asked_for_a_call_first(workspace: 
     assert result.outcome == Finished("`BoundLogger` is in stdlib.py.")
     assert model.required == [True, False]
     assert [v["action"] for v in recorder.of("verification")] == ["accepted"]
+
+
+def test_a_reader_out_of_time_after_a_send_back_gives_that_answer_marked(
+    workspace: Path,
+) -> None:
+    """What the bench's click survey lost: ten answers, one of them a file that is not
+    there, sent back; the worker's time ran out before it answered again, and its report
+    was "gave no answer". The answer it had stands, its unsupported claim said beside."""
+    package(workspace)
+    recorder = Recorder()
+    answer = "1. BoundLogger: stdlib.py\n2. ConsoleRenderer: renderers.py"
+
+    def time_runs_out(_: list[Message]) -> object:
+        agent.budget.deadline = 0.0
+        raise ModelError("timeout", "the request timed out")
+
+    model = ScriptedModel(
+        [call("read_file", path="stdlib.py"), say(answer), time_runs_out]  # type: ignore[list-item]
+    )
+    gate = reader_gate(workspace, recorder)
+    agent = make_agent(workspace, model, recorder, gate=gate, look_first=True, calls_first=True)
+    agent.budget.deadline = time.monotonic() + 600
+    result = run_agent(agent, shown_stdlib())
+    outcome = result.outcome
+    assert isinstance(outcome, LimitHit) and outcome.limit == "time"
+    assert outcome.answer.startswith(answer + "\n\n" + UNSUPPORTED)
+    assert "renderers.py" in outcome.answer.split(UNSUPPORTED)[1]
 
 
 def test_one_rule_says_what_a_word_written_as_code_is() -> None:

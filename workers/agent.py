@@ -88,6 +88,9 @@ class AgentResult:
     answer_alone: str | None = None
     """The answer as the agent gave it, before gaffer's verdict was said beside it (a
     script's `result`; the verdict has fields of its own)."""
+    sent_back: str | None = None
+    """Its last answer the gate sent back: what it had, should its time run out before
+    it answers again."""
 
 
 def tell(agent: Agent, messages: list[Message], content: str, *, source: str) -> None:

@@ -115,6 +115,7 @@ def run_agent(
         result.outcome = Failed(f"{type(error).__name__}: {error}")
         crash = traceback.format_exc(limit=8)
     calls.answer_unanswered(messages, reason_of(result.outcome))
+    result.outcome = _with_sent_back(agent, result)
     if agent.changes is not None:
         result.changes = record_change_set(agent.changes, agent.events)
         result.ignored_changes = agent.changes.ignored
@@ -303,6 +304,7 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
         return False
     answer = Answer(text, result.facts, looked(result.messages))
     if (send_back := agent.guards.on_answer(answer)) is not None:
+        result.sent_back = text
         tell(agent, result.messages, send_back.message, source="verification")
         return send_back.wants_call
     return Finished(_stamped(agent, text, result))
@@ -374,6 +376,22 @@ def _unfenced(text: str) -> str:
     if body.count("```") % 2 == 1:
         body = body.rsplit("```", 1)[0].rstrip()
     return body
+
+
+def _with_sent_back(agent: Agent, result: AgentResult) -> Outcome:
+    """A reader out of time or steps before it answered again gives the answer the gate
+    sent back, its unsupported claims said beside it: one wrong file among ten right
+    ones loses the one, not the ten. Only a reader whose claims are checked
+    (`calls_first`): an editor's answer speaks for a change the run's check judges."""
+    outcome = result.outcome
+    if (
+        isinstance(outcome, LimitHit)
+        and not outcome.answer.strip()
+        and result.sent_back
+        and agent.calls_first
+    ):
+        return dataclasses.replace(outcome, answer=_stamped(agent, result.sent_back, result))
+    return outcome
 
 
 def _answer_of(outcome: Outcome) -> str:
