@@ -234,6 +234,22 @@ def test_a_reader_whose_claims_are_checked_is_asked_for_a_call_first(workspace: 
     assert [v["action"] for v in recorder.of("verification")] == ["accepted"]
 
 
+def test_an_answer_said_again_word_for_word_goes_on_marked_not_back_again(
+    workspace: Path,
+) -> None:
+    """The bench's click worker named a file that is not there, was sent back, looked,
+    and said the same answer: a second send-back got it a third time, and its time ran
+    out. Said again, it goes on, the claim marked."""
+    package(workspace)
+    answer = "BoundLogger is in stdlib.py and ConsoleRenderer is in renderers.py."
+    script = [call("read_file", path="stdlib.py"), say(answer), call("list_dir"), say(answer)]
+    outcome, model, recorder = run_reader(workspace, script, sends=2)
+    assert outcome.answer.startswith(answer + "\n\n" + UNSUPPORTED)
+    assert "it puts ConsoleRenderer in renderers.py; the map has it in dev.py" in outcome.answer
+    assert len(told(model)) == 1 and model.remaining == 0
+    assert [v["action"] for v in recorder.of("verification")] == ["sent_back", "accepted"]
+
+
 def test_a_reader_out_of_time_after_a_send_back_gives_that_answer_marked(
     workspace: Path,
 ) -> None:

@@ -205,6 +205,8 @@ class Gate(Guard):
     """The last send-back asked for a tool call (a test run, a look at the code): the
     agent's next reply must be one, or a small model repeats its answer word for word."""
     _asked_for_change: bool = field(default=False, init=False)
+    _unsupported_answer: str = field(default="", init=False)
+    """The reader's answer last sent back for its claims."""
     _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
 
     def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
@@ -238,9 +240,11 @@ class Gate(Guard):
         if (
             verdict is None
             and self.sent_back < self.max_send_backs
+            and not self._said_again(answer)
             and (problem := self._unsupported(self._looked(facts, looked), answer))
         ):
             self._sent_back_unsupported(problem)
+            self._unsupported_answer = answer.strip()
             # An agent that looks through workers mends a wrong name from the reports it
             # has; requiring a call would send a whole new round of workers.
             self.wants_call = not (self.through_workers and looked is not False)
@@ -280,6 +284,12 @@ class Gate(Guard):
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
             "your answer."
         )
+
+    def _said_again(self, answer: str) -> bool:
+        """A reader's answer word for word the one sent back for its claims: a second
+        send-back would get it a third time (a small model cannot mend what it cannot
+        find), so it goes on with those claims marked."""
+        return self.citations is not None and answer.strip() == self._unsupported_answer
 
     def _sent_back_unsupported(self, reason: str) -> None:
         self.sent_back += 1
