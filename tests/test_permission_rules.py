@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.permissions.commands import simple_commands
+from workers.permissions.commands import plain, simple_commands
 from workers.permissions.gate import Actor, Permissions
 from workers.permissions.rules import Call, RuleError, RuleFiles, RuleSet, parse_rule
 
@@ -379,6 +379,22 @@ def test_a_link_is_followed_as_the_container_follows_it(tmp_path: Path) -> None:
     for path in ("m/002.sql", "//workspace/migrations/002.sql"):
         found = deny.match(Call("write_file", {"path": path}, tmp_path, "/workspace"))
         assert found is not None and found.rule.action == "deny", path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo ok \\\r\nrm -rf .",  # bash: `echo ok \<CR>`, then `rm -rf .`
+        "echo ok 2>/dev/null rm -rf .",
+        'cat <<E"O"F\nEOF\nrm -rf .\nE"O"F',
+    ],
+)
+def test_a_line_bash_reads_otherwise_than_its_tree_is_no_plain_line(command: str) -> None:
+    """An allow rule covers a plain line, a deny rule what the tree shows: a line whose
+    words bash reads otherwise is neither, and a deny rule for rm is unsure of it."""
+    assert not plain(command)
+    assert judged(rules(allow=["run_shell(echo:*)", "run_shell(cat:*)"]), command) != "allow"
+    assert judged(rules(deny=["run_shell(rm:*)"]), command) == "maybe deny"
 
 
 @pytest.mark.parametrize("command", ["find . [-]delete", "sort [-]o out.txt a.txt", "ls [-]la"])

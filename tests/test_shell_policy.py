@@ -36,6 +36,8 @@ ALLOWED = [
     "cat <<'EOF'\n`not run` $HOME\nEOF",
     "grep -n 'a[b]' a.py",
     'ls "["x"]" a\\[1] || echo [',
+    "cat <<-EOF\n\thi\n\tEOF",
+    "find . -name x 2>/dev/null | head",
 ]
 DENIED = [
     ("rm -rf build", "`rm` is not on the read-only allowlist"),
@@ -97,6 +99,16 @@ DENIED = [
     ("sort [-]o out.txt a.txt", "glob"),
     ("ls [-]la", "glob"),
     ("ls [' ']x", "glob"),
+    # Found by an attacker review: lines bash reads otherwise than the grammar does.
+    ("find . 2>/dev/null -delete", "words after a redirection's target"),
+    ("cat 2>/dev/null ~/.ssh/id_rsa /etc/passwd", "words after a redirection's target"),
+    ("echo ok \\\r\nrm -rf .", "U+000D"),
+    ("find . -name x\r# -o -delete", "U+000D"),
+    ("find . -name x\x0b# -o -delete", "U+000B"),
+    ("find . -name x\u00a0-delete", "U+00A0"),
+    ('cat <<E"O"F\nEOF\nrm -rf .\nE"O"F', "here-document whose end line"),
+    ("find . [\\x-]delete", "is one word to bash"),
+    ("find . -name {x\\},-o,-delete}", "glob"),
     ("cat ~/.ssh/id_rsa", "glob"),
     # Reading outside the workspace, /proc included.
     ("cat /proc/$PPID/environ", "expansion"),

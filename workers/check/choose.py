@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from workers.guards.test_runs import is_test_file, is_test_run
-from workers.tools.shell_policy import parse
+from workers.tools.bash_reading import parse
 
 Source = Literal["flag", "config", "task", "project"]
 SOURCE_WORDS = {

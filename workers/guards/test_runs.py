@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Tree
 
-from workers.tools.shell_policy import literal, parse
+from workers.tools.bash_reading import literal, parse
 
 # Programs that run a project's tests by themselves.
 RUNNERS = frozenset({"pytest", "py.test", "tox", "nox"})

@@ -41,7 +41,7 @@ from workers.permissions.bash_words import (
     UNDERSTOOD,
     WRAPPERS,
 )
-from workers.tools.shell_policy import literal, parse
+from workers.tools.bash_reading import literal, misread, parse
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ OPAQUE = Simple((), whole=False)
 def simple_commands(command: str, depth: int = 0) -> list[Simple]:
     """Every simple command in `command`, and what each runs; [OPAQUE] when the line
     does not parse as bash would read it."""
-    if "\\\n" in command or depth > MAX_DEPTH:  # bash joins the words the parser split
+    if depth > MAX_DEPTH or misread(command):  # bash reads it otherwise than its tree
         return [OPAQUE]
     tree = parse(command)
     if tree.root_node.has_error:
@@ -84,7 +84,7 @@ def simple_commands(command: str, depth: int = 0) -> list[Simple]:
 def plain(command: str) -> bool:
     """Only commands and their literal words (redirections to /dev/null or another
     descriptor aside): nothing runs but what the words name."""
-    if "\\\n" in command:
+    if misread(command):
         return False
     tree = parse(command)
     if tree.root_node.has_error or not _plain(tree.root_node):
@@ -172,35 +172,11 @@ def _words(node: Node) -> Simple:
         return OPAQUE
     words: list[str] = []
     for part in [*parts, *node.children_by_field_name("argument")]:
-        value = _literal(part)
+        value = literal(part)  # None for a glob, split over pieces too (`[-]rf`)
         if value is None:
             return Simple(tuple(words), whole=False)
         words.append(value)
     return Simple(tuple(words))
-
-
-def _literal(node: Node) -> str | None:
-    """The word as bash passes it, or None: also when a bracket glob is split over its
-    pieces (`[-]rf`), which bash matches against the folder's files."""
-    return None if _split_glob(node) else literal(node)
-
-
-def _split_glob(node: Node) -> bool:
-    return node.type == "concatenation" and any(
-        c.type == "word" and ("[" in (c.text or b"").decode() or "]" in (c.text or b"").decode())
-        for c in node.children
-    )
-
-
-def split_bracket_glob(command: str) -> bool:
-    """Whether a word of the line is a bracket glob the parser split into pieces
-    (`[-]delete`): bash expands it against the folder's files, so it may become an
-    option no reading of the words shows."""
-
-    def found(node: Node) -> bool:
-        return _split_glob(node) or any(found(child) for child in node.children)
-
-    return found(parse(command).root_node)
 
 
 def _looked_through(simple: Simple, depth: int) -> list[Simple]:

@@ -25,12 +25,11 @@ from workers.facts import Facts
 from workers.guard_hooks import Guard, PendingCall
 from workers.log.events import Emitter
 from workers.log.schema import PermissionAsked
-from workers.permissions.commands import plain, split_bracket_glob
+from workers.permissions.commands import plain
 from workers.permissions.modes import EDITS, Mode
 from workers.permissions.rules import SHELL, Call, Match, RuleSet
 from workers.tools import shell_policy
 from workers.tools.base import Approver, ToolResult
-from workers.tools.shell_policy import Allowance
 from workers.tools.workspace import read_confined
 
 PREVIEW_BYTES = 4 * 1024 * 1024
@@ -153,10 +152,6 @@ class Permissions:
         if not actor.in_container and (self.yes or self.mode == "full-auto"):
             return Verdict("allow", "--yes" if self.yes else "--mode full-auto")
         allowance = shell_policy.check(command, actor.workspace)
-        if allowance.allowed and split_bracket_glob(command):
-            # The allowlist reads `[-]delete` as a name; bash, given a file `-delete`
-            # (which a worker's container can make), passes find the option.
-            allowance = Allowance(False, "it has a bracket glob bash may expand to an option")
         if allowance.allowed:
             return Verdict("allow", "")
         return Verdict(

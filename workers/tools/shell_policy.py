@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node
 
+from workers.tools.bash_reading import literal, misread, parse, text_of
 from workers.tools.git_programs import diff_programs_unsaid, repository_programs
 from workers.tools.shell_allowlist import (
     ALLOWLIST,
@@ -72,19 +71,7 @@ _STRUCTURE = {
     "comment",
 }
 _WRITING_REDIRECTS = {">", ">>", "&>", "&>>", ">|", "<>"}
-# What follows `{` in a brace expansion: a list or a range, then `}`.
-_BRACES = re.compile(r"[^}]*(,|\.\.)[^}]*\}")
 _HARMLESS_PATHS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin", "-"}
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Parser:
-    return Parser(Language(tree_sitter_bash.language()))
-
-
-def parse(command: str) -> Tree:
-    """The command's bash syntax tree (tree-sitter)."""
-    return _parser().parse(command.encode("utf-8"))
 
 
 @dataclass
@@ -100,8 +87,8 @@ def check(command: str, workspace: Path | None = None) -> Allowance:
     the current folder, where host commands run); else the reason to ask."""
     if not command.strip():
         return Allowance(False, "empty command")
-    if "\\\n" in command:
-        return Allowance(False, "it has a backslash-newline, which bash removes before it runs")
+    if why := misread(command):
+        return Allowance(False, why)
     root = os.path.realpath(workspace or Path.cwd())
     tree = parse(command)
     state = _Check(root, [root])
@@ -142,7 +129,7 @@ def _check_command(node: Node, state: _Check) -> str | None:
         value = literal(arg)
         if value is None:
             return (
-                f"an argument of `{name}` ({_text(arg)}) has an expansion, substitution or "
+                f"an argument of `{name}` ({text_of(arg)}) has an expansion, substitution or "
                 "glob, whose value cannot be judged before it runs"
             )
         args.append(value)
@@ -291,9 +278,9 @@ def _check_heredoc(node: Node) -> str | None:
     backticks there run commands, and the grammar does not parse them."""
     start = next((c for c in node.children if c.type == "heredoc_start"), None)
     body = next((c for c in node.children if c.type == "heredoc_body"), None)
-    if start is None or body is None or any(q in _text(start) for q in "'\"\\"):
+    if start is None or body is None or any(q in text_of(start) for q in "'\"\\"):
         return None
-    if any(active in _text(body) for active in "`$\\"):
+    if any(active in text_of(body) for active in "`$\\"):
         return "a here-document expands `$`, backticks and backslashes in its body before it runs"
     return None
 
@@ -326,64 +313,3 @@ def _outside(path: str, state: _Check) -> str | None:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def literal(node: Node) -> str | None:
-    """The word as bash passes it to the command, after quote removal; None when bash
-    would expand it (variables, substitutions, globs, braces, tilde) first."""
-    text = _text(node)
-    match node.type:
-        case "word" | "number":
-            return _unescape_word(text)
-        case "raw_string":
-            return text[1:-1]
-        case "string":
-            if any(c.is_named and c.type != "string_content" for c in node.children):
-                return None
-            return re.sub(r'\\([$`"\\\n])', r"\1", text[1:-1])
-        case "concatenation":
-            unquoted = "".join(_text(c) for c in node.children if c.type == "word")
-            if "{" in unquoted and _BRACES.match(unquoted[unquoted.index("{") + 1 :]):
-                return None  # brace expansion split over several words: `{a,b}.py`
-            if _split_bracket_glob(node):
-                return None  # `[-]delete`: bash may match it to a file named `-delete`
-            parts = [literal(child) for child in node.children]
-            return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
-        case _:
-            return None
-
-
-def _split_bracket_glob(node: Node) -> bool:
-    """An unquoted `[` with an unquoted `]` after it, over a word the parser split into
-    pieces: a bracket glob, whatever is quoted between them (`[' ']` matches a space)."""
-    unquoted = "".join(
-        re.sub(r"\\.", "", _text(c)) if c.type in ("word", "number") else " " for c in node.children
-    )
-    opened = unquoted.find("[")
-    return opened >= 0 and "]" in unquoted[opened + 1 :]
-
-
-def _unescape_word(text: str) -> str | None:
-    """An unquoted word with its backslashes removed; None where bash would expand it."""
-    out, i = [], 0
-    while i < len(text):
-        char = text[i]
-        if char == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-            continue
-        rest = text[i + 1 :]
-        if (
-            char in "*?$`"
-            or (char == "[" and "]" in rest)  # a bracket glob
-            or (char == "{" and _BRACES.match(rest))  # brace expansion; `{}` is literal
-            or (char == "~" and (i == 0 or text[i - 1] in "=:"))  # tilde expansion
-        ):
-            return None
-        out.append(char)
-        i += 1
-    return "".join(out)
-
-
-def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", errors="replace")
