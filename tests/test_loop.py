@@ -106,6 +106,22 @@ def test_step_limit_stops_with_a_wrap_up_turn(workspace: Path) -> None:
     assert recorder.of("agent_end")[0]["status"] == "limit"
 
 
+def test_the_wrap_up_restates_a_numbered_task_whole_and_asks_for_its_form(
+    workspace: Path,
+) -> None:
+    """Cut to 300 characters and told "in plain sentences", the bench's worker kept three
+    of its ten questions and answered in prose what the task asked as a numbered list."""
+    task = "Reply as a numbered list, one line per question.\n" + "\n".join(
+        f"{n}. Which file defines the thing number {n} of this survey?" for n in range(1, 11)
+    )
+    model = ScriptedModel([call("list_dir"), say("1. a.py")])
+    agent = make_agent(workspace, model, Recorder(), Limits(max_steps=2))
+    run_agent(agent, [{"role": "system", "content": "sys"}, {"role": "user", "content": task}])
+    wrap_up = str(model.seen[1][-1]["content"])
+    assert wrap_up.endswith("The task was: " + task), "every part, on its own line"
+    assert "in the form the task asks for" in wrap_up and "plain sentences" not in wrap_up
+
+
 def test_step_limit_when_the_model_ignores_the_wrap_up(workspace: Path) -> None:
     script = [call("list_dir", path="."), call("list_dir", path="./"), say("Listed the root.")]
     result, recorder, model = run_script(workspace, script, Limits(max_steps=2))
@@ -285,7 +301,9 @@ def test_copies_in_one_batch_do_not_count_as_repetition(workspace: Path) -> None
 def test_calls_past_the_cap_are_seen_by_the_repetition_guard(workspace: Path) -> None:
     """A reply of more calls than one may make: those past the cap are answered, not run,
     and still count as the agent's own (the same refusal, again and again, is a circle)."""
-    flood = calls(*(("find_files", {"pattern": f"f{n}*"}) for n in range(MAX_CALLS_PER_REPLY + 6)))
+    for n in range(MAX_CALLS_PER_REPLY + 6):
+        (workspace / f"f{n}.txt").write_text("")  # each search finds its file
+    flood = calls(*(("find_files", {"pattern": f"f{n}.*"}) for n in range(MAX_CALLS_PER_REPLY + 6)))
     result, recorder, _ = run_script(workspace, [flood, say("nothing there")])
     assert len(recorder.of("tool_call")) == MAX_CALLS_PER_REPLY, "the rest are answered, not run"
     nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
@@ -363,6 +381,25 @@ def test_a_reader_listing_the_same_folders_round_again_is_nudged_then_stopped(
     assert [m["role"] for m in model.seen[7][-2:]] == ["tool", "user"], "after the 7th call"
     assert isinstance(result.outcome, LimitHit) and result.outcome.limit == "repetition"
     assert result.outcome.answer == "a, b, c and d are empty."
+
+
+def test_a_reader_searching_word_by_word_and_finding_nothing_is_nudged(
+    workspace: Path,
+) -> None:
+    """The bench's click worker searched file names for "defin", "object", "hold",
+    "state"… thirteen times, finding nothing, until its step limit."""
+    (workspace / "core.py").write_text("class Context:\n    pass\n")
+    words = ("defin", "object", "hold", "state", "one")
+    script = [*(call("find_files", pattern=w) for w in words[:4]), say("1. core.py")]
+    result, recorder, model = run_script(workspace, script)
+    nudges = [r for r in recorder.of("user_message") if r["source"] == "repetition"]
+    assert len(nudges) == 1
+    assert "your last 4 searches found nothing" in nudges[0]["content"]
+    assert model.paused[-1], "its next reply is asked for with tools off"
+    assert result.outcome == Finished("1. core.py")
+    found = [call("find_files", pattern=w) for w in ("defin", "object", "hold", "core")]
+    _, recorder, _ = run_script(workspace, [*found, say("core.py")])
+    assert not [r for r in recorder.of("user_message") if r["source"] == "repetition"]
 
 
 def test_an_editor_may_read_again_what_it_read_before(workspace: Path) -> None:

@@ -43,18 +43,19 @@ UNREADABLE = (
 )
 WRAP_UP = (
     "Stop calling tools now. Using only the tool results above, write your final answer "
-    "to the task in plain sentences: what you found, with file paths, what you did, and "
-    "what is left undone. The task was: {task}"
+    "to the task in plain text, no tool call, in the form the task asks for: what you "
+    "found, with file paths, what you did, and what is left undone. The task was: {task}"
 )
 WRAP_UP_AGAIN = (
     "That was a tool call, and no more tools will run. Reply in plain sentences, no JSON: "
     "your final answer from what you already know."
 )
 ANSWER_NOW = (
-    "Tools are paused for this reply. Answer every part of the task now, in plain "
-    "sentences, from the tool results above and the workspace at a glance in your "
-    "instructions, naming the files and folders: {task}"
+    "Tools are paused for this reply. Answer every part of the task now, in plain text "
+    "and in the form the task asks for, from the tool results above and the workspace at "
+    "a glance in your instructions, naming the files and folders: {task}"
 )
+TASK_RESTATED = 1500
 TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
     "made before, or give your final answer in plain sentences."
@@ -336,8 +337,11 @@ def _wrap_up(
 
 
 def _task(messages: list[Message]) -> str:
-    """What the agent was asked, shortened: restated when it is asked to answer."""
-    return _short(first_task(messages), 300)
+    """What the agent was asked, restated when it is asked to answer: whole up to
+    TASK_RESTATED characters, its parts and the form it asks for with it (cut at 300, a
+    survey's ten questions kept three, and its "numbered list" none)."""
+    task = first_task(messages).strip()
+    return task if len(task) <= TASK_RESTATED else _short(task, TASK_RESTATED)
 
 
 def _short(text: str, limit: int) -> str:
@@ -379,18 +383,12 @@ def _unfenced(text: str) -> str:
 
 
 def _with_sent_back(agent: Agent, result: AgentResult) -> Outcome:
-    """A reader out of time or steps before it answered again gives the answer the gate
-    sent back, its unsupported claims said beside it: one wrong file among ten right
-    ones loses the one, not the ten. Only a reader whose claims are checked
-    (`calls_first`): an editor's answer speaks for a change the run's check judges."""
-    outcome = result.outcome
-    if (
-        isinstance(outcome, LimitHit)
-        and not outcome.answer.strip()
-        and result.sent_back
-        and agent.calls_first
-    ):
-        return dataclasses.replace(outcome, answer=_stamped(agent, result.sent_back, result))
+    """A checked reader (`calls_first`; not an editor, whose answer the check judges) out
+    of time or steps before it answered again gives the answer the gate sent back, its
+    unsupported claims said beside it: one wrong file of ten loses the one, not the ten."""
+    outcome, kept = result.outcome, result.sent_back
+    if isinstance(outcome, LimitHit) and not outcome.answer.strip() and agent.calls_first and kept:
+        return dataclasses.replace(outcome, answer=_stamped(agent, kept, result))
     return outcome
 
 

@@ -34,6 +34,13 @@ from workers.tools.base import ToolResult
 SEARCHES = {"grep": "pattern", "find_symbol": "name", "find_files": "pattern"}
 # A search that found nothing says so in these words (grep, find_symbol, find_files).
 _FOUND_NOTHING = re.compile(r"^(no matches|No definition of|no files match)", re.IGNORECASE)
+
+
+def found_nothing(tool: str, output: str) -> bool:
+    """A search (grep, find_files, find_symbol) that found nothing, by its tool's words."""
+    return tool in SEARCHES and bool(_FOUND_NOTHING.match(output.strip()))
+
+
 # A sentence that places a name in a file, and one that says a name is not there.
 _PLACES = re.compile(
     r"\b(defined|declared|implemented|located|lives?|found|is in|are in|comes? from)\b"
@@ -84,7 +91,7 @@ class Citations:
                 self.seen.add(self._relative(path))
             return
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
-            self.searched.append((query, bool(_FOUND_NOTHING.match(result.output.strip()))))
+            self.searched.append((query, found_nothing(call.name, result.output)))
         if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
             self.seen.update(named_paths(result.output, self.container_root))
         if call.name == "list_dir":

@@ -8,7 +8,8 @@ reply itself:
 - the same error result three times, whatever call produced it;
 - for an agent that edits nothing itself, three calls that each repeat an earlier one
   with the same result, in any order (a small model listing the same folders round and
-  round);
+  round), or four searches in a row that found nothing (a small model looking for the
+  task's words one by one as file names: "defin", "object", "hold", "state");
 - a reply word for word the one before it (a file written back as it is, with the same
   test run): the result in between taught the model nothing.
 The last four get one nudge naming the calls (the reply, for the last; that pattern is
@@ -25,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from workers.guard_hooks import Answer, Guard, ModelAsk, PendingCall
+from workers.guards.citations import found_nothing
 from workers.guards.replies import reply_digest
 from workers.limits import PAUSE_REPEAT_AT, REFUSE_REPEAT_AT, STOP_REPEAT_AT
 from workers.model import AssistantTurn, ToolCall
@@ -40,6 +42,8 @@ SAME_ERROR_AT = 3
 REPEATS_AT = 3
 """Calls that each repeat an earlier one, result and all, before a reader is nudged: it
 is reading nothing new (a reader changes nothing, so the result could not differ)."""
+EMPTY_SEARCHES_AT = 4
+"""Searches in a row that found nothing before a reader is nudged toward what it has."""
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 NUDGE = (
@@ -66,6 +70,8 @@ class Seen:
     is_error: bool
     shown: str
     """A line for the nudge: the call and the start of its result."""
+    empty: bool = False
+    """A search that found nothing."""
 
 
 class RepetitionGuard(Guard):
@@ -172,9 +178,10 @@ class RepetitionGuard(Guard):
             result=_masked(result.output),
             is_error=result.is_error,
             shown=f"- {call.name} {_short(call.arguments, 80)} → {_short(result.output, 100)}",
+            empty=found_nothing(call.name, result.output),
         )
         self._history.append(seen)
-        found = self._cycle() or self._same_error() or self._repeats()
+        found = self._cycle() or self._same_error() or self._repeats() or self._empty_searches()
         if found is None:
             return
         self._going_round(*found)
@@ -258,6 +265,19 @@ class RepetitionGuard(Guard):
         return (
             f"{len(repeats)} of your calls repeat earlier ones, with the same results:",
             [s.shown for s in repeats[-REPEATS_AT:]],
+        )
+
+    def _empty_searches(self) -> tuple[str, list[str]] | None:
+        recent = self._history[-EMPTY_SEARCHES_AT:]
+        if not self._reads_only or len(recent) < EMPTY_SEARCHES_AT:
+            return None
+        if not all(seen.empty for seen in recent):
+            return None
+        return (
+            f"your last {EMPTY_SEARCHES_AT} searches found nothing. The map in your "
+            "instructions names the files and what each defines; read the one that fits, "
+            "or answer from it:",
+            [s.shown for s in recent],
         )
 
 
