@@ -47,8 +47,8 @@ WRAP_UP = (
     "found, with file paths, what you did, and what is left undone. The task was: {task}"
 )
 WRAP_UP_AGAIN = (
-    "That was a tool call, and no more tools will run. Reply in plain sentences, no JSON: "
-    "your final answer from what you already know."
+    "That was a tool call, and no more tools will run. Reply in plain text, no JSON, in "
+    "the form the task asks for: your final answer from what you already know."
 )
 ANSWER_NOW = (
     "Tools are paused for this reply. Answer every part of the task now, in plain text "
@@ -58,7 +58,7 @@ ANSWER_NOW = (
 TASK_RESTATED = 1500
 TOOLS_BACK = (
     "That call was not run: tools were paused. They are back now. Make a call you have not "
-    "made before, or give your final answer in plain sentences."
+    "made before, or give your final answer in plain text, in the form the task asks for."
 )
 ASKED_AGAIN = UNREADABLE[: UNREADABLE.index("{")]
 # Replies the server could not read, in a row, before the agent ends: the same prompt

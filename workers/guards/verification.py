@@ -161,8 +161,8 @@ def _check_failure(check: CheckRun) -> str:
 
 
 EMPTY_ANSWER = (
-    "Your reply was empty. Write your final answer now, in plain sentences: what you "
-    "found, with the files that show it."
+    "Your reply was empty. Write your final answer now, in plain text and in the form the "
+    "task asks for: what you found, with the files that show it."
 )
 
 
