@@ -210,8 +210,9 @@ def survey_of(package: str, root: Path, asked: list[tuple[str, str]]) -> tuple[s
 def score(answer: str, expected: list[str], package: str = "") -> int:
     """Right answers: the first file path in item n of the numbered reply is the file of
     question n, written as its path in the package (`retry.py`, `asyncio/retry.py`),
-    with the package's folder or not. Only the first path counts, so a reply that lists
-    every file on every line scores nothing for it."""
+    with the package's folder or not, or as an absolute path ending in the package's
+    folder and that path (the workspace's own, `/tmp/…/click/core.py`). Only the first
+    path counts, so a reply that lists every file on every line scores nothing for it."""
     items: dict[int, str] = {}
     for match in re.finditer(r"^\W*(\d{1,2})[.):]\s*(.*)$", _without_opening(answer), re.M):
         items.setdefault(int(match.group(1)), match.group(2))
@@ -219,7 +220,8 @@ def score(answer: str, expected: list[str], package: str = "") -> int:
     for number, path in enumerate(expected, 1):
         found = _PATH.search(items.get(number, ""))
         named = found.group(0).removeprefix("./") if found else ""
-        right += named in (path, f"{package}/{path}")
+        absolute = bool(package) and named.startswith("/") and named.endswith(f"/{package}/{path}")
+        right += named in (path, f"{package}/{path}") or absolute
     return right
 
 

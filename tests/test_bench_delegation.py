@@ -33,6 +33,8 @@ def test_a_numbered_reply_is_scored_item_by_item() -> None:
     assert score("From what I found: 1. ./core.py\n- 2: pkg/termui.py", expected, "pkg") == 2
     every = "\n".join(f"{n}. termui.py core.py retry.py" for n in (1, 2, 3))
     assert score(every, expected) == 1, "only the first path of an item counts"
+    absolute = "1. `/tmp/tmpab12/pkg/core.py`\n2. /tmp/tmpab12/other/termui.py"
+    assert score(absolute, expected, "pkg") == 1, "the workspace's own absolute path"
 
 
 def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path: Path) -> None:
