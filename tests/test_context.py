@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -216,16 +217,8 @@ def test_a_batch_that_jumps_past_the_window_is_folded_before_the_next_call(works
     assert_pairs_intact(messages)
 
 
-def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
-    """Eight long results in one batch, each within its share, still overfill a small
-    window: masking keeps the latest turn whole, so the agent stops with a named reason."""
-    for i in range(8):
-        (workspace / f"f{i}.txt").write_text("line of text\n" * 400)
-    recorder = Recorder()
-    model = ScriptedModel(
-        [calls(*(("read_file", {"path": f"f{i}.txt"}) for i in range(8))), say("never")]
-    )
-    agent = Agent(
+def reader(workspace: Path, model: ScriptedModel, recorder: Recorder) -> Agent:
+    return Agent(
         model=model,
         tools=dict(BUILTIN_TOOLS),
         sandbox=HostSandbox(ToolContext(workspace)),
@@ -234,13 +227,45 @@ def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
         guards=Guards((ContextKeeper(window=4096),)),
         max_output_chars=result_chars(4096),
     )
+
+
+def test_a_batch_the_window_cannot_hold_shows_its_largest_results_as_not_shown(
+    workspace: Path,
+) -> None:
+    """Sixteen long results in one batch, each within its share, overfill a small window
+    together (the bench's explorer read 16 files in its first reply, and ended with no
+    answer): the largest are not shown, and it goes on to answer."""
+    for i in range(16):
+        (workspace / f"f{i}.txt").write_text("line of text\n" * 400)
+    recorder = Recorder()
+    reads = calls(*(("read_file", {"path": f"f{i}.txt"}) for i in range(16)))
+    reads = dataclasses.replace(reads, usage=Usage(100, 20))  # as an endpoint counts 400 chars
+    model = ScriptedModel([reads, say("done")])
     result = run_agent(
-        agent, [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+        reader(workspace, model, recorder),
+        [{"role": "system", "content": "s" * 398}, {"role": "user", "content": "go"}],
+    )
+    assert result.outcome.__class__.__name__ == "Finished"
+    shown = [str(m["content"]) for m in model.seen[1] if m["role"] == "tool"]
+    hidden = [c for c in shown if "not shown: with the other results of this reply" in c]
+    assert 0 < len(hidden) < 16, "the largest go, and only as many as must"
+    assert sum(len(str(m.get("content") or "")) for m in model.seen[1]) // 4 < 4096
+    assert_pairs_intact(model.seen[1])
+
+
+def test_a_prompt_the_window_cannot_hold_is_never_sent(workspace: Path) -> None:
+    """A task that alone is more than the window: the agent stops with a named reason."""
+    recorder = Recorder()
+    model = ScriptedModel([say("never")])
+    task = "read this: " + "word " * 20_000
+    result = run_agent(
+        reader(workspace, model, recorder),
+        [{"role": "system", "content": "s"}, {"role": "user", "content": task}],
     )
     assert result.outcome.__class__.__name__ == "LimitHit"
     assert result.outcome.limit == "context"  # type: ignore[union-attr]
     assert "4096-token window" in result.outcome.detail  # type: ignore[union-attr]
-    assert len(model.seen) == 1, "the oversize prompt reached the model"
+    assert not model.seen, "the oversize prompt reached the model"
     assert recorder.of("agent_end")[0]["reason"].startswith("context limit")
 
 

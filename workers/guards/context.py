@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from workers.facts import Facts
@@ -140,6 +140,12 @@ class ContextKeeper(Guard):
             )
         if self.projected(messages) >= PROMPT_MAX * self.window:
             mask(messages, 1)  # last resort: only the latest turn's results stay whole
+
+        def fits() -> bool:
+            return self.projected(messages) < PROMPT_MAX * self.window
+
+        if not fits():  # one batch of reads is more than the window: its largest go
+            mask_latest(messages, fits)
         tokens = self.projected(messages)
         if tokens >= PROMPT_MAX * self.window:
             return LimitHit(
@@ -275,6 +281,31 @@ def mask(messages: list[Message], keep_turns: int) -> int:
         message["content"] = (
             f"{STUB_PREFIX}{function['name']} {arguments} elided to save context: "
             f"{len(content)} characters; call it again if you need it]"
+        )
+        masked += 1
+    return masked
+
+
+def mask_latest(messages: list[Message], fits: Callable[[], bool]) -> int:
+    """Stub the latest turn's tool results, largest first, until `fits()`: a reply of a
+    dozen reads at once can fill a small window by itself (the bench's explorer read 16
+    files in its first reply and ended with no answer). Returns how many."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        return 0
+    calls = {c["id"]: c["function"] for c in messages[last].get("tool_calls") or []}
+    results = [m for m in messages[last + 1 :] if m["role"] == "tool"]
+    masked = 0
+    for message in sorted(results, key=lambda m: -len(m.get("content") or "")):
+        content = message.get("content") or ""
+        if fits() or len(content) < MASK_MIN_CHARS:
+            break
+        function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
+        arguments = " ".join(str(function.get("arguments", "")).split())[:120]
+        message["content"] = (
+            f"{STUB_PREFIX}{function['name']} {arguments} not shown: with the other results "
+            f"of this reply it is more than the window holds ({len(content)} characters); "
+            "call it again alone if you need it]"
         )
         masked += 1
     return masked
