@@ -177,6 +177,8 @@ def test_a_call_made_again_is_recognised_but_is_no_bad_reply() -> None:
     assert guard.observe(again, 3) == 1 and guard.vary() == 0
     assert guard.observe(AssistantTurn(text="x", finish_reason="length"), 4) is None
     assert guard.vary() == 1
+    # Tools paused, the bundled model at 9k tokens of context wrote nothing, twice.
+    assert guard.observe(AssistantTurn(text=" \n"), 5) is None and guard.vary() == 2
 
 
 def test_a_reply_that_is_nothing_but_a_looping_call_is_asked_for_again(workspace: Path) -> None:

@@ -1,5 +1,6 @@
 """No bad reply asked for again the same way: after one that was cut off, ran into a loop,
-could not be read, or that the run already had, the next call is sampled differently.
+could not be read, was empty, or that the run already had, the next call is sampled
+differently.
 
 A small model at near-greedy sampling answers the same prompt with the same reply, byte
 for byte: told its reply was cut off, or that its code does not parse, it sends the same
@@ -49,12 +50,13 @@ class ReplyGuard(Guard):
 
     def observe(self, turn: AssistantTurn, step: int) -> int | None:
         """A reply came: the step of an earlier reply it is the same as, or None. A reply
-        is bad when it was cut off or is one the run had already, with text in it (a
+        is bad when it was cut off, empty, or one the run had already with text in it (a
         call alone made again is the repetition guard's to judge)."""
         digest = reply_digest(turn)
         same_as = self._seen.get(digest)
         self._seen.setdefault(digest, step)
-        bad = turn.cut_off or (same_as is not None and bool(turn.text.strip()))
+        empty = not turn.text.strip() and not turn.tool_calls  # paused, it wrote nothing
+        bad = turn.cut_off or empty or (same_as is not None and bool(turn.text.strip()))
         self.in_a_row = self.in_a_row + 1 if bad else 0
         self._counted = bad
         return same_as
