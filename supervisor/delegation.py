@@ -1,10 +1,8 @@
 """Delegation: the `delegate` tool and the run's rules for it (which profiles, how deep,
-how many), and the identity each agent gets in the log.
-
-Profiles are resolved once per run into specs (workers/assembly/specs.py), agents are built from
-them in workers/assembly/build.py, and workers run under one lock in supervisor/scheduler.py.
-A worker's report to its caller is written by the harness (supervisor/reports.py),
-never by the worker's model.
+how many), and the identity each agent gets in the log. Profiles are resolved once per
+run into specs (workers/assembly/specs.py), agents built from them in
+workers/assembly/build.py, workers run under one lock in supervisor/scheduler.py; a
+worker's report is written by the harness (supervisor/reports.py), never its model.
 """
 
 from __future__ import annotations
@@ -27,14 +25,15 @@ from supervisor.reports import worker_report
 from supervisor.run_plan import RunPlan
 from supervisor.scheduler import Scheduler, Work, WorkerRun
 from workers.agent import Agent, AgentResult
+from workers.aids.task_parts import workers_share
 from workers.aids.task_rules import read_only_tests
-from workers.assembly.build import RunSetting, build_agent
+from workers.assembly.build import READ_TOOLS, RunSetting, build_agent
 from workers.assembly.specs import AgentSpec, resolve
 from workers.changes.snapshots import Store
 from workers.changes.worktrees import Worktree, make_worktree
 from workers.cluster.driver import RemoteCopy
 from workers.guards.named_code import about_the_code
-from workers.limits import Budget, worker_limits
+from workers.limits import WORKER_TIME_SHARE, Budget, worker_limits
 from workers.log.events import Emitter
 from workers.log.schema import Boundary, DelegateStart
 from workers.loop import run_agent
@@ -46,15 +45,13 @@ from workers.tools.base import Tool, ToolResult
 from workers.tools.describe import started_in, workspace_glance
 from workers.tools.memory import project_instructions
 
-Copy = Worktree | RemoteCopy
-"""The workspace as an isolated editor, or a worker on the cluster, sees it."""
+Copy = Worktree | RemoteCopy  # the workspace as an isolated editor or a cluster worker sees it
 
 MakeSandbox = Callable[
     [AgentSpec, str, "Copy | None", tuple[str, ...]], AbstractContextManager[Sandbox]
 ]
-"""(spec, agent_id, the worker's copy of the workspace or None, the files its container
-mounts read-only) -> a context that yields the sandbox and tears it down after
-(workers/placement.py)."""
+"""(spec, agent_id, the worker's copy or None, the files its container mounts read-only)
+-> a context that yields the sandbox and tears it down after (workers/placement.py)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,7 @@ class Caller:
     lineage: tuple[str, ...] = ()
     """Agent ids from the top down to this one: the workers of an agent that holds the
     workspace lock share a lock of their own (supervisor/scheduler.py)."""
+    worker_share: float = WORKER_TIME_SHARE  # of its time left, what its workers may use
 
 
 @dataclass
@@ -195,7 +193,9 @@ class Team:
             tools["use_skill"] = self.use_skill
         if spec.may_delegate and depth < self.plan.ceiling.max_depth:
             lineage = (*parent.lineage, parent.agent_id) if parent else ()
-            tools["delegate"] = self.delegate_tool(Caller(agent_id, depth, budget, events, lineage))
+            joins = self.plan.rules.joins_reports and not READ_TOOLS & set(tools)
+            caller = Caller(agent_id, depth, budget, events, lineage, workers_share(joins, task))
+            tools["delegate"] = self.delegate_tool(caller)
         return build_agent(
             spec,
             tools,
@@ -254,7 +254,8 @@ class Team:
             return lambda: refused
         spec = self.specs[profile_name]
         agent_id = f"w{next(self._ids)}"
-        budget = caller.budget.child(worker_limits(spec.profile.limits.as_limits(), caller.budget))
+        limits = worker_limits(spec.profile.limits.as_limits(), caller.budget, caller.worker_share)
+        budget = caller.budget.child(limits)
         delegates = spec.may_delegate and caller.depth + 1 < self.plan.ceiling.max_depth
         caller.events.emit(
             DelegateStart(
@@ -358,8 +359,7 @@ class Team:
     ) -> AgentResult:
         """A worker's whole run in its own sandbox; on its `copy` when it is isolated, or
         on the cluster (a reader there takes the bundle of its batch)."""
-        # A reader goes to the cluster; an editor there is isolated (its copy is given),
-        # and one that delegates, never isolated, stays here with the workspace.
+        # A reader goes to the cluster; an editor there is isolated (its copy is given).
         if copy is None and self.plan.cluster and self.store and spec.parallel_safe:
             copy = self.plan.cluster.copy_of(self.store)
         setting = self.setting

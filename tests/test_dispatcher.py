@@ -363,3 +363,32 @@ def test_a_worker_cannot_forge_gaffer_s_lines_or_answer_blind_into_the_answer() 
     assert _joined([parts], [cut]) == "(w1's report was cut to fit: see its answer in the log)"
     every = _denying("it names lexer.py, which none of your calls", "It is in lexer.py.")
     assert _joined([parts], [every]) == "(nothing w1 said could be borne out: see the end)"
+
+
+@pytest.mark.parametrize(("task", "share"), [(SURVEY, 0.95), ("Survey the parser.", 0.75)])
+def test_a_dispatcher_that_joins_its_readers_answers_gives_them_nearly_all_its_time(
+    workspace: Path, tmp_path: Path, task: str, share: float
+) -> None:
+    """It writes no answer after them, so keeping a quarter of its time for one only
+    shortened its reader: on a 360 s survey the bench's reader had 270 s, one explorer
+    alone 360 s. A task it answers itself keeps the quarter."""
+    (workspace / "parser.py").write_text("def parse(text):\n    return text\n")
+    reply = [call("list_dir", path="."), say("The parser is in parser.py.")]
+    scripts: dict[str, list[Step]] = {
+        task: [call("delegate", profile="explorer", tasks=["find the parser"]), say("parser.py")],
+        **{t: reply for t in handed_out([parts_of(task)], " ".join(task.split()))},
+        "find the parser": reply,
+    }
+    _, records, _ = run_session(
+        workspace,
+        tmp_path,
+        scripts,
+        task=task,
+        top="dispatcher",
+        task_mode=True,
+        verify=True,
+        file_blocks=True,
+        max_seconds=100,
+    )
+    worker = of(records, "delegate_start")[0]
+    assert share * 100 - 2 < worker["max_seconds"] <= share * 100

@@ -161,12 +161,17 @@ the reports and answer: on the bundled model a survey's ten explorers used all o
 360 s run, and the dispatcher that sent them never answered."""
 
 
-def worker_limits(limits: Limits, caller: Budget) -> Limits:
-    """A worker's own limits, its time capped at its share of what its caller has left."""
+JOINING_TIME_SHARE = 0.95
+"""A caller that gives its workers' answers joined as its own writes none after them
+(workers/aids/joined_reports.py): its workers may use nearly all its time."""
+
+
+def worker_limits(limits: Limits, caller: Budget, share: float = WORKER_TIME_SHARE) -> Limits:
+    """A worker's own limits, its time capped at its `share` of what its caller has left."""
     left = caller.seconds_left()
     if left is None:
         return limits
-    share = max(left * WORKER_TIME_SHARE, 0.0)
+    share = max(left * share, 0.0)
     return dataclasses.replace(limits, max_seconds=min(limits.max_seconds or share, share))
 
 

@@ -26,6 +26,7 @@ import re
 from workers.aids.focused_write import asks_for_change
 from workers.aids.joined_reports import joined_answer
 from workers.hooks import REPORTED, Aid, Finish, View
+from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
 from workers.model import ToolCall
 
 MAX_PARTS = 12
@@ -104,6 +105,18 @@ def _clauses(task: str) -> list[str]:
     return [c.strip(" .") for c in _CLAUSES.split(rest.strip()) if c.strip(" .")]
 
 
+def handed_out_whole(task: str) -> bool:
+    """Whether an agent that looks through readers hands this task's parts out and, with
+    `joins`, gives their answers joined as its own: it writes no answer after them."""
+    return bool(parts_of(task)) and not asks_for_change(task)
+
+
+def workers_share(joins: bool, task: str) -> float:
+    """Of an agent's time left, what its workers may use: nearly all of it when it looks
+    through readers and gives their answers joined as its own, as it writes none after."""
+    return JOINING_TIME_SHARE if joins and handed_out_whole(task) else WORKER_TIME_SHARE
+
+
 class TaskParts(Aid):
     """`reader`: the profile a question's parts go to, one worker each; None (no reader
     may be delegated to) tells the parts instead. `joins`: the workers' answers, joined,
@@ -120,7 +133,7 @@ class TaskParts(Aid):
         task = view.latest_request
         if view.looked or not (parts := parts_of(task)):
             return None
-        if self.reader is None or asks_for_change(task):
+        if self.reader is None or not handed_out_whole(task):
             lines = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
             view.tell(TOLD.format(count=len(parts), parts=lines), source="task_parts")
             return None
