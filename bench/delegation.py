@@ -211,11 +211,14 @@ def score(answer: str, expected: list[str], package: str = "") -> int:
     """Right answers: the first file path in item n of the numbered reply is the file of
     question n, written as its path in the package (`retry.py`, `asyncio/retry.py`),
     with the package's folder or not, or as an absolute path ending in the package's
-    folder and that path (the workspace's own, `/tmp/…/click/core.py`). Only the first
-    path counts, so a reply that lists every file on every line scores nothing for it."""
+    folder and that path (the workspace's own, `/tmp/…/click/core.py`). An item runs
+    to the next one, so an answer under its question's line counts. Only the first path
+    counts, so a reply that lists every file on every line scores nothing for it."""
+    text = _without_opening(answer)
+    starts = list(re.finditer(r"^\W*(\d{1,2})[.):]\s*", text, re.M))
     items: dict[int, str] = {}
-    for match in re.finditer(r"^\W*(\d{1,2})[.):]\s*(.*)$", _without_opening(answer), re.M):
-        items.setdefault(int(match.group(1)), match.group(2))
+    for match, after in zip(starts, [*starts[1:], None], strict=False):
+        items.setdefault(int(match.group(1)), text[match.end() : after.start() if after else None])
     right = 0
     for number, path in enumerate(expected, 1):
         found = _PATH.search(items.get(number, ""))

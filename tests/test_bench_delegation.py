@@ -35,6 +35,10 @@ def test_a_numbered_reply_is_scored_item_by_item() -> None:
     assert score(every, expected) == 1, "only the first path of an item counts"
     absolute = "1. `/tmp/tmpab12/pkg/core.py`\n2. /tmp/tmpab12/other/termui.py"
     assert score(absolute, expected, "pkg") == 1, "the workspace's own absolute path"
+    under = (
+        "1. **Which file holds it?**\n   - **Files:** `core.py`\n\n2. **And this?**\n3. retry.py"
+    )
+    assert score(under, expected) == 2, "an answer on the lines under its item's number"
 
 
 def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path: Path) -> None:
