@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from workers.facts import Facts
 from workers.guard_hooks import Guard, ModelAsk, StepStart
@@ -276,11 +277,10 @@ def mask(messages: list[Message], keep_turns: int) -> int:
             or content.startswith(STUB_PREFIX)
         ):
             continue
-        function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
-        arguments = " ".join(str(function.get("arguments", "")).split())[:120]
-        message["content"] = (
-            f"{STUB_PREFIX}{function['name']} {arguments} elided to save context: "
-            f"{len(content)} characters; call it again if you need it]"
+        _stub(
+            message,
+            calls,
+            f"elided to save context: {len(content)} characters; call it again if you need it",
         )
         masked += 1
     return masked
@@ -300,15 +300,20 @@ def mask_latest(messages: list[Message], fits: Callable[[], bool]) -> int:
         content = message.get("content") or ""
         if fits() or len(content) < MASK_MIN_CHARS:
             break
-        function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
-        arguments = " ".join(str(function.get("arguments", "")).split())[:120]
-        message["content"] = (
-            f"{STUB_PREFIX}{function['name']} {arguments} not shown: with the other results "
-            f"of this reply it is more than the window holds ({len(content)} characters); "
-            "call it again alone if you need it]"
+        why = (
+            "not shown: with the other results of this reply it is more than the window "
+            f"holds ({len(content)} characters); call it again alone if you need it"
         )
+        _stub(message, calls, why)
         masked += 1
     return masked
+
+
+def _stub(message: Message, calls: dict[str, Any], why: str) -> None:
+    """A tool result replaced by a line naming its call and why it is not shown."""
+    function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
+    arguments = " ".join(str(function.get("arguments", "")).split())[:120]
+    message["content"] = f"{STUB_PREFIX}{function['name']} {arguments} {why}]"
 
 
 def transcript(messages: list[Message], per_message: int = 2000) -> str:
