@@ -116,9 +116,11 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
             for target in targets:
                 if target != path:
                     edges[path][target] += _weight(name, words) * math.sqrt(count)
+    asked = [mentions(question) for question in (task, *questions(task))]
+    made_of = _made_of(repo, {stem(word) for words, _ in asked for word in words})
     wanted: dict[str, float] = defaultdict(float)
-    for asked in (task, *questions(task)):  # each question its equal share, and the whole
-        share = _wanted(repo, *mentions(asked))
+    for words, paths in asked:  # each question its equal share, and the whole
+        share = _wanted(repo, defined, made_of, words, paths)
         total = sum(share.values())
         for path, weight in share.items():
             wanted[path] += weight / total
@@ -132,17 +134,19 @@ def questions(task: str) -> list[str]:
     return items if len(items) >= 2 else []
 
 
-def _wanted(repo: RepoMap, words: set[str], paths: set[str]) -> dict[str, float]:
-    """What one question leads to: the files it names, or whose definitions it names,
-    then those made of its words."""
-    wanted: dict[str, float] = {
-        path: 1.0
-        for path in repo.files
-        if path in paths
-        or PurePosixPath(path).name in paths
-        or _defines_mentioned(repo, path, words)
-    }
-    for path, weight in _topical(repo, words).items():
+def _wanted(
+    repo: RepoMap,
+    defined: dict[str, set[str]],
+    made_of: dict[str, tuple[frozenset[str], frozenset[str]]],
+    words: set[str],
+    paths: set[str],
+) -> dict[str, float]:
+    """What one question leads to: the files it names, or whose definitions it names
+    (`defined`: each short name's files), then those made of its words."""
+    wanted = dict.fromkeys((path for word in words for path in defined.get(word, ())), 1.0)
+    if paths:
+        wanted |= {p: 1.0 for p in repo.files if p in paths or PurePosixPath(p).name in paths}
+    for path, weight in _topical(made_of, {stem(word) for word in words}).items():
         wanted[path] = wanted.get(path, 0.0) + weight
     return wanted
 
@@ -165,30 +169,43 @@ def pieces(name: str) -> frozenset[str]:
     return frozenset(stem(piece) for piece in _PIECE.findall(name) if len(piece) >= 3)
 
 
-def _topical(repo: RepoMap, words: set[str]) -> dict[str, float]:
-    """Files whose path or defined names are made of the task's words: for each, the sum
-    over the words it has of one over the number of files that have that word."""
-    topics = {stem(word) for word in words}
-    if not topics:
-        return {}
-    made_of: dict[str, frozenset[str]] = {}
+def _made_of(repo: RepoMap, topics: set[str]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+    """For each file made of any of `topics`: those in its path, and those in its defined
+    names only. Read once for all of a task's questions."""
+    cache: dict[str, frozenset[str]] = {}
 
-    def words_of(names: list[str]) -> set[str]:
-        have: set[str] = set()
+    def words_of(names: list[str]) -> frozenset[str]:
+        have: frozenset[str] = frozenset()
         for name in names:
-            if name not in made_of:  # a stem is a piece's start: most names have none
+            if name not in cache:  # a stem is a piece's start: most names have none
                 low = name.lower()
                 hit = any(topic in low for topic in topics)
-                made_of[name] = pieces(name) & topics if hit else frozenset()
-            have |= made_of[name]
+                cache[name] = pieces(name) & topics if hit else frozenset()
+            have |= cache[name]
         return have
 
-    found: dict[str, tuple[set[str], set[str]]] = {}
+    found: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    if not topics:
+        return found
     for path, symbols in repo.files.items():
         in_path = words_of(list(PurePosixPath(path).with_suffix("").parts))
         in_names = words_of([s.name.rpartition(".")[2] for s in symbols.definitions])
         if in_path or in_names:
             found[path] = (in_path, in_names - in_path)
+    return found
+
+
+def _topical(
+    made_of: dict[str, tuple[frozenset[str], frozenset[str]]], topics: set[str]
+) -> dict[str, float]:
+    """Files made of one question's `topics`: for each, the sum over the words it has of
+    one over the number of files that have that word (a word in a name only counts
+    NAME_PIECE_SHARE of one in the path)."""
+    found = {
+        path: (in_path & topics, in_names & topics)
+        for path, (in_path, in_names) in made_of.items()
+        if (in_path | in_names) & topics
+    }
     files_with: dict[str, int] = defaultdict(int)
     for in_path, in_names in found.values():
         for word in in_path | in_names:
@@ -203,10 +220,6 @@ def _topical(repo: RepoMap, words: set[str]) -> dict[str, float]:
 def _weight(name: str, mentioned: set[str]) -> float:
     weight = MENTIONED_WEIGHT if name in mentioned else 1.0
     return weight * 0.1 if name.startswith("_") else weight
-
-
-def _defines_mentioned(repo: RepoMap, path: str, words: set[str]) -> bool:
-    return any(s.name.rpartition(".")[2] in words for s in repo.files[path].definitions)
 
 
 def _pagerank(
