@@ -112,7 +112,8 @@ def call_model(
         usage.cached_tokens or 0,
         usage.completion_tokens,
     )
-    agent.budget.took(time.monotonic() - started)
+    new_prompt = usage.prompt_tokens - (usage.cached_tokens or 0)
+    agent.budget.pace.took(time.monotonic() - started, new_prompt, usage.completion_tokens)
     agent.events.emit(
         LlmCall(
             step=step,

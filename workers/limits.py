@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from workers.pace import Pace
+
 DEFAULT_MAX_STEPS = 30
 # An identical call right after itself can only return the same result: the second is
 # refused, the third refused with the next reply asked for with tools off, the fourth
@@ -60,8 +62,8 @@ class Budget:
         """Dollars the run may spend on model calls (set at the root: --max-cost)."""
         self.cost = 0.0
         self._price: Pricer | None = price if price is not None else getattr(parent, "_price", None)
-        self.slowest_call_s = 0.0
-        """This agent's slowest model call so far: what its next one may take."""
+        self.pace: Pace = parent.pace if parent is not None else Pace()
+        """How long the run's model calls take: shared by the whole tree of agents."""
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._children: weakref.WeakSet[Budget] = weakref.WeakSet()
@@ -139,16 +141,14 @@ class Budget:
     def cancelled(self) -> bool:
         return self._cancelled.is_set() or (self.parent is not None and self.parent.cancelled())
 
-    def took(self, seconds: float) -> None:
-        """A model call of this agent's took `seconds`."""
-        self.slowest_call_s = max(self.slowest_call_s, seconds)
-
-    def no_time_for_another_step(self) -> bool:
-        """Whether the time left holds less than two calls like its slowest: one more
-        step, and then its answer. A call the deadline cuts short gives nothing, so an
-        agent this close answers now with what it has."""
+    def no_time_for_another_step(self, new_tokens: int = 0) -> bool:
+        """Whether the time left holds less than one more step, reading `new_tokens`
+        the server has not seen, and then an answer. A call the deadline cuts short
+        gives nothing, so an agent this close answers now with what it has."""
         left = self.seconds_left()
-        return left is not None and self.slowest_call_s > 0 and left < 2 * self.slowest_call_s
+        if left is None or not self.pace.known():
+            return False
+        return left < self.pace.seconds_for(new_tokens) + self.pace.seconds_for(0)
 
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()

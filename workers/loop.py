@@ -171,9 +171,9 @@ def _loop(agent: Agent, result: AgentResult) -> Outcome:
         aids.after_calls(view)
         if stop := _after_calls(agent, result, schemas):
             return stop
-        # Every batch is shown to the aids; and an agent left too little time for
-        # another step and its answer (a call the deadline cuts gives nothing) answers now.
-        answer_next = aids.answer_next(view) or agent.budget.no_time_for_another_step()
+        # Every batch is shown to the aids, which may want it answered next; so may the
+        # guards (workers/guards/time_left.py: no time for another step and an answer).
+        answer_next = aids.answer_next(view)
         nudge, paused = guards.take_nudge(), guards.take_pause() or answer_next
         if nudge or paused:
             step_on = _going_round(agent, view, result, nudge, paused)

@@ -23,6 +23,7 @@ from workers.guards.editing import EDIT_TOOLS, EDIT_WITH_TOOLS, EditGuard
 from workers.guards.named_code import named_paths
 from workers.guards.repetition import RepetitionGuard
 from workers.guards.replies import ReplyGuard
+from workers.guards.time_left import TimeKeeper
 from workers.guards.verification import DEFAULT_MAX_SEND_BACKS, Gate
 from workers.hooks import Aids
 from workers.limits import Budget
@@ -239,7 +240,7 @@ def guards_for(
         hint=aids.hint,
         reads_only=edits is None,  # it edits nothing itself: a result cannot move
     )
-    chosen = (context, ReplyGuard(), repetition, edits, gate, permissions, hooks)
+    chosen = (context, TimeKeeper(), ReplyGuard(), repetition, edits, gate, permissions, hooks)
     return Guards(tuple(guard for guard in chosen if guard is not None))
 
 

@@ -286,10 +286,13 @@ def mask(messages: list[Message], keep_turns: int) -> int:
     return masked
 
 
-def mask_latest(messages: list[Message], fits: Callable[[], bool]) -> int:
+def mask_latest(
+    messages: list[Message], fits: Callable[[], bool], why: Callable[[str], str] | None = None
+) -> int:
     """Stub the latest turn's tool results, largest first, until `fits()`: a reply of a
     dozen reads at once can fill a small window by itself (the bench's explorer read 16
-    files in its first reply and ended with no answer). Returns how many."""
+    files in its first reply and ended with no answer). `why` says why a result is not
+    shown (by default: the window). Returns how many."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     if last is None:
         return 0
@@ -300,13 +303,15 @@ def mask_latest(messages: list[Message], fits: Callable[[], bool]) -> int:
         content = message.get("content") or ""
         if fits() or len(content) < MASK_MIN_CHARS:
             break
-        why = (
-            "not shown: with the other results of this reply it is more than the window "
-            f"holds ({len(content)} characters); call it again alone if you need it"
-        )
-        _stub(message, calls, why)
+        _stub(message, calls, why(content) if why else _TOO_BIG.format(chars=len(content)))
         masked += 1
     return masked
+
+
+_TOO_BIG = (
+    "not shown: with the other results of this reply it is more than the window holds "
+    "({chars} characters); call it again alone if you need it"
+)
 
 
 def _stub(message: Message, calls: dict[str, Any], why: str) -> None:
