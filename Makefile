@@ -58,10 +58,13 @@ test-slow: dev
 # The main job on a fresh machine: a survey of this repository by a real model, asked as
 # a newcomer would ask. With OPENAI_BASE_URL set it uses that endpoint; otherwise the
 # local model (fetched once, about 1.1 GB, then served by llama.cpp on 127.0.0.1).
+# Its time limit is the run's own: gaffer paces the agents to answer within it
+# (workers/guards/time_left.py), so the whole demo ends inside 3 minutes.
 DEMO_TASK := Survey this repository for a newcomer: what each top-level folder is for, where the agent loop lives, how a worker is sandboxed.
+DEMO_SECONDS := 150
 demo: install
 	$(BIN)/gaffer local pull
-	$(BIN)/gaffer run --read-only "$(DEMO_TASK)"
+	$(BIN)/gaffer run --read-only --max-seconds $(DEMO_SECONDS) "$(DEMO_TASK)"
 	$(BIN)/gaffer stats last
 
 # The agent task set: small Python exercises solved by the local model as a coder, against

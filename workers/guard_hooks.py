@@ -103,6 +103,8 @@ class Answer:
     facts: Sequence[Facts]
     looked: bool
     """Whether the conversation has tool results or attached files."""
+    asked: str = ""
+    """What the agent was asked: its first task."""
 
 
 @dataclass(frozen=True)

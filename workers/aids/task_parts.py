@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 
+from workers import numbered
 from workers.aids.focused_write import asks_for_change
 from workers.aids.joined_reports import joined_answer
 from workers.hooks import REPORTED, Aid, Finish, View
@@ -31,7 +32,6 @@ from workers.model import ToolCall
 
 MAX_PARTS = 12
 MIN_WORDS = 2
-_NUMBERED = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.+)$", re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CLAUSES = re.compile(
     r"\s*(?:;|,\s*(?:and\s+)?|\band\s+(?=(?:what|where|which|how|why|who|when)\b))"
@@ -88,7 +88,7 @@ _NAME = re.compile(r"`?[A-Za-z_][\w.]*(?:\(\))?`?")
 
 
 def _numbered(task: str) -> list[str]:
-    return [m.group(1).strip() for m in _NUMBERED.finditer(task)]
+    return numbered.items(task, bullets=True)
 
 
 def _questions(task: str) -> list[str]:

@@ -149,3 +149,17 @@ def _last_lines(output: str) -> str:
 
 def _with(found: CheckRun, verdict: Verdict, *, detail: str) -> CheckRun:
     return dataclasses.replace(found, verdict=verdict, detail=detail)
+
+
+MAX_FAILURE_CHARS = 1_500
+
+
+def failed_because(check: CheckRun) -> str:
+    """Why a check failed, in a line for the agent: its counts and the failure, cut."""
+    if check.verdict == "timed_out":
+        return f"it did not end within {check.seconds:.0f}s"
+    counts = f"{check.failed} failed, {check.passed} passed" if check.failed is not None else ""
+    detail = check.detail.strip()
+    if len(detail) > MAX_FAILURE_CHARS:
+        detail = detail[:MAX_FAILURE_CHARS] + " …"
+    return "; ".join(part for part in (counts, detail or f"exit {check.exit}") if part)

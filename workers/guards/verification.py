@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workers.check.report import CheckRun
+from workers import numbered
+from workers.check.report import CheckRun, failed_because
 from workers.facts import Facts
 from workers.guard_hooks import Answer, Guard, PendingCall, SendBack, Stamped
 from workers.guards.citations import MAX_SHOWN, UNSUPPORTED, Citations
@@ -147,19 +148,11 @@ CHECK_FAILED = (
     "answer again. If it truly cannot pass, say exactly why in your answer."
 )
 # What of a failed check's output goes back to the agent: its first failure, not the log.
-MAX_FAILURE_CHARS = 1_500
-
-
-def _check_failure(check: CheckRun) -> str:
-    if check.verdict == "timed_out":
-        return f"it did not end within {check.seconds:.0f}s"
-    counts = f"{check.failed} failed, {check.passed} passed" if check.failed is not None else ""
-    detail = check.detail.strip()
-    if len(detail) > MAX_FAILURE_CHARS:
-        detail = detail[:MAX_FAILURE_CHARS] + " …"
-    return "; ".join(part for part in (counts, detail or f"exit {check.exit}") if part)
-
-
+UNNUMBERED = (
+    "Your answer has no numbered line for {missing}. Answer every numbered question of "
+    "the task on its own line, numbered as in the task, in the form it asks for; where "
+    "you found nothing, say so on that question's line."
+)
 EMPTY_ANSWER = (
     "Your reply was empty. Write your final answer now, in plain text and in the form the "
     "task asks for: what you found, with the files that show it."
@@ -205,6 +198,7 @@ class Gate(Guard):
     """The last send-back asked for a tool call (a test run, a look at the code): the
     agent's next reply must be one, or a small model repeats its answer word for word."""
     _asked_for_change: bool = field(default=False, init=False)
+    _asked_for_form: bool = field(default=False, init=False)
     _unsupported_answer: str = field(default="", init=False)
     """The reader's answer last sent back for its claims."""
     _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
@@ -215,13 +209,14 @@ class Gate(Guard):
         return result
 
     def on_answer(self, answer: Answer) -> SendBack | None:
-        message = self.review(answer.facts, answer.text, answer.looked)
+        message = self.review(answer.facts, answer.text, answer.looked, answer.asked)
         return None if message is None else SendBack(message, self.take_wants_call())
 
     def review(
-        self, facts: Sequence[Facts], answer: str = "", looked: bool | None = None
+        self, facts: Sequence[Facts], answer: str = "", looked: bool | None = None, asked: str = ""
     ) -> str | None:
-        """A message sending the agent back to work, or None to let the answer through."""
+        """A message sending the agent back to work, or None to let the answer through.
+        `asked`: the agent's own task, whose numbered questions a reader answers each."""
         self.wants_call = False
         if not answer.strip() and self.sent_back < self.max_send_backs:
             # Nothing said is no answer, whatever the evidence holds.
@@ -252,6 +247,8 @@ class Gate(Guard):
                 f"Before you answer: {problem}. Check with {self.look_with}, then answer "
                 "from what they show."
             )
+        if verdict is None and (unnumbered := self._unnumbered(asked, answer)):
+            return unnumbered
         if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
             self.events.emit(
                 Verification(
@@ -277,13 +274,33 @@ class Gate(Guard):
         )
         if verdict.check is not None:
             return CHECK_FAILED.format(
-                command=verdict.check.command, why=_check_failure(verdict.check)
+                command=verdict.check.command, why=failed_because(verdict.check)
             )
         return (
             f"Not done yet: {verdict.reason}. Run the project's tests (or the failing command) "
             "and fix what fails, then answer again. If it truly cannot pass, say exactly why in "
             "your answer."
         )
+
+    def _unnumbered(self, asked: str, answer: str) -> str | None:
+        """A reader's answer with no line for some of its task's numbered questions goes
+        back once: the one explorer of the bench answered ten of them in one sentence."""
+        if self.citations is None or self._asked_for_form or self.sent_back >= self.max_send_backs:
+            return None
+        if not (missing := numbered.unanswered(asked, answer)):
+            return None
+        self._asked_for_form = True
+        self.sent_back += 1
+        shown = ", ".join(map(str, missing))
+        self.events.emit(
+            Verification(
+                verdict="unanswered",
+                reason=f"no numbered line for {shown}",
+                action="sent_back",
+                sent_back=self.sent_back,
+            )
+        )
+        return UNNUMBERED.format(missing=shown)
 
     def _said_again(self, answer: str) -> bool:
         """A reader's answer word for word the one sent back for its claims: a second

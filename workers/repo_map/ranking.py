@@ -22,6 +22,7 @@ import threading
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
 
+from workers import numbered
 from workers.guards.named_code import written_as_code
 from workers.repo_map.index import PROMPT_SECONDS, RepoMap, build
 from workers.repo_map.symbols import Symbol
@@ -33,7 +34,6 @@ _PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
 MIN_STEM = 4
 _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
-_NUMBERED = re.compile(r"^\s*\d{1,2}[.)]\s+(.+)$", re.MULTILINE)
 MENTIONED_WEIGHT = 10.0
 """How much more a name the task mentions counts, as an edge and as a definition."""
 COMMON_AT = 5
@@ -130,8 +130,8 @@ def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
 def questions(task: str) -> list[str]:
     """The numbered items of a task that has two or more (the way task_parts hands a
     question's parts out); [] otherwise."""
-    items = [match.group(1) for match in _NUMBERED.finditer(task)]
-    return items if len(items) >= 2 else []
+    found = numbered.items(task)
+    return found if len(found) >= 2 else []
 
 
 def _wanted(

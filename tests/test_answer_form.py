@@ -1,0 +1,76 @@
+"""A reader asked numbered questions answers each on its own numbered line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import make_agent
+from tests.test_citations import package, reader_gate
+from workers.log.events import Recorder
+from workers.loop import run_agent
+from workers.model.scripted import ScriptedModel, call, say
+from workers.numbered import items, unanswered
+from workers.outcome import Finished
+from workers.repo_map.tool import find_symbol_tool
+from workers.tools import BUILTIN_TOOLS
+
+TASK = (
+    "Answer each question with the path of one file, as a numbered list.\n"
+    "1. Which file defines the bound logger?\n"
+    "2. Which file renders to the console?"
+)
+
+
+def test_the_numbers_an_answer_leaves_out() -> None:
+    assert unanswered(TASK, "1. stdlib.py\n2. dev.py") == []
+    assert unanswered(TASK, "**1.** `stdlib.py`\n### 2) dev.py") == []
+    assert unanswered(TASK, "- 1: stdlib.py\n- 2: dev.py") == []
+    assert unanswered(TASK, "The logger is in stdlib.py and the console in dev.py.") == [1, 2]
+    assert unanswered(TASK, "1. stdlib.py; 2. dev.py") == [2]  # one line for both
+    # Not a list of questions numbered from 1: nothing is asked of the answer's form.
+    assert unanswered("Fix it.\n2. first\n3. second", "done") == []
+    assert unanswered("1. only one", "done") == []
+    assert unanswered("In 2024 we had:\n1999. a\n2000. b", "done") == []
+
+
+def test_items_with_and_without_bullets() -> None:
+    text = "Do these:\n1. read it\n2) fix it\n- test it"
+    assert items(text) == ["read it", "fix it"]
+    assert items(text, bullets=True) == ["read it", "fix it", "test it"]
+
+
+def run(workspace: Path, script: list[object]) -> tuple[object, ScriptedModel, Recorder]:
+    recorder = Recorder()
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    tools = {**BUILTIN_TOOLS, "find_symbol": find_symbol_tool(workspace)}
+    agent = make_agent(
+        workspace, model, recorder, gate=reader_gate(workspace, recorder), tools=tools
+    )
+    result = run_agent(
+        agent, [{"role": "system", "content": "sys"}, {"role": "user", "content": TASK}]
+    )
+    return result.outcome, model, recorder
+
+
+def test_an_answer_in_one_sentence_goes_back_once_for_its_lines(workspace: Path) -> None:
+    package(workspace)
+    prose = "The bound logger is in stdlib.py, and dev.py renders to the console."
+    outcome, model, recorder = run(
+        workspace,
+        [call("grep", pattern="class"), say(prose), say("1. stdlib.py\n2. dev.py")],
+    )
+    assert outcome == Finished("1. stdlib.py\n2. dev.py")
+    sent = str(model.seen[-1][-1]["content"])
+    assert sent.startswith("Your answer has no numbered line for 1, 2.")
+    assert model.paused[-1] is False and model.required[-1] is False  # no call asked for
+    [verdict] = [r for r in recorder.of("verification") if r["action"] == "sent_back"]
+    assert verdict["verdict"] == "unanswered" and verdict["reason"] == "no numbered line for 1, 2"
+
+
+def test_a_second_unnumbered_answer_goes_through(workspace: Path) -> None:
+    """Asked once: a model that cannot number its lines still gives its answer."""
+    package(workspace)
+    prose = "The bound logger is in stdlib.py, and dev.py renders to the console."
+    outcome, model, _ = run(workspace, [call("grep", pattern="class"), say(prose), say(prose)])
+    assert outcome == Finished(prose)
+    model.assert_used_up()
