@@ -27,10 +27,18 @@ def test_the_numbers_an_answer_leaves_out() -> None:
     assert unanswered(TASK, "- 1: stdlib.py\n- 2: dev.py") == []
     assert unanswered(TASK, "The logger is in stdlib.py and the console in dev.py.") == [1, 2]
     assert unanswered(TASK, "1. stdlib.py; 2. dev.py") == [2]  # one line for both
-    # Not a list of questions numbered from 1: nothing is asked of the answer's form.
-    assert unanswered("Fix it.\n2. first\n3. second", "done") == []
-    assert unanswered("1. only one", "done") == []
+    for numbered_so in ("(1) a\n[2] b", "Q1: a\nQuestion 2 - b", "| 1 | a |\n| 2 | b |"):
+        assert unanswered(TASK, numbered_so) == [], numbered_so
+    assert unanswered(TASK, '{"1": "stdlib.py", "2": "dev.py"}'.replace(", ", ",\n")) == []
+    # A worker's share of the questions, numbered as in the whole: 3 and 4.
+    assert unanswered("3. Where is A?\n4. Where is B?", "3. a.py") == [4]
+    # Not numbered questions: nothing is asked of the answer's form.
+    assert unanswered("Fix it.\n2. first\n4. second", "done") == []
+    assert unanswered("1. Where is it?", "done") == []
     assert unanswered("In 2024 we had:\n1999. a\n2000. b", "done") == []
+    steps = "Reproduce it:\n1. run make\n2. open the page\n3. see the error. Why?"
+    assert unanswered(steps, "The page calls a missing route.") == []
+    assert unanswered("1.\nWhere is A?\n2.\nWhere is B?", "done") == []
 
 
 def test_items_with_and_without_bullets() -> None:

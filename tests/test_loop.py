@@ -183,15 +183,16 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
 
 
 def test_an_agent_with_time_for_one_call_only_answers_with_tools_off(workspace: Path) -> None:
-    """Its calls take 0.3 s and 1 s is allowed: after the second, another step and an
-    answer would not fit, so the third reply is the answer, asked for with tools off
-    (a call the deadline cuts gives nothing)."""
+    """Its calls take 0.5 s for 5 reply tokens, so a step and an answer take about 1.5 s
+    (workers/pace.py), and 2.2 s are allowed: after the second, they would not fit, so
+    the third reply is the answer, asked for with tools off (a call the deadline cuts
+    gives nothing)."""
     model = ScriptedModel(
         [call("list_dir", path="."), call("list_dir", path="workers"), say("what I had")],
-        latency=0.3,
+        latency=0.5,
     )
     recorder = Recorder()
-    agent = make_agent(workspace, model, recorder, Limits(max_seconds=1.0))
+    agent = make_agent(workspace, model, recorder, Limits(max_seconds=2.2))
     result = run_agent(agent, [{"role": "user", "content": "survey it"}])
 
     assert result.outcome == Finished("what I had")

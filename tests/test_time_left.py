@@ -1,4 +1,8 @@
-"""An agent with a deadline sees what it has time to read, and answers before it."""
+"""An agent with a deadline sees what it has time to read, and answers before it.
+
+The scripted model's calls take a set time for 10 prompt and 5 reply tokens, reporting
+no cached count: a reply token then costs the call's time over 5, and a prompt token a
+quarter of that (the prior), times the margin."""
 
 from __future__ import annotations
 
@@ -7,90 +11,146 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import make_agent, tool_messages
+from tests.test_citations import reader_gate
+from workers.guards.editing import EditGuard
 from workers.limits import Budget, Limits
 from workers.log.events import Recorder
 from workers.loop import run_agent
-from workers.model.scripted import ScriptedModel, calls, say
+from workers.model import Message
+from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Finished
-from workers.pace import Pace
+from workers.pace import MARGIN, PROMPT_COST_PRIOR, Pace
+from workers.tools import BUILTIN_TOOLS
+
+HELD = "not shown: reading it would take about"
 
 
 def test_the_pace_tells_reading_a_prompt_from_writing_a_reply() -> None:
     pace = Pace()
-    assert pace.seconds_for(5000) == 0.0  # nothing measured: nothing known
-    pace.took(20.0, new_prompt=100, completion=190)  # ~0.1 s a reply token
-    pace.took(41.0, new_prompt=4000, completion=10)  # ~0.01 s a prompt token
+    assert pace.seconds_for(5000) == 0.0 and not pace.known()  # nothing timed yet
+    pace.took(20.0, 100, 190)  # ~0.1 s a reply token
+    pace.took(41.0, 4000, 10)  # ~0.01 s a prompt token
     # 8,000 new tokens and a reply as long as the longest: about 80 + 19 s, erring long.
     assert 100 < pace.seconds_for(8000) < 135
     assert 0 < pace.seconds_for(8000, 0) < pace.seconds_for(8000)
 
 
-def test_until_a_long_prompt_is_timed_prompt_tokens_cost_a_share_of_a_reply_token() -> None:
-    """Calls that read little say nothing of how fast prompts are read: the prior holds,
-    so a batch of long results is never taken to cost nothing."""
+def test_calls_too_alike_to_tell_apart_take_the_prompts_share_from_the_prior() -> None:
+    """Prompt and reply sizes that grow together say nothing of either rate alone: one
+    rate, so a batch of long results is never taken to cost nothing."""
     pace = Pace()
-    pace.took(10.0, new_prompt=20, completion=100)
-    pace.took(20.2, new_prompt=40, completion=200)
-    per_reply = pace.seconds_for(0, 1) / 1.2
-    assert pace.seconds_for(10_000, 0) == pytest.approx(1.2 * 0.15 * per_reply * 10_000, rel=0.05)
+    pace.took(10.0, 20, 100)
+    pace.took(20.2, 40, 200)
+    per_reply = 30.2 / (300 + PROMPT_COST_PRIOR * 60)
+    assert pace.seconds_for(10_000, 0) == pytest.approx(
+        MARGIN * PROMPT_COST_PRIOR * per_reply * 10_000
+    )
 
 
 def test_calls_with_no_token_counts_are_judged_by_the_slowest() -> None:
     pace = Pace()
-    pace.took(3.0)
-    pace.took(7.0)
-    assert pace.known() and pace.seconds_for(100_000) == 7.0
+    pace.took(3.0, None, None)
+    pace.took(7.0, None, None)
+    assert pace.known() and not pace.measured()
+    assert pace.seconds_for(100_000) == 7.0
 
 
-def test_a_worker_is_judged_by_its_callers_calls() -> None:
+def test_a_worker_is_judged_by_its_callers_calls_to_the_same_model() -> None:
     run = Budget(max_seconds=200)
-    run.pace.took(30.0, new_prompt=100, completion=200)  # a reply of 200 tokens: ~35 s
+    run.pace("qwen").took(30.0, 100, 200)  # a reply of 200 tokens: ~35 s
     worker = run.child(Limits(max_seconds=100))
-    assert worker.pace is run.pace
-    assert worker.no_time_for_another_step(0) is False  # two replies fit in 100 s
-    assert worker.no_time_for_another_step(3_000) is True  # reading 3,000 tokens: ~75 s
+    assert worker.pace("qwen") is run.pace("qwen")
+    assert worker.no_time_for_another_step("qwen", 0) is False  # two replies fit in 100 s
+    assert worker.no_time_for_another_step("qwen", 3_000) is True  # reading: ~120 s
+    assert worker.no_time_for_another_step("another", 3_000) is False  # nothing known
 
 
-def test_a_batch_too_long_to_read_in_the_time_left_is_held_back_largest_first(
-    workspace: Path,
-) -> None:
-    """Each call takes 0.1 s for 10 prompt and 5 reply tokens, so 10,000 new tokens
-    would take ~28 s; the agent has 20 s. The two largest reads go (12 and 9 KB), the
-    others stay, and the agent answers from them."""
-    sizes = {"big.py": 12_000, "large.py": 9_000, "mid.py": 6_000, "small.py": 1_000}
+def files(workspace: Path, sizes: dict[str, int]) -> None:
     for name, size in sizes.items():
         (workspace / name).write_text(("x = 1  # " + "y" * 89 + "\n") * (size // 100))
-    reads = calls(*(("read_file", {"path": name}) for name in sizes))
-    model = ScriptedModel([reads, say("mid.py and small.py set x")], latency=0.1)
+
+
+def run(
+    workspace: Path, script: list[object], seconds: float, **kwargs: object
+) -> tuple[object, ScriptedModel, list[Message], Recorder]:
+    model = ScriptedModel(script, latency=0.1)  # type: ignore[arg-type]
     recorder = Recorder()
-    agent = make_agent(workspace, model, recorder, Limits(max_seconds=20))
+    agent = make_agent(workspace, model, recorder, Limits(max_seconds=seconds), **kwargs)
     result = run_agent(agent, [{"role": "user", "content": "what sets x?"}])
-
-    assert result.outcome == Finished("mid.py and small.py set x")
-    shown = {m["tool_call_id"]: m["content"] for m in tool_messages(result)}
-    held = [c for c in shown.values() if "not shown: reading it would take about" in c]
-    assert len(held) == 2
-    assert all("big.py" in c or "large.py" in c for c in held)
-    assert "and this agent has" in held[0] and "offset and limit" in held[0]
-    kept = [c for c in shown.values() if c.startswith("x = 1")]
-    assert len(kept) == 2
-    assert model.paused == [False, False]  # time was left for a step and an answer
+    return result.outcome, model, tool_messages(result), recorder
 
 
-def test_a_batch_the_time_left_can_read_is_shown_whole(workspace: Path) -> None:
-    for name in ("a.py", "b.py"):
-        (workspace / name).write_text("x = 1\n" * 1000)
+def test_a_batch_longer_than_the_time_left_can_read_is_held_back_once_it_fills_up(
+    workspace: Path,
+) -> None:
+    """A prompt token costs ~6 ms, and 20 s leaves ~9.9 s for the batch (half, less an
+    answer): ~1,650 tokens. a.py and b.py fit (1,300), c.py and d.py do not; a short
+    result after them is still shown."""
+    files(workspace, {"a.py": 1_000, "b.py": 3_000, "c.py": 12_000, "d.py": 2_400})
+    reads = calls(*(("read_file", {"path": n}) for n in ("a.py", "b.py", "c.py", "d.py")))
+    script = [calls(("list_dir", {})), reads, say("a.py and b.py set x")]
+    outcome, model, shown, recorder = run(workspace, [*script], 20)
+
+    assert outcome == Finished("a.py and b.py set x")
+    results = [m["content"] for m in shown[1:]]
+    assert [r.startswith("x = 1") for r in results] == [True, True, False, False]
+    assert all(HELD in r and "of the 20 s this agent has left" in r for r in results[2:])
+    assert "c.py" in results[2] and "a range of lines" in results[2]
+    logged = [r["summary"] for r in recorder.of("tool_call")]
+    assert logged[3].startswith("held back: ~") and logged[3].endswith("s left")
+    assert model.paused == [False, False, False]  # time was left for a step and an answer
+
+
+def test_a_held_back_read_asked_for_again_runs(workspace: Path) -> None:
+    """It was never shown, so asking again, narrower or not, is no repeat."""
+    files(workspace, {"big.py": 12_000})
+    again = call("read_file", path="big.py", limit=10)
+    script = [calls(("list_dir", {})), call("read_file", path="big.py"), again, say("big.py")]
+    outcome, _, shown, _ = run(workspace, script, 20)
+    assert outcome == Finished("big.py")
+    assert HELD in shown[1]["content"]
+    assert shown[2]["content"].startswith("x = 1")
+
+
+def test_the_time_left_can_read_a_short_batch_whole(workspace: Path) -> None:
+    files(workspace, {"a.py": 6_000, "b.py": 6_000})
     reads = calls(("read_file", {"path": "a.py"}), ("read_file", {"path": "b.py"}))
-    model = ScriptedModel([reads, say("both")], latency=0.05)
-    agent = make_agent(workspace, model, Recorder(), Limits(max_seconds=600))
-    result = run_agent(agent, [{"role": "user", "content": "read them"}])
-    assert all(m["content"].startswith("x = 1") for m in tool_messages(result))
-    assert result.outcome == Finished("both")
+    _, _, shown, _ = run(workspace, [calls(("list_dir", {})), reads, say("both")], 600)
+    assert all(m["content"].startswith(("x = 1", "a.py")) for m in shown)
 
 
 def test_an_agent_with_no_deadline_is_shown_everything(workspace: Path) -> None:
-    (workspace / "a.py").write_text("x = 1\n" * 5000)
-    model = ScriptedModel([calls(("read_file", {"path": "a.py"})), say("ok")], latency=0.05)
+    files(workspace, {"a.py": 30_000})
+    model = ScriptedModel([call("list_dir"), call("read_file", path="a.py"), say("ok")])
     agent = make_agent(workspace, model, Recorder(), Limits())
     result = run_agent(agent, [{"role": "user", "content": "read it"}])
-    assert tool_messages(result)[0]["content"].startswith("x = 1")
+    assert tool_messages(result)[1]["content"].startswith("x = 1")
+
+
+def test_a_file_held_back_from_a_reader_is_not_one_it_opened(workspace: Path) -> None:
+    files(workspace, {"big.py": 12_000})
+    recorder = Recorder()
+    script = [
+        call("find_files", pattern="*.txt"),  # times a call, and shows no file
+        call("read_file", path="big.py"),
+        say("x is set in big.py, line 1."),
+        say("x is set in big.py, line 1."),
+    ]
+    _, model, _, _ = run(workspace, script, 20, gate=reader_gate(workspace, recorder))
+    sent = [str(m["content"]) for m in model.seen[-1] if m["role"] == "user"]
+    assert any("big.py, which none of your calls opened, listed or matched" in s for s in sent)
+
+
+def test_a_file_held_back_from_an_editor_is_not_read_before_its_change(workspace: Path) -> None:
+    files(workspace, {"big.py": 12_000})
+    script = [
+        call("list_dir"),
+        call("read_file", path="big.py"),
+        call("edit_file", path="big.py", old="x = 1", new="x = 2"),
+        say("done"),
+    ]
+    _, _, shown, _ = run(
+        workspace, script, 20, edits=EditGuard(workspace), tools=dict(BUILTIN_TOOLS)
+    )
+    assert HELD in shown[1]["content"]
+    assert shown[2]["content"].startswith("refused: read big.py before changing it")

@@ -20,6 +20,7 @@ from workers.model import (
     ModelError,
     ModelErrorKind,
     ToolCall,
+    Usage,
 )
 from workers.observed import call_ends, call_starts, executed
 from workers.outcome import Aborted, LimitHit, Outcome
@@ -112,8 +113,8 @@ def call_model(
         usage.cached_tokens or 0,
         usage.completion_tokens,
     )
-    new_prompt = usage.prompt_tokens - (usage.cached_tokens or 0)
-    agent.budget.pace.took(time.monotonic() - started, new_prompt, usage.completion_tokens)
+    if turn.attempt == 1:  # a retried call's time holds its waits
+        agent.budget.pace(agent.model.name).took(time.monotonic() - started, *_sizes(usage))
     agent.events.emit(
         LlmCall(
             step=step,
@@ -365,3 +366,11 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
                     {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
                 )
         break
+
+
+def _sizes(usage: Usage) -> tuple[int | None, int | None]:
+    """A call's new prompt tokens and reply tokens, as far as the endpoint said them."""
+    if not usage.reported:
+        return None, None
+    new = None if usage.cached_tokens is None else usage.prompt_tokens - usage.cached_tokens
+    return new, usage.completion_tokens

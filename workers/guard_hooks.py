@@ -87,6 +87,9 @@ class PendingCall:
     an aid's call it makes unchecked)."""
     refused: bool = False
     """It did not run: its result is a refusal."""
+    held_back: bool = False
+    """It ran, but its result is not shown: more than the time left could read
+    (workers/guards/time_left.py). The agent has not seen what it holds."""
     took: float | None = None
     """Seconds it ran, once it has."""
 

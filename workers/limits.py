@@ -62,8 +62,8 @@ class Budget:
         """Dollars the run may spend on model calls (set at the root: --max-cost)."""
         self.cost = 0.0
         self._price: Pricer | None = price if price is not None else getattr(parent, "_price", None)
-        self.pace: Pace = parent.pace if parent is not None else Pace()
-        """How long the run's model calls take: shared by the whole tree of agents."""
+        self._paces: dict[str, Pace] = {}
+        """Each model's pace, kept at the root for the whole tree of agents (`pace`)."""
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
         self._children: weakref.WeakSet[Budget] = weakref.WeakSet()
@@ -141,14 +141,21 @@ class Budget:
     def cancelled(self) -> bool:
         return self._cancelled.is_set() or (self.parent is not None and self.parent.cancelled())
 
-    def no_time_for_another_step(self, new_tokens: int = 0) -> bool:
-        """Whether the time left holds less than one more step, reading `new_tokens`
-        the server has not seen, and then an answer. A call the deadline cuts short
-        gives nothing, so an agent this close answers now with what it has."""
-        left = self.seconds_left()
-        if left is None or not self.pace.known():
+    def pace(self, model: str) -> Pace:
+        """How long calls to `model` take, as this run's calls to it have shown."""
+        if self.parent is not None:
+            return self.parent.pace(model)
+        with self._lock:
+            return self._paces.setdefault(model, Pace())
+
+    def no_time_for_another_step(self, model: str, new_tokens: int = 0) -> bool:
+        """Whether the time left holds less than one more step of `model`'s, reading
+        `new_tokens` the server has not seen, and then an answer. A call the deadline
+        cuts short gives nothing, so an agent this close answers now with what it has."""
+        left, pace = self.seconds_left(), self.pace(model)
+        if left is None or not pace.known():
             return False
-        return left < self.pace.seconds_for(new_tokens) + self.pace.seconds_for(0)
+        return left < pace.seconds_for(new_tokens) + pace.seconds_for(0)
 
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 
-_ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+)$", re.MULTILINE)
-_ITEM_OR_BULLET = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+(.+)$", re.MULTILINE)
-# An answer's item: its number at the line's start, after any markup ("**3.**", "### 3)",
-# "- 3:"), then . ) or :.
-_ANSWERED = re.compile(r"^[\s*#>_`-]*(\d{1,2})\s*[.):]", re.MULTILINE)
+_ITEM = re.compile(r"^[ \t]*(\d{1,2})[.)][ \t]+(\S.*)$", re.MULTILINE)
+_ITEM_OR_BULLET = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[-*•])[ \t]+(\S.*)$", re.MULTILINE)
+# An answer's line for item n: n at the line's start, after any markup or a label
+# ("**3.**", "### 3)", "- 3:", "(3)", "[3]", "Q3:", "Question 3 -", "| 3 |", "\"3\":").
+_ANSWERED = re.compile(
+    r"^[\s*#>_`|\"{-]*(?:q(?:uestion)?[ \t]*)?[(\[]?(\d{1,2})"
+    r"(?:[.):\]|\"]|\*\*|[ \t]+[-–—|:])",
+    re.MULTILINE | re.IGNORECASE,
+)
 
 
 def items(text: str, *, bullets: bool = False) -> list[str]:
@@ -19,10 +23,14 @@ def items(text: str, *, bullets: bool = False) -> list[str]:
 
 
 def unanswered(task: str, answer: str) -> list[int]:
-    """The numbers of a task's numbered questions (two or more, numbered from 1) that
-    the answer has no line for; [] for a task with none."""
-    asked = [int(m.group(1)) for m in _ITEM.finditer(task)]
-    if len(asked) < 2 or asked != list(range(1, len(asked) + 1)):
-        return []  # not a numbered list of questions from 1 (steps, years, a quote)
+    """The numbers of a task's numbered questions (two or more, numbered in a row, most
+    of them ending in "?") that the answer has no line for; [] for any other task."""
+    found = [(int(m.group(1)), m.group(2).strip()) for m in _ITEM.finditer(task)]
+    numbers = [n for n, _ in found]
+    asked = sum(text.endswith("?") for _, text in found)
+    if len(found) < 2 or numbers != list(range(numbers[0], numbers[0] + len(found))):
+        return []  # not a numbered list (steps, years, a quote)
+    if 2 * asked <= len(found):
+        return []  # steps to follow, rules to keep: not questions to answer one by one
     given = {int(m.group(1)) for m in _ANSWERED.finditer(answer)}
-    return [n for n in asked if n not in given]
+    return [n for n in numbers if n not in given]

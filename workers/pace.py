@@ -1,9 +1,9 @@
-"""How long the endpoint takes for a call, learnt from this run's own calls.
+"""How long a model's calls take, learnt from this run's own calls to it.
 
 A call's time is mostly two things: reading the prompt tokens the server has not cached,
-and writing the reply. On the bundled model on two cores the first is about 50 tokens a
+and writing the reply. On the bundled model on two cores the first is about 30 tokens a
 second and the second about 8, so one batch of ten file reads (8,000 new tokens) costs a
-reader three minutes before it writes a word. Knowing that, an agent can be shown only
+reader four minutes before it writes a word. Knowing that, an agent can be shown only
 what it has time to read, and asked for its answer while there is time to write it.
 """
 
@@ -12,72 +12,76 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-PROMPT_COST_PRIOR = 0.15
-"""A new prompt token's time as a share of a reply token's, until calls that read long
-prompts have been measured: on a CPU prompts are read 6 to 10 times faster than
-replies are written (on a GPU far faster, which the calls soon show)."""
-MEASURED_PROMPT = 1000
-"""New prompt tokens a call read for the fit to trust its prompt rate over the prior."""
+PROMPT_COST_PRIOR = 0.25
+"""A new prompt token's time as a share of a reply token's, where the calls cannot tell
+the two apart: the bundled model on two cores reads a prompt token in a quarter of the
+time it writes one (on a GPU far less; the estimate then errs long, which costs only
+results held back from an agent with seconds left)."""
+PROMPT_COST_FLOOR = 0.02
+"""The least share a fit may give it: noise in a few calls must not make reading free."""
+WELL_POSED = 0.05
+"""How far from collinear the calls' prompt and reply sizes must be for a fit of two
+rates (the least-squares matrix's determinant over the product of its diagonal)."""
 MARGIN = 1.2
 """Longer prompts are read more slowly (attention grows with them): estimates err long."""
 KEPT_CALLS = 24
+RECENT_REPLIES = 8
 
 
 class Pace:
-    """The calls' times and token counts, and what a call of a given size should take.
-    One is shared by every agent of a run (the same endpoint, as a rule), so a worker's
-    first step is judged by what its caller's calls took."""
+    """One model's calls: their times and token counts, and what a call should take.
+    The agents of a run that call the same model share one (Budget.pace)."""
 
     def __init__(self) -> None:
         self._calls: deque[tuple[int, int, float]] = deque(maxlen=KEPT_CALLS)
-        self._slowest = 0.0
+        self._times: deque[float] = deque(maxlen=RECENT_REPLIES)
         self._lock = threading.Lock()
 
-    def took(self, seconds: float, new_prompt: int = 0, completion: int = 0) -> None:
-        """A call took `seconds`, reading `new_prompt` uncached prompt tokens and writing
-        `completion` tokens (0 and 0 where the endpoint reported none)."""
+    def took(self, seconds: float, new_prompt: int | None, completion: int | None) -> None:
+        """A call took `seconds`, reading `new_prompt` prompt tokens the server had not
+        cached and writing `completion`; None where the endpoint did not say (a server
+        that caches but does not say what: all of the prompt is not new)."""
         with self._lock:
-            self._slowest = max(self._slowest, seconds)
-            if new_prompt > 0 or completion > 0:
-                self._calls.append((max(new_prompt, 0), max(completion, 0), seconds))
+            self._times.append(seconds)
+            if completion is not None and completion > 0:
+                self._calls.append((max(new_prompt or 0, 0), completion, seconds))
 
     def known(self) -> bool:
-        return self._slowest > 0
+        """Whether any call was timed."""
+        return bool(self._times)
 
-    def usual_reply(self) -> int:
-        """Tokens a reply runs to: the longest of the measured ones."""
-        with self._lock:
-            return max((c for _, c, _ in self._calls), default=0)
+    def measured(self) -> bool:
+        """Whether a call reported its tokens: how long a result takes to read is known."""
+        return bool(self._calls)
 
     def seconds_for(self, new_prompt: int, completion: int | None = None) -> float:
         """What a call reading `new_prompt` new tokens and writing `completion` (by
-        default the usual reply) should take; the slowest call so far where no call
-        reported its tokens, and 0.0 before any call."""
+        default a reply as long as the longest recent one) should take. Where no call
+        reported its tokens, the slowest recent call; 0.0 before any."""
         with self._lock:
-            calls, slowest = list(self._calls), self._slowest
+            calls, times = list(self._calls), list(self._times)
         if not calls:
-            return slowest
-        completion = max((c for _, c, _ in calls), default=0) if completion is None else completion
+            return max(times, default=0.0)
+        if completion is None:
+            completion = max(c for _, c, _ in calls[-RECENT_REPLIES:])
         per_prompt, per_reply = _rates(calls)
-        return MARGIN * (per_prompt * new_prompt + per_reply * completion)
+        return MARGIN * (per_prompt * max(new_prompt, 0) + per_reply * completion)
 
 
 def _rates(calls: list[tuple[int, int, float]]) -> tuple[float, float]:
-    """Seconds per new prompt token and per reply token: least squares over the calls,
-    both kept positive, the prompt's from the prior until a long prompt was measured."""
+    """Seconds per new prompt token and per reply token: least squares over the calls
+    where their sizes tell the two apart, else one rate with the prompt's at the prior's
+    share; the prompt's never under the floor's share."""
     pp = sum(p * p for p, _, _ in calls)
     pc = sum(p * c for p, c, _ in calls)
     cc = sum(c * c for _, c, _ in calls)
     ps = sum(p * s for p, _, s in calls)
     cs = sum(c * s for _, c, s in calls)
     det = pp * cc - pc * pc
-    if det > 1e-6 * pp * cc > 0:
+    if pp > 0 and det > WELL_POSED * pp * cc:
         per_prompt, per_reply = (ps * cc - cs * pc) / det, (cs * pp - ps * pc) / det
         if per_prompt > 0 and per_reply > 0:
-            if max(p for p, _, _ in calls) < MEASURED_PROMPT:
-                per_prompt = max(per_prompt, PROMPT_COST_PRIOR * per_reply)
-            return per_prompt, per_reply
-    # Too few or too alike to tell apart: one rate, prompt tokens at the prior's share.
-    weighted = sum(c + PROMPT_COST_PRIOR * p for p, c, _ in calls)
-    per_reply = sum(s for _, _, s in calls) / weighted if weighted else 0.0
+            return max(per_prompt, PROMPT_COST_FLOOR * per_reply), per_reply
+    weighted = sum(c + PROMPT_COST_PRIOR * p for p, c, _ in calls)  # > 0: every c > 0
+    per_reply = sum(s for _, _, s in calls) / weighted
     return PROMPT_COST_PRIOR * per_reply, per_reply

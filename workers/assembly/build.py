@@ -240,7 +240,10 @@ def guards_for(
         hint=aids.hint,
         reads_only=edits is None,  # it edits nothing itself: a result cannot move
     )
-    chosen = (context, TimeKeeper(), ReplyGuard(), repetition, edits, gate, permissions, hooks)
+    # After the gate, so its held-back results reach the gate, the editing guard and the
+    # repetition guard as held back (a call's results pass from the last guard back).
+    keeper = TimeKeeper()
+    chosen = (context, ReplyGuard(), repetition, edits, gate, keeper, permissions, hooks)
     return Guards(tuple(guard for guard in chosen if guard is not None))
 
 

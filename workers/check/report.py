@@ -151,6 +151,7 @@ def _with(found: CheckRun, verdict: Verdict, *, detail: str) -> CheckRun:
     return dataclasses.replace(found, verdict=verdict, detail=detail)
 
 
+# What of a failed check's output goes back to the agent: its first failure, not the log.
 MAX_FAILURE_CHARS = 1_500
 
 

@@ -286,13 +286,10 @@ def mask(messages: list[Message], keep_turns: int) -> int:
     return masked
 
 
-def mask_latest(
-    messages: list[Message], fits: Callable[[], bool], why: Callable[[str], str] | None = None
-) -> int:
+def mask_latest(messages: list[Message], fits: Callable[[], bool]) -> int:
     """Stub the latest turn's tool results, largest first, until `fits()`: a reply of a
     dozen reads at once can fill a small window by itself (the bench's explorer read 16
-    files in its first reply and ended with no answer). `why` says why a result is not
-    shown (by default: the window). Returns how many."""
+    files in its first reply and ended with no answer). Returns how many."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     if last is None:
         return 0
@@ -303,7 +300,7 @@ def mask_latest(
         content = message.get("content") or ""
         if fits() or len(content) < MASK_MIN_CHARS:
             break
-        _stub(message, calls, why(content) if why else _TOO_BIG.format(chars=len(content)))
+        _stub(message, calls, _TOO_BIG.format(chars=len(content)))
         masked += 1
     return masked
 
@@ -317,8 +314,12 @@ _TOO_BIG = (
 def _stub(message: Message, calls: dict[str, Any], why: str) -> None:
     """A tool result replaced by a line naming its call and why it is not shown."""
     function = calls.get(message.get("tool_call_id", ""), {"name": "a tool", "arguments": ""})
-    arguments = " ".join(str(function.get("arguments", "")).split())[:120]
-    message["content"] = f"{STUB_PREFIX}{function['name']} {arguments} {why}]"
+    message["content"] = stub(function["name"], str(function.get("arguments", "")), why)
+
+
+def stub(name: str, arguments: str, why: str) -> str:
+    """The line a result not shown is replaced by: its call, and why."""
+    return f"{STUB_PREFIX}{name} {' '.join(arguments.split())[:120]} {why}]"
 
 
 def transcript(messages: list[Message], per_message: int = 2000) -> str:

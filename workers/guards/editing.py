@@ -107,7 +107,7 @@ class EditGuard(Guard):
         return None
 
     def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
-        if call.refused:
+        if call.refused or call.held_back:
             return result
         return self.after(call.name, call.arguments, result, call.took)
 

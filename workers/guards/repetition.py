@@ -105,7 +105,9 @@ class RepetitionGuard(Guard):
         return self.check(call.name, call.key) if call.counted else None
 
     def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
-        if call.counted:
+        if call.held_back:  # asked again, it is no repeat: its result was never shown
+            self._last = None
+        elif call.counted:
             self.observe(call.call, result)
         return result
 

@@ -1,28 +1,33 @@
 """An agent with a deadline is shown what it has time to read, and answers in time.
 
-After each batch of calls, what the next prompt adds (the batch's results) is weighed
-against the time left, at the pace the endpoint has kept so far (workers/pace.py). The
-largest results are held back, each replaced by a line saying what reading it would
-cost, while the next step would take more than half the time left; then, if one more
-step and an answer still do not fit, the next reply is asked for with tools off. On the
-bundled model a reader that read ten files in one reply spent 197 s of its 342 s reading
-them, and the deadline cut its answer: a reply the deadline cuts gives nothing.
+A batch's results come in call order. Each from a tool that reads the workspace (and so
+can be asked again, narrower) is weighed against the time left at the pace the model's
+calls have kept (workers/pace.py): once reading the batch so far would take more than
+half the time left less an answer's time, a long result is held back, replaced by a line
+saying what reading it would cost. The agent has not seen it, so the guards after this
+one do not count it as read (PendingCall.held_back). After the batch, when one more step
+and an answer no longer fit, the next reply is asked for with tools off. On the bundled
+model a reader that read ten files in one reply spent 197 s of its 342 s reading them,
+and the deadline cut its answer: a reply the deadline cuts gives nothing.
 """
 
 from __future__ import annotations
 
-from workers.guard_hooks import Guard, ModelAsk, StepStart
-from workers.guards.context import mask_latest
+from workers.guard_hooks import Guard, ModelAsk, PendingCall, StepStart
+from workers.guards.context import MASK_MIN_CHARS, stub
 from workers.limits import Budget
-from workers.model import Message
-from workers.tools.base import CHARS_PER_TOKEN
+from workers.model import AssistantTurn, Message
+from workers.tools.base import CHARS_PER_TOKEN, ToolResult
 
 BATCH_SHARE = 0.5
 """The most of the time left one step may spend reading a batch's results: the rest is
 for the answer, and one more step."""
+REREADABLE = frozenset({"read_file", "grep", "find_files", "list_dir", "find_symbol"})
+"""Tools whose result can be had again, or a narrower one: only theirs are held back."""
 HELD_BACK = (
-    "not shown: reading it would take about {seconds:.0f} s, and this agent has "
-    "{left:.0f} s left; read a part of it (offset and limit) or search for what you need"
+    "not shown: reading it would take about {seconds:.0f} s of the {left:.0f} s this "
+    "agent has left; ask for less (a range of lines, a narrower path or pattern) if you "
+    "need it"
 )
 
 
@@ -32,37 +37,47 @@ class TimeKeeper(Guard):
 
     def __init__(self) -> None:
         self._budget: Budget | None = None
+        self._model = ""
         self._conversation: list[Message] | None = None
-        self._pause = False
+        self._shown = 0
+        """Tokens of this batch's results shown so far."""
 
     def before_step(self, start: StepStart) -> None:
-        self._budget = start.budget
+        self._budget, self._model = start.budget, start.model.name
 
     def before_model(self, ask: ModelAsk) -> None:
         if not ask.aside:
             self._conversation = ask.messages  # the list the loop appends the batch to
 
-    def after_batch(self) -> None:
-        budget, messages = self._budget, self._conversation
-        left = budget.seconds_left() if budget is not None else None
-        if budget is None or messages is None or left is None or not budget.pace.known():
-            return
-        pace = budget.pace
+    def after_model(self, ask: ModelAsk, turn: AssistantTurn | None) -> None:
+        if not ask.aside:
+            self._shown = 0  # a new batch
 
-        def fits() -> bool:
-            return pace.seconds_for(_new_tokens(messages)) <= BATCH_SHARE * left
-
-        def why(content: str) -> str:
-            seconds = pace.seconds_for(len(content) // CHARS_PER_TOKEN, 0)
-            return HELD_BACK.format(seconds=seconds, left=left)
-
-        if not fits():
-            mask_latest(messages, fits, why)
-        self._pause = budget.no_time_for_another_step(_new_tokens(messages))
+    def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
+        budget = self._budget
+        if budget is None or call.refused or result.is_error or call.name not in REREADABLE:
+            return result
+        left, pace = budget.seconds_left(), budget.pace(self._model)
+        if left is None or not pace.measured():
+            return result
+        tokens = len(result.output) // CHARS_PER_TOKEN
+        room = BATCH_SHARE * left - pace.seconds_for(0)
+        if len(result.output) < MASK_MIN_CHARS or pace.seconds_for(self._shown + tokens, 0) <= room:
+            self._shown += tokens
+            return result
+        call.held_back = True
+        seconds = pace.seconds_for(tokens, 0)
+        why = HELD_BACK.format(seconds=seconds, left=max(left, 0.0))
+        return ToolResult(
+            output=stub(call.name, call.call.arguments, why),
+            summary=f"held back: ~{seconds:.0f} s to read, {left:.0f} s left",
+        )
 
     def take_pause(self) -> bool:
-        pause, self._pause = self._pause, False
-        return pause
+        """After the batch, and what the aids added to it: whether only an answer fits."""
+        if self._budget is None or self._conversation is None:
+            return False
+        return self._budget.no_time_for_another_step(self._model, _new_tokens(self._conversation))
 
 
 def _new_tokens(messages: list[Message]) -> int:

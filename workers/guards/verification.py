@@ -147,7 +147,6 @@ CHECK_FAILED = (
     "with the task's tests as they were, and it did not pass: {why}. Fix the code, then "
     "answer again. If it truly cannot pass, say exactly why in your answer."
 )
-# What of a failed check's output goes back to the agent: its first failure, not the log.
 UNNUMBERED = (
     "Your answer has no numbered line for {missing}. Answer every numbered question of "
     "the task on its own line, numbered as in the task, in the form it asks for; where "
@@ -204,7 +203,7 @@ class Gate(Guard):
     _judged: tuple[int, Verdict | None] | None = field(default=None, init=False)
 
     def after_call(self, call: PendingCall, result: ToolResult) -> ToolResult:
-        if self.citations is not None and not call.refused:
+        if self.citations is not None and not call.refused and not call.held_back:
             self.citations.note(call, result)
         return result
 
@@ -284,13 +283,13 @@ class Gate(Guard):
 
     def _unnumbered(self, asked: str, answer: str) -> str | None:
         """A reader's answer with no line for some of its task's numbered questions goes
-        back once: the one explorer of the bench answered ten of them in one sentence."""
-        if self.citations is None or self._asked_for_form or self.sent_back >= self.max_send_backs:
+        back once, apart from the send-backs for its claims: the bench's one explorer
+        answered ten of them in one sentence. One that reads through workers is not asked."""
+        if self.citations is None or self.through_workers or self._asked_for_form:
             return None
         if not (missing := numbered.unanswered(asked, answer)):
             return None
         self._asked_for_form = True
-        self.sent_back += 1
         shown = ", ".join(map(str, missing))
         self.events.emit(
             Verification(
