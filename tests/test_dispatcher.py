@@ -392,3 +392,60 @@ def test_a_dispatcher_that_joins_its_readers_answers_gives_them_nearly_all_its_t
     )
     worker = of(records, "delegate_start")[0]
     assert share * 100 - 2 < worker["max_seconds"] <= share * 100
+
+
+def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from_the_map(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked once, tools off, from the repo map alone: each reader gets its parts' lines
+    of that answer to check with its calls, and its own answer is what is joined."""
+    import tests.test_delegation as delegation
+    from workers.aids.task_parts import DRAFTED
+    from workers.model import CallOptions, Message
+    from workers.model.scripted import RoutedModel
+
+    asked: list[str] = []
+
+    class Drafting(RoutedModel):
+        def complete(
+            self, messages: list[Message], tools: list[dict], options: CallOptions = CallOptions()
+        ) -> object:
+            first = str(next(m["content"] for m in messages if m["role"] == "user"))
+            if first.startswith("# The workspace's code"):
+                asked.append(first)
+                return say("From the map:\n1. `parser.py`\n2. cache.py")
+            return super().complete(messages, tools, options)
+
+    monkeypatch.setattr(delegation, "RoutedModel", Drafting)
+    (workspace / "parser.py").write_text("def parse(text):\n    return text\n")
+    (workspace / "cache.py").write_text("CACHE = {}\n")
+    parts = ["where the parser lives", "which file holds the cache"]
+    drafted = {1: "1. `parser.py`", 2: "2. cache.py"}
+    tasks = handed_out([[parts[0]], [parts[1]]], SURVEY, drafted)
+    assert tasks[0].endswith(DRAFTED.format(lines="1. `parser.py`"))
+    scripts: dict[str, list[Step]] = {
+        SURVEY: [say("never asked")],
+        tasks[0]: [call("read_file", path="parser.py"), say("It is in parser.py.")],
+        tasks[1]: [call("read_file", path="cache.py"), say("The cache is in cache.py.")],
+    }
+    result, records, _ = run_session(
+        workspace,
+        tmp_path,
+        scripts,
+        task=SURVEY,
+        top="dispatcher",
+        task_mode=True,
+        verify=True,
+        file_blocks=True,
+    )
+
+    [draft] = asked
+    assert "`parser.py`\n  1: function parse" in draft.split(SURVEY)[0], "the map comes first"
+    assert draft.endswith("\n1. where the parser lives\n2. which file holds the cache")
+    assert isinstance(result.outcome, Finished)
+    assert result.outcome.answer == (
+        "1. where the parser lives\nIt is in parser.py.\n\n"
+        "2. which file holds the cache\nThe cache is in cache.py."
+    )
+    (delegation_call,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
+    assert delegation_call["args"]["tasks"] == tasks

@@ -34,3 +34,12 @@ def unanswered(task: str, answer: str) -> list[int]:
         return []  # steps to follow, rules to keep: not questions to answer one by one
     given = {int(m.group(1)) for m in _ANSWERED.finditer(answer)}
     return [n for n in numbers if n not in given]
+
+
+def lines_by_number(answer: str) -> dict[int, str]:
+    """Each numbered line of an answer, by its number (the first line for a number)."""
+    found: dict[int, str] = {}
+    for match in _ANSWERED.finditer(answer):
+        end = answer.find("\n", match.start())
+        found.setdefault(int(match.group(1)), answer[match.start() : None if end < 0 else end])
+    return {n: line.strip() for n, line in found.items()}

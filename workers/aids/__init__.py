@@ -31,6 +31,7 @@ def aids_for(
     user_task: str = "",
     at_once: int = 4,
     joins_reports: bool = False,
+    code: str = "",
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that can change files, the tests its task or the run's
@@ -42,10 +43,11 @@ def aids_for(
     `works_through_workers` (it delegates and reads nothing itself) has a question's
     parts handed to `reader`s, no more than `at_once` (or is shown a change's parts), and
     answers once its workers have reported; with `joins_reports`, their answers joined
-    are its answer to a question it handed out so."""
+    are its answer to a question it handed out so, and a first answer from `code` (the
+    repo map it is shown) goes with the parts for the readers to check."""
     chosen: list[Aid] = []
     if works_through_workers:  # the answer aid first: it counts the batches from there
-        chosen += [AnswerFromReports(), TaskParts(reader, at_once, joins=joins_reports)]
+        chosen += [AnswerFromReports(), TaskParts(reader, at_once, joins=joins_reports, code=code)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
     if (rules := task_rules_for(tools, file_blocks=file_blocks, user_task=user_task)) is not None:
