@@ -60,6 +60,7 @@ class FakeView(FromGuards):
         self.answer = ""
         self.is_spent = spent
         self.bad_replies = 0
+        self.seconds_left: float | None = None
 
     @property
     def facts(self) -> Sequence[Facts]:

@@ -449,3 +449,25 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
     )
     (delegation_call,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
     assert delegation_call["args"]["tasks"] == tasks
+
+
+def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Path) -> None:
+    """A first answer costs a call reading the map before the reader's own; under
+    DRAFT_MIN_SECONDS the reader's time is worth more. Asked or not, the reader's task
+    names no file of it for the files its task is about."""
+    from tests.test_aids import FakeView
+    from workers.aids.task_files import TaskFiles
+    from workers.aids.task_parts import DRAFT_MIN_SECONDS, DRAFTED, TaskParts
+
+    view = FakeView(tmp_path, SURVEY, asides=["1. parser.py\n2. cache.py"])
+    parts = TaskParts("explorer", 1, joins=True, code="`parser.py`\n  1: function parse")
+    view.seconds_left = DRAFT_MIN_SECONDS - 1
+    assert parts._drafted(view, SURVEY, ["a", "b"]) == {} and view.asked == []
+    view.seconds_left = DRAFT_MIN_SECONDS + 1
+    assert parts._drafted(view, SURVEY, ["a", "b"]) == {1: "1. parser.py", 2: "2. cache.py"}
+
+    (tmp_path / "parser.py").write_text("def parse(text):\n    return text\n")
+    reader = FakeView(tmp_path, "where is the parser?" + DRAFTED.format(lines="1. parser.py"))
+    reader.edits = None
+    TaskFiles(None, tmp_path).before_first_step(reader)
+    assert not any("<file path=" in said for said, _ in reader.told)

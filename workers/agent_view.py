@@ -154,6 +154,10 @@ class AgentView(FromGuards):
     def spent(self) -> bool:
         return calls.limit_if_spent(self._agent) is not None
 
+    @property
+    def seconds_left(self) -> float | None:
+        return self._agent.budget.seconds_left()
+
     def tell(self, content: str, *, source: str) -> None:
         tell(self._agent, self._result.messages, content, source=source)
 

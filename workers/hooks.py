@@ -171,6 +171,11 @@ class View(Protocol):
         """Whether it must stop now: cancelled, or out of tokens or time."""
         ...
 
+    @property
+    def seconds_left(self) -> float | None:
+        """Its time left; None: no deadline."""
+        ...
+
     # What its edit guard knows (workers/guards/editing.py); an agent that edits nothing
     # has none, and these say nothing.
 

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from workers import python_source
+from workers.aids.task_parts import DRAFT_HEADING
 from workers.guards.named_code import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.repo_map.ranking import COMMON_WORDS
@@ -52,7 +53,8 @@ class TaskFiles(Aid):
         if view.looked:
             return  # a resumed conversation has its files
         room, root, edits = view.room_for_files, self.container_root, view.files_seen()
-        task = view.latest_request
+        # A first answer sent with the task (task_parts.py) is to be checked, not read for it.
+        task = view.latest_request.partition(DRAFT_HEADING)[0]
         paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
         if not paths and edits is None and self.workspace is not None:
             self._found(view, self.workspace, task)

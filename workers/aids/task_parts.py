@@ -57,12 +57,17 @@ DRAFT_ASK = (
     "# The workspace's code\n\n{code}\n\n{task}\n\nFrom the code above alone, answer "
     "each of these on its own line, numbered as here, the file or folder first:\n{parts}"
 )
+DRAFT_HEADING = "A first answer from the map of the code alone, which nobody has checked:"
 DRAFTED = (
-    "\n\nA first answer from the map of the code alone, which nobody has checked:\n"
-    "{lines}\nCheck each line with a call (find_symbol, grep or read_file) before you "
-    "answer, and correct what the code does not bear out."
+    "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call (find_symbol, grep or "
+    "read_file) before you answer, and correct what the code does not bear out."
 )
 DRAFT_TOKENS_PER_PART = 40
+DRAFT_MIN_SECONDS = 240
+"""The least time left for a first answer to be worth asking: on the bundled model on
+two cores it costs a call reading the map (about 45 s), and the reader's own first call
+takes 60 to 90 s; with less, the reader's time is worth more (the demo's 150 s run, the
+reader given what was left after the first answer, ended with none)."""
 TOLD = (
     "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
     "one self-contained task per part (say what to find and what to report):\n{parts}"
@@ -169,7 +174,8 @@ class TaskParts(Aid):
     def _drafted(self, view: View, task: str, parts: list[str]) -> dict[int, str]:
         """The first answer from the map, by part number; {} where there is none to ask
         from, or the model gave none."""
-        if not (self.joins and self.code):
+        left = view.seconds_left
+        if not (self.joins and self.code) or (left is not None and left < DRAFT_MIN_SECONDS):
             return {}
         numbered_parts = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
         ask = DRAFT_ASK.format(code=self.code, task=task.strip(), parts=numbered_parts)
