@@ -183,16 +183,16 @@ def test_wall_clock_stops_the_run(workspace: Path) -> None:
 
 
 def test_an_agent_with_time_for_one_call_only_answers_with_tools_off(workspace: Path) -> None:
-    """Its calls take 0.5 s for 5 reply tokens, so a step and an answer take about 1.5 s
-    (workers/pace.py), and 2.2 s are allowed: after the second, they would not fit, so
-    the third reply is the answer, asked for with tools off (a call the deadline cuts
+    """Its calls take 0.5 s for 256 reply tokens, so a step and an answer take about
+    1.2 s (workers/pace.py), and 2 s are allowed: after the second, they would not fit,
+    so the third reply is the answer, asked for with tools off (a call the deadline cuts
     gives nothing)."""
+    script = [call("list_dir", path="."), call("list_dir", path="workers"), say("what I had")]
     model = ScriptedModel(
-        [call("list_dir", path="."), call("list_dir", path="workers"), say("what I had")],
-        latency=0.5,
+        [dataclasses.replace(turn, usage=Usage(10, 256)) for turn in script], latency=0.5
     )
     recorder = Recorder()
-    agent = make_agent(workspace, model, recorder, Limits(max_seconds=2.2))
+    agent = make_agent(workspace, model, recorder, Limits(max_seconds=2.0))
     result = run_agent(agent, [{"role": "user", "content": "survey it"}])
 
     assert result.outcome == Finished("what I had")

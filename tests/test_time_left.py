@@ -19,7 +19,7 @@ from workers.loop import run_agent
 from workers.model import Message
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Finished
-from workers.pace import MARGIN, PROMPT_COST_PRIOR, Pace
+from workers.pace import ANSWER_TOKENS, MARGIN, PROMPT_COST_PRIOR, Pace
 from workers.tools import BUILTIN_TOOLS
 
 HELD = "not shown: reading it would take about"
@@ -83,18 +83,18 @@ def run(
 def test_a_batch_longer_than_the_time_left_can_read_is_held_back_once_it_fills_up(
     workspace: Path,
 ) -> None:
-    """A prompt token costs ~6 ms, and 20 s leaves ~9.9 s for the batch (half, less an
-    answer): ~1,650 tokens. a.py and b.py fit (1,300), c.py and d.py do not; a short
-    result after them is still shown."""
+    """A prompt token costs ~6 ms, and 30 s leaves ~8.9 s for the batch (half, less an
+    answer of 256 tokens): ~1,480 tokens. a.py and b.py fit (1,333), c.py and d.py do
+    not; a short result after them is still shown."""
     files(workspace, {"a.py": 1_000, "b.py": 3_000, "c.py": 12_000, "d.py": 2_400})
     reads = calls(*(("read_file", {"path": n}) for n in ("a.py", "b.py", "c.py", "d.py")))
     script = [calls(("list_dir", {})), reads, say("a.py and b.py set x")]
-    outcome, model, shown, recorder = run(workspace, [*script], 20)
+    outcome, model, shown, recorder = run(workspace, [*script], 30)
 
     assert outcome == Finished("a.py and b.py set x")
     results = [m["content"] for m in shown[1:]]
     assert [r.startswith("x = 1") for r in results] == [True, True, False, False]
-    assert all(HELD in r and "of the 20 s this agent has left" in r for r in results[2:])
+    assert all(HELD in r and "of the 30 s this agent has left" in r for r in results[2:])
     assert "c.py" in results[2] and "a range of lines" in results[2]
     logged = [r["summary"] for r in recorder.of("tool_call")]
     assert logged[3].startswith("held back: ~") and logged[3].endswith("s left")
@@ -106,7 +106,7 @@ def test_a_held_back_read_asked_for_again_runs(workspace: Path) -> None:
     files(workspace, {"big.py": 12_000})
     again = call("read_file", path="big.py", limit=10)
     script = [calls(("list_dir", {})), call("read_file", path="big.py"), again, say("big.py")]
-    outcome, _, shown, _ = run(workspace, script, 20)
+    outcome, _, shown, _ = run(workspace, script, 30)
     assert outcome == Finished("big.py")
     assert HELD in shown[1]["content"]
     assert shown[2]["content"].startswith("x = 1")
@@ -136,7 +136,7 @@ def test_a_file_held_back_from_a_reader_is_not_one_it_opened(workspace: Path) ->
         say("x is set in big.py, line 1."),
         say("x is set in big.py, line 1."),
     ]
-    _, model, _, _ = run(workspace, script, 20, gate=reader_gate(workspace, recorder))
+    _, model, _, _ = run(workspace, script, 30, gate=reader_gate(workspace, recorder))
     sent = [str(m["content"]) for m in model.seen[-1] if m["role"] == "user"]
     assert any("big.py, which none of your calls opened, listed or matched" in s for s in sent)
 
@@ -150,7 +150,18 @@ def test_a_file_held_back_from_an_editor_is_not_read_before_its_change(workspace
         say("done"),
     ]
     _, _, shown, _ = run(
-        workspace, script, 20, edits=EditGuard(workspace), tools=dict(BUILTIN_TOOLS)
+        workspace, script, 30, edits=EditGuard(workspace), tools=dict(BUILTIN_TOOLS)
     )
     assert HELD in shown[1]["content"]
     assert shown[2]["content"].startswith("refused: read big.py before changing it")
+
+
+def test_an_answer_is_taken_to_run_longer_than_a_reply_that_calls_tools() -> None:
+    """Tool-call replies of 30 tokens say little of an answer's length: the demo's
+    reader's ran to 318 tokens, 54 s."""
+    pace = Pace()
+    pace.took(3.6, 0, 30)  # ~0.12 s a reply token
+    assert pace.answer_seconds() == pytest.approx(pace.seconds_for(0, ANSWER_TOKENS))
+    assert pace.answer_seconds() > 8 * pace.seconds_for(0)
+    pace.took(120.0, 0, 1000)  # a longer reply than that was written: it is the measure
+    assert pace.answer_seconds() == pace.seconds_for(0)

@@ -155,7 +155,7 @@ class Budget:
         left, pace = self.seconds_left(), self.pace(model)
         if left is None or not pace.known():
             return False
-        return left < pace.seconds_for(new_tokens) + pace.seconds_for(0)
+        return left < pace.seconds_for(new_tokens) + pace.answer_seconds()
 
     def seconds_left(self) -> float | None:
         deadline = self.deadline_at()

@@ -26,6 +26,9 @@ MARGIN = 1.2
 """Longer prompts are read more slowly (attention grows with them): estimates err long."""
 KEPT_CALLS = 24
 RECENT_REPLIES = 8
+ANSWER_TOKENS = 256
+"""The least an answer is taken to run to: a reply that calls tools is a few dozen tokens,
+an answer to a survey a few hundred (the demo's reader's: 318, written in 54 s)."""
 
 
 class Pace:
@@ -53,6 +56,11 @@ class Pace:
     def measured(self) -> bool:
         """Whether a call reported its tokens: how long a result takes to read is known."""
         return bool(self._calls)
+
+    def answer_seconds(self) -> float:
+        """What writing an answer should take: ANSWER_TOKENS, or a reply as long as the
+        longest recent one."""
+        return max(self.seconds_for(0, ANSWER_TOKENS), self.seconds_for(0))
 
     def seconds_for(self, new_prompt: int, completion: int | None = None) -> float:
         """What a call reading `new_prompt` new tokens and writing `completion` (by

@@ -61,7 +61,7 @@ class TimeKeeper(Guard):
         if left is None or not pace.measured():
             return result
         tokens = len(result.output) // CHARS_PER_TOKEN
-        room = BATCH_SHARE * left - pace.seconds_for(0)
+        room = BATCH_SHARE * left - pace.answer_seconds()
         if len(result.output) < MASK_MIN_CHARS or pace.seconds_for(self._shown + tokens, 0) <= room:
             self._shown += tokens
             return result
