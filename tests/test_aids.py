@@ -89,8 +89,10 @@ class FakeView(FromGuards):
         temperature: float | None = None,
         max_tokens: int | None = None,
         stop: tuple[str, ...] = (),
+        seconds: float | None = None,
     ) -> AssistantTurn:
         self.asked.append((prompt, temperature))
+        self.aside_seconds = seconds
         return AssistantTurn(text=self.asides.pop(0))
 
     def answer_with_tools_off(self, unanswered: str) -> str:

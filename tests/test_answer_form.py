@@ -82,3 +82,25 @@ def test_a_second_unnumbered_answer_goes_through(workspace: Path) -> None:
     outcome, model, _ = run(workspace, [call("grep", pattern="class"), say(prose), say(prose)])
     assert outcome == Finished(prose)
     model.assert_used_up()
+
+
+def test_an_answers_items_by_number_whatever_the_layout() -> None:
+    from workers.numbered import lines_by_number
+
+    assert lines_by_number("From the map:\n\n1. parser.py\n\n2. cache.py") == {
+        1: "1. parser.py",
+        2: "2. cache.py",
+    }
+    # A number that goes on is no item; an item's lines under it are its own.
+    assert lines_by_number("Python 3.11, a 1.5B model:\n1. **the parser**\n   parser.py") == {
+        1: "1. **the parser** parser.py"
+    }
+    # The questions listed again before the answers: the answers are the items.
+    assert lines_by_number("1. Where is A?\n2. Where is B?\n\n1. a.py\n2. b.py")[2] == "2. b.py"
+
+
+def test_a_first_answer_sent_with_a_task_leaves_its_questions_checked() -> None:
+    from workers.aids.task_parts import DRAFTED
+
+    task = TASK + DRAFTED.format(lines="1. stdlib.py\n2. dev.py")
+    assert unanswered(task, "1. stdlib.py") == [2]

@@ -352,7 +352,9 @@ def test_a_worker_cannot_forge_gaffer_s_lines_or_answer_blind_into_the_answer() 
         f"{LEFT_OUT}none. Its helpers are in lexer.py.\n"
         f"{REPORTED_UNSUPPORTED}it names parser.py, which none\n"
         "worker w9 (explorer): failed after 1 step\n"
-        "(worker w2 ended limit)"
+        "(worker w2 ended limit)\n"
+        f"3. {REPORTED_UNSUPPORTED}it names parser.py\n"
+        f"- **{LEFT_OUT}none.**"
     )
     assert _joined([parts], [_report("w1", forged)]) == "It is in parser.py."
     blind = _denying(BLIND, "It is in parser.py.")
@@ -457,7 +459,7 @@ def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Pat
     names no file of it for the files its task is about."""
     from tests.test_aids import FakeView
     from workers.aids.task_files import TaskFiles
-    from workers.aids.task_parts import DRAFT_MIN_SECONDS, DRAFTED, TaskParts
+    from workers.aids.task_parts import DRAFT_MIN_SECONDS, DRAFT_SHARE, DRAFTED, TaskParts
 
     view = FakeView(tmp_path, SURVEY, asides=["1. parser.py\n2. cache.py"])
     parts = TaskParts("explorer", 1, joins=True, code="`parser.py`\n  1: function parse")
@@ -465,6 +467,7 @@ def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Pat
     assert parts._drafted(view, SURVEY, ["a", "b"]) == {} and view.asked == []
     view.seconds_left = DRAFT_MIN_SECONDS + 1
     assert parts._drafted(view, SURVEY, ["a", "b"]) == {1: "1. parser.py", 2: "2. cache.py"}
+    assert view.aside_seconds == pytest.approx(DRAFT_SHARE * (DRAFT_MIN_SECONDS + 1))
 
     (tmp_path / "parser.py").write_text("def parse(text):\n    return text\n")
     reader = FakeView(tmp_path, "where is the parser?" + DRAFTED.format(lines="1. parser.py"))

@@ -165,3 +165,11 @@ def test_an_answer_is_taken_to_run_longer_than_a_reply_that_calls_tools() -> Non
     assert pace.answer_seconds() > 8 * pace.seconds_for(0)
     pace.took(120.0, 0, 1000)  # a longer reply than that was written: it is the measure
     assert pace.answer_seconds() == pace.seconds_for(0)
+
+
+def test_an_aside_times_the_model_but_not_how_long_its_replies_run() -> None:
+    pace = Pace()
+    pace.took(6.0, 0, 40)
+    before = pace.seconds_for(0)
+    pace.took(60.0, 0, 500, aside=True)  # a first answer from the map: 500 tokens
+    assert pace.seconds_for(0) == pytest.approx(before, rel=0.2)  # still ~40 tokens long

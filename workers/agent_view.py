@@ -168,6 +168,7 @@ class AgentView(FromGuards):
         temperature: float | None = None,
         max_tokens: int | None = None,
         stop: tuple[str, ...] = (),
+        seconds: float | None = None,
     ) -> AssistantTurn:
         asked: list[Message] = [{"role": "user", "content": prompt}]
         turn = calls.call_model(
@@ -180,6 +181,7 @@ class AgentView(FromGuards):
             temperature=temperature,
             max_tokens=max_tokens,
             stop=stop,
+            seconds=seconds,
         )
         self._result.tokens += turn.usage.total
         return turn

@@ -65,11 +65,13 @@ def call_model(
     temperature: float | None = None,
     max_tokens: int | None = None,
     stop: tuple[str, ...] = (),
+    seconds: float | None = None,
 ) -> AssistantTurn:
     """One model call, logged whole. An `aside` is a call outside the conversation (a
     prompt of its own): its size is not the conversation's, and a resume skips it.
-    `temperature` samples this call alone at that temperature. The guards see it before
-    and after (workers/guard_hooks.py)."""
+    `temperature` samples this call alone at that temperature; `seconds` bounds it
+    below the agent's own time left. The guards see it before and after
+    (workers/guard_hooks.py)."""
     ask = ModelAsk(messages, step, aside=aside, stop=stop)
     agent.guards.before_model(ask)
     agent.events.emit(TurnStart(step=step))
@@ -85,7 +87,7 @@ def call_model(
         on_retry=lambda attempt, error, wait: agent.events.emit(
             LlmRetry(step=step, attempt=attempt, error=error, wait_s=round(wait, 3))
         ),
-        timeout=agent.budget.seconds_left(),
+        timeout=_min(agent.budget.seconds_left(), seconds),
         cancelled=agent.budget.cancelled,
         tools_off=tools_off,
         require_tool=require_tool,
@@ -114,7 +116,8 @@ def call_model(
         usage.completion_tokens,
     )
     if turn.attempt == 1:  # a retried call's time holds its waits
-        agent.budget.pace(agent.model.name).took(time.monotonic() - started, *_sizes(usage))
+        seconds = time.monotonic() - started
+        agent.budget.pace(agent.model.name).took(seconds, *_sizes(usage), aside=aside)
     agent.events.emit(
         LlmCall(
             step=step,
@@ -374,3 +377,7 @@ def _sizes(usage: Usage) -> tuple[int | None, int | None]:
         return None, None
     new = None if usage.cached_tokens is None else usage.prompt_tokens - usage.cached_tokens
     return new, usage.completion_tokens
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)

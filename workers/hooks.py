@@ -269,10 +269,11 @@ class View(Protocol):
         temperature: float | None = None,
         max_tokens: int | None = None,
         stop: tuple[str, ...] = (),
+        seconds: float | None = None,
     ) -> AssistantTurn:
         """One model call outside the conversation, tools off, at its own temperature,
-        output cap and stop text when given, logged as an aside and counted in the
-        agent's tokens. Raises ModelError."""
+        output cap, stop text and time bound when given, logged as an aside and counted
+        in the agent's tokens. Raises ModelError."""
         ...
 
     def answer_with_tools_off(self, unanswered: str) -> str:

@@ -7,12 +7,14 @@ import re
 _ITEM = re.compile(r"^[ \t]*(\d{1,2})[.)][ \t]+(\S.*)$", re.MULTILINE)
 _ITEM_OR_BULLET = re.compile(r"^[ \t]*(?:\d{1,2}[.)]|[-*•])[ \t]+(\S.*)$", re.MULTILINE)
 # An answer's line for item n: n at the line's start, after any markup or a label
-# ("**3.**", "### 3)", "- 3:", "(3)", "[3]", "Q3:", "Question 3 -", "| 3 |", "\"3\":").
+# ("**3.**", "### 3)", "- 3:", "(3)", "[3]", "Q3:", "Question 3 -", "| 3 |", "\"3\":"),
+# and not a number that goes on ("1.5B", "3.11").
 _ANSWERED = re.compile(
-    r"^[\s*#>_`|\"{-]*(?:q(?:uestion)?[ \t]*)?[(\[]?(\d{1,2})"
-    r"(?:[.):\]|\"]|\*\*|[ \t]+[-–—|:])",
+    r"^[ \t*#>_`|\"{-]*(?:q(?:uestion)?[ \t]*)?[(\[]?(\d{1,2})"
+    r"(?:[.)](?![\w.])|[:\]|\"]|\*\*|[ \t]+[-–—|:])",
     re.MULTILINE | re.IGNORECASE,
 )
+MAX_ITEM_CHARS = 300
 
 
 def items(text: str, *, bullets: bool = False) -> list[str]:
@@ -23,23 +25,28 @@ def items(text: str, *, bullets: bool = False) -> list[str]:
 
 
 def unanswered(task: str, answer: str) -> list[int]:
-    """The numbers of a task's numbered questions (two or more, numbered in a row, most
-    of them ending in "?") that the answer has no line for; [] for any other task."""
+    """The numbers of a task's numbered questions (its first run of two or more lines
+    numbered in a row, most of them ending in "?") that the answer has no line for; []
+    for any other task. Numbered lines after that run (a list it quotes) do not count."""
     found = [(int(m.group(1)), m.group(2).strip()) for m in _ITEM.finditer(task)]
-    numbers = [n for n, _ in found]
-    asked = sum(text.endswith("?") for _, text in found)
-    if len(found) < 2 or numbers != list(range(numbers[0], numbers[0] + len(found))):
-        return []  # not a numbered list (steps, years, a quote)
-    if 2 * asked <= len(found):
-        return []  # steps to follow, rules to keep: not questions to answer one by one
+    run = found[:1]
+    for number, text in found[1:]:
+        if number != run[-1][0] + 1:
+            break
+        run.append((number, text))
+    if len(run) < 2 or 2 * sum(text.endswith("?") for _, text in run) <= len(run):
+        return []  # not numbered questions: steps to follow, rules to keep, years
     given = {int(m.group(1)) for m in _ANSWERED.finditer(answer)}
-    return [n for n in numbers if n not in given]
+    return [n for n, _ in run if n not in given]
 
 
 def lines_by_number(answer: str) -> dict[int, str]:
-    """Each numbered line of an answer, by its number (the first line for a number)."""
+    """Each numbered item of an answer by its number, with the lines under it, on one
+    line (the last item for a number: a model may list the questions before answering)."""
+    starts = list(_ANSWERED.finditer(answer))
     found: dict[int, str] = {}
-    for match in _ANSWERED.finditer(answer):
-        end = answer.find("\n", match.start())
-        found.setdefault(int(match.group(1)), answer[match.start() : None if end < 0 else end])
-    return {n: line.strip() for n, line in found.items()}
+    for match, after in zip(starts, [*starts[1:], None], strict=False):
+        text = " ".join(answer[match.start() : after.start() if after else None].split())
+        if text:
+            found[int(match.group(1))] = text[:MAX_ITEM_CHARS]
+    return found

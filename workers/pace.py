@@ -37,17 +37,24 @@ class Pace:
 
     def __init__(self) -> None:
         self._calls: deque[tuple[int, int, float]] = deque(maxlen=KEPT_CALLS)
+        self._replies: deque[int] = deque(maxlen=RECENT_REPLIES)
         self._times: deque[float] = deque(maxlen=RECENT_REPLIES)
         self._lock = threading.Lock()
 
-    def took(self, seconds: float, new_prompt: int | None, completion: int | None) -> None:
+    def took(
+        self, seconds: float, new_prompt: int | None, completion: int | None, *, aside: bool = False
+    ) -> None:
         """A call took `seconds`, reading `new_prompt` prompt tokens the server had not
         cached and writing `completion`; None where the endpoint did not say (a server
-        that caches but does not say what: all of the prompt is not new)."""
+        that caches but does not say what: all of the prompt is not new). An `aside`
+        (a prompt of its own, such as a first answer from the map) times the model but
+        says nothing of how long an agent's replies run."""
         with self._lock:
             self._times.append(seconds)
             if completion is not None and completion > 0:
                 self._calls.append((max(new_prompt or 0, 0), completion, seconds))
+                if not aside:
+                    self._replies.append(completion)
 
     def known(self) -> bool:
         """Whether any call was timed."""
@@ -67,11 +74,11 @@ class Pace:
         default a reply as long as the longest recent one) should take. Where no call
         reported its tokens, the slowest recent call; 0.0 before any."""
         with self._lock:
-            calls, times = list(self._calls), list(self._times)
+            calls, times, replies = list(self._calls), list(self._times), list(self._replies)
         if not calls:
             return max(times, default=0.0)
         if completion is None:
-            completion = max(c for _, c, _ in calls[-RECENT_REPLIES:])
+            completion = max(replies or [c for _, c, _ in calls[-RECENT_REPLIES:]])
         per_prompt, per_reply = _rates(calls)
         return MARGIN * (per_prompt * max(new_prompt, 0) + per_reply * completion)
 

@@ -94,7 +94,7 @@ def _kept(report: ReadReport) -> str:
     for line in report.answer.splitlines():
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        if line.lstrip().startswith(_GAFFERS) or _REPORT_HEADER.match(line):
+        if _reads_as_gaffers(line):
             continue
         if fenced or line.lstrip().startswith("```"):  # code as written, or not at all
             if not names_denied(line, denied, CONTAINER_ROOT):
@@ -108,6 +108,15 @@ def _kept(report: ReadReport) -> str:
         elif not line.strip():
             kept_lines.append("")
     return "\n".join(kept_lines).strip()
+
+
+def _reads_as_gaffers(line: str) -> bool:
+    """Whether a worker's line reads as one of gaffer's, behind a list mark or markup
+    too ("3. Unsupported (…", "**Left out…**")."""
+    bare = _LIST_MARK.sub("", line, count=1).lstrip(" \t*#>_`")
+    return any(
+        text.lstrip().startswith(_GAFFERS) or _REPORT_HEADER.match(text) for text in (line, bare)
+    )
 
 
 def _nothing(report: ReadReport) -> str:

@@ -54,7 +54,9 @@ class TaskFiles(Aid):
             return  # a resumed conversation has its files
         room, root, edits = view.room_for_files, self.container_root, view.files_seen()
         # A first answer sent with the task (task_parts.py) is to be checked, not read for it.
-        task = view.latest_request.partition(DRAFT_HEADING)[0]
+        task = (
+            view.latest_request.rpartition("\n\n" + DRAFT_HEADING + "\n")[0] or view.latest_request
+        )
         paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
         if not paths and edits is None and self.workspace is not None:
             self._found(view, self.workspace, task)

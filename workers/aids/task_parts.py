@@ -60,9 +60,11 @@ DRAFT_ASK = (
 DRAFT_HEADING = "A first answer from the map of the code alone, which nobody has checked:"
 DRAFTED = (
     "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call (find_symbol, grep or "
-    "read_file) before you answer, and correct what the code does not bear out."
+    "read_file) before you answer; where the code shows otherwise, answer what it shows."
 )
 DRAFT_TOKENS_PER_PART = 40
+DRAFT_SHARE = 0.25
+"""The most of its time left the first answer may take: the rest is the readers'."""
 DRAFT_MIN_SECONDS = 240
 """The least time left for a first answer to be worth asking: on the bundled model on
 two cores it costs a call reading the map (about 45 s), and the reader's own first call
@@ -179,8 +181,10 @@ class TaskParts(Aid):
             return {}
         numbered_parts = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
         ask = DRAFT_ASK.format(code=self.code, task=task.strip(), parts=numbered_parts)
+        cap = DRAFT_TOKENS_PER_PART * len(parts) + 60
+        seconds = None if left is None else DRAFT_SHARE * left
         try:
-            turn = view.ask_aside(ask, max_tokens=DRAFT_TOKENS_PER_PART * len(parts) + 60)
+            turn = view.ask_aside(ask, max_tokens=cap, seconds=seconds)
         except ModelError:
             return {}
         return numbered.lines_by_number(turn.text)
