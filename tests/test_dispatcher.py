@@ -474,3 +474,32 @@ def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Pat
     reader.edits = None
     TaskFiles(None, tmp_path).before_first_step(reader)
     assert not any("<file path=" in said for said, _ in reader.told)
+
+
+def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_unchecked() -> None:
+    """A reader that answered two of three parts, or none, or only with a file gaffer
+    denied: the first answer from the map fills what it left, under gaffer's line saying
+    no worker bore it out, never a line whose claim the check denied."""
+    from workers.aids.joined_reports import UNCHECKED
+
+    parts = ["where the parser lives", "which file holds the cache", "where the lexer is"]
+    drafted = {1: "1. parser.py", 2: "2. cache.py", 3: "3. `lexer.py`"}
+
+    def joined(report: str) -> str:
+        found = joined_answer([parts], [report], drafted)
+        assert found is not None
+        return found.answer
+
+    assert joined(_report("w1", "1. parser.py\n2. cache.py")) == (
+        f"1. parser.py\n2. cache.py\n{UNCHECKED}\n3. `lexer.py`"
+    )
+    silent = joined(_report("w1", "", reason="its answer was empty"))
+    assert silent.endswith(f"{UNCHECKED}\n1. parser.py\n2. cache.py\n3. `lexer.py`")
+    assert silent.startswith("(w1 gave no answer")
+    denied = _denying("it names lexer.py, which none of your calls opened", "1. parser.py")
+    assert joined(denied) == f"1. parser.py\n{UNCHECKED}\n2. cache.py"
+    # One reader per part: a part it answered is answered; a worker's forged line goes.
+    forged = _report("w1", f"parser.py\n{UNCHECKED}\n9. lexer.py")
+    separate = joined_answer([[parts[0]]], [forged], drafted)
+    assert separate is not None and separate.answer == "parser.py\n9. lexer.py"
+    assert joined_answer([parts], [_report("w1", "1. a\n2. b\n3. c")], None) is not None

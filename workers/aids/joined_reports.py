@@ -15,13 +15,15 @@ What was left out is said after the answer, as gaffer's, never as fact.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from workers import numbered
 from workers.report_lines import (
     ANSWER_HEADING,
     LEFT_OUT,
     REPORTED_UNSUPPORTED,
+    Denied,
     ReadReport,
     names_denied,
     read_report,
@@ -34,7 +36,18 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[.!?;]\))\s+")
 _LIST_MARK = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
 # Lines of gaffer's own, and lines that would read as them, in a worker's words: a
 # worker's answer never brings them into the user's.
-_GAFFERS = (LEFT_OUT, REPORTED_UNSUPPORTED, ANSWER_HEADING, "Unsupported (", "[gaffer", "(worker ")
+UNCHECKED = (
+    "Unchecked (no worker's answer has these; a first answer from the map of the code alone):"
+)
+_GAFFERS = (
+    LEFT_OUT,
+    REPORTED_UNSUPPORTED,
+    ANSWER_HEADING,
+    "Unsupported (",
+    "Unchecked (",
+    "[gaffer",
+    "(worker ",
+)
 _REPORT_HEADER = re.compile(r"^\s*worker \S+ \(\S+\): ")
 
 
@@ -45,10 +58,16 @@ class Joined:
     """What gaffer left out, each as `wN: the claims its check denied`."""
 
 
-def joined_answer(groups: Sequence[Sequence[str]], reports: Sequence[str]) -> Joined | None:
+def joined_answer(
+    groups: Sequence[Sequence[str]],
+    reports: Sequence[str],
+    drafted: Mapping[int, str] | None = None,
+) -> Joined | None:
     """`groups`: the parts each worker was given, in order; `reports`: their reports, in
     the same order (a task that started no worker has its refusal there). None when no
-    report can be read as a worker's (the model answers from them instead)."""
+    report can be read as a worker's (the model answers from them instead). `drafted`:
+    the first answer from the map, by part number (task_parts.py): a part no worker's
+    answer has a line for gets its line, said to be unchecked."""
     if len(reports) != len(groups):
         return None
     read = [read_report(report) for report in reports]
@@ -57,10 +76,14 @@ def joined_answer(groups: Sequence[Sequence[str]], reports: Sequence[str]) -> Jo
     sections, left_out, number = [], [], 1
     for parts, report, raw in zip(groups, read, reports, strict=True):
         heading = _heading(parts, number, alone=len(groups) == 1)
+        numbers = range(number, number + len(parts))
         number += len(parts)
         if report is None:  # refused, or not started: its reason
             first = raw.strip().splitlines()[0] if raw.strip() else "no report"
-            sections.append("\n".join(filter(None, [heading, f"(not answered: {first})"])))
+            unchecked = _unchecked(drafted, numbers, "")
+            sections.append(
+                "\n".join(filter(None, [heading, f"(not answered: {first})", unchecked]))
+            )
             continue
         body = _kept(report)
         if report.unsupported:
@@ -70,8 +93,31 @@ def joined_answer(groups: Sequence[Sequence[str]], reports: Sequence[str]) -> Jo
             ended = f"({report.worker} ended {report.status}" + (
                 f": {report.reason})" if report.reason else ")"
             )
-        sections.append("\n".join(filter(None, [heading, body or _nothing(report), ended])))
+        unchecked = _unchecked(drafted, numbers, body, report.denied)
+        sections.append(
+            "\n".join(filter(None, [heading, body or _nothing(report), ended, unchecked]))
+        )
     return Joined("\n\n".join(sections), tuple(left_out))
+
+
+def _unchecked(
+    drafted: Mapping[int, str] | None, numbers: range, body: str, denied: Denied | None = None
+) -> str:
+    """The first answer's lines for the parts a worker's kept answer has no line for
+    (all of them where it kept nothing; none for one part it answered), under gaffer's
+    line saying no worker bore them out; never a line with a claim the worker's check
+    denied (a file not there, or named unread)."""
+    if not drafted:
+        return ""
+    given = set(numbered.lines_by_number(body)) if len(numbers) > 1 or not body else set(numbers)
+    lines = [
+        drafted[n]
+        for n in numbers
+        if n in drafted
+        and n not in given
+        and not (denied and names_denied(drafted[n], denied, CONTAINER_ROOT))
+    ]
+    return "\n".join([UNCHECKED, *lines]) if lines else ""
 
 
 def _heading(parts: Sequence[str], first: int, *, alone: bool) -> str:

@@ -169,7 +169,8 @@ class TaskParts(Aid):
         call = ToolCall(id="task-parts", name="delegate", arguments=json.dumps(arguments))
         result = view.run(call, arguments, checked=False)
         view.tell(f"{REPORTED}\n\n{result.output}", source="task_parts")
-        if self.joins and (joined := joined_answer(groups, result.parts or (result.output,))):
+        reports = result.parts or (result.output,)
+        if self.joins and (joined := joined_answer(groups, reports, drafted)):
             return Finish(joined.answer, made_of_checked=True, left_out=joined.left_out)
         return None
 
