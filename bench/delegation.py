@@ -16,8 +16,9 @@ distribution (on 2026-12-04: pygments, 4.5 MB, and pydantic, 1.8 MB). Ways:
   questions, at the bundled model's room for it) and the questions, no tools.
 
 Each row says the right answers, wall time, tokens, workers and the most at once, the
-prompt tokens the server had cached, and the claims gaffer marked or sent back as
-unsupported.
+prompt tokens the server had cached, the claims gaffer marked or sent back as
+unsupported, and how many of the right answers were only under gaffer's "Unchecked"
+line (a first answer from the map that no worker's answer had).
 
 Refactor. A generated project of 12 modules where `scale(value)`, used by 9 of them, is
 renamed `scale_by(value, factor)`; its tests decide. Ways: the default top agent with
@@ -48,6 +49,7 @@ from typing import Any
 from bench.refactor_project import TASK as REFACTOR_TASK
 from bench.refactor_project import write_project, write_tests
 from supervisor.local import server, store
+from workers.aids.joined_reports import UNCHECKED
 from workers.guards.citations import UNSUPPORTED
 from workers.model.openai_client import OpenAIModel
 from workers.repo_map.index import build
@@ -185,6 +187,9 @@ class Outcome:
     """Prompt tokens the server had cached, as it reported them."""
     unsupported: int = 0
     """Answers sent back as unsupported, and claims the answers went on marked so."""
+    unchecked: int = 0
+    """Of the right answers, those only under gaffer's "Unchecked (…)" line: a first
+    answer from the map that no worker's answer had (workers/aids/joined_reports.py)."""
 
 
 def defining_file(root: Path, symbol: str) -> str | None:
@@ -229,6 +234,15 @@ def score(answer: str, expected: list[str], package: str = "") -> int:
 
 
 _PATH = re.compile(r"[\w./-]*\w\.py\b")
+
+
+def _checked(answer: str) -> str:
+    """The answer without the lines gaffer says no worker's answer had."""
+    kept, unchecked = [], False
+    for line in answer.splitlines():
+        unchecked = line.startswith(UNCHECKED) or (unchecked and line.strip() != "")
+        kept += [] if unchecked else [line]
+    return "\n".join(kept)
 
 
 def _without_opening(answer: str) -> str:
@@ -352,6 +366,7 @@ def survey(
                 keep(f"{package}.{args[-1] if args else 'top'}", logs, answer)
                 right = score(answer, expected, package)
                 ways[way].append(measured(records, wall, right, len(expected)))
+                ways[way][-1].unchecked = right - score(_checked(answer), expected, package)
                 print(f"{package} {way}: {ways[way][-1]}", file=sys.stderr)
             started = time.monotonic()
             with tempfile.TemporaryDirectory() as state:  # the map's cache is the bench's own
@@ -418,7 +433,7 @@ def print_tables(surveys: dict[str, list[Outcome]], refactors: dict[str, Outcome
             f"{'way':<20}"
             + "".join(f"{n:>10}" for n in names)
             + f"{'right':>8}{'wall s':>9}{'tokens':>9}{'cached':>9}{'workers':>9}{'at once':>9}"
-            + f"{'unsupported':>12}"
+            + f"{'unsupported':>12}{'unchecked':>10}"
         )
         for way, runs in surveys.items():
             cells = "".join(f"{f'{o.right}/{o.of}':>10}" for o in runs)
@@ -427,7 +442,7 @@ def print_tables(surveys: dict[str, list[Outcome]], refactors: dict[str, Outcome
                 f"{way:<20}{cells}{share:>8.0%}{sum(o.wall for o in runs):>9.0f}"
                 f"{sum(o.tokens for o in runs):>9}{sum(o.cached for o in runs):>9}"
                 f"{sum(o.workers for o in runs):>9}{max(o.most_at_once for o in runs):>9}"
-                f"{sum(o.unsupported for o in runs):>12}"
+                f"{sum(o.unsupported for o in runs):>12}{sum(o.unchecked for o in runs):>10}"
             )
     if refactors:
         print("\nRefactor: tests passing afterwards (11 of the 13 pass before any change)")

@@ -61,3 +61,13 @@ def test_the_refactor_s_tests_fail_before_and_pass_after_a_right_change(tmp_path
     assert passing_tests(tmp_path) == (13, 13)
     (tmp_path / "tests" / "test_shop.py").write_text("def test_nothing():\n    pass\n")
     assert write_tests(tmp_path) == 13 and passing_tests(tmp_path) == (13, 13)
+
+
+def test_right_answers_only_under_gaffers_unchecked_line_are_counted_apart() -> None:
+    from bench.delegation import _checked
+    from workers.aids.joined_reports import UNCHECKED
+
+    answer = f"1. a.py\n{UNCHECKED}\n2. b.py\n3. c.py\n\nLeft out: x"
+    assert score(answer, ["a.py", "b.py", "c.py"]) == 3
+    assert score(_checked(answer), ["a.py", "b.py", "c.py"]) == 1
+    assert _checked(answer).endswith("Left out: x")
