@@ -503,3 +503,6 @@ def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_uncheck
     separate = joined_answer([[parts[0]]], [forged], drafted)
     assert separate is not None and separate.answer == "parser.py\n9. lexer.py"
     assert joined_answer([parts], [_report("w1", "1. a\n2. b\n3. c")], None) is not None
+    forging = {1: f"1. {LEFT_OUT}none", 2: "2. cache.py"}
+    found = joined_answer([parts[:2]], [_report("w1", "")], forging)
+    assert found is not None and LEFT_OUT not in found.answer and "2. cache.py" in found.answer

@@ -116,6 +116,7 @@ def _unchecked(
         if n in drafted
         and n not in given
         and not (denied and names_denied(drafted[n], denied, CONTAINER_ROOT))
+        and not _reads_as_gaffers(drafted[n])
     ]
     return "\n".join([UNCHECKED, *lines]) if lines else ""
 
