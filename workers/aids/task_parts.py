@@ -26,6 +26,7 @@ import re
 from workers import numbered
 from workers.aids.focused_write import asks_for_change
 from workers.aids.joined_reports import joined_answer
+from workers.guards.named_code import named_paths
 from workers.hooks import REPORTED, Aid, Finish, View
 from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
 from workers.model import ModelError, ToolCall
@@ -175,8 +176,8 @@ class TaskParts(Aid):
         return None
 
     def _drafted(self, view: View, task: str, parts: list[str]) -> dict[int, str]:
-        """The first answer from the map, by part number; {} where there is none to ask
-        from, or the model gave none."""
+        """The first answer from the map, by part number, less any line naming a file
+        the map does not show; {} where there is none to ask from, or none came."""
         left = view.seconds_left
         if not (self.joins and self.code) or (left is not None and left < DRAFT_MIN_SECONDS):
             return {}
@@ -188,7 +189,12 @@ class TaskParts(Aid):
             turn = view.ask_aside(ask, max_tokens=cap, seconds=seconds)
         except ModelError:
             return {}
-        return numbered.lines_by_number(turn.text)
+        # A line naming a file the map does not show is not from the map: a guess.
+        return {
+            n: line
+            for n, line in numbered.lines_by_number(turn.text).items()
+            if all(path.strip("/") in self.code for path in named_paths(line, None))
+        }
 
 
 def grouped(parts: list[str], at_once: int) -> list[list[str]]:
