@@ -12,6 +12,7 @@ from typing import Any
 from workers import executor
 from workers.agent import Agent
 from workers.guard_hooks import ModelAsk, PendingCall
+from workers.limits import least
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
 from workers.model import (
     AssistantTurn,
@@ -87,7 +88,7 @@ def call_model(
         on_retry=lambda attempt, error, wait: agent.events.emit(
             LlmRetry(step=step, attempt=attempt, error=error, wait_s=round(wait, 3))
         ),
-        timeout=_min(agent.budget.seconds_left(), seconds),
+        timeout=least(agent.budget.seconds_left(), seconds),
         cancelled=agent.budget.cancelled,
         tools_off=tools_off,
         require_tool=require_tool,
@@ -377,7 +378,3 @@ def _sizes(usage: Usage) -> tuple[int | None, int | None]:
         return None, None
     new = None if usage.cached_tokens is None else usage.prompt_tokens - usage.cached_tokens
     return new, usage.completion_tokens
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)

@@ -99,7 +99,7 @@ class Budget:
     def cost_left(self) -> float | None:
         mine = None if self.max_cost is None else self.max_cost - self.cost
         theirs = self.parent.cost_left() if self.parent is not None else None
-        return _min(mine, theirs)
+        return least(mine, theirs)
 
     def spent_dollars(self) -> float:
         """What the whole run has spent: the root's count."""
@@ -108,11 +108,11 @@ class Budget:
     def tokens_left(self) -> int | None:
         mine = None if self.max_tokens is None else self.max_tokens - self.used
         theirs = self.parent.tokens_left() if self.parent is not None else None
-        return _min(mine, theirs)
+        return least(mine, theirs)
 
     def deadline_at(self) -> float | None:
         theirs = self.parent.deadline_at() if self.parent is not None else None
-        return _min(self.deadline, theirs)
+        return least(self.deadline, theirs)
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -185,7 +185,8 @@ def worker_limits(limits: Limits, caller: Budget, share: float = WORKER_TIME_SHA
 N = TypeVar("N", int, float)
 
 
-def _min(a: N | None, b: N | None) -> N | None:
+def least(a: N | None, b: N | None) -> N | None:
+    """The smaller of two bounds, None being no bound."""
     if a is None:
         return b
     if b is None:
