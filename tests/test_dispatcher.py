@@ -10,15 +10,33 @@ import pytest
 
 from supervisor.run_setup import default_top
 from tests.test_delegation import of, run_session
+from workers.agent import AgentResult
 from workers.aids.joined_reports import joined_answer
 from workers.aids.reports_answer import ANSWER_FROM_REPORTS
 from workers.aids.task_parts import PART, grouped, handed_out, parts_of
 from workers.hooks import REPORTED
-from workers.model.scripted import Step, call, say
+from workers.log.events import Record
+from workers.model.scripted import RoutedModel, Step, call, say
 from workers.outcome import Finished
 from workers.report_lines import ANSWER_HEADING, BLIND, LEFT_OUT, REPORTED_UNSUPPORTED, quoted
 
 SURVEY = "Survey this project: where the parser lives, which file holds the cache."
+
+
+def run_joining(
+    workspace: Path, tmp_path: Path, scripts: dict[str, list[Step]]
+) -> tuple[AgentResult, list[Record], RoutedModel]:
+    """The survey through a dispatcher that joins its readers' answers (a small model's)."""
+    return run_session(
+        workspace,
+        tmp_path,
+        scripts,
+        task=SURVEY,
+        top="dispatcher",
+        task_mode=True,
+        verify=True,
+        file_blocks=True,
+    )
 
 
 def test_a_dispatcher_hands_each_part_of_a_question_to_an_explorer_and_answers_from_the_reports(
@@ -63,16 +81,7 @@ def test_on_a_small_model_the_workers_answers_joined_are_the_answer_less_what_no
         tasks[0]: [call("read_file", path="parser.py"), say(guessed), say(guessed), say(guessed)],
         tasks[1]: [call("list_dir", path="."), say("The cache is `CACHE` in cache.py.")],
     }
-    result, records, model = run_session(
-        workspace,
-        tmp_path,
-        scripts,
-        task=SURVEY,
-        top="dispatcher",
-        task_mode=True,
-        verify=True,
-        file_blocks=True,
-    )
+    result, records, model = run_joining(workspace, tmp_path, scripts)
 
     assert isinstance(result.outcome, Finished)
     answer = result.outcome.answer
@@ -430,16 +439,7 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
         tasks[0]: [call("read_file", path="parser.py"), say("It is in parser.py.")],
         tasks[1]: [call("read_file", path="cache.py"), say("The cache is in cache.py.")],
     }
-    result, records, _ = run_session(
-        workspace,
-        tmp_path,
-        scripts,
-        task=SURVEY,
-        top="dispatcher",
-        task_mode=True,
-        verify=True,
-        file_blocks=True,
-    )
+    result, records, _ = run_joining(workspace, tmp_path, scripts)
 
     [draft] = asked
     assert "`parser.py`\n  1: function parse" in draft.split(SURVEY)[0], "the map comes first"
