@@ -19,8 +19,8 @@ from workers.model import Message, ModelError, ToolCall
 from workers.model.scripted import ScriptedModel, call, say
 from workers.outcome import Finished, LimitHit
 from workers.repo_map.index import build
-from workers.repo_map.ranking import mentions
 from workers.repo_map.tool import find_symbol_tool
+from workers.repo_map.words import mentions
 from workers.report_lines import REPORTED_UNSUPPORTED
 from workers.tools import BUILTIN_TOOLS
 from workers.tools.base import Args, Tool, ToolResult

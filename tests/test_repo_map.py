@@ -210,7 +210,7 @@ def test_find_symbol_says_where_a_name_is_defined_and_who_uses_it(workspace: Pat
     assert missing.startswith("No definition of sesion in the 2 files mapped.")
     assert "Defined names like it: Session" in missing
     assert "Not mapped (grep searches them): broken.py: does not parse" in missing
-    with pytest.raises(ToolError, match="is not a name"):
+    with pytest.raises(ToolError, match="is neither a name nor words to search for"):
         tool.run(ToolContext(workspace), FindSymbolArgs(name="rm -rf /"))
 
 

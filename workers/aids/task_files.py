@@ -22,7 +22,7 @@ from workers import python_source
 from workers.aids.task_parts import DRAFT_HEADING
 from workers.guards.named_code import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
-from workers.repo_map.ranking import COMMON_WORDS
+from workers.repo_map.words import COMMON_WORDS
 from workers.tools.base import ToolError
 from workers.tools.names import MAX_NAME_HINTS, name_words, named_like
 from workers.tools.python_grep import walk_files

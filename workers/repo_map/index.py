@@ -34,7 +34,7 @@ from workers.tools.workspace import SKIPPED_DIRS, one_line, read_confined
 PROMPT_SECONDS = 5.0
 """What a run's first map may spend reading files it has not read before (a first run on
 a huge tree); the next run carries on from the cache."""
-EXTRACTOR_VERSION = "2"
+EXTRACTOR_VERSION = "3"
 """Part of every content's key: a change to what is extracted reads every file again."""
 MAX_MAPPED_FILES = 100_000
 """Past this many source files the rest are left out, and the map says so."""

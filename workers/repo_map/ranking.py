@@ -15,25 +15,18 @@ files it leads to, so "lexer" among a hundred lexers counts little beside "json"
 
 from __future__ import annotations
 
-import functools
 import math
-import re
 import threading
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
 
 from workers import numbered
-from workers.guards.named_code import written_as_code
 from workers.repo_map.index import PROMPT_SECONDS, RepoMap, build
+from workers.repo_map.search import Search
 from workers.repo_map.symbols import Symbol
+from workers.repo_map.words import mentions, pieces, stem
 from workers.tools.base import CHARS_PER_TOKEN
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
-"""The words a name is made of: `ProgressBar`, `wait_exponential`, `HTTPServer`."""
-_SUFFIXES = ("ing", "ed", "es", "s")
-MIN_STEM = 4
-_PATHLIKE = re.compile(r"[\w./-]+\.\w+")
 MENTIONED_WEIGHT = 10.0
 """How much more a name the task mentions counts, as an edge and as a definition."""
 COMMON_AT = 5
@@ -53,51 +46,18 @@ MAP_SHARE = 1 / 10
 """Of the model's window, what the map in the system prompt may take."""
 MAX_MAP_TOKENS = 2048
 """And at most this, whatever the window (aider's default map is 1,024 tokens)."""
+ASKED_FILES = 3
+"""For each question, the files its words find best that the map is sure to show."""
+ASKED_SHARE = 0.6
+"""Of the map's room, what those may take; the rest goes by rank."""
 HEADER = (
     "The workspace's files that matter most to the task, with what each defines (line: kind name):"
-)
-
-
-# Words of four letters or more that a task, or a file, says in prose: they name no code
-# and say nothing about where the work is.
-COMMON_WORDS = frozenset(
-    """
-    able about above after again also always answer before being
-    below between both build called calls cause change changes check
-    class classes code come comes could define defined defines does
-    done each every explain fail fails file files find fine
-    first folder folders from function functions give gives have here
-    into just know like list look made make many method
-    methods module modules more most much must name named names
-    need newcomer only other over package part parts pass please
-    project pytest python python3 read repository right same should show
-    some such survey tell test tested tests than that their
-    them then there these they this those through used uses
-    using want were what when whenever where which while will
-    with without work works would write wrong your
-    """.split()  # noqa: SIM905 - a list of words, kept readable
 )
 
 
 def map_chars(window_tokens: int) -> int:
     """The characters the map may take for a model with this window."""
     return int(min(window_tokens * MAP_SHARE, MAX_MAP_TOKENS) * CHARS_PER_TOKEN)
-
-
-def mentions(task: str) -> tuple[set[str], set[str]]:
-    """The identifiers the task names and its path-like words. An identifier is a word
-    written as code (in backticks, or with an underscore, a capital inside or a digit),
-    or a word of four letters or more that is not common English: "reply" is one, and
-    "file", "where" and "defined" are not."""
-    quoted = set(_WORD.findall(" ".join(re.findall(r"`([^`]+)`", task))))
-    words = {
-        word
-        for word in _WORD.findall(task)
-        if word in quoted
-        or written_as_code(word)
-        or (len(word) >= 4 and word.lower() not in COMMON_WORDS)
-    }
-    return words, set(_PATHLIKE.findall(task))
 
 
 def ranked_files(repo: RepoMap, task: str) -> list[tuple[str, float]]:
@@ -149,24 +109,6 @@ def _wanted(
     for path, weight in _topical(made_of, {stem(word) for word in words}).items():
         wanted[path] = wanted.get(path, 0.0) + weight
     return wanted
-
-
-def stem(word: str) -> str:
-    """A word in lower case without its plural or verb ending ("sandboxed" → sandbox,
-    "lexers" → lexer), the same for the task's words and a name's pieces."""
-    word = word.lower()
-    if word.endswith("ies") and len(word) > MIN_STEM:
-        return word[:-3] + "y"  # "retries" → retry, as "retrying" is
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
-            return word[: -len(suffix)]
-    return word
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def pieces(name: str) -> frozenset[str]:
-    """The stemmed words a path part or a name is made of, of three letters or more."""
-    return frozenset(stem(piece) for piece in _PIECE.findall(name) if len(piece) >= 3)
 
 
 def _made_of(repo: RepoMap, topics: set[str]) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
@@ -250,13 +192,41 @@ def _pagerank(
 
 def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
     """The map for `task` in at most `max_chars` characters; "" when nothing is mapped.
-    Definitions are taken best first (their file's rank, more for a name the task
-    mentions, less for a method or a private name) until the room is spent, and shown
-    by file in rank order, each file's in line order."""
+
+    First, for each of the task's questions (the whole task when it has no numbered
+    ones), the ASKED_FILES files whose definitions its words find best (search.py), each
+    with that definition and what its docstring says it is, within ASKED_SHARE of the
+    room. Then definitions best first (their file's rank, more for a name the task
+    mentions, less for a method or a private name) until the room is spent. Shown by
+    file in rank order, each file's in line order."""
     words, _ = mentions(task)
     topics = {stem(word) for word in words}
     files = ranked_files(repo, task)
     order = {path: place for place, (path, _) in enumerate(files)}
+    chosen: dict[str, list[Symbol]] = {}
+    said: set[tuple[str, Symbol]] = set()
+    used = len(HEADER) + 1
+
+    def take(path: str, symbol: Symbol, line: str, room: int) -> bool:
+        nonlocal used
+        cost = len(line) + 1 + (0 if path in chosen else len(path) + 3)
+        if used + cost > room or symbol in chosen.get(path, []):
+            return False
+        chosen.setdefault(path, []).append(symbol)
+        used += cost
+        return True
+
+    search = Search(repo)
+    asked = [
+        found
+        for question in questions(task) or [task]
+        for found in search.best(question, ASKED_FILES)
+    ]
+    for found in sorted(asked, key=lambda f: -f.score):
+        if take(
+            found.path, found.symbol, _line(found.symbol, said=True), int(max_chars * ASKED_SHARE)
+        ):
+            said.add((found.path, found.symbol))
     scored = []
     for path, rank in files:
         weighed = sorted(
@@ -268,19 +238,21 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
             for place, (weight, symbol) in enumerate(weighed)
         ]
     scored.sort(key=lambda item: item[:3])
-    chosen: dict[str, list[Symbol]] = {}
-    used = len(HEADER) + 1
     for *_, path, symbol in scored:
-        cost = len(_line(symbol)) + 1 + (0 if path in chosen else len(path) + 3)
-        if used + cost > max_chars:
-            continue  # a shorter line further down may still fit
-        chosen.setdefault(path, []).append(symbol)
-        used += cost
+        take(path, symbol, _line(symbol), max_chars)  # a shorter line further down may still fit
     if not chosen:
         return ""
     blocks = [
-        "\n".join([f"`{path}`", *(_line(s) for s in sorted(chosen[path], key=lambda s: s.line))])
-        for path in sorted(chosen, key=order.__getitem__)
+        "\n".join(
+            [
+                f"`{path}`",
+                *(
+                    _line(s, said=(path, s) in said)
+                    for s in sorted(chosen[path], key=lambda s: s.line)
+                ),
+            ]
+        )
+        for path in sorted(chosen, key=lambda p: order.get(p, len(order)))
     ]
     return "\n".join([HEADER, *blocks])
 
@@ -297,8 +269,9 @@ def _symbol_weight(symbol: Symbol, words: set[str], topics: set[str]) -> float:
     return weight
 
 
-def _line(symbol: Symbol) -> str:
-    return f"  {symbol.line}: {symbol.kind} {symbol.name}"
+def _line(symbol: Symbol, *, said: bool = False) -> str:
+    summary = f" — {symbol.summary}" if said and symbol.summary else ""
+    return f"  {symbol.line}: {symbol.kind} {symbol.name}{summary}"
 
 
 class RunMap:

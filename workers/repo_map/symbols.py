@@ -38,6 +38,10 @@ its tags query can take seconds (128 KB of unclosed `[` took 8 s)."""
 MATCH_LIMIT = 1024
 """Matches a tags query keeps in progress at once (tree-sitter's own cap on its work)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SUMMARY_CHARS = 120
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_PROSE_START = re.compile(r"[\w`'\"]")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Extension → the tree-sitter grammar's module, its language function, and the modules
 # whose tags queries it takes (TypeScript's own extends JavaScript's, as its grammar does).
@@ -64,6 +68,9 @@ class Symbol:
     kind: str
     """class, function, method, constant (or the grammar's own: interface, module, …)."""
     line: int
+    summary: str = ""
+    """What it says it is, in its own words: a Python docstring's first sentence, one
+    line of at most SUMMARY_CHARS; "" when it has none."""
 
 
 @dataclass
@@ -76,7 +83,7 @@ class FileSymbols:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "definitions": [[s.name, s.kind, s.line] for s in self.definitions],
+            "definitions": [[s.name, s.kind, s.line, s.summary] for s in self.definitions],
             "references": self.references,
             "problem": self.problem,
         }
@@ -84,7 +91,10 @@ class FileSymbols:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FileSymbols:
         return cls(
-            [Symbol(str(n), str(k), int(line)) for n, k, line in data["definitions"]],
+            [
+                Symbol(str(n), str(k), int(line), str(say))
+                for n, k, line, say in data["definitions"]
+            ],
             {str(name): int(count) for name, count in data["references"].items()},
             str(data["problem"]),
         )
@@ -140,13 +150,13 @@ def _python_definitions(node: ast.stmt) -> list[Symbol]:
         return [symbol for statement in inner for symbol in _python_definitions(statement)]
     if isinstance(node, ast.ClassDef):
         methods = [
-            Symbol(f"{node.name}.{item.name}", "method", item.lineno)
+            Symbol(f"{node.name}.{item.name}", "method", item.lineno, _summary(item))
             for item in node.body
             if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
         ]
-        return [Symbol(node.name, "class", node.lineno), *methods]
+        return [Symbol(node.name, "class", node.lineno, _summary(node)), *methods]
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return [Symbol(node.name, "function", node.lineno)]
+        return [Symbol(node.name, "function", node.lineno, _summary(node))]
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
         targets = node.targets
@@ -157,6 +167,17 @@ def _python_definitions(node: ast.stmt) -> list[Symbol]:
         for target in targets
         if isinstance(target, ast.Name) and not target.id.startswith("__")
     ]
+
+
+def _summary(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """The docstring's first sentence on one line: from its first paragraph of prose (not
+    a link, "Usage docs: https://…", nor markup, "!!! note" or "[Models](…)"), cut at
+    its first full stop, its control characters made spaces, at most SUMMARY_CHARS."""
+    doc = ast.get_docstring(node) or ""
+    paragraphs = [" ".join(_UNPRINTABLE.sub(" ", p).split()) for p in doc.split("\n\n")]
+    prose = next((p for p in paragraphs if _PROSE_START.match(p) and "://" not in p), "")
+    first = _SENTENCE_END.split(prose, maxsplit=1)[0]
+    return first if len(first) <= SUMMARY_CHARS else first[: SUMMARY_CHARS - 1] + "…"
 
 
 @functools.cache

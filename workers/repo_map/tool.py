@@ -1,7 +1,10 @@
-"""`find_symbol`: where a name is defined and which files use it, from the repo map.
+"""`find_symbol`: where a name is defined and which files use it, from the repo map; or,
+given a few words of what something does, the definitions whose names and docstrings
+have them (search.py).
 
-It answers a small model's commonest survey question ("in which file is X defined?") in
-one call, where grep takes several and a guess takes none. It runs in gaffer itself on
+It answers a small model's commonest survey question ("in which file is X defined?",
+"which file draws the progress bar?") in one call, where grep takes several and a guess
+takes none. It runs in gaffer itself on
 the host, as the map is built for the prompt: files are read only as the map reads them
 (inside the workspace, never through a link), parsed, never run.
 """
@@ -9,11 +12,13 @@ the host, as the map is built for the prompt: files are read only as the map rea
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from pydantic import Field
 
 from workers.repo_map.index import RepoMap, build
+from workers.repo_map.search import Search, question_words
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 
 TOOL_SECONDS = 20.0
@@ -22,12 +27,17 @@ said to be unmapped."""
 MAX_DEFINITIONS = 20
 MAX_USERS = 15
 SUGGESTIONS = 5
+_IS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+ABOUT_FILES = 8
+"""Files a search by words answers with, best first."""
+MAX_WORDS_CHARS = 200
 
 
 class FindSymbolArgs(Args):
     name: str = Field(
         description="A class, function, method or constant: `Session`, `turn` or "
-        "`Session.turn` (a method by itself or with its class)."
+        "`Session.turn` (a method by itself or with its class). Or, when you do not know "
+        "its name, a few words of what it does: `formatter that writes LaTeX`."
     )
 
 
@@ -37,18 +47,23 @@ def find_symbol_tool(workspace: Path) -> Tool[FindSymbolArgs]:
 
     def run(ctx: ToolContext, args: FindSymbolArgs) -> ToolResult:
         name = args.name.strip().strip("`").removesuffix("()")
-        if not name or not name.replace(".", "").replace("_", "").isalnum():
+        if _IS_NAME.fullmatch(name):
+            return found(build(workspace, seconds=TOOL_SECONDS), name)
+        if not question_words(name[:MAX_WORDS_CHARS]):
             raise ToolError(
-                f"{args.name!r} is not a name; give one like `Session` or `Session.turn`"
+                f"{args.name[:80]!r} is neither a name nor words to search for; give a name "
+                "like `Session` or `Session.turn`, or words like `formatter that writes LaTeX`"
             )
-        return found(build(workspace, seconds=TOOL_SECONDS), name)
+        return about(build(workspace, seconds=TOOL_SECONDS), name[:MAX_WORDS_CHARS])
 
     return Tool(
         name="find_symbol",
         description=(
             "Find where a class, function, method or constant is defined (file and line) and "
             "which files use it, for Python, JavaScript, TypeScript, Go and Rust. One call "
-            "answers 'in which file is X defined?'; read_file the file it names for more."
+            "answers 'in which file is X defined?'. Given words instead of a name, it lists "
+            "the definitions whose names and docstrings have them, best first: one call "
+            "answers 'which file draws the progress bar?'. read_file the file for more."
         ),
         args=FindSymbolArgs,
         run=run,
@@ -89,6 +104,26 @@ def found(repo: RepoMap, name: str) -> ToolResult:
         lines.append("No other use of it in the files mapped.")
     summary = f"{len(definitions)} definition{'s' if len(definitions) != 1 else ''}, {len(users)} files use it"
     return ToolResult(output="\n".join(lines), summary=summary)
+
+
+def about(repo: RepoMap, words: str) -> ToolResult:
+    """The files whose definitions `words` find best, each with the best of them and what
+    its docstring says it is; a search that finds nothing says so as find_symbol does."""
+    best = Search(repo).best(words, ABOUT_FILES)
+    if not best:
+        return ToolResult(
+            output=f"No definition of anything with the words {words!r} in its name or "
+            f"docstring, in the {len(repo.files)} files mapped. Try other words, or grep.",
+            summary="nothing found",
+        )
+    lines = [f"Definitions with the words {words!r} in their names or docstrings, best first:"]
+    lines += [
+        f"  {f.path}:{f.symbol.line} {f.symbol.kind} {f.symbol.name}"
+        + (f" — {f.symbol.summary}" if f.symbol.summary else "")
+        for f in best
+    ]
+    lines.append("Only words were matched: read_file the file to see it is the one.")
+    return ToolResult(output="\n".join(lines), summary=f"{len(best)} files")
 
 
 def _close(repo: RepoMap, name: str) -> list[str]:
