@@ -408,8 +408,9 @@ def test_a_dispatcher_that_joins_its_readers_answers_gives_them_nearly_all_its_t
 def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from_the_map(
     workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Asked once, tools off, from the repo map alone: each reader gets its parts' lines
-    of that answer to check with its calls, and its own answer is what is joined."""
+    """Each part asked on its own, tools off, with the files the map's search finds for
+    its words: each reader gets its parts' lines of that answer to check with its
+    calls, and its own answer is what is joined."""
     import tests.test_delegation as delegation
     from workers.aids.task_parts import DRAFTED
     from workers.model import CallOptions, Message
@@ -422,18 +423,18 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
             self, messages: list[Message], tools: list[dict], options: CallOptions = CallOptions()
         ) -> object:
             first = str(next(m["content"] for m in messages if m["role"] == "user"))
-            if first.startswith("# The workspace's code"):
+            if first.startswith("The files whose definitions have this question's words"):
                 asked.append(first)
-                return say("From the map:\n1. `parser.py`\n2. cache.py")
+                return say("`parser.py`" if "parser lives" in first else "It is cache.py.")
             return super().complete(messages, tools, options)
 
     monkeypatch.setattr(delegation, "RoutedModel", Drafting)
-    (workspace / "parser.py").write_text("def parse(text):\n    return text\n")
+    (workspace / "parser.py").write_text('def parse(text):\n    """Parse the text."""\n')
     (workspace / "cache.py").write_text("CACHE = {}\n")
     parts = ["where the parser lives", "which file holds the cache"]
-    drafted = {1: "1. `parser.py`", 2: "2. cache.py"}
+    drafted = {1: "1. parser.py (function parse)", 2: "2. cache.py (constant CACHE)"}
     tasks = handed_out([[parts[0]], [parts[1]]], SURVEY, drafted)
-    assert tasks[0].endswith(DRAFTED.format(lines="1. `parser.py`"))
+    assert tasks[0].endswith(DRAFTED.format(lines="1. parser.py (function parse)"))
     scripts: dict[str, list[Step]] = {
         SURVEY: [say("never asked")],
         tasks[0]: [call("read_file", path="parser.py"), say("It is in parser.py.")],
@@ -441,9 +442,13 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
     }
     result, records, _ = run_joining(workspace, tmp_path, scripts)
 
-    [draft] = asked
-    assert "`parser.py`\n  1: function parse" in draft.split(SURVEY)[0], "the map comes first"
-    assert draft.endswith("\n1. where the parser lives\n2. which file holds the cache")
+    first, second = asked
+    assert "\n- parser.py: function parse — Parse the text.\n" in first
+    assert first.endswith(
+        "Question: where the parser lives\nAnswer with the path of the one "
+        "file that answers it, and nothing else."
+    )
+    assert "- cache.py: constant CACHE" in second and "parser lives" not in second
     assert isinstance(result.outcome, Finished)
     assert result.outcome.answer == (
         "1. where the parser lives\nIt is in parser.py.\n\n"
@@ -454,22 +459,33 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
 
 
 def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Path) -> None:
-    """A first answer costs a call reading the map before the reader's own; under
-    DRAFT_MIN_SECONDS the reader's time is worth more. Asked or not, the reader's task
-    names no file of it for the files its task is about."""
+    """A first answer costs a call a part before the reader's own; under
+    DRAFT_MIN_SECONDS the reader's time is worth more. A part the search finds nothing
+    for is not asked, and an answer naming a file the search did not offer is a guess.
+    Asked or not, the reader's task names no file of it for the files its task is
+    about."""
     from tests.test_aids import FakeView
     from workers.aids.task_files import TaskFiles
     from workers.aids.task_parts import DRAFT_MIN_SECONDS, DRAFT_SHARE, DRAFTED, TaskParts
+    from workers.repo_map.search import Found
+    from workers.repo_map.symbols import Symbol
 
-    view = FakeView(tmp_path, SURVEY, asides=["1. parser.py\n2. cache.py\n3. lexer.py"])
-    code = "`parser.py`\n  1: function parse\n`cache.py`\n  1: constant CACHE"
-    parts = TaskParts("explorer", 1, joins=True, code=code)
+    offered = {
+        "a": [Found("parser.py", Symbol("parse", "function", 1), 2.0)],
+        "b": [Found("cache.py", Symbol("CACHE", "constant", 1), 1.0)],
+        "c": [Found("parser.py", Symbol("parse", "function", 1), 1.0)],
+    }
+    view = FakeView(tmp_path, SURVEY, asides=["parser.py", "2. cache.py", "lexer.py"])
+    parts = TaskParts("explorer", 1, joins=True, find=lambda part, _: offered.get(part, []))
     view.seconds_left = DRAFT_MIN_SECONDS - 1
     assert parts._drafted(view, SURVEY, ["a", "b"]) == {} and view.asked == []
     view.seconds_left = DRAFT_MIN_SECONDS + 1
-    # lexer.py is in no map: that line is a guess, and goes.
-    assert parts._drafted(view, SURVEY, ["a", "b", "c"]) == {1: "1. parser.py", 2: "2. cache.py"}
-    assert view.aside_seconds == pytest.approx(DRAFT_SHARE * (DRAFT_MIN_SECONDS + 1))
+    assert parts._drafted(view, SURVEY, ["a", "nothing found", "b", "c"]) == {
+        1: "1. parser.py (function parse)",
+        3: "3. cache.py (constant CACHE)",
+    }
+    assert len(view.asked) == 3, "the part the search found nothing for is not asked"
+    assert 0 < view.aside_seconds <= DRAFT_SHARE * (DRAFT_MIN_SECONDS + 1)
 
     (tmp_path / "parser.py").write_text("def parse(text):\n    return text\n")
     reader = FakeView(tmp_path, "where is the parser?" + DRAFTED.format(lines="1. parser.py"))

@@ -12,7 +12,7 @@ from workers.aids.focused_write import FocusedWrite
 from workers.aids.fresh_attempts import FreshAttempts
 from workers.aids.reports_answer import AnswerFromReports
 from workers.aids.task_files import TaskFiles
-from workers.aids.task_parts import TaskParts
+from workers.aids.task_parts import Find, TaskParts
 from workers.aids.task_rules import task_rules_for
 from workers.aids.tests_after_writes import TestsAfterWrites
 from workers.hooks import Aid, Aids
@@ -31,7 +31,7 @@ def aids_for(
     user_task: str = "",
     at_once: int = 4,
     joins_reports: bool = False,
-    code: str = "",
+    find: Find | None = None,
 ) -> Aids:
     """The aids of an agent with these tools: the files its task is about read before
     its first step; for one that can change files, the tests its task or the run's
@@ -43,11 +43,11 @@ def aids_for(
     `works_through_workers` (it delegates and reads nothing itself) has a question's
     parts handed to `reader`s, no more than `at_once` (or is shown a change's parts), and
     answers once its workers have reported; with `joins_reports`, their answers joined
-    are its answer to a question it handed out so, and a first answer from `code` (the
-    repo map it is shown) goes with the parts for the readers to check."""
+    are its answer to a question it handed out so, and a first answer from `find` (the
+    repo map's search) goes with the parts for the readers to check."""
     chosen: list[Aid] = []
     if works_through_workers:  # the answer aid first: it counts the batches from there
-        chosen += [AnswerFromReports(), TaskParts(reader, at_once, joins=joins_reports, code=code)]
+        chosen += [AnswerFromReports(), TaskParts(reader, at_once, joins=joins_reports, find=find)]
     if attach_task_files:
         chosen.append(TaskFiles(container_root, workspace))
     if (rules := task_rules_for(tools, file_blocks=file_blocks, user_task=user_task)) is not None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 
 from workers import numbered
 from workers.aids.focused_write import asks_for_change
@@ -30,6 +32,11 @@ from workers.guards.named_code import named_paths
 from workers.hooks import REPORTED, Aid, Finish, View
 from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
 from workers.model import ModelError, ToolCall
+from workers.repo_map.search import Found
+from workers.repo_map.symbols import Symbol
+
+Find = Callable[[str, int], list[Found]]
+"""The files a question's words find best, at most so many (RunMap.best)."""
 
 MAX_PARTS = 12
 MIN_WORDS = 2
@@ -51,26 +58,34 @@ PARTS = (
     "task was: {task}"
 )
 # For a model that cannot read much in its time (one whose readers' answers are joined),
-# a first answer from the repo map, asked once, tools off, goes with each part for its
-# reader to check: on the bench's survey the bundled model answers 21 of 38 questions
-# from the map in one call, where its readers, looking from nothing, answered 6.
+# a first answer goes with each part for its reader to check. Each part is asked on its
+# own, tools off, with the few files the map's search finds for its words (what each
+# defines and says it is), and the model picks one: on the bench's survey and two held-out
+# packages the bundled model so picks 44 of 56 files in about 15 s a package, where it
+# answered 33 from the whole map asked at once, its lines drifting from their questions.
 DRAFT_ASK = (
-    "# The workspace's code\n\n{code}\n\n{task}\n\nFrom the code above alone, answer "
-    "each of these on its own line, numbered as here, the file or folder first:\n{parts}"
+    "The files whose definitions have this question's words, with what each says it "
+    "is:\n{found}\n\nQuestion: {part}\nAnswer with the path of the one file that answers "
+    "it, and nothing else."
 )
-DRAFT_HEADING = "A first answer from the map of the code alone, which nobody has checked:"
+DRAFT_FILES = 3
+"""Files the model chooses among for each part."""
+DRAFT_HEADING = (
+    "A first answer from a search of the code's names and docstrings, which nobody has checked:"
+)
 DRAFTED = (
     "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call (find_symbol, grep or "
     "read_file) before you answer; where the code shows otherwise, answer what it shows."
 )
-DRAFT_TOKENS_PER_PART = 40
+DRAFT_TOKENS = 40
 DRAFT_SHARE = 0.25
 """The most of its time left the first answer may take: the rest is the readers'."""
 DRAFT_MIN_SECONDS = 240
 """The least time left for a first answer to be worth asking: on the bundled model on
-two cores it costs a call reading the map (about 45 s), and the reader's own first call
-takes 60 to 90 s; with less, the reader's time is worth more (the demo's 150 s run, the
-reader given what was left after the first answer, ended with none)."""
+two cores it costs a short call a part (about 1.5 s each), and the reader's own first
+call takes 60 to 90 s; with less, the reader's time is worth more (the demo's 150 s run,
+the reader given what was left after a first answer from the whole map, ended with
+none)."""
 TOLD = (
     "Your task has {count} parts. Hand them all out in one delegate call with `tasks`, "
     "one self-contained task per part (say what to find and what to report):\n{parts}"
@@ -146,14 +161,20 @@ class TaskParts(Aid):
     them out again."""
 
     def __init__(
-        self, reader: str | None = None, at_once: int = 4, *, joins: bool = False, code: str = ""
+        self,
+        reader: str | None = None,
+        at_once: int = 4,
+        *,
+        joins: bool = False,
+        find: Find | None = None,
     ) -> None:
         self.reader = reader
         self.at_once = max(1, at_once)
         """Readers the server serves at once: the parts go to no more than this many."""
         self.joins = joins
-        self.code = code
-        """The repo map the agent is shown: where a joining agent's first answer comes from."""
+        self.find = find
+        """The repo map's search (RunMap.best): where a joining agent's first answer
+        comes from."""
 
     def before_first_step(self, view: View) -> Finish | None:
         task = view.latest_request
@@ -176,25 +197,38 @@ class TaskParts(Aid):
         return None
 
     def _drafted(self, view: View, task: str, parts: list[str]) -> dict[int, str]:
-        """The first answer from the map, by part number, less any line naming a file
-        the map does not show; {} where there is none to ask from, or none came."""
+        """The first answer, by part number: for each part, the file the model chose
+        among those the search found for it, with the definition that has its words;
+        none for a part the search found nothing for, or where the model named another
+        file (a guess). {} where there is no search, or too little time."""
         left = view.seconds_left
-        if not (self.joins and self.code) or (left is not None and left < DRAFT_MIN_SECONDS):
+        if not (self.joins and self.find) or (left is not None and left < DRAFT_MIN_SECONDS):
             return {}
-        numbered_parts = "\n".join(f"{n}. {part}" for n, part in enumerate(parts, 1))
-        ask = DRAFT_ASK.format(code=self.code, task=task.strip(), parts=numbered_parts)
-        cap = DRAFT_TOKENS_PER_PART * len(parts) + 60
-        seconds = None if left is None else DRAFT_SHARE * left
-        try:
-            turn = view.ask_aside(ask, max_tokens=cap, seconds=seconds)
-        except ModelError:
-            return {}
-        # A line naming a file the map does not show is not from the map: a guess.
-        return {
-            n: line
-            for n, line in numbered.lines_by_number(turn.text).items()
-            if all(path.strip("/") in self.code for path in named_paths(line, None))
-        }
+        until = None if left is None else time.monotonic() + DRAFT_SHARE * left
+        drafted: dict[int, str] = {}
+        for number, part in enumerate(parts, 1):
+            seconds = None if until is None else until - time.monotonic()
+            if seconds is not None and seconds <= 0:
+                break
+            if not (found := self.find(part, DRAFT_FILES)):
+                continue
+            listed = "\n".join(f"- {f.path}: {_said(f.symbol)}" for f in found)
+            ask = DRAFT_ASK.format(found=listed, part=" ".join(part.split()))
+            try:
+                turn = view.ask_aside(ask, max_tokens=DRAFT_TOKENS, seconds=seconds)
+            except ModelError:
+                continue
+            named = named_paths(turn.text, None)
+            chosen = next((f for f in found if named and named[0].strip("/") == f.path), None)
+            if chosen is not None:
+                symbol = chosen.symbol
+                drafted[number] = f"{number}. {chosen.path} ({symbol.kind} {symbol.name})"
+        return drafted
+
+
+def _said(symbol: Symbol) -> str:
+    summary = f" — {symbol.summary}" if symbol.summary else ""
+    return f"{symbol.kind} {symbol.name}{summary}"
 
 
 def grouped(parts: list[str], at_once: int) -> list[list[str]]:

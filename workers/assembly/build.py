@@ -168,7 +168,7 @@ def build_agent(
         user_task=setting.user_task,
         at_once=rules.workers_at_once,
         joins_reports=rules.joins_reports,
-        code=code,
+        find=setting.code_map.best if setting.code_map else None,
     )
     edits = EditGuard(
         setting.workspace,

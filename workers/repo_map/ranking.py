@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from workers import numbered
 from workers.repo_map.index import PROMPT_SECONDS, RepoMap, build
-from workers.repo_map.search import Search
+from workers.repo_map.search import Found, Search
 from workers.repo_map.symbols import Symbol
 from workers.repo_map.words import mentions, pieces, stem
 from workers.tools.base import CHARS_PER_TOKEN
@@ -283,6 +283,7 @@ class RunMap:
         self._lock = threading.Lock()
         self._built: RepoMap | None = None
         self._shown: dict[tuple[str, int], str] = {}
+        self._search: Search | None = None
 
     def shown(self, task: str, room: int) -> str:
         """The map ranked toward `task` within `room` characters, ranked once for every
@@ -292,6 +293,15 @@ class RunMap:
             if (task, room) not in self._shown:
                 self._shown[(task, room)] = rendered(repo, task, room)
             return self._shown[(task, room)]
+
+    def best(self, question: str, files: int) -> list[Found]:
+        """The files `question`'s words find best (search.py), on the run's map."""
+        repo = self.get()
+        with self._lock:
+            if self._search is None:
+                self._search = Search(repo)
+            search = self._search
+        return search.best(question, files)
 
     def get(self) -> RepoMap:
         """The map, or an empty one that says why when it cannot be built: a map is an
