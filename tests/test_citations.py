@@ -345,3 +345,18 @@ def test_a_listing_shows_its_own_folder_s_files_not_every_file_of_that_name(
     outcome, _, _ = run_reader(workspace, script, sends=1)
     assert "it names other/loop.py, which none of your calls opened" in outcome.answer
     assert "pkg/loop.py" not in outcome.answer
+
+
+def test_a_path_a_docstring_mentions_is_no_file_the_search_found(workspace: Path) -> None:
+    """find_symbol by words shows what each definition's docstring says; a path in
+    those words ("keys live in conf/secrets.yaml") is not one the search matched, and an
+    answer naming it still goes back."""
+    (workspace / "keys.py").write_text(
+        'def load_keys():\n    """Read the keys; they live in conf/secrets.yaml."""\n'
+    )
+    claim = "The keys are read in keys.py, from conf/secrets.yaml."
+    script = [call("find_symbol", name="read the keys"), say(claim), say(claim)]
+    outcome, model, _ = run_reader(workspace, script, sends=1)
+    assert "keys.py:1 function load_keys — Read the keys" in str(model.seen[1])
+    assert "it names conf/secrets.yaml, which none of your calls opened" in outcome.answer
+    assert "it names keys.py" not in outcome.answer

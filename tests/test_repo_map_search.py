@@ -43,13 +43,13 @@ def test_a_docstring_gives_its_first_sentence_of_prose_on_one_line() -> None:
         'class Model:\n    """!!! abstract "Usage Documentation"\n        [Models](../m.md)\n\n'
         "    Usage docs: https://docs.example/models\n\n"
         '    A base class\n    for models.  Attributes follow.\n    """\n\n'
-        'def shout(x):\n    """Say \x1b[31mit\x07 loud."""\n\n'
+        'def shout(x):\n    """Say \x1b[31mit\x07 \u202eloud\u200b `now`\\ud800."""\n\n'
         f'def long():\n    """{"word " * 60}"""\n\n'
         "def bare():\n    pass\n"
     )
     said = {s.name: s.summary for s in symbols_of("m.py", source.encode()).definitions}
     assert said["Model"] == "A base class for models."
-    assert said["shout"] == "Say [31mit loud."
+    assert said["shout"] == "Say [31mit loud now .", "no hidden character, no backtick"
     assert len(said["long"]) == SUMMARY_CHARS and said["long"].endswith("…")
     assert said["bare"] == ""
 
@@ -130,3 +130,24 @@ def test_a_map_cached_before_summaries_were_kept_is_read_again(workspace: Path) 
     index.forget_parsed()
     again = build(workspace).files["latex.py"].definitions
     assert again[0].summary == "Format tokens as LaTeX code."
+
+
+def test_each_question_is_owed_its_room_however_few_its_words(workspace: Path) -> None:
+    """Scores are not comparable across questions: one asked in more words scores
+    higher. Each question's best file is taken in turn, so a short question's file is
+    shown even when a long one's files would fill the room."""
+    for n in range(6):
+        (workspace / f"render_{n}.py").write_text(
+            f'def render_html_page_template_{n}():\n    """Render the HTML page template."""\n'
+        )
+    (workspace / "zeta.py").write_text('def zeta():\n    """Zeta."""\n')
+    task = "Answer each.\n1. Which file renders the HTML page template?\n2. Where is zeta?"
+    shown = rendered(build(workspace), task, max_chars=700)
+    assert "`zeta.py`\n  1: function zeta — Zeta." in shown
+
+
+def test_find_symbol_takes_a_name_in_any_script_python_allows(workspace: Path) -> None:
+    (workspace / "maße.py").write_text("def größe():\n    return 1\n")
+    tool = find_symbol_tool(workspace)
+    told = tool.run(ToolContext(workspace), FindSymbolArgs(name="größe")).output
+    assert told.startswith("größe is defined in:\n  maße.py:1 function größe")

@@ -36,9 +36,7 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[.!?;]\))\s+")
 _LIST_MARK = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
 # Lines of gaffer's own, and lines that would read as them, in a worker's words: a
 # worker's answer never brings them into the user's.
-UNCHECKED = (
-    "Unchecked (no worker's answer has these; a first answer from the map of the code alone):"
-)
+UNCHECKED = "Unchecked (no worker's answer has these; a first answer from a search of the code):"
 _GAFFERS = (
     LEFT_OUT,
     REPORTED_UNSUPPORTED,
@@ -66,7 +64,7 @@ def joined_answer(
     """`groups`: the parts each worker was given, in order; `reports`: their reports, in
     the same order (a task that started no worker has its refusal there). None when no
     report can be read as a worker's (the model answers from them instead). `drafted`:
-    the first answer from the map, by part number (task_parts.py): a part no worker's
+    the first answer, by part number (task_parts.py): a part no worker's
     answer has a line for gets its line, said to be unchecked."""
     if len(reports) != len(groups):
         return None

@@ -34,6 +34,7 @@ from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
 from workers.model import ModelError, ToolCall
 from workers.repo_map.search import Found
 from workers.repo_map.symbols import Symbol
+from workers.report_lines import same_file
 
 Find = Callable[[str, int], list[Found]]
 """The files a question's words find best, at most so many (RunMap.best)."""
@@ -207,19 +208,19 @@ class TaskParts(Aid):
         until = None if left is None else time.monotonic() + DRAFT_SHARE * left
         drafted: dict[int, str] = {}
         for number, part in enumerate(parts, 1):
+            if not (found := self.find(part, DRAFT_FILES)):
+                continue
             seconds = None if until is None else until - time.monotonic()
             if seconds is not None and seconds <= 0:
                 break
-            if not (found := self.find(part, DRAFT_FILES)):
-                continue
             listed = "\n".join(f"- {f.path}: {_said(f.symbol)}" for f in found)
             ask = DRAFT_ASK.format(found=listed, part=" ".join(part.split()))
             try:
                 turn = view.ask_aside(ask, max_tokens=DRAFT_TOKENS, seconds=seconds)
-            except ModelError:
-                continue
+            except ModelError:  # a call that failed or ran out of time: so would the next
+                break
             named = named_paths(turn.text, None)
-            chosen = next((f for f in found if named and named[0].strip("/") == f.path), None)
+            chosen = next((f for f in found if named and same_file(named[0], f.path)), None)
             if chosen is not None:
                 symbol = chosen.symbol
                 drafted[number] = f"{number}. {chosen.path} ({symbol.kind} {symbol.name})"

@@ -32,7 +32,7 @@ from workers.log.schema import Boundary
 from workers.model import Model
 from workers.permissions.gate import Actor, PermissionGuard, Permissions
 from workers.permissions.modes import PLAN_NOTE
-from workers.repo_map.ranking import RunMap, map_chars
+from workers.repo_map.ranking import RunMap, files_shown, map_chars
 from workers.repo_map.tool import find_symbol_tool
 from workers.sandbox import Sandbox
 from workers.stepping import Stepper
@@ -149,7 +149,7 @@ def build_agent(
         expects_change=must_look and file_blocks,
         citations=Citations(
             code_map=setting.code_map.get() if setting.code_map else None,
-            shown=frozenset(named_paths(code or setting.glance)),
+            shown=frozenset(files_shown(code) if code else named_paths(setting.glance)),
             container_root=container_root,
             through_workers=works_through_workers,
         )

@@ -60,6 +60,14 @@ MAX_SHOWN = 4
 """Claims named in one send-back at most."""
 
 
+def _without_summaries(tool: str, output: str) -> str:
+    """find_symbol's lines without what a docstring says (after " — "): a path its words
+    mention is no file the search found."""
+    if tool != "find_symbol":
+        return output
+    return "\n".join(line.split(" — ", 1)[0] for line in output.splitlines())
+
+
 @dataclass
 class Citations:
     """What one reader's calls showed it, and the map it was shown."""
@@ -93,7 +101,9 @@ class Citations:
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, found_nothing(call.name, result.output)))
         if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
-            self.seen.update(named_paths(result.output, self.container_root))
+            self.seen.update(
+                named_paths(_without_summaries(call.name, result.output), self.container_root)
+            )
         if call.name == "list_dir":
             folder = self._relative(str(args.get("path") or "."))
             for line in result.output.splitlines():

@@ -15,6 +15,7 @@ files it leads to, so "lexer" among a hundred lexers counts little beside "json"
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections import defaultdict
@@ -190,7 +191,7 @@ def _pagerank(
     return sorted(rank.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
-def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
+def rendered(repo: RepoMap, task: str, max_chars: int, search: Search | None = None) -> str:
     """The map for `task` in at most `max_chars` characters; "" when nothing is mapped.
 
     First, for each of the task's questions (the whole task when it has no numbered
@@ -216,13 +217,11 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
         used += cost
         return True
 
-    search = Search(repo)
-    asked = [
-        found
-        for question in questions(task) or [task]
-        for found in search.best(question, ASKED_FILES)
-    ]
-    for found in sorted(asked, key=lambda f: -f.score):
+    search = search or Search(repo)
+    asked = [search.best(question, ASKED_FILES) for question in questions(task) or [task]]
+    # In turns, each question's best file first: scores are not comparable across
+    # questions (one of more words scores higher), and each question is owed its room.
+    for found in [f for turn in itertools.zip_longest(*asked) for f in turn if f]:
         if take(
             found.path, found.symbol, _line(found.symbol, said=True), int(max_chars * ASKED_SHARE)
         ):
@@ -255,6 +254,14 @@ def rendered(repo: RepoMap, task: str, max_chars: int) -> str:
         for path in sorted(chosen, key=lambda p: order.get(p, len(order)))
     ]
     return "\n".join([HEADER, *blocks])
+
+
+def files_shown(shown: str) -> list[str]:
+    """The files a rendered map shows: its file lines only, never a path a docstring's
+    words mention."""
+    return [
+        line[1:-1] for line in shown.splitlines() if line.startswith("`") and line.endswith("`")
+    ]
 
 
 def _symbol_weight(symbol: Symbol, words: set[str], topics: set[str]) -> float:
@@ -291,7 +298,8 @@ class RunMap:
         repo = self.get()
         with self._lock:
             if (task, room) not in self._shown:
-                self._shown[(task, room)] = rendered(repo, task, room)
+                self._search = self._search or Search(repo)
+                self._shown[(task, room)] = rendered(repo, task, room, self._search)
             return self._shown[(task, room)]
 
     def best(self, question: str, files: int) -> list[Found]:

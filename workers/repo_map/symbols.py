@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -41,7 +42,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SUMMARY_CHARS = 120
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _PROSE_START = re.compile(r"[\w`'\"]")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""Control, format (bidi overrides, zero-width), surrogate, private-use, unassigned and
+line-separator characters: none is prose, and each can hide text from a reader."""
 
 # Extension → the tree-sitter grammar's module, its language function, and the modules
 # whose tags queries it takes (TypeScript's own extends JavaScript's, as its grammar does).
@@ -172,12 +175,17 @@ def _python_definitions(node: ast.stmt) -> list[Symbol]:
 def _summary(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """The docstring's first sentence on one line: from its first paragraph of prose (not
     a link, "Usage docs: https://…", nor markup, "!!! note" or "[Models](…)"), cut at
-    its first full stop, its control characters made spaces, at most SUMMARY_CHARS."""
+    its first full stop, its hidden characters and backticks made spaces (the map puts
+    paths in backticks), at most SUMMARY_CHARS."""
     doc = ast.get_docstring(node) or ""
-    paragraphs = [" ".join(_UNPRINTABLE.sub(" ", p).split()) for p in doc.split("\n\n")]
+    paragraphs = [" ".join(_shown(p).split()) for p in doc.split("\n\n")]
     prose = next((p for p in paragraphs if _PROSE_START.match(p) and "://" not in p), "")
     first = _SENTENCE_END.split(prose, maxsplit=1)[0]
     return first if len(first) <= SUMMARY_CHARS else first[: SUMMARY_CHARS - 1] + "…"
+
+
+def _shown(text: str) -> str:
+    return "".join(" " if c == "`" or unicodedata.category(c) in _HIDDEN else c for c in text)
 
 
 @functools.cache

@@ -12,7 +12,6 @@ the host, as the map is built for the prompt: files are read only as the map rea
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 
 from pydantic import Field
@@ -27,7 +26,6 @@ said to be unmapped."""
 MAX_DEFINITIONS = 20
 MAX_USERS = 15
 SUGGESTIONS = 5
-_IS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 ABOUT_FILES = 8
 """Files a search by words answers with, best first."""
 MAX_WORDS_CHARS = 200
@@ -47,7 +45,7 @@ def find_symbol_tool(workspace: Path) -> Tool[FindSymbolArgs]:
 
     def run(ctx: ToolContext, args: FindSymbolArgs) -> ToolResult:
         name = args.name.strip().strip("`").removesuffix("()")
-        if _IS_NAME.fullmatch(name):
+        if all(part.isidentifier() for part in name.split(".")):
             return found(build(workspace, seconds=TOOL_SECONDS), name)
         if not question_words(name[:MAX_WORDS_CHARS]):
             raise ToolError(
