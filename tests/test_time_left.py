@@ -173,3 +173,19 @@ def test_an_aside_times_the_model_but_not_how_long_its_replies_run() -> None:
     before = pace.seconds_for(0)
     pace.took(60.0, 0, 500, aside=True)  # a first answer from the map: 500 tokens
     assert pace.seconds_for(0) == pytest.approx(before, rel=0.2)  # still ~40 tokens long
+
+
+def test_a_held_back_read_asked_for_again_as_it_was_shows_its_start(workspace: Path) -> None:
+    """Told to ask for less, the bundled model asked for the same grep eight times over.
+    The same call again shows as much of its start as the time allows, and says what is
+    left out; a third time is a repeat like any other."""
+    files(workspace, {"big.py": 12_000})
+    same = call("read_file", path="big.py")
+    script = [calls(("list_dir", {})), same, same, same, say("big.py")]
+    outcome, _, shown, _ = run(workspace, script, 30)
+    assert outcome == Finished("big.py")
+    assert HELD in shown[1]["content"]
+    start = shown[2]["content"]
+    assert start.startswith("x = 1") and "lines; the rest would take about" in start
+    assert start.count("\n") < 120, "not the whole file"
+    assert HELD not in shown[3]["content"] and not shown[3]["content"].startswith("x = 1")

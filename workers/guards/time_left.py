@@ -5,13 +5,18 @@ can be asked again, narrower) is weighed against the time left at the pace the m
 calls have kept (workers/pace.py): once reading the batch so far would take more than
 half the time left less an answer's time, a long result is held back, replaced by a line
 saying what reading it would cost. The agent has not seen it, so the guards after this
-one do not count it as read (PendingCall.held_back). After the batch, when one more step
+one do not count it as read (PendingCall.held_back). The same call asked again as it
+was is shown as much of its start as the time allows, and the rest said to be left out:
+the bundled model, told to ask for less, asked for the same grep eight times over and
+spent its steps on it. After the batch, when one more step
 and an answer no longer fit, the next reply is asked for with tools off. On the bundled
 model a reader that read ten files in one reply spent 197 s of its 342 s reading them,
 and the deadline cut its answer: a reply the deadline cuts gives nothing.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from workers.guard_hooks import Guard, ModelAsk, PendingCall, StepStart
 from workers.guards.context import MASK_MIN_CHARS, stub
@@ -24,6 +29,10 @@ BATCH_SHARE = 0.5
 for the answer, and one more step."""
 REREADABLE = frozenset({"read_file", "grep", "find_files", "list_dir", "find_symbol"})
 """Tools whose result can be had again, or a narrower one: only theirs are held back."""
+PART_SHOWN = (
+    "[the first {shown} of {total} lines; the rest would take about {seconds:.0f} s of the "
+    "{left:.0f} s left to read: ask for less to see it]"
+)
 HELD_BACK = (
     "not shown: reading it would take about {seconds:.0f} s of the {left:.0f} s this "
     "agent has left; ask for less (a range of lines, a narrower path or pattern) if you "
@@ -41,6 +50,8 @@ class TimeKeeper(Guard):
         self._conversation: list[Message] | None = None
         self._shown = 0
         """Tokens of this batch's results shown so far."""
+        self._held: set[tuple[str, str]] = set()
+        """The calls held back before, as they were asked."""
 
     def before_step(self, start: StepStart) -> None:
         self._budget, self._model = start.budget, start.model.name
@@ -65,8 +76,12 @@ class TimeKeeper(Guard):
         if len(result.output) < MASK_MIN_CHARS or pace.seconds_for(self._shown + tokens, 0) <= room:
             self._shown += tokens
             return result
-        call.held_back = True
         seconds = pace.seconds_for(tokens, 0)
+        if call.key in self._held:  # told to ask for less, it asked the same: its start
+            fits = int(tokens * max(room, 0.0) / seconds) if seconds > 0 else 0
+            return _start_of(result, max(fits * CHARS_PER_TOKEN, MASK_MIN_CHARS), seconds, left)
+        self._held.add(call.key)
+        call.held_back = True
         why = HELD_BACK.format(seconds=seconds, left=max(left, 0.0))
         return ToolResult(
             output=stub(call.name, call.call.arguments, why),
@@ -78,6 +93,26 @@ class TimeKeeper(Guard):
         if self._budget is None or self._conversation is None:
             return False
         return self._budget.no_time_for_another_step(self._model, _new_tokens(self._conversation))
+
+
+def _start_of(result: ToolResult, chars: int, seconds: float, left: float) -> ToolResult:
+    """The result's whole lines within `chars`, and a line saying the rest is left out."""
+    lines = result.output.splitlines()
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > chars and kept:
+            break
+        kept.append(line[:chars])
+        used += len(line) + 1
+    said = PART_SHOWN.format(
+        shown=len(kept), total=len(lines), seconds=seconds, left=max(left, 0.0)
+    )
+    return dataclasses.replace(
+        result,
+        output="\n".join([*kept, said]),
+        summary=f"{len(kept)} of {len(lines)} lines shown",
+    )
 
 
 def _new_tokens(messages: list[Message]) -> int:
