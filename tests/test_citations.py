@@ -360,3 +360,28 @@ def test_a_path_a_docstring_mentions_is_no_file_the_search_found(workspace: Path
     assert "keys.py:1 function load_keys — Read the keys" in str(model.seen[1])
     assert "it names conf/secrets.yaml, which none of your calls opened" in outcome.answer
     assert "it names keys.py" not in outcome.answer
+
+
+def test_a_reader_with_no_time_for_another_reply_is_not_sent_back(workspace: Path) -> None:
+    """The demo's explorer answered with 79 s left, naming files that are not there; sent
+    back, it had 4 s for its next reply, and ended out of time. With no time for another
+    reply nothing goes back: the answer goes on, its unsupported claims marked."""
+    package(workspace)
+    recorder = Recorder()
+    answer = "1. BoundLogger: stdlib.py\n2. ConsoleRenderer: renderers.py"
+
+    def answered_at_the_deadline(_: list[Message]) -> object:
+        agent.budget.no_time_for_another_step = lambda *_: True  # type: ignore[method-assign]
+        return say(answer)
+
+    model = ScriptedModel(
+        [call("read_file", path="stdlib.py"), answered_at_the_deadline]  # type: ignore[list-item]
+    )
+    gate = reader_gate(workspace, recorder)
+    agent = make_agent(workspace, model, recorder, gate=gate, look_first=True, calls_first=True)
+    result = run_agent(agent, shown_stdlib())
+    outcome = result.outcome
+    assert isinstance(outcome, Finished), outcome
+    assert outcome.answer.startswith(answer + "\n\n" + UNSUPPORTED)
+    assert "renderers.py" in outcome.answer.split(UNSUPPORTED)[1]
+    assert [v["action"] for v in recorder.of("verification")] == ["accepted"]

@@ -189,3 +189,37 @@ def test_a_held_back_read_asked_for_again_as_it_was_shows_its_start(workspace: P
     assert start.startswith("x = 1") and "lines; the rest would take about" in start
     assert start.count("\n") < 120, "not the whole file"
     assert HELD not in shown[3]["content"] and not shown[3]["content"].startswith("x = 1")
+
+
+def test_a_result_cheap_to_read_is_shown_however_near_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An answer's time from the deadline, a 2 s result of 79 s left was held back from
+    the demo's explorer, which then answered from nothing. A result this cheap, against
+    the time left, is shown while the batch is within its share; a dear one is not."""
+    from workers.guard_hooks import PendingCall, StepStart
+    from workers.guards.time_left import CHEAP_SHARE, TimeKeeper
+    from workers.log.events import Emitter
+    from workers.model import ToolCall
+    from workers.tools.base import CHARS_PER_TOKEN, ToolResult
+
+    budget = Budget(Limits(max_seconds=600))
+    budget.pace("qwen").took(10.0, 100, 100)  # 0.1 s a reply token, 0.025 s a prompt token
+    answer = budget.pace("qwen").answer_seconds()
+    left = 2 * answer + 1.0  # half of it, less an answer: 0.5 s
+    monkeypatch.setattr(budget, "seconds_left", lambda: left)
+    keeper = TimeKeeper()
+    model = type("M", (), {"name": "qwen"})()
+    keeper.before_step(StepStart([], [], 1, model, budget, Emitter([])))  # type: ignore[arg-type]
+
+    def shown(chars: int) -> bool:
+        call = ToolCall(id="1", name="read_file", arguments=f'{{"path": "{chars}.py"}}')
+        pending = PendingCall(call, {"path": f"{chars}.py"}, ("read_file", str(chars)))
+        keeper.after_model(type("Ask", (), {"aside": False})(), None)  # type: ignore[arg-type]
+        return keeper.after_call(pending, ToolResult("x" * chars)).output.startswith("x")
+
+    tokens = int(CHEAP_SHARE * left / budget.pace("qwen").seconds_for(1, 0) * 0.9)
+    cheap = tokens * CHARS_PER_TOKEN
+    assert budget.pace("qwen").seconds_for(tokens, 0) > 0.5, "more than the room"
+    assert shown(cheap)
+    assert not shown(cheap * 2)

@@ -108,6 +108,9 @@ class Answer:
     """Whether the conversation has tool results or attached files."""
     asked: str = ""
     """What the agent was asked: its first task."""
+    last: bool = False
+    """No time is left for another reply: what would go back goes on marked instead (a
+    send-back the deadline cuts short ends the agent out of time, with nothing)."""
 
 
 @dataclass(frozen=True)

@@ -303,7 +303,10 @@ def _answer(agent: Agent, result: AgentResult, text: str, paused: bool) -> Finis
     if written_call(text, agent.tools):
         tell(agent, result.messages, TOOLS_BACK if paused else WRITTEN_CALL, source="model_error")
         return False
-    answer = Answer(text, result.facts, looked(result.messages), first_task(result.messages))
+    last = agent.budget.no_time_for_another_step(agent.model.name)
+    answer = Answer(
+        text, result.facts, looked(result.messages), first_task(result.messages), last=last
+    )
     if (send_back := agent.guards.on_answer(answer)) is not None:
         result.sent_back = text
         tell(agent, result.messages, send_back.message, source="verification")

@@ -27,6 +27,11 @@ from workers.tools.base import CHARS_PER_TOKEN, ToolResult
 BATCH_SHARE = 0.5
 """The most of the time left one step may spend reading a batch's results: the rest is
 for the answer, and one more step."""
+CHEAP_SHARE = 0.05
+"""A result this cheap to read, against the time left, is shown while the batch is within
+its share: holding it back saves next to nothing, and asking again costs a step (the
+demo's explorer, an answer's time from its deadline, had a 2 s find_symbol held back of
+its 79 s, and answered from nothing)."""
 REREADABLE = frozenset({"read_file", "grep", "find_files", "list_dir", "find_symbol"})
 """Tools whose result can be had again, or a narrower one: only theirs are held back."""
 PART_SHOWN = (
@@ -73,10 +78,11 @@ class TimeKeeper(Guard):
             return result
         tokens = len(result.output) // CHARS_PER_TOKEN
         room = BATCH_SHARE * left - pace.answer_seconds()
-        if len(result.output) < MASK_MIN_CHARS or pace.seconds_for(self._shown + tokens, 0) <= room:
+        seconds, batch = pace.seconds_for(tokens, 0), pace.seconds_for(self._shown + tokens, 0)
+        cheap = seconds <= CHEAP_SHARE * left and batch <= BATCH_SHARE * left
+        if len(result.output) < MASK_MIN_CHARS or batch <= room or cheap:
             self._shown += tokens
             return result
-        seconds = pace.seconds_for(tokens, 0)
         if call.key in self._held:  # told to ask for less, it asked the same: its start
             fits = int(tokens * max(room, 0.0) / seconds) if seconds > 0 else 0
             return _start_of(result, max(fits * CHARS_PER_TOKEN, MASK_MIN_CHARS), seconds, left)

@@ -60,11 +60,8 @@ class Verdict:
         if self.check is not None:
             return f"Check: {self.check.line()}"
         # Only gaffer's own check says "verified" (workers/check/).
-        return (
-            f"Verification: {OWN_RUN_PASSED}"
-            if self.verified
-            else f"Verification: unverified ({self.reason})"
-        )
+        why = OWN_RUN_PASSED if self.verified else f"unverified ({self.reason})"
+        return f"Verification: {why}"
 
 
 def evidence(facts: Iterable[Facts]) -> Iterator[Facts]:
@@ -208,32 +205,37 @@ class Gate(Guard):
         return result
 
     def on_answer(self, answer: Answer) -> SendBack | None:
-        message = self.review(answer.facts, answer.text, answer.looked, answer.asked)
+        message = self.review(
+            answer.facts, answer.text, answer.looked, answer.asked, last=answer.last
+        )
         return None if message is None else SendBack(message, self.take_wants_call())
 
     def review(
-        self, facts: Sequence[Facts], answer: str = "", looked: bool | None = None, asked: str = ""
+        self,
+        facts: Sequence[Facts],
+        answer: str = "",
+        looked: bool | None = None,
+        asked: str = "",
+        *,
+        last: bool = False,
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through.
-        `asked`: the agent's own task, whose numbered questions a reader answers each."""
+        `asked`: the agent's own task, whose numbered questions a reader answers each.
+        `last` (Answer.last): nothing goes back, as when the send-backs are spent."""
         self.wants_call = False
-        if not answer.strip() and self.sent_back < self.max_send_backs:
+        can_send = self.sent_back < self.max_send_backs and not last
+        if not answer.strip() and can_send:
             # Nothing said is no answer, whatever the evidence holds.
             self._sent_back_unsupported("the answer was empty")
             return EMPTY_ANSWER
         verdict = self.judged(facts)
-        if (
-            verdict is None
-            and self.expects_change
-            and not self._asked_for_change
-            and self.sent_back < self.max_send_backs
-        ):
+        if verdict is None and self.expects_change and not self._asked_for_change and can_send:
             self._asked_for_change = True
             self._sent_back_unsupported("no files changed")
             return NO_CHANGE
         if (
             verdict is None
-            and self.sent_back < self.max_send_backs
+            and can_send
             and not self._said_again(answer)
             and (problem := self._unsupported(self._looked(facts, looked), answer))
         ):
@@ -246,9 +248,9 @@ class Gate(Guard):
                 f"Before you answer: {problem}. Check with {self.look_with}, then answer "
                 "from what they show."
             )
-        if verdict is None and (unnumbered := self._unnumbered(asked, answer)):
+        if verdict is None and not last and (unnumbered := self._unnumbered(asked, answer)):
             return unnumbered
-        if verdict is None or verdict.verified or self.sent_back >= self.max_send_backs:
+        if verdict is None or verdict.verified or not can_send:
             self.events.emit(
                 Verification(
                     verdict="none"
