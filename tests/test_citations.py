@@ -385,3 +385,25 @@ def test_a_reader_with_no_time_for_another_reply_is_not_sent_back(workspace: Pat
     assert outcome.answer.startswith(answer + "\n\n" + UNSUPPORTED)
     assert "renderers.py" in outcome.answer.split(UNSUPPORTED)[1]
     assert [v["action"] for v in recorder.of("verification")] == ["accepted"]
+
+
+def test_an_empty_answer_goes_back_however_little_time_is_left(workspace: Path) -> None:
+    """The demo's explorer, its tools paused at the deadline, replied with nothing; let
+    through, the run said it was done with no answer. An empty answer has nothing to
+    lose, so it goes back whatever the time left."""
+    package(workspace)
+    recorder = Recorder()
+
+    def empty_at_the_deadline(_: list[Message]) -> object:
+        agent.budget.no_time_for_another_step = lambda *_: True  # type: ignore[method-assign]
+        return say("")
+
+    answer = "BoundLogger is in stdlib.py."
+    model = ScriptedModel(
+        [call("read_file", path="stdlib.py"), empty_at_the_deadline, say(answer)]  # type: ignore[list-item]
+    )
+    gate = reader_gate(workspace, recorder)
+    agent = make_agent(workspace, model, recorder, gate=gate, look_first=True, calls_first=True)
+    outcome = run_agent(agent, shown_stdlib()).outcome
+    assert isinstance(outcome, Finished) and outcome.answer == answer
+    assert next(v["reason"] for v in recorder.of("verification")) == "the answer was empty"

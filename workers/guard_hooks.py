@@ -110,7 +110,8 @@ class Answer:
     """What the agent was asked: its first task."""
     last: bool = False
     """No time is left for another reply: what would go back goes on marked instead (a
-    send-back the deadline cuts short ends the agent out of time, with nothing)."""
+    send-back the deadline cuts short ends the agent out of time, with nothing), but for
+    an empty answer, which has nothing to lose."""
 
 
 @dataclass(frozen=True)

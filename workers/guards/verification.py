@@ -221,11 +221,11 @@ class Gate(Guard):
     ) -> str | None:
         """A message sending the agent back to work, or None to let the answer through.
         `asked`: the agent's own task, whose numbered questions a reader answers each.
-        `last` (Answer.last): nothing goes back, as when the send-backs are spent."""
+        `last` (Answer.last): nothing but an empty answer goes back."""
         self.wants_call = False
         can_send = self.sent_back < self.max_send_backs and not last
-        if not answer.strip() and can_send:
-            # Nothing said is no answer, whatever the evidence holds.
+        if not answer.strip() and self.sent_back < self.max_send_backs:
+            # Nothing said is no answer, and asking again loses nothing, time or not.
             self._sent_back_unsupported("the answer was empty")
             return EMPTY_ANSWER
         verdict = self.judged(facts)
