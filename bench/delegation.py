@@ -310,7 +310,7 @@ def _checked(answer: str) -> str:
 def _without_opening(answer: str) -> str:
     """The answer without the opening gaffer gives a small model's answer with tools
     off ("From what I found:"), which would hide an item on its line."""
-    return answer.removeprefix(server.ANSWER_OPENING).lstrip()
+    return answer.removeprefix(server.ANSWER_OPENING.rstrip()).lstrip()
 
 
 def copy_package(package: str, into: Path) -> Path:

@@ -41,8 +41,11 @@ TOOL_CALL_OPENING = "```json\n"
 # model otherwise writes {"tasks": [{"profile": ..., "task": ...}]}, no call at all.
 NAMED_CALL_OPENING = '{"name": "{name}", "arguments": {'
 # And how an answer is begun when tools are off: this model otherwise writes a call as
-# text even then. The server returns the opening as part of the answer.
-ANSWER_OPENING = "From what I found:"
+# text even then. The server returns the opening as part of the answer. It ends with its
+# line: ended at the colon, the model's next token (":\n" is one) is cut in two, and it
+# stopped there, the answer empty, on the demo's explorer and the bench's readers alike
+# (asked the demo's paused reply, "From what I found:" gave 1 token, with "\n" 96).
+ANSWER_OPENING = "From what I found:\n"
 # How a call after bad replies is sampled besides its raised temperature (llama.cpp's
 # server takes these as request fields): a mild penalty on repeated tokens, and DRY
 # against repeated runs longer than four tokens (code repeats short ones: indentation,
