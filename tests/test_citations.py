@@ -407,3 +407,15 @@ def test_an_empty_answer_goes_back_however_little_time_is_left(workspace: Path) 
     outcome = run_agent(agent, shown_stdlib()).outcome
     assert isinstance(outcome, Finished) and outcome.answer == answer
     assert next(v["reason"] for v in recorder.of("verification")) == "the answer was empty"
+
+
+def test_a_folder_holding_a_file_the_map_shows_is_known(workspace: Path) -> None:
+    """The demo's explorer named the top-level folders; the map showed files in each, and
+    the answer lost them as unsupported."""
+    (workspace / "workers").mkdir()
+    (workspace / "workers" / "loop.py").write_text("def run():\n    pass\n")
+    citations = Citations(code_map=build(workspace), shown=frozenset({"workers/loop.py"}))
+    assert citations.unsupported("`workers/` holds the agents; the loop is workers/loop.py.") == []
+    claims = citations.unsupported("`supervisor/` holds the rest.")
+    assert claims and "supervisor/" in claims[0]
+    assert Citations(shown=frozenset({"workersx/a.py"})).unsupported("`workers/` is it.")

@@ -159,6 +159,14 @@ def test_prose_that_mentions_json_is_an_answer() -> None:
     assert written_call('read_file(path="a.py")', names)
     assert not written_call('The config is {"name": "x"}; read_file showed it.', names)
     assert not written_call('{"name": "Ada", "age": 3}', names)
+    # The demo's explorer, its answer begun for it with tools off, wrote three calls.
+    three = "".join(
+        f'```json\n{{"name": "{n}", "arguments": {{}}}}\n```\n'
+        for n in ("read_file", "grep", "grep")
+    )
+    assert written_call("From what I found:\n" + three, names)
+    assert not written_call("From what I found:\nloop.py runs it.\n" + three, names)
+    assert not written_call("From what I found:", names)
 
 
 def test_token_budget_refuses_the_next_call(workspace: Path) -> None:

@@ -164,8 +164,13 @@ class Citations:
         return "none of your calls opened, listed or matched"
 
     def _known(self, path: str) -> bool:
+        """A file or folder a call or the map showed, or a folder holding one they did
+        (`workers/`, where the map shows `workers/loop.py`)."""
         shown = () if self.through_workers else self.shown
-        return any(_same_file(path, known) for known in (*self.seen, *shown))
+        folder = path.strip("/") + "/"
+        return any(
+            _same_file(path, known) or known.startswith(folder) for known in (*self.seen, *shown)
+        )
 
     def _placed(self, sentence: str) -> list[str]:
         """ "X is in F" where the map has X elsewhere, or a worker's report marked that

@@ -153,9 +153,20 @@ VARIED_TEMPERATURES = (0.7, 1.0)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
+_BLOCK = re.compile(r"```[a-zA-Z]*\s*(.*?)\s*```", re.DOTALL)
+_OPENING = re.compile(r"^[A-Za-z][^\n`{}\"]{0,60}:[ \t]*(?:\n|$)")
+"""A short first line ending in a colon ("From what I found:", the local model's answer
+opening): no answer by itself."""
+
+
 def written_call(text: str, tool_names: Iterable[str]) -> bool:
-    """Whether a reply's text is only a tool call written out (fenced JSON, or `name(...)`),
-    as small models do when tools are off or their call was not parsed: never an answer."""
+    """Whether a reply's text is only tool calls written out (fenced JSON, or `name(...)`),
+    maybe after a short opening line, as small models do when tools are off or their call
+    was not parsed: never an answer."""
+    text = _OPENING.sub("", text.strip(), count=1)
+    blocks = _BLOCK.findall(text)
+    if len(blocks) > 1 and not _BLOCK.sub("", text).strip():
+        return all(written_call(block, tool_names) for block in blocks)
     body = _FENCE.sub("", text.strip()).strip()
     if not body:
         return False
