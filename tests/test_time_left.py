@@ -223,3 +223,23 @@ def test_a_result_cheap_to_read_is_shown_however_near_the_answer(
     assert budget.pace("qwen").seconds_for(tokens, 0) > 0.5, "more than the room"
     assert shown(cheap)
     assert not shown(cheap * 2)
+
+
+def test_an_answer_asked_with_tools_paused_is_cut_at_what_the_time_left_can_write() -> None:
+    """The demo's explorer, paused with 78 s left, wrote for 78 s and ended out of time
+    with nothing. Paused for time, its reply is capped at what the time left can write."""
+    pace = Pace()
+    pace.took(10.0, 100, 100)  # one rate: 0.08 s a reply token, 0.02 s a prompt token
+    assert pace.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.08)
+    assert pace.reply_tokens_within(1.0) == 64, "never cut shorter than saying anything"
+    assert Pace().reply_tokens_within(78.0) is None, "no call timed: no cap"
+
+
+def test_a_paused_reply_is_asked_for_no_longer_than_the_time_left(workspace: Path) -> None:
+    files(workspace, {"a.py": 300})
+    script = [calls(("list_dir", {})), say("a.py sets x")]
+    answer = ANSWER_TOKENS * 0.1 / 5 * MARGIN  # ~6.1 s: after the first call, only an answer
+    outcome, model, _, _ = run(workspace, script, answer)
+    assert outcome == Finished("a.py sets x")
+    assert model.paused[-1] and model.max_tokens[-1] is not None
+    assert not model.paused[0] and model.max_tokens[0] is None

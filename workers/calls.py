@@ -83,6 +83,12 @@ def call_model(
         streamed.append(text)
         agent.events.emit(TextDelta(text=text, step=step))
 
+    if tools_off and not aside and (left := least(agent.budget.seconds_left(), seconds)):
+        # An answer the deadline cuts gives nothing: one cut at what the time left can
+        # write still says what it found (the demo's explorer, paused with 78 s left,
+        # wrote for 78 s and ended out of time).
+        fits = agent.budget.pace(agent.model.name).reply_tokens_within(left)
+        max_tokens = least(max_tokens, fits)
     options = CallOptions(
         on_text=on_text,
         on_retry=lambda attempt, error, wait: agent.events.emit(

@@ -82,6 +82,21 @@ class Pace:
         per_prompt, per_reply = _rates(calls)
         return MARGIN * (per_prompt * max(new_prompt, 0) + per_reply * completion)
 
+    def reply_tokens_within(self, seconds: float, new_prompt: int = 0) -> int | None:
+        """The longest reply a call reading `new_prompt` new tokens can write in
+        `seconds`, at least MIN_REPLY_TOKENS; None where no call reported its tokens."""
+        with self._lock:
+            calls = list(self._calls)
+        if not calls:
+            return None
+        per_prompt, per_reply = _rates(calls)
+        writing = seconds / MARGIN - per_prompt * max(new_prompt, 0)
+        return max(MIN_REPLY_TOKENS, int(writing / per_reply))
+
+
+MIN_REPLY_TOKENS = 64
+"""A reply cut shorter says too little to be worth the call."""
+
 
 def _rates(calls: list[tuple[int, int, float]]) -> tuple[float, float]:
     """Seconds per new prompt token and per reply token: least squares over the calls
