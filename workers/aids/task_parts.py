@@ -33,7 +33,6 @@ from workers.hooks import REPORTED, Aid, Finish, View
 from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
 from workers.model import ModelError, ToolCall
 from workers.repo_map.search import Found
-from workers.repo_map.symbols import Symbol
 from workers.report_lines import same_file
 
 Find = Callable[[str, int], list[Found]]
@@ -213,7 +212,7 @@ class TaskParts(Aid):
             seconds = None if until is None else until - time.monotonic()
             if seconds is not None and seconds <= 0:
                 break
-            listed = "\n".join(f"- {f.path}: {_said(f.symbol)}" for f in found)
+            listed = "\n".join(f"- {f.path}: {f.symbol.described()}" for f in found)
             ask = DRAFT_ASK.format(found=listed, part=" ".join(part.split()))
             try:
                 turn = view.ask_aside(ask, max_tokens=DRAFT_TOKENS, seconds=seconds)
@@ -225,11 +224,6 @@ class TaskParts(Aid):
                 symbol = chosen.symbol
                 drafted[number] = f"{number}. {chosen.path} ({symbol.kind} {symbol.name})"
         return drafted
-
-
-def _said(symbol: Symbol) -> str:
-    summary = f" — {symbol.summary}" if symbol.summary else ""
-    return f"{symbol.kind} {symbol.name}{summary}"
 
 
 def grouped(parts: list[str], at_once: int) -> list[list[str]]:

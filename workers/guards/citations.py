@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 from workers.guard_hooks import PendingCall
 from workers.guards.named_code import named_paths, path_spans, written_as_code
 from workers.repo_map.index import RepoMap
+from workers.repo_map.symbols import SAYS
 from workers.report_lines import read_report
 from workers.report_lines import same_file as _same_file
 from workers.tools.base import ToolResult
@@ -65,7 +66,7 @@ def _without_summaries(tool: str, output: str) -> str:
     mention is no file the search found."""
     if tool != "find_symbol":
         return output
-    return "\n".join(line.split(" — ", 1)[0] for line in output.splitlines())
+    return "\n".join(line.split(SAYS, 1)[0] for line in output.splitlines())
 
 
 @dataclass

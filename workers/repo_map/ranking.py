@@ -277,8 +277,7 @@ def _symbol_weight(symbol: Symbol, words: set[str], topics: set[str]) -> float:
 
 
 def _line(symbol: Symbol, *, said: bool = False) -> str:
-    summary = f" — {symbol.summary}" if said and symbol.summary else ""
-    return f"  {symbol.line}: {symbol.kind} {symbol.name}{summary}"
+    return f"  {symbol.line}: " + (symbol.described() if said else f"{symbol.kind} {symbol.name}")
 
 
 class RunMap:
@@ -298,18 +297,21 @@ class RunMap:
         repo = self.get()
         with self._lock:
             if (task, room) not in self._shown:
-                self._search = self._search or Search(repo)
-                self._shown[(task, room)] = rendered(repo, task, room, self._search)
+                self._shown[(task, room)] = rendered(repo, task, room, self._searched(repo))
             return self._shown[(task, room)]
 
     def best(self, question: str, files: int) -> list[Found]:
         """The files `question`'s words find best (search.py), on the run's map."""
         repo = self.get()
         with self._lock:
-            if self._search is None:
-                self._search = Search(repo)
-            search = self._search
+            search = self._searched(repo)
         return search.best(question, files)
+
+    def _searched(self, repo: RepoMap) -> Search:
+        """The run's search, built the first time it is needed (with the lock held)."""
+        if self._search is None:
+            self._search = Search(repo)
+        return self._search
 
     def get(self) -> RepoMap:
         """The map, or an empty one that says why when it cannot be built: a map is an

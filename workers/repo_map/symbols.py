@@ -40,6 +40,9 @@ MATCH_LIMIT = 1024
 """Matches a tags query keeps in progress at once (tree-sitter's own cap on its work)."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SUMMARY_CHARS = 120
+SAYS = " — "
+"""Between a definition and its summary wherever both are shown: what follows it on a
+line is the docstring's words, never a file anything showed (workers/guards/citations.py)."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _PROSE_START = re.compile(r"[\w`'\"]")
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -74,6 +77,10 @@ class Symbol:
     summary: str = ""
     """What it says it is, in its own words: a Python docstring's first sentence, one
     line of at most SUMMARY_CHARS; "" when it has none."""
+
+    def described(self) -> str:
+        """`kind name`, and what it says it is after SAYS where it says anything."""
+        return f"{self.kind} {self.name}" + (f"{SAYS}{self.summary}" if self.summary else "")
 
 
 @dataclass

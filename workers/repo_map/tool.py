@@ -115,11 +115,7 @@ def about(repo: RepoMap, words: str) -> ToolResult:
             summary="nothing found",
         )
     lines = [f"Definitions with the words {words!r} in their names or docstrings, best first:"]
-    lines += [
-        f"  {f.path}:{f.symbol.line} {f.symbol.kind} {f.symbol.name}"
-        + (f" — {f.symbol.summary}" if f.symbol.summary else "")
-        for f in best
-    ]
+    lines += [f"  {f.path}:{f.symbol.line} {f.symbol.described()}" for f in best]
     lines.append("Only words were matched: read_file the file to see it is the one.")
     return ToolResult(output="\n".join(lines), summary=f"{len(best)} files")
 
