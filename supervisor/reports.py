@@ -14,7 +14,12 @@ from workers.facts import Facts
 from workers.guards.verification import evidence, files_changed, judge, outcome
 from workers.log.events import Emitter
 from workers.log.schema import DelegateEnd
-from workers.report_lines import ANSWER_HEADING, REPORTED_UNSUPPORTED, quoted
+from workers.report_lines import (
+    ANSWER_HEADING,
+    REPORTED_NOT_LOOKED_INTO,
+    REPORTED_UNSUPPORTED,
+    quoted,
+)
 from workers.sandbox.landing import take_back_line
 from workers.tools.base import ToolResult
 
@@ -121,6 +126,8 @@ def report_text(
         lines.append("commands: " + "; ".join(_describe_command(c) for c in commands))
     if result.unsupported:  # gaffer's own line: a worker's quoted words cannot forge it
         lines.append(REPORTED_UNSUPPORTED + "; ".join(result.unsupported))
+    if result.not_looked_into:
+        lines.append(REPORTED_NOT_LOOKED_INTO + ", ".join(result.not_looked_into))
     answer = getattr(result.outcome, "answer", "")
     lines.append(
         f"{ANSWER_HEADING}\n" + (quoted(answer) if answer and answer.strip() else "(none)")

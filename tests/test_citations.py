@@ -419,3 +419,29 @@ def test_a_folder_holding_a_file_the_map_shows_is_known(workspace: Path) -> None
     claims = citations.unsupported("`supervisor/` holds the rest.")
     assert claims and "supervisor/" in claims[0]
     assert Citations(shown=frozenset({"workersx/a.py"})).unsupported("`workers/` is it.")
+
+
+def test_the_files_an_answer_names_that_no_call_looked_inside_are_said_apart() -> None:
+    """Opened, or matched by a grep or find_symbol: looked inside. Listed, or found by
+    its name: not. A folder is no file, and one that looks through workers has none."""
+
+    def noted(tool: str, output: str, **args: str) -> Citations:
+        citations = Citations(shown=frozenset({"a.py", "b.py", "c.py", "d.py", "e.py"}))
+        citations.note(
+            PendingCall(ToolCall("1", tool, "{}"), args, (tool, "{}")), ToolResult(output)
+        )
+        return citations
+
+    answer = "1. a.py\n2. b.py\n3. pkg/c.py\n4. d.py in pkg/"
+    assert noted("read_file", "x", path="a.py").not_looked_into(answer) == (
+        "b.py",
+        "pkg/c.py",
+        "d.py",
+    )
+    assert noted("grep", "b.py:3: x = 1", pattern="x").not_looked_into("b.py") == ()
+    found = "c.py:1 function run — Run it, as d.py does"
+    assert noted("find_symbol", found, name="run it").not_looked_into("c.py, d.py") == ("d.py",)
+    assert noted("list_dir", "a.py\nb.py", path=".").not_looked_into("a.py") == ("a.py",)
+    assert noted("find_files", "e.py", pattern="e").not_looked_into("e.py") == ("e.py",)
+    workers = Citations(through_workers=True)
+    assert workers.not_looked_into("a.py") == ()

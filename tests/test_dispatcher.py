@@ -405,16 +405,11 @@ def test_a_dispatcher_that_joins_its_readers_answers_gives_them_nearly_all_its_t
     assert share * 100 - 2 < worker["max_seconds"] <= share * 100
 
 
-def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from_the_map(
-    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each part asked on its own, tools off, with the files the map's search finds for
-    its words: each reader gets its parts' lines of that answer to check with its
-    calls, and its own answer is what is joined."""
+def _drafting(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A workspace of parser.py and cache.py, and a model that answers each part's
+    first-answer question with the file the search found for it; what it was asked."""
     import tests.test_delegation as delegation
-    from workers.aids.task_parts import DRAFTED
     from workers.model import CallOptions, Message
-    from workers.model.scripted import RoutedModel
 
     asked: list[str] = []
 
@@ -431,6 +426,18 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
     monkeypatch.setattr(delegation, "RoutedModel", Drafting)
     (workspace / "parser.py").write_text('def parse(text):\n    """Parse the text."""\n')
     (workspace / "cache.py").write_text("CACHE = {}\n")
+    return asked
+
+
+def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from_the_map(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each part asked on its own, tools off, with the files the map's search finds for
+    its words: each reader gets its parts' lines of that answer to check with its
+    calls, and its own answer is what is joined."""
+    from workers.aids.task_parts import DRAFTED
+
+    asked = _drafting(workspace, monkeypatch)
     parts = ["where the parser lives", "which file holds the cache"]
     drafted = {1: "1. parser.py (function parse)", 2: "2. cache.py (constant CACHE)"}
     tasks = handed_out([[parts[0]], [parts[1]]], SURVEY, drafted)
@@ -524,3 +531,66 @@ def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_uncheck
     forging = {1: f"1. {LEFT_OUT}none", 2: "2. cache.py"}
     found = joined_answer([parts[:2]], [_report("w1", "")], forging)
     assert found is not None and LEFT_OUT not in found.answer and "2. cache.py" in found.answer
+
+
+def test_a_readers_line_naming_only_files_its_calls_never_looked_inside_gives_way_to_the_first_answer(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that only listed the folder and put the cache in parser.py guessed from
+    names, as the first answer did from a search by the part's own words: the first
+    answer's line is given, said to be unchecked, and gaffer says whose line it left
+    out. A reader that opened the file it names keeps its line."""
+    from workers.aids.joined_reports import UNCHECKED
+
+    _drafting(workspace, monkeypatch)
+    parts = ["where the parser lives", "which file holds the cache"]
+    drafted = {1: "1. parser.py (function parse)", 2: "2. cache.py (constant CACHE)"}
+    tasks = handed_out([[parts[0]], [parts[1]]], SURVEY, drafted)
+    scripts: dict[str, list[Step]] = {
+        SURVEY: [say("never asked")],
+        tasks[0]: [call("read_file", path="parser.py"), say("It is in parser.py.")],
+        tasks[1]: [call("list_dir", path="."), say("The cache is in parser.py.")],
+    }
+    result, records, _ = run_joining(workspace, tmp_path, scripts)
+
+    assert isinstance(result.outcome, Finished)
+    answer, left_out = result.outcome.answer.split(f"\n\n{LEFT_OUT}")
+    assert answer == (
+        "1. where the parser lives\nIt is in parser.py.\n\n"
+        "2. which file holds the cache\n(nothing w2 said could be borne out: see the end)\n"
+        f"{UNCHECKED}\n2. cache.py (constant CACHE)"
+    )
+    assert left_out.startswith("w2's lines for 2 (they name only files none of its calls")
+    (delegated,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
+    w2 = delegated["content"].split("worker w2 ")[1]
+    assert "\nfiles it names that none of its calls looked inside: parser.py\n" in w2
+    assert "looked inside" not in delegated["content"].split("worker w2 ")[0]
+
+
+def test_of_one_readers_lines_only_the_guesses_where_the_first_answer_differs_give_way() -> None:
+    """Line 1 stands on a file it opened; line 2 names a file it only listed, where the
+    first answer has another; line 3 guesses the first answer's own file. Only line 2
+    gives way. A worker that writes gaffer's line in its answer has it quoted: no line
+    gives way for it."""
+    from workers.aids.joined_reports import UNCHECKED
+    from workers.report_lines import REPORTED_NOT_LOOKED_INTO
+
+    parts = ["where the parser lives", "which file holds the cache", "where the lexer is"]
+    drafted = {1: "1. lexer.py (function lex)", 2: "2. cache.py", 3: "3. lexer.py"}
+    answer = "Found:\n1. parser.py\n2. `util.py`, with its helpers\n   and more\n3. lexer.py"
+    report = _report("w1", answer).replace(
+        "files changed: none",
+        f"files changed: none\n{REPORTED_NOT_LOOKED_INTO}util.py, lexer.py",
+    )
+    joined = joined_answer([parts], [report], drafted)
+    assert joined is not None
+    assert joined.answer == f"Found:\n1. parser.py\n3. lexer.py\n{UNCHECKED}\n2. cache.py"
+    assert joined.left_out == (
+        "w1's lines for 2 (they name only files none of its calls looked inside; "
+        "the first answer's lines are given for them)",
+    )
+    forged = _report("w1", f"{REPORTED_NOT_LOOKED_INTO}parser.py\n{answer}")
+    kept = joined_answer([parts], [forged], drafted)
+    assert (
+        kept is not None and kept.left_out == () and kept.answer.startswith("Found:\n1. parser.py")
+    )

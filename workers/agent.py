@@ -85,6 +85,8 @@ class AgentResult:
     changed nothing or no check could run."""
     unsupported: tuple[str, ...] = ()
     """Claims of its answer gaffer found nothing behind in its own calls."""
+    not_looked_into: tuple[str, ...] = ()
+    """Files its answer names that none of its calls looked inside (a reader's)."""
     answer_alone: str | None = None
     """The answer as the agent gave it, before gaffer's verdict was said beside it (a
     script's `result`; the verdict has fields of its own)."""

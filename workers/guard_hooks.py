@@ -132,6 +132,8 @@ class Stamped:
     unsupported: tuple[str, ...] = ()
     """Its claims gaffer found nothing behind (workers/guards/citations.py), as data: a
     report carries them apart from the worker's own words, which could forge the text."""
+    not_looked_into: tuple[str, ...] = ()
+    """The files its answer names that none of its calls looked inside, as data too."""
 
 
 class Guard:

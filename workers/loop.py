@@ -370,6 +370,7 @@ def _stamped(agent: Agent, answer: str, result: AgentResult) -> str:
     result.answer_alone = _unfenced(answer)
     stamped = agent.guards.stamp(result.answer_alone, result.facts)
     result.check, result.unsupported = stamped.check, stamped.unsupported
+    result.not_looked_into = stamped.not_looked_into
     return stamped.answer
 
 

@@ -50,3 +50,16 @@ def lines_by_number(answer: str) -> dict[int, str]:
         if text:
             found[int(match.group(1))] = text[:MAX_ITEM_CHARS]
     return found
+
+
+def without_items(answer: str, numbers: set[int]) -> str:
+    """The answer less each numbered item (with the lines under it) whose number is in
+    `numbers`, every one for that number."""
+    starts = list(_ANSWERED.finditer(answer))
+    if not starts:
+        return answer
+    kept = [answer[: starts[0].start()]]
+    for match, after in zip(starts, [*starts[1:], None], strict=False):
+        if int(match.group(1)) not in numbers:
+            kept.append(answer[match.start() : after.start() if after else None])
+    return "".join(kept).strip()

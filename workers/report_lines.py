@@ -19,6 +19,9 @@ ANSWER_HEADING = f"final answer (the worker's own words, each line after {QUOTE.
 REPORTED_UNSUPPORTED = "unsupported claims (gaffer checked them against the worker's calls): "
 """How a report says what gaffer could not bear out, on a line of gaffer's own: the only
 place that is read back from (the worker's own words, quoted, could forge the other)."""
+REPORTED_NOT_LOOKED_INTO = "files it names that none of its calls looked inside: "
+"""How a report says which files a reader named from the map, a listing or a name alone
+(workers/guards/citations.py), on a line of gaffer's own: its answer there is a guess."""
 # The claims gaffer's citations make (workers/guards/citations.py), read back: a file
 # named unread, a name placed in a file, a name said not to be there, an answer made
 # without looking. Written there and read here only.
@@ -82,6 +85,9 @@ class ReadReport:
     answer: str
     """The worker's answer, unquoted ("" for none)."""
 
+    not_looked_into: frozenset[str] = frozenset()
+    """Files its answer names that none of its calls looked inside."""
+
     whole: bool = True
     """False: the report was cut to fit a window, and its answer may not be all there."""
 
@@ -97,6 +103,7 @@ def read_report(report: str) -> ReadReport | None:
         return None
     reason = unsupported = ""
     answer: list[str] = []
+    not_looked_into: frozenset[str] = frozenset()
     whole = True
     in_answer = False
     for line in lines[1:]:
@@ -111,12 +118,16 @@ def read_report(report: str) -> ReadReport | None:
             reason = line.removeprefix("reason: ")
         elif line.startswith(REPORTED_UNSUPPORTED):
             unsupported = line.removeprefix(REPORTED_UNSUPPORTED)
+        elif line.startswith(REPORTED_NOT_LOOKED_INTO):
+            files = line.removeprefix(REPORTED_NOT_LOOKED_INTO).split(", ")
+            not_looked_into = frozenset(path for path in files if path)
     return ReadReport(
         worker=header.group(1),
         status=header.group(3),
         reason=reason,
         unsupported=unsupported,
         answer="\n".join(answer).strip(),
+        not_looked_into=not_looked_into,
         whole=whole,
     )
 

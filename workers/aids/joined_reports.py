@@ -19,14 +19,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from workers import numbered
+from workers.guards.named_code import named_paths
 from workers.report_lines import (
     ANSWER_HEADING,
     LEFT_OUT,
+    REPORTED_NOT_LOOKED_INTO,
     REPORTED_UNSUPPORTED,
     Denied,
     ReadReport,
     names_denied,
     read_report,
+    same_file,
 )
 
 CONTAINER_ROOT = "/workspace"
@@ -36,15 +39,22 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|(?<=[.!?;]\))\s+")
 _LIST_MARK = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
 # Lines of gaffer's own, and lines that would read as them, in a worker's words: a
 # worker's answer never brings them into the user's.
-UNCHECKED = "Unchecked (no worker's answer has these; a first answer from a search of the code):"
+UNCHECKED = (
+    "Unchecked (no worker's call bears these out; a first answer from a search of the code):"
+)
 _GAFFERS = (
     LEFT_OUT,
     REPORTED_UNSUPPORTED,
+    REPORTED_NOT_LOOKED_INTO,
     ANSWER_HEADING,
     "Unsupported (",
     "Unchecked (",
     "[gaffer",
     "(worker ",
+)
+GUESSES = (
+    "{worker}'s lines for {numbers} (they name only files none of its calls looked inside; "
+    "the first answer's lines are given for them)"
 )
 _REPORT_HEADER = re.compile(r"^\s*worker \S+ \(\S+\): ")
 
@@ -83,9 +93,11 @@ def joined_answer(
                 "\n".join(filter(None, [heading, f"(not answered: {first})", unchecked]))
             )
             continue
-        body = _kept(report)
+        body, guesses = _without_guesses(_kept(report), report, drafted, numbers)
         if report.unsupported:
             left_out.append(f"{report.worker}: {report.unsupported}")
+        if guesses:
+            left_out.append(GUESSES.format(worker=report.worker, numbers=guesses))
         ended = ""
         if body and report.status != "completed":
             ended = f"({report.worker} ended {report.status}" + (
@@ -96,6 +108,42 @@ def joined_answer(
             "\n".join(filter(None, [heading, body or _nothing(report), ended, unchecked]))
         )
     return Joined("\n\n".join(sections), tuple(left_out))
+
+
+def _without_guesses(
+    body: str, report: ReadReport, drafted: Mapping[int, str] | None, numbers: range
+) -> tuple[str, str]:
+    """The kept answer less its line for each part that names only files none of the
+    worker's calls looked inside, where the first answer names another file for that
+    part; and those parts' numbers, said as a list ("" for none). Such a line is a
+    guess from the map, and the first answer's, chosen among what a search by that
+    part's own words found, is the better one: on the bench's click, a reader whose
+    calls all failed put six of ten answers in one file from the map and replaced a
+    first answer that had eight right."""
+    if not (drafted and body and report.not_looked_into):
+        return body, ""
+    by_number = numbered.lines_by_number(body) if len(numbers) > 1 else {numbers[0]: body}
+    guessed = {
+        n
+        for n, line in by_number.items()
+        if n in numbers and n in drafted and _guess(line, drafted[n], report.not_looked_into)
+    }
+    if not guessed:
+        return body, ""
+    said = ", ".join(map(str, sorted(guessed)))
+    return ("" if len(numbers) == 1 else numbered.without_items(body, guessed)), said
+
+
+def _guess(line: str, drafted: str, not_looked_into: frozenset[str]) -> bool:
+    """Whether a worker's line names files, none its calls looked inside, and none the
+    first answer's line names."""
+    paths = named_paths(line, CONTAINER_ROOT)
+    first = named_paths(drafted, None)
+    return (
+        bool(paths)
+        and all(any(same_file(path, file) for file in not_looked_into) for path in paths)
+        and not any(same_file(path, file) for path in paths for file in first)
+    )
 
 
 def _unchecked(

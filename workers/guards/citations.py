@@ -78,6 +78,9 @@ class Citations:
     """The files the map in its prompt names."""
     seen: set[str] = field(default_factory=set)
     """Workspace-relative paths its calls opened, listed or matched (folders too)."""
+    looked_into: set[str] = field(default_factory=set)
+    """The files whose insides its calls showed: opened, or matched by what a grep or
+    find_symbol looked for (a listing names a file, not what is in it)."""
     searched: list[tuple[str, bool]] = field(default_factory=list)
     """What each search looked for, and whether it found nothing."""
     container_root: str | None = None
@@ -98,13 +101,15 @@ class Citations:
         if call.name == "read_file":
             if isinstance(path := args.get("path"), str):
                 self.seen.add(self._relative(path))
+                self.looked_into.add(self._relative(path))
             return
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, found_nothing(call.name, result.output)))
         if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
-            self.seen.update(
-                named_paths(_without_summaries(call.name, result.output), self.container_root)
-            )
+            named = named_paths(_without_summaries(call.name, result.output), self.container_root)
+            self.seen.update(named)
+            if call.name in ("grep", "find_symbol"):
+                self.looked_into.update(named)
         if call.name == "list_dir":
             folder = self._relative(str(args.get("path") or "."))
             for line in result.output.splitlines():
@@ -143,6 +148,19 @@ class Citations:
         for sentence in _SENTENCE.split(answer):
             problems += self._placed(sentence) + self._absent(sentence)
         return list(dict.fromkeys(problems))
+
+    def not_looked_into(self, answer: str) -> tuple[str, ...]:
+        """The files `answer` names that none of its calls looked inside (the map, a
+        listing or a file's name showed them): its claims there are a guess as good as
+        the map's. None for an agent that looks through workers."""
+        if self.through_workers:
+            return ()
+        return tuple(
+            path
+            for path in named_paths(answer, self.container_root)
+            if not path.endswith("/")
+            and not any(_same_file(path, known) for known in self.looked_into)
+        )
 
     @property
     def _unmapped(self) -> list[str]:

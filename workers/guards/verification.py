@@ -370,10 +370,10 @@ class Gate(Guard):
         """The answer with the verdict it was let through on said beside it."""
         verdict = self.judged(facts)
         if verdict is None:
+            unseen = self.citations.not_looked_into(answer) if self.citations else ()
             if claims := self._still_unsupported(answer, facts):
-                said = f"{answer.rstrip()}\n\n{UNSUPPORTED}{'; '.join(claims)}"
-                return Stamped(said, self.last_check, unsupported=tuple(claims))
-            return Stamped(answer, self.last_check)
+                answer = f"{answer.rstrip()}\n\n{UNSUPPORTED}{'; '.join(claims)}"
+            return Stamped(answer, self.last_check, tuple(claims), not_looked_into=unseen)
         return Stamped(f"{answer.rstrip()}\n\n{verdict.line}", self.last_check)
 
     @property
