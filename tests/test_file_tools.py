@@ -239,3 +239,23 @@ def test_a_real_path_behind_an_invented_folder_is_read_and_said_to_be_another(
     assert "SECRET" not in run_tool("read_file", path="x/link/secret.txt").output
     assert run_tool("read_file", path="docs/README.md").is_error, "a folder and a name, at least"
     assert run_tool("read_file", path="../sandbox_image/Dockerfile").is_error
+
+
+def test_a_module_named_as_python_imports_it_is_told_where_its_file_is(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """grep, list_dir, find_files and read_file given `core` where core.py is (the
+    bench's click reader made thirteen calls so) are told the file; a name with a suffix
+    is matched whole."""
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "core.py").write_text("class Context:\n    pass\n")
+    (workspace / "pkg" / "core_utils.py").write_text("x = 1\n")
+    for tool, args in [
+        ("grep", {"pattern": "Context", "path": "core"}),
+        ("list_dir", {"path": "core"}),
+        ("find_files", {"pattern": "*", "path": "core"}),
+        ("read_file", {"path": "core"}),
+    ]:
+        told = run_tool(tool, **args).output
+        assert told.endswith("did you mean 'pkg/core.py'?"), (tool, told)
+    assert "did you mean" not in run_tool("read_file", path="core.txt").output

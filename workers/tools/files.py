@@ -15,7 +15,7 @@ from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, said_of
-from workers.tools.nearby import did_you_mean, instead, moved
+from workers.tools.nearby import did_you_mean, folder_or_file_named, instead, moved
 from workers.tools.workspace import (
     SKIPPED_DIRS,
     open_confined,
@@ -315,7 +315,7 @@ def list_dir(ctx: ToolContext, args: ListDirArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.exists():
         raise ToolError(
-            f"no such folder: {args.path!r}" + did_you_mean(ctx.workspace, args.path, folder=True)
+            f"no such folder: {args.path!r}" + folder_or_file_named(ctx.workspace, args.path)
         )
     if not real.is_dir():
         raise ToolError(f"{args.path!r} is a file; use read_file to read it")

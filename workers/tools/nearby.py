@@ -19,18 +19,22 @@ MAX_FOUND = 20
 
 
 def did_you_mean(workspace: Path, path: str, *, folder: bool) -> str:
-    """ "; did you mean 'a/b'?" naming where `path`'s last part is, or ""."""
+    """ "; did you mean 'a/b'?" naming where `path`'s last part is, or "". A file's name
+    with no suffix is also a module's (`core` for core.py): a small model names a module
+    as Python imports it, and on the bench's click one made thirteen calls so, each told
+    only "no such file or folder: 'core'"."""
     wanted = PurePosixPath(path.replace("\\", "/"))
     name = wanted.name
     if not name or name in {".", ".."}:
         return ""
+    module = not folder and "." not in name
     found: list[str] = []
     seen = 0
     for here, dirs, files in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
         for entry in dirs if folder else sorted(files):
             seen += 1
-            if entry == name:
+            if entry == name or (module and entry.split(".", 1)[0] == name):
                 found.append(Path(here, entry).relative_to(workspace).as_posix())
         seen += len(files) if folder else len(dirs)
         if len(found) >= MAX_FOUND or seen >= MAX_SEEN:
@@ -41,6 +45,12 @@ def did_you_mean(workspace: Path, path: str, *, folder: bool) -> str:
     # outright by under_another_folder.)
     found.sort(key=lambda f: (f.count("/"), f))
     return "; did you mean " + " or ".join(repr(f) for f in found[:MAX_SHOWN]) + "?"
+
+
+def folder_or_file_named(workspace: Path, path: str) -> str:
+    """did_you_mean for a folder of `path`'s name, else for a file (`core` in a grep's
+    or a listing's path, where core.py is)."""
+    return did_you_mean(workspace, path, folder=True) or did_you_mean(workspace, path, folder=False)
 
 
 def under_another_folder(workspace: Path, path: str, *, folder: bool) -> str | None:

@@ -18,7 +18,7 @@ from pydantic import Field
 from workers import host_programs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.names import name_hints
-from workers.tools.nearby import did_you_mean
+from workers.tools.nearby import folder_or_file_named
 from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
@@ -58,10 +58,7 @@ def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     if not real.exists():
         raise ToolError(
             f"no such file or folder: {args.path!r}"
-            + (
-                did_you_mean(ctx.workspace, args.path, folder=True)
-                or did_you_mean(ctx.workspace, args.path, folder=False)
-            )
+            + folder_or_file_named(ctx.workspace, args.path)
         )
     try:
         re.compile(args.pattern)
@@ -244,7 +241,7 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
     if not real.is_dir():
         raise ToolError(
-            f"no such folder: {args.path!r}" + did_you_mean(ctx.workspace, args.path, folder=True)
+            f"no such folder: {args.path!r}" + folder_or_file_named(ctx.workspace, args.path)
         )
     globs = _globs(args.pattern)
     by_path = any("/" in glob for glob in globs)
