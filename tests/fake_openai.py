@@ -41,6 +41,9 @@ class Reply:
     completion_tokens: int = 7
     cached_tokens: int | None = None
     """Prompt tokens the server says it had cached, as llama.cpp and OpenAI report them."""
+    timings: Any = None
+    """What llama.cpp's server sends beside the usage: its own time reading the prompt
+    and writing the reply (`{"prompt_ms": …, "predicted_ms": …}`); None for none."""
     reasoning: list[dict[str, Any]] = field(default_factory=list)
     """On the Responses API: reasoning items output before the reply."""
     reasoning_tokens: int | None = None
@@ -222,7 +225,12 @@ def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
             }
         ],
         "usage": _usage(reply),
+        **_timings(reply),
     }
+
+
+def _timings(reply: Reply) -> dict[str, Any]:
+    return {} if reply.timings is None else {"timings": reply.timings}
 
 
 def _finish(reply: Reply) -> str:
@@ -278,6 +286,7 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[str]:
                         "model": body.get("model", "fake"),
                         "choices": [],
                         "usage": _usage(reply),
+                        **_timings(reply),
                     }
                 )
             )

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -510,3 +511,19 @@ def test_one_call_with_every_retry_is_capped_whatever_the_attempts(
         with pytest.raises(ModelError):
             model.complete([{"role": "user", "content": "x"}], [])
     assert time.monotonic() - started < 6, "20 tries of 2 s stop at the 3 s cap"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_time_a_server_says_it_spent_reading_and_writing_is_read(stream: bool) -> None:
+    """llama.cpp sends `timings` beside the usage: the pace takes its rates from them.
+    Timings that are not two numbers (a string, a negative, one missing) are not read."""
+    said = {"prompt_n": 880, "prompt_ms": 14080.0, "predicted_n": 20, "predicted_ms": 2000}
+    odd: list[Any] = ["fast", {"prompt_ms": -1, "predicted_ms": 5}, {"prompt_ms": 3}]
+    replies = [Reply(text="answer", timings=t) for t in [said, *odd]]
+    with FakeOpenAI(replies) as server:
+        model = OpenAIModel(model="m", base_url=server.base_url, api_key="k", stream=stream)
+        turns = [model.complete([{"role": "user", "content": "hi"}], []) for _ in replies]
+    assert (turns[0].usage.prompt_seconds, turns[0].usage.reply_seconds) == (14.08, 2.0)
+    for turn in turns[1:]:
+        assert turn.usage.prompt_seconds is None and turn.usage.reply_seconds is None
+        assert turn.text == "answer"

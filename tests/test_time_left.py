@@ -235,6 +235,23 @@ def test_an_answer_asked_with_tools_paused_is_cut_at_what_the_time_left_can_writ
     assert Pace().reply_tokens_within(78.0) is None, "no call timed: no cap"
 
 
+def test_the_rates_a_server_says_it_spent_stand_over_a_fit_of_wall_times() -> None:
+    """The demo's first two calls (a cold server; the second's prompt read deep in a
+    long context) fit 0.25 s a reply token; the server said 0.1. Told, the pace takes
+    the server's rates, and a call whose server said nothing still counts its time."""
+    fitted, told = Pace(), Pace()
+    for pace, server in ((fitted, None), (told, (40.0, 1.8))):
+        pace.took(42.3, 2629, 18, server=server)
+    fitted.took(23.5, 1000, 37)
+    told.took(23.5, 1000, 37, server=(20.0, 3.7))
+    assert fitted.reply_tokens_within(78.0) == 264
+    assert told.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.1)
+    per_prompt = 60.0 / 3629
+    assert told.seconds_for(1000, 0) == pytest.approx(MARGIN * per_prompt * 1000)
+    told.took(5.0, None, 10)  # no cached count: not the server's reading of new tokens
+    assert told.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.1)
+
+
 def test_a_paused_reply_is_asked_for_no_longer_than_the_time_left(workspace: Path) -> None:
     files(workspace, {"a.py": 300})
     script = [calls(("list_dir", {})), say("a.py sets x")]

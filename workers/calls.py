@@ -124,7 +124,14 @@ def call_model(
     )
     if turn.attempt == 1:  # a retried call's time holds its waits
         seconds = time.monotonic() - started
-        agent.budget.pace(agent.model.name).took(seconds, *_sizes(usage), aside=aside)
+        server = (
+            None
+            if usage.reply_seconds is None
+            else (usage.prompt_seconds or 0.0, usage.reply_seconds)
+        )
+        agent.budget.pace(agent.model.name).took(
+            seconds, *_sizes(usage), aside=aside, server=server
+        )
     agent.events.emit(
         LlmCall(
             step=step,

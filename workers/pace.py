@@ -37,22 +37,34 @@ class Pace:
 
     def __init__(self) -> None:
         self._calls: deque[tuple[int, int, float]] = deque(maxlen=KEPT_CALLS)
+        self._timed: deque[tuple[int, float, int, float]] = deque(maxlen=KEPT_CALLS)
+        """(new prompt tokens, seconds reading them, reply tokens, seconds writing them),
+        as the server said them."""
         self._replies: deque[int] = deque(maxlen=RECENT_REPLIES)
         self._times: deque[float] = deque(maxlen=RECENT_REPLIES)
         self._lock = threading.Lock()
 
     def took(
-        self, seconds: float, new_prompt: int | None, completion: int | None, *, aside: bool = False
+        self,
+        seconds: float,
+        new_prompt: int | None,
+        completion: int | None,
+        *,
+        aside: bool = False,
+        server: tuple[float, float] | None = None,
     ) -> None:
         """A call took `seconds`, reading `new_prompt` prompt tokens the server had not
         cached and writing `completion`; None where the endpoint did not say (a server
-        that caches but does not say what: all of the prompt is not new). An `aside`
-        (a prompt of its own, such as a first answer from the map) times the model but
-        says nothing of how long an agent's replies run."""
+        that caches but does not say what: all of the prompt is not new). `server`: the
+        seconds the server says it spent reading and writing them (llama.cpp's). An
+        `aside` (a prompt of its own, such as a first answer from the map) times the
+        model but says nothing of how long an agent's replies run."""
         with self._lock:
             self._times.append(seconds)
             if completion is not None and completion > 0:
                 self._calls.append((max(new_prompt or 0, 0), completion, seconds))
+                if server is not None and new_prompt is not None:
+                    self._timed.append((max(new_prompt, 0), server[0], completion, server[1]))
                 if not aside:
                     self._replies.append(completion)
 
@@ -75,27 +87,46 @@ class Pace:
         reported its tokens, the slowest recent call; 0.0 before any."""
         with self._lock:
             calls, times, replies = list(self._calls), list(self._times), list(self._replies)
+            timed = list(self._timed)
         if not calls:
             return max(times, default=0.0)
         if completion is None:
             completion = max(replies or [c for _, c, _ in calls[-RECENT_REPLIES:]])
-        per_prompt, per_reply = _rates(calls)
+        per_prompt, per_reply = _said_rates(timed) or _rates(calls)
         return MARGIN * (per_prompt * max(new_prompt, 0) + per_reply * completion)
 
     def reply_tokens_within(self, seconds: float, new_prompt: int = 0) -> int | None:
         """The longest reply a call reading `new_prompt` new tokens can write in
         `seconds`, at least MIN_REPLY_TOKENS; None where no call reported its tokens."""
         with self._lock:
-            calls = list(self._calls)
+            calls, timed = list(self._calls), list(self._timed)
         if not calls:
             return None
-        per_prompt, per_reply = _rates(calls)
+        per_prompt, per_reply = _said_rates(timed) or _rates(calls)
         writing = seconds / MARGIN - per_prompt * max(new_prompt, 0)
         return max(MIN_REPLY_TOKENS, int(writing / per_reply))
 
 
 MIN_REPLY_TOKENS = 64
 """A reply cut shorter says too little to be worth the call."""
+
+
+def _said_rates(timed: list[tuple[int, float, int, float]]) -> tuple[float, float] | None:
+    """Seconds per new prompt token and per reply token as the server said them, over
+    its recent calls; None where it said none. A fit of wall times cannot tell a cold
+    server's first call, or a prompt read deep in a long context, from a slow writer:
+    on the demo, two calls of 18 and 37 reply tokens fitted 0.25 s a reply token where
+    the server spends 0.1 at that context's length, and an answer asked with 78 s left
+    was capped at 264 tokens (650 at the server's rate)."""
+    written = sum(c for _, _, c, _ in timed)
+    if written <= 0:
+        return None
+    per_reply = sum(s for _, _, _, s in timed) / written
+    read = sum(p for p, _, _, _ in timed)
+    per_prompt = sum(s for p, s, _, _ in timed if p) / read if read else 0.0
+    if per_reply <= 0:
+        return None
+    return max(per_prompt, PROMPT_COST_FLOOR * per_reply), per_reply
 
 
 def _rates(calls: list[tuple[int, int, float]]) -> tuple[float, float]:

@@ -36,6 +36,11 @@ class Usage:
     reasoning_tokens: int | None = None
     """Completion tokens the model spent reasoning (the Responses API says); None when
     the server does not say."""
+    prompt_seconds: float | None = None
+    """What the server says it spent reading the prompt tokens it had not cached, and
+    writing the reply (llama.cpp's `timings`): rates measured, not fitted from the
+    calls' wall times; None where it does not say."""
+    reply_seconds: float | None = None
 
     @property
     def total(self) -> int:

@@ -35,9 +35,11 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
     watch = Watch()
     watches: dict[int, Watch] = {}  # one per call's arguments
     streamed = 0  # characters read: what a reply cut short cost, its usage never sent
+    timings: Any = None
     for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = chunk.usage
+        timings = getattr(chunk, "timings", None) or timings
         model = getattr(chunk, "model", None) or model
         for choice in chunk.choices or []:
             delta = choice.delta
@@ -82,7 +84,7 @@ def from_stream(stream: Any, echo: Echo, model: str) -> AssistantTurn:
         raise IncompleteStream(
             f"the stream ended without a finish_reason after {len(''.join(text))} characters"
         )
-    return _turn(text, calls, usage, finish, model)
+    return _timed(_turn(text, calls, usage, finish, model), timings)
 
 
 def cut_short(turn: AssistantTurn, streamed: int) -> AssistantTurn:
@@ -138,7 +140,7 @@ def from_response(response: Any, echo: Echo) -> AssistantTurn:
         ToolCall(id=c.id or f"call_{i}", name=c.function.name, arguments=c.function.arguments or "")
         for i, c in enumerate((choice.message.tool_calls or [])[:MAX_CALLS_READ])
     )
-    return AssistantTurn(
+    turn = AssistantTurn(
         text=text[: loop.keep] if loop else text,
         tool_calls=tool_calls,
         usage=_usage(response.usage),
@@ -146,6 +148,23 @@ def from_response(response: Any, echo: Echo) -> AssistantTurn:
         model=response.model or "",
         runaway=loop.said if loop else "",
     )
+    return _timed(turn, getattr(response, "timings", None))
+
+
+def _timed(turn: AssistantTurn, timings: Any) -> AssistantTurn:
+    """The turn with the time the server says it spent reading and writing (llama.cpp
+    sends `timings` beside `usage`: prompt_ms, predicted_ms), where it says both as
+    numbers and the usage was reported; a reply cut short has neither."""
+    said: list[Any] = [getattr(timings, key, None) for key in ("prompt_ms", "predicted_ms")]
+    if not turn.usage.reported or not all(_milliseconds(value) for value in said):
+        return turn
+    reading, writing = (float(value) / 1000 for value in said)
+    usage = dataclasses.replace(turn.usage, prompt_seconds=reading, reply_seconds=writing)
+    return dataclasses.replace(turn, usage=usage)
+
+
+def _milliseconds(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9
 
 
 def _usage(usage: Any) -> Usage:
