@@ -52,11 +52,14 @@ def test_the_log_schema_on_a_real_run(workspace: Path) -> None:
     (workspace / "a.txt").write_text("x\n")
     replies = [
         Reply(tool_calls=[("read_file", '{"path": "a.txt"}'), ("list_dir", "{}")]),
-        Reply(text="ok"),
+        Reply(text="ok", timings={"prompt_ms": 1234.5678, "predicted_ms": 800}),
     ]
     with FakeOpenAI(replies) as server:
         assert gaffer(workspace, "run", "look", server=server).returncode == 0
     lines = log_lines(workspace)
+    first, second = [line for line in lines if line["event"] == "llm_call"]
+    assert "server_reply_s" not in first, "absent where the server did not say"
+    assert (second["server_prompt_s"], second["server_reply_s"]) == (1.235, 0.8)
     assert all(line.keys() >= REQUIRED for line in lines)
     events = [line["event"] for line in lines]
     assert events[0] == "session_start" and events[-1] == "session_end"

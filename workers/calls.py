@@ -156,6 +156,8 @@ def call_model(
             varied=options.vary or None,
             same_as=ask.same_as,
             runaway=turn.runaway or None,
+            server_prompt_s=_rounded(usage.prompt_seconds),
+            server_reply_s=_rounded(usage.reply_seconds),
         )
     )
     if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
@@ -383,6 +385,10 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
                     {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
                 )
         break
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

@@ -152,6 +152,11 @@ class LlmCall(Event):
     """The step of an earlier reply of the run that this one is the same as, byte for byte."""
     runaway: str | None = absent_when_none()
     """What the reply kept repeating when gaffer ended its stream there."""
+    server_prompt_s: float | None = absent_when_none()
+    """The seconds the server says it spent reading the prompt tokens it had not cached
+    (llama.cpp's `timings`); absent: it did not say."""
+    server_reply_s: float | None = absent_when_none()
+    """The seconds the server says it spent writing the reply; absent: it did not say."""
 
 
 @dataclass(frozen=True)
