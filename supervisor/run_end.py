@@ -143,9 +143,10 @@ def _check_failure(lines: list[Line]) -> str | None:
     """How the run's own check failed, in a phrase; None when it did not: gaffer's check
     when it ran one, else the top agent's last test run its answer went out over."""
     checks = [check for line, check in of_type(lines, CheckRan) if line.parent_id is None]
-    if checks:  # gaffer ran the check itself: its verdict is the run's
+    if checks and checks[-1].verdict != "unchecked":  # gaffer ran it: its verdict is the run's
         failed = checks[-1].verdict in ("failed", "timed_out")
         return f"the check {checks[-1].line}" if failed else None
+    # A check that could not run (no Docker) says nothing: the agent's own runs do.
     top = [
         check
         for line, check in of_type(lines, Verification)

@@ -52,14 +52,17 @@ def test_the_log_schema_on_a_real_run(workspace: Path) -> None:
     (workspace / "a.txt").write_text("x\n")
     replies = [
         Reply(tool_calls=[("read_file", '{"path": "a.txt"}'), ("list_dir", "{}")]),
-        Reply(text="ok", timings={"prompt_ms": 1234.5678, "predicted_ms": 800}),
+        Reply(
+            text="ok",
+            timings={"prompt_n": 5, "prompt_ms": 123.4567, "predicted_n": 2, "predicted_ms": 80},
+        ),
     ]
     with FakeOpenAI(replies) as server:
         assert gaffer(workspace, "run", "look", server=server).returncode == 0
     lines = log_lines(workspace)
     first, second = [line for line in lines if line["event"] == "llm_call"]
     assert "server_reply_s" not in first, "absent where the server did not say"
-    assert (second["server_prompt_s"], second["server_reply_s"]) == (1.235, 0.8)
+    assert (second["server_prompt_s"], second["server_reply_s"]) == (0.123, 0.08)
     assert all(line.keys() >= REQUIRED for line in lines)
     events = [line["event"] for line in lines]
     assert events[0] == "session_start" and events[-1] == "session_end"
@@ -286,6 +289,25 @@ def edit_then_keep_testing(workspace: Path) -> list[Reply]:
         Reply(tool_calls=test),
         Reply(text="done"),
     ] * 3
+
+
+def test_a_failing_test_run_is_the_runs_shortfall_when_the_check_cannot_run(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """No Docker to run the check in: the check says nothing, and the change's own last
+    test run, which failed, is what the run's end stands on (it exited 0 over it)."""
+    replies = edit_then_keep_testing(workspace)
+    (workspace / "Makefile").write_text("test:\n\tfalse\n")
+    no_docker = {"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}
+    with FakeOpenAI(replies) as server:
+        done = gaffer(
+            workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server, env=no_docker
+        )
+    assert "gaffer checked the change: unchecked: no Docker" in done.stderr
+    assert done.returncode == 3, done.stderr
+    assert "answered, but the change failed its own checks: the last test run failed" in (
+        done.stderr
+    )
 
 
 def test_a_failing_test_is_not_verified(workspace: Path) -> None:
