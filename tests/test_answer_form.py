@@ -85,7 +85,10 @@ def test_a_second_unnumbered_answer_goes_through(workspace: Path) -> None:
 
 
 def test_an_answers_items_by_number_whatever_the_layout() -> None:
-    from workers.numbered import lines_by_number
+    from workers.numbered import item_spans, without_items
+
+    def lines_by_number(answer: str) -> dict[int, str]:
+        return {n: " ".join(answer[a:b].split()) for n, (a, b) in item_spans(answer).items()}
 
     assert lines_by_number("From the map:\n\n1. parser.py\n\n2. cache.py") == {
         1: "1. parser.py",
@@ -97,6 +100,14 @@ def test_an_answers_items_by_number_whatever_the_layout() -> None:
     }
     # The questions listed again before the answers: the answers are the items.
     assert lines_by_number("1. Where is A?\n2. Where is B?\n\n1. a.py\n2. b.py")[2] == "2. b.py"
+    # A list nested in an item is the item's; what follows the list is no item's.
+    nested = "1. parser.py\n2. cache.py, in two steps:\n   1. util.py keys\n   2. cache.py\n\nDone."
+    assert lines_by_number(nested) == {
+        1: "1. parser.py",
+        2: "2. cache.py, in two steps: 1. util.py keys 2. cache.py",
+    }
+    assert without_items(nested, {2}) == "1. parser.py\n\nDone."
+    assert without_items("Found:\n1. a.py\n2. b.py\n3. c.py", {1, 3}) == "Found:\n2. b.py"
 
 
 def test_a_first_answer_sent_with_a_task_leaves_its_questions_checked() -> None:

@@ -422,14 +422,15 @@ def test_a_folder_holding_a_file_the_map_shows_is_known(workspace: Path) -> None
 
 
 def test_the_files_an_answer_names_that_no_call_looked_inside_are_said_apart() -> None:
-    """Opened, or matched by a grep or find_symbol: looked inside. Listed, or found by
-    its name: not. A folder is no file, and one that looks through workers has none."""
+    """Opened, a grep's match in it, or where find_symbol found a name defined: looked
+    inside. Listed, found by its name, by words, named in a hint, an error, a matched
+    line's text or a list of users: not. A folder is no file, and one that looks
+    through workers has none."""
 
-    def noted(tool: str, output: str, **args: str) -> Citations:
+    def noted(tool: str, output: str, is_error: bool = False, **args: str) -> Citations:
         citations = Citations(shown=frozenset({"a.py", "b.py", "c.py", "d.py", "e.py"}))
-        citations.note(
-            PendingCall(ToolCall("1", tool, "{}"), args, (tool, "{}")), ToolResult(output)
-        )
+        pending = PendingCall(ToolCall("1", tool, "{}"), args, (tool, "{}"))
+        citations.note(pending, ToolResult(output, is_error=is_error))
         return citations
 
     answer = "1. a.py\n2. b.py\n3. pkg/c.py\n4. d.py in pkg/"
@@ -438,9 +439,18 @@ def test_the_files_an_answer_names_that_no_call_looked_inside_are_said_apart() -
         "pkg/c.py",
         "d.py",
     )
-    assert noted("grep", "b.py:3: x = 1", pattern="x").not_looked_into("b.py") == ()
-    found = "c.py:1 function run — Run it, as d.py does"
-    assert noted("find_symbol", found, name="run it").not_looked_into("c.py, d.py") == ("d.py",)
+    matched = noted("grep", "b.py:3: see c.py\n/workspace/d.py:9:x", pattern="x")
+    assert matched.not_looked_into("b.py, c.py, d.py") == ("c.py",)
+    overview = "40 matches in 2 files; matches per file, most first:\n  b.py: 30\n  c.py: 10"
+    assert noted("grep", overview, pattern="x").not_looked_into("b.py, c.py") == ()
+    hinted = "no matches for 'cache'\nFiles and folders whose names hold 'cache': b.py"
+    assert noted("grep", hinted, pattern="cache").not_looked_into("b.py") == ("b.py",)
+    told = "no such file or folder: 'core'; did you mean 'b.py'?"
+    assert noted("grep", told, True, pattern="x", path="core").not_looked_into("b.py") == ("b.py",)
+    defined = "run is defined in:\n  c.py:1 function run\nUsed in 1 file, most first: d.py (2)"
+    assert noted("find_symbol", defined, name="run").not_looked_into("c.py, d.py") == ("d.py",)
+    by_words = "Definitions with the words 'run it' …, best first:\n  c.py:1 function run"
+    assert noted("find_symbol", by_words, name="run it").not_looked_into("c.py") == ("c.py",)
     assert noted("list_dir", "a.py\nb.py", path=".").not_looked_into("a.py") == ("a.py",)
     assert noted("find_files", "e.py", pattern="e").not_looked_into("e.py") == ("e.py",)
     workers = Citations(through_workers=True)

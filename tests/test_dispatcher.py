@@ -557,7 +557,7 @@ def test_a_readers_line_naming_only_files_its_calls_never_looked_inside_gives_wa
     answer, left_out = result.outcome.answer.split(f"\n\n{LEFT_OUT}")
     assert answer == (
         "1. where the parser lives\nIt is in parser.py.\n\n"
-        "2. which file holds the cache\n(nothing w2 said could be borne out: see the end)\n"
+        "2. which file holds the cache\n(w2's answer named only files none of its calls looked inside)\n"
         f"{UNCHECKED}\n2. cache.py (constant CACHE)"
     )
     assert left_out.startswith("w2's lines for 2 (they name only files none of its calls")
@@ -589,6 +589,20 @@ def test_of_one_readers_lines_only_the_guesses_where_the_first_answer_differs_gi
         "w1's lines for 2 (they name only files none of its calls looked inside; "
         "the first answer's lines are given for them)",
     )
+    # Kept: an item that names, however far in, a file its calls looked inside; one that
+    # names lib/util.py, read, where pkg/util.py was not; and an item whose first-answer
+    # line names a file the check denied, which would not be shown in its place.
+    long = "2. util.py has the helpers " + "and more " * 40 + "and the cache is in cache.py"
+    spans = f"1. lib/util.py\n{long}\n3. lexer.py"
+    marks = f"{REPORTED_UNSUPPORTED}it names tokens.py, which none of your calls opened"
+    report = _report("w1", spans).replace(
+        "files changed: none",
+        f"files changed: none\n{marks}\n{REPORTED_NOT_LOOKED_INTO}pkg/util.py, util.py, lexer.py",
+    )
+    drafted = {1: "1. parser.py", 2: "2. store.py", 3: "3. tokens.py"}
+    kept = joined_answer([parts], [report], drafted)
+    assert kept is not None and kept.answer == f"1. lib/util.py\n{long}\n3. lexer.py"
+    assert not any(line.startswith("w1's lines") for line in kept.left_out)
     forged = _report("w1", f"{REPORTED_NOT_LOOKED_INTO}parser.py\n{answer}")
     kept = joined_answer([parts], [forged], drafted)
     assert (

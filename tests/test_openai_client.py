@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fake_openai import FakeOpenAI, Reply, error_reply
-from workers.model import CallOptions, ModelError
+from workers.model import CallOptions, ModelError, ServerTimes
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
 
@@ -516,14 +516,21 @@ def test_one_call_with_every_retry_is_capped_whatever_the_attempts(
 @pytest.mark.parametrize("stream", [True, False])
 def test_the_time_a_server_says_it_spent_reading_and_writing_is_read(stream: bool) -> None:
     """llama.cpp sends `timings` beside the usage: the pace takes its rates from them.
-    Timings that are not two numbers (a string, a negative, one missing) are not read."""
+    Timings that are not four finite numbers (a string, a negative, NaN, a bool, one
+    missing, an object) are not read, and the reply is read all the same."""
     said = {"prompt_n": 880, "prompt_ms": 14080.0, "predicted_n": 20, "predicted_ms": 2000}
-    odd: list[Any] = ["fast", {"prompt_ms": -1, "predicted_ms": 5}, {"prompt_ms": 3}]
+    odd: list[Any] = [
+        "fast",
+        {**said, "prompt_ms": -1},
+        {**said, "predicted_ms": float("nan")},
+        {**said, "predicted_n": True},
+        {"prompt_n": 3, "prompt_ms": 3},
+        {**said, "prompt_ms": {"ms": 1}},
+    ]
     replies = [Reply(text="answer", timings=t) for t in [said, *odd]]
     with FakeOpenAI(replies) as server:
         model = OpenAIModel(model="m", base_url=server.base_url, api_key="k", stream=stream)
         turns = [model.complete([{"role": "user", "content": "hi"}], []) for _ in replies]
-    assert (turns[0].usage.prompt_seconds, turns[0].usage.reply_seconds) == (14.08, 2.0)
+    assert turns[0].usage.server == ServerTimes(880, 14.08, 20, 2.0)
     for turn in turns[1:]:
-        assert turn.usage.prompt_seconds is None and turn.usage.reply_seconds is None
-        assert turn.text == "answer"
+        assert turn.usage.server is None and turn.text == "answer"

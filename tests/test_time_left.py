@@ -16,7 +16,7 @@ from workers.guards.editing import EditGuard
 from workers.limits import Budget, Limits
 from workers.log.events import Recorder
 from workers.loop import run_agent
-from workers.model import Message
+from workers.model import Message, ServerTimes
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Finished
 from workers.pace import ANSWER_TOKENS, MARGIN, PROMPT_COST_PRIOR, Pace
@@ -238,18 +238,32 @@ def test_an_answer_asked_with_tools_paused_is_cut_at_what_the_time_left_can_writ
 def test_the_rates_a_server_says_it_spent_stand_over_a_fit_of_wall_times() -> None:
     """The demo's first two calls (a cold server; the second's prompt read deep in a
     long context) fit 0.25 s a reply token; the server said 0.1. Told, the pace takes
-    the server's rates, and a call whose server said nothing still counts its time."""
+    the server's rates, whatever the usage says was cached."""
     fitted, told = Pace(), Pace()
-    for pace, server in ((fitted, None), (told, (40.0, 1.8))):
-        pace.took(42.3, 2629, 18, server=server)
+    fitted.took(42.3, 2629, 18)
     fitted.took(23.5, 1000, 37)
-    told.took(23.5, 1000, 37, server=(20.0, 3.7))
+    told.took(42.3, 2629, 18, server=ServerTimes(2629, 40.0, 18, 1.8))
+    told.took(23.5, None, 37, server=ServerTimes(1000, 20.0, 37, 3.7))
     assert fitted.reply_tokens_within(78.0) == 264
     assert told.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.1)
-    per_prompt = 60.0 / 3629
-    assert told.seconds_for(1000, 0) == pytest.approx(MARGIN * per_prompt * 1000)
-    told.took(5.0, None, 10)  # no cached count: not the server's reading of new tokens
-    assert told.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.1)
+    assert told.seconds_for(1000, 0) == pytest.approx(MARGIN * 60.0 / 3629 * 1000)
+
+
+def test_what_a_server_says_past_the_calls_own_time_or_faster_than_any_writer_is_not_believed() -> (
+    None
+):
+    """A broken or hostile endpoint: a reply written in no time would lift every cap
+    (and overflow), one said to take longer than the call itself pins them at the
+    least; neither is believed, and the pace stays the calls' own."""
+    for server in (
+        ServerTimes(100, 0.0, 1, 5e-324),
+        ServerTimes(100, 0.0, 40, 0.001),
+        ServerTimes(100, 1.0, 40, 999.0),
+        ServerTimes(0, 0.0, 0, 0.0),
+    ):
+        pace = Pace()
+        pace.took(10.0, 100, 100, server=server)
+        assert pace.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.08), server
 
 
 def test_a_paused_reply_is_asked_for_no_longer_than_the_time_left(workspace: Path) -> None:

@@ -124,14 +124,8 @@ def call_model(
     )
     if turn.attempt == 1:  # a retried call's time holds its waits
         seconds = time.monotonic() - started
-        server = (
-            None
-            if usage.reply_seconds is None
-            else (usage.prompt_seconds or 0.0, usage.reply_seconds)
-        )
-        agent.budget.pace(agent.model.name).took(
-            seconds, *_sizes(usage), aside=aside, server=server
-        )
+        pace = agent.budget.pace(agent.model.name)
+        pace.took(seconds, *_sizes(usage), aside=aside, server=usage.server)
     agent.events.emit(
         LlmCall(
             step=step,
@@ -156,8 +150,8 @@ def call_model(
             varied=options.vary or None,
             same_as=ask.same_as,
             runaway=turn.runaway or None,
-            server_prompt_s=_rounded(usage.prompt_seconds),
-            server_reply_s=_rounded(usage.reply_seconds),
+            server_prompt_s=round(usage.server.prompt_seconds, 3) if usage.server else None,
+            server_reply_s=round(usage.server.reply_seconds, 3) if usage.server else None,
         )
     )
     if turn.finish_reason == "length" and not turn.text.strip() and not turn.tool_calls:
@@ -385,10 +379,6 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
                     {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
                 )
         break
-
-
-def _rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 3)
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

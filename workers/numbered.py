@@ -14,7 +14,6 @@ _ANSWERED = re.compile(
     r"(?:[.)](?![\w.])|[:\]|\"]|\*\*|[ \t]+[-–—|:])",
     re.MULTILINE | re.IGNORECASE,
 )
-MAX_ITEM_CHARS = 300
 
 
 def items(text: str, *, bullets: bool = False) -> list[str]:
@@ -40,26 +39,38 @@ def unanswered(task: str, answer: str) -> list[int]:
     return [n for n, _ in run if n not in given]
 
 
-def lines_by_number(answer: str) -> dict[int, str]:
-    """Each numbered item of an answer by its number, with the lines under it, on one
-    line (the last item for a number: a model may list the questions before answering)."""
+def item_spans(answer: str) -> dict[int, tuple[int, int]]:
+    """Where each numbered item of an answer is, by its number, with the lines under it:
+    the last item of a number (a model may list the questions before answering), of
+    those at the list's least indent (a list nested in an item is the item's), up to
+    the next such item or to a paragraph after it that is not indented (what follows
+    the list is no item's)."""
     starts = list(_ANSWERED.finditer(answer))
-    found: dict[int, str] = {}
-    for match, after in zip(starts, [*starts[1:], None], strict=False):
-        text = " ".join(answer[match.start() : after.start() if after else None].split())
-        if text:
-            found[int(match.group(1))] = text[:MAX_ITEM_CHARS]
-    return found
+    if not starts:
+        return {}
+    least = min(_indent(answer, match) for match in starts)
+    tops = [match for match in starts if _indent(answer, match) == least]
+    spans: dict[int, tuple[int, int]] = {}
+    for match, after in zip(tops, [*tops[1:], None], strict=False):
+        end = after.start() if after else len(answer)
+        if gap := _PARAGRAPH.search(answer, match.end(), end):
+            end = gap.start()
+        spans[int(match.group(1))] = (match.start(), end)
+    return spans
+
+
+_PARAGRAPH = re.compile(r"\n[ \t]*\n(?=\S)")
+
+
+def _indent(answer: str, match: re.Match[str]) -> int:
+    line = answer[match.start() : match.end()]
+    return len(line) - len(line.lstrip(" \t"))
 
 
 def without_items(answer: str, numbers: set[int]) -> str:
-    """The answer less each numbered item (with the lines under it) whose number is in
-    `numbers`, every one for that number."""
-    starts = list(_ANSWERED.finditer(answer))
-    if not starts:
-        return answer
-    kept = [answer[: starts[0].start()]]
-    for match, after in zip(starts, [*starts[1:], None], strict=False):
-        if int(match.group(1)) not in numbers:
-            kept.append(answer[match.start() : after.start() if after else None])
-    return "".join(kept).strip()
+    """The answer less the items (item_spans) whose numbers are in `numbers`."""
+    kept, at = [], 0
+    for start, end in sorted(span for n, span in item_spans(answer).items() if n in numbers):
+        kept.append(answer[at:start])
+        at = end
+    return re.sub(r"\n[ \t]*\n(?:[ \t]*\n)+", "\n\n", "".join(kept) + answer[at:]).strip()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
+from workers.model import ServerTimes
+
 PROMPT_COST_PRIOR = 0.25
 """A new prompt token's time as a share of a reply token's, where the calls cannot tell
 the two apart: the bundled model on two cores reads a prompt token in a quarter of the
@@ -51,20 +53,28 @@ class Pace:
         completion: int | None,
         *,
         aside: bool = False,
-        server: tuple[float, float] | None = None,
+        server: ServerTimes | None = None,
     ) -> None:
         """A call took `seconds`, reading `new_prompt` prompt tokens the server had not
         cached and writing `completion`; None where the endpoint did not say (a server
-        that caches but does not say what: all of the prompt is not new). `server`: the
-        seconds the server says it spent reading and writing them (llama.cpp's). An
-        `aside` (a prompt of its own, such as a first answer from the map) times the
-        model but says nothing of how long an agent's replies run."""
+        that caches but does not say what: all of the prompt is not new). `server`: what
+        the server says it spent, believed where it fits in the call's own time and
+        writes no faster than MIN_SECONDS_A_TOKEN. An `aside` (a prompt of its own, such
+        as a first answer from the map) times the model but says nothing of how long an
+        agent's replies run."""
         with self._lock:
             self._times.append(seconds)
+            if server is not None and _believable(server, seconds):
+                self._timed.append(
+                    (
+                        server.prompt_tokens,
+                        server.prompt_seconds,
+                        server.reply_tokens,
+                        server.reply_seconds,
+                    )
+                )
             if completion is not None and completion > 0:
                 self._calls.append((max(new_prompt or 0, 0), completion, seconds))
-                if server is not None and new_prompt is not None:
-                    self._timed.append((max(new_prompt, 0), server[0], completion, server[1]))
                 if not aside:
                     self._replies.append(completion)
 
@@ -104,11 +114,27 @@ class Pace:
             return None
         per_prompt, per_reply = _said_rates(timed) or _rates(calls)
         writing = seconds / MARGIN - per_prompt * max(new_prompt, 0)
-        return max(MIN_REPLY_TOKENS, int(writing / per_reply))
+        return max(MIN_REPLY_TOKENS, int(writing / max(per_reply, MIN_SECONDS_A_TOKEN)))
 
 
 MIN_REPLY_TOKENS = 64
 """A reply cut shorter says too little to be worth the call."""
+MIN_SECONDS_A_TOKEN = 1e-4
+"""Ten thousand tokens a second: a server that says it wrote faster is not believed."""
+SERVER_SLACK = 1.1
+"""How far past a call's own time (its clock and the server's differ) what the server
+says it spent may run and still be believed."""
+
+
+def _believable(server: ServerTimes, seconds: float) -> bool:
+    """What a server says of a call fits in the call's own time (a second's slack for a
+    short one), and its writing is no faster than MIN_SECONDS_A_TOKEN a token."""
+    spent = server.prompt_seconds + server.reply_seconds
+    return (
+        server.reply_tokens > 0
+        and server.reply_seconds >= MIN_SECONDS_A_TOKEN * server.reply_tokens
+        and 0 < spent <= SERVER_SLACK * seconds + 1.0
+    )
 
 
 def _said_rates(timed: list[tuple[int, float, int, float]]) -> tuple[float, float] | None:

@@ -104,29 +104,31 @@ def joined_answer(
                 f": {report.reason})" if report.reason else ")"
             )
         unchecked = _unchecked(drafted, numbers, body, report.denied)
-        sections.append(
-            "\n".join(filter(None, [heading, body or _nothing(report), ended, unchecked]))
-        )
+        nothing = _nothing(report, guessed=bool(guesses))
+        sections.append("\n".join(filter(None, [heading, body or nothing, ended, unchecked])))
     return Joined("\n\n".join(sections), tuple(left_out))
 
 
 def _without_guesses(
     body: str, report: ReadReport, drafted: Mapping[int, str] | None, numbers: range
 ) -> tuple[str, str]:
-    """The kept answer less its line for each part that names only files none of the
-    worker's calls looked inside, where the first answer names another file for that
-    part; and those parts' numbers, said as a list ("" for none). Such a line is a
-    guess from the map, and the first answer's, chosen among what a search by that
-    part's own words found, is the better one: on the bench's click, a reader whose
-    calls all failed put six of ten answers in one file from the map and replaced a
-    first answer that had eight right."""
+    """The kept answer less its item for each part that names only files none of the
+    worker's calls looked inside, where the first answer's line for that part names
+    another file and will be shown in its place; and those parts' numbers, said as a
+    list ("" for none). Such an item is a guess from the map or a listing, and the first
+    answer's, chosen among what a search by that part's own words found, is the better
+    one: on the bench's click, a reader whose calls all failed put six of ten answers in
+    one file from the map over a first answer that had eight right."""
     if not (drafted and body and report.not_looked_into):
         return body, ""
-    by_number = numbered.lines_by_number(body) if len(numbers) > 1 else {numbers[0]: body}
+    spans = numbered.item_spans(body) if len(numbers) > 1 else {numbers[0]: (0, len(body))}
     guessed = {
         n
-        for n, line in by_number.items()
-        if n in numbers and n in drafted and _guess(line, drafted[n], report.not_looked_into)
+        for n, (start, end) in spans.items()
+        if n in numbers
+        and n in drafted
+        and _shown(drafted[n], report.denied)
+        and _guess(body[start:end], drafted[n], report.not_looked_into)
     }
     if not guessed:
         return body, ""
@@ -134,35 +136,41 @@ def _without_guesses(
     return ("" if len(numbers) == 1 else numbered.without_items(body, guessed)), said
 
 
-def _guess(line: str, drafted: str, not_looked_into: frozenset[str]) -> bool:
-    """Whether a worker's line names files, none its calls looked inside, and none the
-    first answer's line names."""
-    paths = named_paths(line, CONTAINER_ROOT)
+def _guess(item: str, drafted: str, not_looked_into: frozenset[str]) -> bool:
+    """Whether a worker's item names files, each one its report says no call of its
+    looked inside (the same path, not one of the same name elsewhere), and none the
+    first answer's line names, which names one."""
+    paths = [path.strip("/") for path in named_paths(item, CONTAINER_ROOT)]
+    unseen = {path.strip("/") for path in not_looked_into}
     first = named_paths(drafted, None)
     return (
-        bool(paths)
-        and all(any(same_file(path, file) for file in not_looked_into) for path in paths)
+        bool(paths and first)
+        and all(path in unseen for path in paths)
         and not any(same_file(path, file) for path in paths for file in first)
+    )
+
+
+def _shown(drafted: str, denied: Denied | None) -> bool:
+    """Whether a first answer's line may be shown: no claim in it the worker's check
+    denied (a file not there, or named unread), and nothing that reads as gaffer's."""
+    return not (denied and names_denied(drafted, denied, CONTAINER_ROOT)) and not (
+        _reads_as_gaffers(drafted)
     )
 
 
 def _unchecked(
     drafted: Mapping[int, str] | None, numbers: range, body: str, denied: Denied | None = None
 ) -> str:
-    """The first answer's lines for the parts a worker's kept answer has no line for
-    (all of them where it kept nothing; none for one part it answered), under gaffer's
-    line saying no worker bore them out; never a line with a claim the worker's check
-    denied (a file not there, or named unread)."""
+    """The first answer's lines (those _shown) for the parts a worker's kept answer has
+    no item for (all of them where it kept nothing; none for one part it answered),
+    under gaffer's line saying no worker's call bore them out."""
     if not drafted:
         return ""
-    given = set(numbered.lines_by_number(body)) if len(numbers) > 1 or not body else set(numbers)
+    given = set(numbered.item_spans(body)) if len(numbers) > 1 or not body else set(numbers)
     lines = [
         drafted[n]
         for n in numbers
-        if n in drafted
-        and n not in given
-        and not (denied and names_denied(drafted[n], denied, CONTAINER_ROOT))
-        and not _reads_as_gaffers(drafted[n])
+        if n in drafted and n not in given and _shown(drafted[n], denied)
     ]
     return "\n".join([UNCHECKED, *lines]) if lines else ""
 
@@ -212,8 +220,11 @@ def _reads_as_gaffers(line: str) -> bool:
     )
 
 
-def _nothing(report: ReadReport) -> str:
-    """What stands for a worker's answer when none of it is left."""
+def _nothing(report: ReadReport, *, guessed: bool = False) -> str:
+    """What stands for a worker's answer when none of it is left (`guessed`: what it had
+    named only files none of its calls looked inside)."""
+    if guessed:
+        return f"({report.worker}'s answer named only files none of its calls looked inside)"
     if report.denied.blind:
         return f"({report.worker} answered without looking at the code: its answer is left out)"
     if not report.whole:

@@ -69,6 +69,22 @@ def _without_summaries(tool: str, output: str) -> str:
     return "\n".join(line.split(SAYS, 1)[0] for line in output.splitlines())
 
 
+# A grep match ("a.py:12:text") and a file's count in an overview
+# ("  a.py: 40"); find_symbol's definition of a name ("  a.py:12 class Name").
+_GREP_MATCH = re.compile(r"^([^\s:][^:\n]*):\d+:|^\s+(\S+): \d+$")
+_DEFINED_AT = re.compile(r"^\s+(\S+):\d+ \S+ \S+")
+
+
+def _matched_in(tool: str, output: str) -> list[str]:
+    """The files a grep matched in, or where find_symbol found a name defined."""
+    lines = output.splitlines()
+    if tool == "grep":
+        return [m.group(1) or m.group(2) for line in lines if (m := _GREP_MATCH.match(line))]
+    if tool == "find_symbol" and lines and lines[0].endswith(" is defined in:"):
+        return [m.group(1) for line in lines[1:] if (m := _DEFINED_AT.match(line))]
+    return []
+
+
 @dataclass
 class Citations:
     """What one reader's calls showed it, and the map it was shown."""
@@ -79,8 +95,10 @@ class Citations:
     seen: set[str] = field(default_factory=set)
     """Workspace-relative paths its calls opened, listed or matched (folders too)."""
     looked_into: set[str] = field(default_factory=set)
-    """The files whose insides its calls showed: opened, or matched by what a grep or
-    find_symbol looked for (a listing names a file, not what is in it)."""
+    """The files whose insides its calls showed: opened, a grep's match in them, or the
+    definition of a name find_symbol looked up. Not a listing, a file found by its name,
+    a search by words (the map's own guess), a hint in an error or a "no matches", nor
+    a path a matched line mentions."""
     searched: list[tuple[str, bool]] = field(default_factory=list)
     """What each search looked for, and whether it found nothing."""
     container_root: str | None = None
@@ -106,10 +124,11 @@ class Citations:
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, found_nothing(call.name, result.output)))
         if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
-            named = named_paths(_without_summaries(call.name, result.output), self.container_root)
-            self.seen.update(named)
-            if call.name in ("grep", "find_symbol"):
-                self.looked_into.update(named)
+            self.seen.update(
+                named_paths(_without_summaries(call.name, result.output), self.container_root)
+            )
+        if not result.is_error and not found_nothing(call.name, result.output):
+            self.looked_into.update(map(self._relative, _matched_in(call.name, result.output)))
         if call.name == "list_dir":
             folder = self._relative(str(args.get("path") or "."))
             for line in result.output.splitlines():

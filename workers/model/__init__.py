@@ -25,6 +25,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ServerTimes:
+    """What a server says a call spent (llama.cpp's `timings`): reading the prompt tokens
+    it had not cached, and writing the reply. Rates measured, where a fit of the calls'
+    wall times cannot tell a cold server or a long context from a slow writer."""
+
+    prompt_tokens: int
+    prompt_seconds: float
+    reply_tokens: int
+    reply_seconds: float
+
+
+@dataclass(frozen=True)
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -36,11 +48,8 @@ class Usage:
     reasoning_tokens: int | None = None
     """Completion tokens the model spent reasoning (the Responses API says); None when
     the server does not say."""
-    prompt_seconds: float | None = None
-    """What the server says it spent reading the prompt tokens it had not cached, and
-    writing the reply (llama.cpp's `timings`): rates measured, not fitted from the
-    calls' wall times; None where it does not say."""
-    reply_seconds: float | None = None
+    server: ServerTimes | None = None
+    """What the server says the call spent; None where it does not say."""
 
     @property
     def total(self) -> int:

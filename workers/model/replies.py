@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any
 
-from workers.model import RUNAWAY, AssistantTurn, TextSink, ToolCall, Usage
+from workers.model import RUNAWAY, AssistantTurn, ServerTimes, TextSink, ToolCall, Usage
 from workers.model.runaway import Runaway, Watch, runaway
 
 # Calls read from one reply at most; the stream is closed there (the server stops
@@ -152,19 +153,27 @@ def from_response(response: Any, echo: Echo) -> AssistantTurn:
 
 
 def _timed(turn: AssistantTurn, timings: Any) -> AssistantTurn:
-    """The turn with the time the server says it spent reading and writing (llama.cpp
-    sends `timings` beside `usage`: prompt_ms, predicted_ms), where it says both as
-    numbers and the usage was reported; a reply cut short has neither."""
-    said: list[Any] = [getattr(timings, key, None) for key in ("prompt_ms", "predicted_ms")]
-    if not turn.usage.reported or not all(_milliseconds(value) for value in said):
+    """The turn with what the server says it spent (llama.cpp sends `timings` beside
+    `usage`), where it says all four as numbers and the usage was reported: a reply cut
+    short has none, and a broken or hostile endpoint's junk is not read."""
+    said: list[Any] = [
+        getattr(timings, key, None) if timings is not None else None
+        for key in ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms")
+    ]
+    if not turn.usage.reported or not all(_number(value) for value in said):
         return turn
-    reading, writing = (float(value) / 1000 for value in said)
-    usage = dataclasses.replace(turn.usage, prompt_seconds=reading, reply_seconds=writing)
-    return dataclasses.replace(turn, usage=usage)
+    read, reading, written, writing = said
+    server = ServerTimes(int(read), reading / 1000, int(written), writing / 1000)
+    return dataclasses.replace(turn, usage=dataclasses.replace(turn.usage, server=server))
 
 
-def _milliseconds(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9
+def _number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value < 1e9
+    )
 
 
 def _usage(usage: Any) -> Usage:
