@@ -101,8 +101,8 @@ def report_text(
         f"step{'' if result.steps == 1 else 's'}, "
         f"{elapsed:.1f}s, {tokens} tokens",
     ]
-    if report.status != "completed":
-        lines.append(f"reason: {report.reason}")
+    if report.status != "completed":  # one line: a server's message cannot add one of gaffer's
+        lines.append("reason: " + " ".join(report.reason.split()))
     lines.append("files changed: " + (", ".join(files) if files else "none"))
     if ignored := result.ignored_changes:
         shown = ", ".join(c.label for c in ignored[:MAX_IGNORED_SHOWN])

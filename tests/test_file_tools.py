@@ -259,3 +259,13 @@ def test_a_module_named_as_python_imports_it_is_told_where_its_file_is(
         told = run_tool(tool, **args).output
         assert told.endswith("did you mean 'pkg/core.py'?"), (tool, told)
     assert "did you mean" not in run_tool("read_file", path="core.txt").output
+    # The file beside the path asked for first, then the very name, then the shallowest.
+    for folder in ("docs", "src/click"):
+        (workspace / folder).mkdir(parents=True)
+        (workspace / folder / "__init__.py").write_text("")
+    (workspace / "src" / "click" / "core.c").write_text("")
+    told = run_tool("grep", pattern="x", path="src/click/__init__").output
+    assert told.endswith("did you mean 'src/click/__init__.py' or 'docs/__init__.py'?")
+    assert run_tool("read_file", path="src/click/core").output.endswith(
+        "did you mean 'src/click/core.c' or 'pkg/core.py'?"
+    )

@@ -106,6 +106,7 @@ def read_report(report: str) -> ReadReport | None:
     not_looked_into: frozenset[str] = frozenset()
     whole = True
     in_answer = False
+    answered = False  # gaffer's lines about the worker all come before its answer
     for line in lines[1:]:
         whole = whole and CUT_NOTE not in line
         if in_answer and line.startswith(QUOTE.rstrip()):
@@ -113,12 +114,14 @@ def read_report(report: str) -> ReadReport | None:
             continue
         in_answer = False
         if line.startswith(ANSWER_HEADING):
-            in_answer = True
+            in_answer = answered = True
+        elif answered:
+            continue
         elif line.startswith("reason: ") and not reason:
             reason = line.removeprefix("reason: ")
-        elif line.startswith(REPORTED_UNSUPPORTED):
+        elif line.startswith(REPORTED_UNSUPPORTED) and not unsupported:
             unsupported = line.removeprefix(REPORTED_UNSUPPORTED)
-        elif line.startswith(REPORTED_NOT_LOOKED_INTO):
+        elif line.startswith(REPORTED_NOT_LOOKED_INTO) and not not_looked_into:
             files = line.removeprefix(REPORTED_NOT_LOOKED_INTO).split(", ")
             not_looked_into = frozenset(path for path in files if path)
     return ReadReport(

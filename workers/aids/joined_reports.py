@@ -9,6 +9,9 @@ answer is already a worker's, checked by that worker's gate against its own call
 the answer is those, each under its part, less every sentence that carries a claim that
 check denied (a file named unread, a name placed where the map says it is not, a name
 said not to be there with no search); an answer made without a look is left out whole.
+Where the harness had a first answer (task_parts.py), a part the workers left without
+an answer gets its line, said to be unchecked; so does a part whose worker's item named
+only files none of its calls looked inside, where the first answer names another.
 What was left out is said after the answer, as gaffer's, never as fact.
 """
 
@@ -63,7 +66,8 @@ _REPORT_HEADER = re.compile(r"^\s*worker \S+ \(\S+\): ")
 class Joined:
     answer: str
     left_out: tuple[str, ...]
-    """What gaffer left out, each as `wN: the claims its check denied`."""
+    """What gaffer left out, each as `wN: the claims its check denied`, or as GUESSES
+    says the items it gave the first answer's lines for."""
 
 
 def joined_answer(
@@ -75,7 +79,8 @@ def joined_answer(
     the same order (a task that started no worker has its refusal there). None when no
     report can be read as a worker's (the model answers from them instead). `drafted`:
     the first answer, by part number (task_parts.py): a part no worker's
-    answer has a line for gets its line, said to be unchecked."""
+    answer has a line for, or only a guess (_without_guesses), gets its line, said to be
+    unchecked."""
     if len(reports) != len(groups):
         return None
     read = [read_report(report) for report in reports]

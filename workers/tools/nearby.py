@@ -41,9 +41,17 @@ def did_you_mean(workspace: Path, path: str, *, folder: bool) -> str:
             break
     if not found:
         return ""
-    # The shallowest first. (One with the folders asked for, under another, is shown
-    # outright by under_another_folder.)
-    found.sort(key=lambda f: (f.count("/"), f))
+    # One in the folder asked for first, then one of the very name, then the shallowest.
+    # (One with the folders asked for, under another, is shown by under_another_folder.)
+    asked = wanted.parent.as_posix().strip("/")
+    found.sort(
+        key=lambda f: (
+            PurePosixPath(f).parent.as_posix().strip(".") != asked.strip("."),
+            PurePosixPath(f).name != name,
+            f.count("/"),
+            f,
+        )
+    )
     return "; did you mean " + " or ".join(repr(f) for f in found[:MAX_SHOWN]) + "?"
 
 
