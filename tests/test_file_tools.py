@@ -269,3 +269,30 @@ def test_a_module_named_as_python_imports_it_is_told_where_its_file_is(
     assert run_tool("read_file", path="src/click/core").output.endswith(
         "did you mean 'src/click/core.c' or 'pkg/core.py'?"
     )
+
+
+def test_a_path_written_as_a_pattern_is_searched_as_one_and_a_file_given_find_files_is_there(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """A small model searching everywhere writes `*` for grep's path (the bench's
+    pygments reader: three greps, then a circle), and gives find_files a file to ask
+    whether it is there (pydantic's: six calls). Outside the workspace stays shut."""
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.py").write_text("needle = 1\n")
+    (workspace / "src" / "b.txt").write_text("needle\n")
+    told = run_tool("grep", pattern="needle", path="*").output
+    assert told.startswith("['*' is a pattern, not a path: this is '.']\n")
+    assert "src/a.py:1:needle = 1" in told and "src/b.txt:1:needle" in told
+    told = run_tool("grep", pattern="needle", path="src/**/*.py").output
+    assert told.startswith(
+        "['src/**/*.py' is a pattern, not a path: this is 'src', files matching '*.py']"
+    )
+    assert "src/a.py" in told and "b.txt" not in told
+    listed = run_tool("find_files", pattern="*.py", path="**").output
+    assert listed.endswith("src/a.py")
+    there = run_tool("find_files", pattern="a", path="src/a.py")
+    assert not there.is_error and there.output.startswith("'src/a.py' is a file, and it is there")
+    assert run_tool("grep", pattern="x", path="../*").is_error
+    assert (
+        "no such file or folder: 'nope'" in run_tool("grep", pattern="x", path="nope/*.py").output
+    )

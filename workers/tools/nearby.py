@@ -90,3 +90,26 @@ def moved(workspace: Path, path: str, *, folder: bool) -> str | None:
 def instead(asked: str, shown: str) -> str:
     """The note before what is shown in place of a path that is not there."""
     return f"[there is no {asked!r}; this is {shown!r}]\n"
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def as_pattern(path: str) -> tuple[str, str | None] | None:
+    """A path written as a pattern (`*`, `*.py`, `src/**/*.py`), as the folder before
+    its first wildcard and the pattern of its last part ('*' or '**' alone: none); None
+    for a path with no wildcard. A small model searching "everywhere" writes `*` for the
+    path (the bench's pygments reader, three greps and a circle)."""
+    parts = path.replace("\\", "/").split("/")
+    if not any(_GLOB_CHARS & set(part) for part in parts):
+        return None
+    first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
+    folder = "/".join(parts[:first]) or "."
+    last = parts[-1] if first == len(parts) - 1 or not _GLOB_CHARS.isdisjoint(parts[-1]) else ""
+    return folder, (None if last in ("", "*", "**") else last)
+
+
+def as_pattern_note(path: str, folder: str, glob: str | None) -> str:
+    """The note before what a path written as a pattern shows."""
+    matching = f", files matching {glob!r}" if glob else ""
+    return f"[{path!r} is a pattern, not a path: this is {folder!r}{matching}]\n"

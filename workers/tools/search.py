@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import select
@@ -18,7 +19,7 @@ from pydantic import Field
 from workers import host_programs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.names import name_hints
-from workers.tools.nearby import folder_or_file_named
+from workers.tools.nearby import as_pattern, as_pattern_note, folder_or_file_named
 from workers.tools.python_grep import MAX_SEARCHED_FILE_BYTES, SKIPPED, walk_files
 from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
@@ -55,6 +56,11 @@ def ripgrep() -> str | None:
 
 def grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
+    if not real.exists() and (pattern := as_pattern(args.path)):
+        folder, glob = pattern
+        searched = grep(ctx, args.model_copy(update={"path": folder, "glob": args.glob or glob}))
+        note = as_pattern_note(args.path, folder, args.glob or glob)
+        return dataclasses.replace(searched, output=note + searched.output)
     if not real.exists():
         raise ToolError(
             f"no such file or folder: {args.path!r}"
@@ -239,6 +245,15 @@ MAX_ELSEWHERE_SEEN = 5000
 
 def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     real = resolve(ctx.workspace, args.path)
+    if not real.exists() and (pattern := as_pattern(args.path)):
+        listed = find_files(ctx, args.model_copy(update={"path": pattern[0]}))
+        note = as_pattern_note(args.path, pattern[0], None)
+        return dataclasses.replace(listed, output=note + listed.output)
+    if real.is_file():  # asked whether it is there: it is, and what reads it
+        return ToolResult(
+            output=f"{args.path!r} is a file, and it is there: read_file reads it, grep searches it",
+            summary="a file",
+        )
     if not real.is_dir():
         raise ToolError(
             f"no such folder: {args.path!r}" + folder_or_file_named(ctx.workspace, args.path)
