@@ -167,6 +167,11 @@ def test_prose_that_mentions_json_is_an_answer() -> None:
     assert written_call("From what I found:\n" + three, names)
     assert not written_call("From what I found:\nloop.py runs it.\n" + three, names)
     assert not written_call("From what I found:", names)
+    # The requests reader's wrap-up: calls, empty fences, a call cut at the limit.
+    cut = three + "```json\n```\n```json\n```\n" + three + '```json\n{"name": "find'
+    assert written_call("From what I found:\n" + cut, names)
+    assert not written_call("From what I found:\nloop.py runs it.\n" + cut, names)
+    assert not written_call("```json\n```", names)
 
 
 def test_token_budget_refuses_the_next_call(workspace: Path) -> None:

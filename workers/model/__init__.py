@@ -168,6 +168,7 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
 _BLOCK = re.compile(r"```[a-zA-Z]*\s*(.*?)\s*```", re.DOTALL)
+_CUT_CALL = re.compile(r"```[a-zA-Z]*\s*\{\s*\"name\"[^`]*\Z")
 _OPENING = re.compile(r"^[A-Za-z][^\n`{}\"]{0,60}:[ \t]*(?:\n|$)")
 """A short first line ending in a colon ("From what I found:", the local model's answer
 opening): no answer by itself."""
@@ -179,8 +180,13 @@ def written_call(text: str, tool_names: Iterable[str]) -> bool:
     was not parsed: never an answer."""
     text = _OPENING.sub("", text.strip(), count=1)
     blocks = _BLOCK.findall(text)
-    if len(blocks) > 1 and not _BLOCK.sub("", text).strip():
-        return all(written_call(block, tool_names) for block in blocks)
+    # Empty fences and a last call cut off at the output limit are no words either (the
+    # requests reader's wrap-up: calls, empty fences, and a call cut in two).
+    outside = _BLOCK.sub("", text)
+    cut = _CUT_CALL.search(outside) is not None
+    if (len(blocks) > 1 or cut) and not _CUT_CALL.sub("", outside).strip():
+        written = [block for block in blocks if block.strip()]
+        return (bool(written) or cut) and all(written_call(b, tool_names) for b in written)
     body = _FENCE.sub("", text.strip()).strip()
     if not body:
         return False
