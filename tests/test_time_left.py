@@ -19,7 +19,7 @@ from workers.loop import run_agent
 from workers.model import Message, ServerTimes
 from workers.model.scripted import ScriptedModel, call, calls, say
 from workers.outcome import Finished
-from workers.pace import ANSWER_TOKENS, MARGIN, PROMPT_COST_PRIOR, Pace
+from workers.pace import ANSWER_MARGIN, ANSWER_TOKENS, MARGIN, PROMPT_COST_PRIOR, Pace
 from workers.tools import BUILTIN_TOOLS
 
 HELD = "not shown: reading it would take about"
@@ -230,7 +230,7 @@ def test_an_answer_asked_with_tools_paused_is_cut_at_what_the_time_left_can_writ
     with nothing. Paused for time, its reply is capped at what the time left can write."""
     pace = Pace()
     pace.took(10.0, 100, 100)  # one rate: 0.08 s a reply token, 0.02 s a prompt token
-    assert pace.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.08)
+    assert pace.reply_tokens_within(78.0) == int(78.0 / ANSWER_MARGIN / 0.08)
     assert pace.reply_tokens_within(1.0) == 64, "never cut shorter than saying anything"
     assert Pace().reply_tokens_within(78.0) is None, "no call timed: no cap"
 
@@ -244,8 +244,8 @@ def test_the_rates_a_server_says_it_spent_stand_over_a_fit_of_wall_times() -> No
     fitted.took(23.5, 1000, 37)
     told.took(42.3, 2629, 18, server=ServerTimes(2629, 40.0, 18, 1.8))
     told.took(23.5, None, 37, server=ServerTimes(1000, 20.0, 37, 3.7))
-    assert fitted.reply_tokens_within(78.0) == 264
-    assert told.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.1)
+    assert told.reply_tokens_within(78.0) == int(78.0 / ANSWER_MARGIN / 0.1)
+    assert 2 * (fitted.reply_tokens_within(78.0) or 0) < int(78.0 / ANSWER_MARGIN / 0.1)
     assert told.seconds_for(1000, 0) == pytest.approx(MARGIN * 60.0 / 3629 * 1000)
 
 
@@ -263,7 +263,22 @@ def test_what_a_server_says_past_the_calls_own_time_or_faster_than_any_writer_is
     ):
         pace = Pace()
         pace.took(10.0, 100, 100, server=server)
-        assert pace.reply_tokens_within(78.0) == int(78.0 / MARGIN / 0.08), server
+        assert pace.reply_tokens_within(78.0) == int(78.0 / ANSWER_MARGIN / 0.08), server
+
+
+def test_an_answers_cap_stands_on_the_latest_calls_and_what_it_must_read_first() -> None:
+    """The demo at 94f744b: a 2,637-token first prompt read at 14 ms a token, then short
+    ones at 25 to 39 ms and replies slowing as the context grew. Its answer, capped from
+    every call's rates, wrote 395 tokens at 8 a second into 60 s and was cut. Capped
+    from the latest calls, reading the pause's 250 tokens first, it fits."""
+    pace = Pace()
+    said = [(2637, 38.55, 18, 1.72), (1000, 17.29, 37, 4.0), (34, 1.27, 21, 2.22)]
+    said += [(122, 2.34, 42, 4.68), (93, 2.21, 37, 4.07), (34, 1.33, 21, 2.33)]
+    for server in said:
+        pace.took(sum(server[1::2]) + 0.1, server[0], server[2], server=ServerTimes(*server))
+    cap = pace.reply_tokens_within(59.6, 250)
+    assert cap is not None and 10.0 + cap * 0.124 < 59.6, "the demo's prompt and its rate"
+    assert cap < pace.reply_tokens_within(59.6, 0) < 395
 
 
 def test_a_paused_reply_is_asked_for_no_longer_than_the_time_left(workspace: Path) -> None:

@@ -87,7 +87,7 @@ def call_model(
         # An answer the deadline cuts gives nothing: one cut at what the time left can
         # write still says what it found (the demo's explorer, paused with 78 s left,
         # wrote for 78 s and ended out of time).
-        fits = agent.budget.pace(agent.model.name).reply_tokens_within(left)
+        fits = agent.budget.pace(agent.model.name).reply_tokens_within(left, _unsent(messages))
         max_tokens = least(max_tokens, fits)
     options = CallOptions(
         on_text=on_text,
@@ -379,6 +379,17 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
                     {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
                 )
         break
+
+
+def _unsent(messages: list[Message]) -> int:
+    """About how many tokens the messages since the last reply add to the prompt (four
+    characters a token): what the server reads before it writes."""
+    since = []
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        since.append(str(message.get("content") or ""))
+    return sum(map(len, since)) // 4
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

@@ -28,6 +28,15 @@ MARGIN = 1.2
 """Longer prompts are read more slowly (attention grows with them): estimates err long."""
 KEPT_CALLS = 24
 RECENT_REPLIES = 8
+RECENT_TIMED = 4
+"""The calls a server's own timings are taken from, the latest: a token costs more as
+the context grows, and a run's first calls (a 2,600-token prompt read at 14 ms a token)
+say little of its later ones (30 tokens at 25 to 39 ms, replies at 110 ms where they
+had been 100)."""
+ANSWER_MARGIN = 1.4
+"""How far an answer's cap errs short: a reply slows as it grows (the demo's, 8.0 tokens
+a second at 400 against 9 at 40), and one the deadline cuts gives nothing. The demo's
+explorer, capped with the calls' rates at MARGIN, wrote 395 tokens into 60 s and was cut."""
 ANSWER_TOKENS = 256
 """The least an answer is taken to run to: a reply that calls tools is a few dozen tokens,
 an answer to a survey a few hundred (the demo's reader's: 318, written in 54 s)."""
@@ -102,7 +111,7 @@ class Pace:
             return max(times, default=0.0)
         if completion is None:
             completion = max(replies or [c for _, c, _ in calls[-RECENT_REPLIES:]])
-        per_prompt, per_reply = _said_rates(timed) or _rates(calls)
+        per_prompt, per_reply = _said_rates(timed[-RECENT_TIMED:]) or _rates(calls)
         return MARGIN * (per_prompt * max(new_prompt, 0) + per_reply * completion)
 
     def reply_tokens_within(self, seconds: float, new_prompt: int = 0) -> int | None:
@@ -112,8 +121,8 @@ class Pace:
             calls, timed = list(self._calls), list(self._timed)
         if not calls:
             return None
-        per_prompt, per_reply = _said_rates(timed) or _rates(calls)
-        writing = seconds / MARGIN - per_prompt * max(new_prompt, 0)
+        per_prompt, per_reply = _said_rates(timed[-RECENT_TIMED:]) or _rates(calls)
+        writing = seconds / ANSWER_MARGIN - per_prompt * max(new_prompt, 0)
         return max(MIN_REPLY_TOKENS, int(writing / max(per_reply, MIN_SECONDS_A_TOKEN)))
 
 
