@@ -310,6 +310,32 @@ def test_a_failing_test_run_is_the_runs_shortfall_when_the_check_cannot_run(
     )
 
 
+def test_a_grep_that_finds_nothing_after_passing_tests_is_no_failure_of_the_change(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """No Docker for the check; the agent's tests passed, then a grep found nothing
+    (exit 1): the change is unverified, not failed, and the run exits 0."""
+    add_host_coder(workspace)
+    (workspace / "calc.py").write_text("x = 1\n")
+    (workspace / "Makefile").write_text("test:\n\ttrue\n")
+    edit = json.dumps({"path": "calc.py", "old_text": "x = 1", "new_text": "x = 2"})
+    shell = "run_shell"
+    replies = [
+        Reply(tool_calls=[("read_file", '{"path": "calc.py"}'), ("edit_file", edit)]),
+        Reply(tool_calls=[(shell, json.dumps({"command": "make test"}))]),
+        Reply(tool_calls=[(shell, json.dumps({"command": "grep -n TODO calc.py"}))]),
+    ] + [Reply(text="done")] * 3
+    no_docker = {"DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock"}
+    with FakeOpenAI(replies) as server:
+        done = gaffer(
+            workspace, "run", "--profile", "hostcoder", "--yes", "x", server=server, env=no_docker
+        )
+    assert done.returncode == 0, done.stderr
+    checks = [line for line in log_lines(workspace) if line["event"] == "verification"]
+    assert checks[-1]["action"] == "accepted" and "failed" not in checks[-1]
+    assert "grep -n TODO calc.py" in checks[-1]["reason"]
+
+
 def test_a_failing_test_is_not_verified(workspace: Path) -> None:
     replies = edit_then_keep_testing(workspace)
     (workspace / "Makefile").write_text("test:\n\tfalse\n")

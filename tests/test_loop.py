@@ -172,6 +172,9 @@ def test_prose_that_mentions_json_is_an_answer() -> None:
     assert written_call("From what I found:\n" + cut, names)
     assert not written_call("From what I found:\nloop.py runs it.\n" + cut, names)
     assert not written_call("```json\n```", names)
+    # Data cut at the output limit, alone, is a cut answer, not a call.
+    assert not written_call('```json\n{\n  "name": "my-app",\n  "version": "1', names)
+    assert not written_call('Here it is:\n```json\n{"name": "Ada", "age"', names)
 
 
 def test_token_budget_refuses_the_next_call(workspace: Path) -> None:

@@ -279,6 +279,10 @@ def test_an_answers_cap_stands_on_the_latest_calls_and_what_it_must_read_first()
     cap = pace.reply_tokens_within(59.6, 250)
     assert cap is not None and 10.0 + cap * 0.124 < 59.6, "the demo's prompt and its rate"
     assert cap < pace.reply_tokens_within(59.6, 0) < 395
+    # Asides (first answers asked with a short context of their own) say nothing of it.
+    for _ in range(4):
+        pace.took(1.0, 30, 5, aside=True, server=ServerTimes(30, 0.5, 5, 0.3))
+    assert pace.reply_tokens_within(59.6, 250) == cap
 
 
 def test_a_paused_reply_is_asked_for_no_longer_than_the_time_left(workspace: Path) -> None:

@@ -384,12 +384,12 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
 def _unsent(messages: list[Message]) -> int:
     """About how many tokens the messages since the last reply add to the prompt (four
     characters a token): what the server reads before it writes."""
-    since = []
+    chars = 0
     for message in reversed(messages):
         if message.get("role") == "assistant":
             break
-        since.append(str(message.get("content") or ""))
-    return sum(map(len, since)) // 4
+        chars += len(content) if isinstance(content := message.get("content"), str) else 0
+    return chars // 4
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

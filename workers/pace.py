@@ -70,10 +70,10 @@ class Pace:
         the server says it spent, believed where it fits in the call's own time and
         writes no faster than MIN_SECONDS_A_TOKEN. An `aside` (a prompt of its own, such
         as a first answer from the map) times the model but says nothing of how long an
-        agent's replies run."""
+        agent's replies run, nor, its context short, of an agent's rates."""
         with self._lock:
             self._times.append(seconds)
-            if server is not None and _believable(server, seconds):
+            if server is not None and not aside and _believable(server, seconds):
                 self._timed.append(
                     (
                         server.prompt_tokens,

@@ -5,12 +5,11 @@ own run of it, over the workspace as the agent left it: the verdict is that run'
 only it says "verified". Where no check can run (no Docker, nothing to run), the gate
 falls back to the agent's own evidence, and says so.
 
-Evidence is what the harness recorded (the files each call really changed, seen in
-snapshots of the workspace; commands and their exit codes), never what the model says.
-A test run is a command whose exit status is a test runner's (workers/guards/test_runs.py); it
-counts only when it exited 0 after the last change having run at least one test. A
-denied or refused command counts as not run. Workers' evidence reaches their caller
-inside the delegate call's facts, in order.
+Evidence is what the harness recorded (the files each call changed, seen in snapshots;
+commands and their exit codes, workers' in their delegate call's facts), never what the
+model says. A test run is a command whose exit status is a test runner's
+(workers/guards/test_runs.py): it counts when it exited 0 after the last change having
+run a test. A denied or refused command counts as not run.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ if TYPE_CHECKING:
 
 OWN_RUN_PASSED = "the agent's own test run passed (gaffer ran no check)"
 
-# How often an agent is sent back before its answer goes out marked unverified.
-DEFAULT_MAX_SEND_BACKS = 2
+DEFAULT_MAX_SEND_BACKS = 2  # before an answer goes out marked unverified
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,8 @@ class Verdict:
     """Files changed and no test ran after: what is missing is a test run, not a fix."""
     check: CheckRun | None = None
     """The run's check, when gaffer ran it over the change: this verdict is its."""
-
-    @property
-    def failed(self) -> bool:
-        """The change's own checks ran and failed."""
-        return not self.verified and not self.untested
+    failed: bool = False
+    """Its last test run or gaffer's check failed (not a grep that found none after)."""
 
     @property
     def line(self) -> str:
@@ -99,7 +94,9 @@ def judge(facts: Iterable[Facts], test_runners: Iterable[str] = ()) -> Verdict |
         )
     last = tests[-1]
     if last.exit_code != 0:
-        return Verdict(False, f"the last test run failed: `{last.command}` → {outcome(last)}")
+        return Verdict(
+            False, f"the last test run failed: `{last.command}` → {outcome(last)}", failed=True
+        )
     if last.no_tests:
         return Verdict(False, f"the last test run ran no tests: `{last.command}`", untested=True)
     unexplained = _still_failing([e for e in ran if e not in tests])
@@ -395,6 +392,9 @@ class Gate(Guard):
         if changed and self.checker is not None and self.workspace is not None:
             done = self.checker.run(self.check_task, self.events, self.workspace)
             if done.verdict != "unchecked":
-                verdict = Verdict(done.verdict == "verified", done.line(), check=done)
+                failed = done.verdict in ("failed", "timed_out")
+                verdict = Verdict(
+                    done.verdict == "verified", done.line(), check=done, failed=failed
+                )
         self._judged = (len(facts), verdict)
         return verdict

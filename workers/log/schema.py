@@ -224,8 +224,8 @@ class Verification(Event):
     action: str
     sent_back: int
     failed: bool | None = absent_when_none()
-    """True when the change's own checks failed (its last test run, or a command after
-    the last edit), not merely went unrun."""
+    """True when the change's last test run (or gaffer's check) failed, not merely went
+    unrun; a command after it that exited nonzero (a grep that found nothing) is not."""
 
 
 @dataclass(frozen=True)

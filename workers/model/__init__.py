@@ -185,8 +185,8 @@ def written_call(text: str, tool_names: Iterable[str]) -> bool:
     outside = _BLOCK.sub("", text)
     cut = _CUT_CALL.search(outside) is not None
     if (len(blocks) > 1 or cut) and not _CUT_CALL.sub("", outside).strip():
-        written = [block for block in blocks if block.strip()]
-        return (bool(written) or cut) and all(written_call(b, tool_names) for b in written)
+        written = [block for block in blocks if block.strip()]  # a cut one alone may be data
+        return bool(written) and all(written_call(b, tool_names) for b in written)
     body = _FENCE.sub("", text.strip()).strip()
     if not body:
         return False
