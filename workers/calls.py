@@ -25,6 +25,7 @@ from workers.model import (
 )
 from workers.observed import call_ends, call_starts, executed
 from workers.outcome import Aborted, LimitHit, Outcome
+from workers.pace import new_tokens
 from workers.stepping import SKIPPED, Decision, edited_note
 from workers.tools.base import ToolResult
 
@@ -87,7 +88,7 @@ def call_model(
         # An answer the deadline cuts gives nothing: one cut at what the time left can
         # write still says what it found (the demo's explorer, paused with 78 s left,
         # wrote for 78 s and ended out of time).
-        fits = agent.budget.pace(agent.model.name).reply_tokens_within(left, _unsent(messages))
+        fits = agent.budget.pace(agent.model.name).reply_tokens_within(left, new_tokens(messages))
         max_tokens = least(max_tokens, fits)
     options = CallOptions(
         on_text=on_text,
@@ -379,17 +380,6 @@ def answer_unanswered(messages: list[Message], reason: str) -> None:
                     {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
                 )
         break
-
-
-def _unsent(messages: list[Message]) -> int:
-    """About how many tokens the messages since the last reply add to the prompt (four
-    characters a token): what the server reads before it writes."""
-    chars = 0
-    for message in reversed(messages):
-        if message.get("role") == "assistant":
-            break
-        chars += len(content) if isinstance(content := message.get("content"), str) else 0
-    return chars // 4
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

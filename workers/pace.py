@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from workers.model import ServerTimes
+from workers.model import Message, ServerTimes
+from workers.tools.base import CHARS_PER_TOKEN
 
 PROMPT_COST_PRIOR = 0.25
 """A new prompt token's time as a share of a reply token's, where the calls cannot tell
@@ -181,3 +182,14 @@ def _rates(calls: list[tuple[int, int, float]]) -> tuple[float, float]:
     weighted = sum(c + PROMPT_COST_PRIOR * p for p, c, _ in calls)  # > 0: every c > 0
     per_reply = sum(s for _, _, s in calls) / weighted
     return PROMPT_COST_PRIOR * per_reply, per_reply
+
+
+def new_tokens(messages: list[Message]) -> int:
+    """About how many tokens the messages since the last reply add to the prompt: what
+    the server reads before it writes (text content; a list of parts counts none)."""
+    chars = 0
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        chars += len(content) if isinstance(content := message.get("content"), str) else 0
+    return chars // CHARS_PER_TOKEN

@@ -22,6 +22,7 @@ from workers.guard_hooks import Guard, ModelAsk, PendingCall, StepStart
 from workers.guards.context import MASK_MIN_CHARS, stub
 from workers.limits import Budget
 from workers.model import AssistantTurn, Message
+from workers.pace import new_tokens
 from workers.tools.base import CHARS_PER_TOKEN, ToolResult
 
 BATCH_SHARE = 0.5
@@ -98,7 +99,7 @@ class TimeKeeper(Guard):
         """After the batch, and what the aids added to it: whether only an answer fits."""
         if self._budget is None or self._conversation is None:
             return False
-        return self._budget.no_time_for_another_step(self._model, _new_tokens(self._conversation))
+        return self._budget.no_time_for_another_step(self._model, new_tokens(self._conversation))
 
 
 def _start_of(result: ToolResult, chars: int, seconds: float, left: float) -> ToolResult:
@@ -119,9 +120,3 @@ def _start_of(result: ToolResult, chars: int, seconds: float, left: float) -> To
         output="\n".join([*kept, said]),
         summary=f"{len(kept)} of {len(lines)} lines shown",
     )
-
-
-def _new_tokens(messages: list[Message]) -> int:
-    """Tokens the next prompt adds to the last one: what came after the last reply."""
-    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-    return sum(len(str(m.get("content") or "")) for m in messages[last + 1 :]) // CHARS_PER_TOKEN
