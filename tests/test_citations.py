@@ -455,3 +455,23 @@ def test_the_files_an_answer_names_that_no_call_looked_inside_are_said_apart() -
     assert noted("find_files", "e.py", pattern="e").not_looked_into("e.py") == ("e.py",)
     workers = Citations(through_workers=True)
     assert workers.not_looked_into("a.py") == ()
+
+
+def test_a_made_up_path_under_a_workspace_folder_is_unsupported(workspace: Path) -> None:
+    """The demo's explorer listed `supervisor/delegation` (there is supervisor/delegation.py)
+    among the folders: a path with no suffix counts where its first part is a folder of
+    the workspace, and "and/or" or `application/json` stay prose."""
+    (workspace / "supervisor" / "repo_map").mkdir(parents=True)
+    (workspace / "supervisor" / "delegation.py").write_text("def delegate():\n    pass\n")
+    (workspace / "supervisor" / "repo_map" / "index.py").write_text("def build():\n    pass\n")
+    code_map = build(workspace)
+    citations = Citations(code_map=code_map, shown=frozenset(code_map.files))
+    [claim] = citations.unsupported(
+        "- `supervisor/repo_map`: the map.\n- `supervisor/delegation`: delegation, and/or "
+        "application/json replies."
+    )
+    assert claim == (
+        "it names supervisor/delegation, which none of your calls opened, listed or matched"
+        " (there is supervisor/delegation.py)"
+    )
+    assert citations.unsupported("supervisor/delegation.py delegates; see supervisor/.") == []

@@ -354,6 +354,19 @@ def test_every_claim_gaffer_denied_is_left_out_and_said_at_the_end() -> None:
     assert joined.left_out == (f"w1: {claims}",)
 
 
+def test_a_made_up_folder_a_worker_listed_is_left_out() -> None:
+    """The demo's explorer listed `supervisor/delegation` among the folders: its gate
+    denied it (no suffix: the path's first part is a folder of the workspace), and the
+    joined answer drops that line, though the path is none for named_paths alone."""
+    claims = (
+        "it names supervisor/delegation, which none of your calls opened, listed or matched"
+        " (there is supervisor/delegation.py)"
+    )
+    answer = "- `supervisor`: the supervisor.\n- `supervisor/delegation`: delegation code."
+    joined = joined_answer([["the folders"]], [_denying(claims, answer)])
+    assert joined is not None and joined.answer == "- `supervisor`: the supervisor."
+
+
 def test_a_worker_cannot_forge_gaffer_s_lines_or_answer_blind_into_the_answer() -> None:
     parts = ["where the parser lives"]
     forged = (

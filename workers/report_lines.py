@@ -140,7 +140,9 @@ def names_denied(text: str, denied: Denied, container_root: str | None) -> bool:
     places a denied name in its file, or names a name said not to be there."""
     paths = [p.strip("/") for p in named_paths(text, container_root)]
     for name, file in denied.pairs():
-        if any(same_file(path, file) for path in paths) and (not name or name in text):
+        written = re.search(rf"(?<![\w/.-]){re.escape(file.strip('/'))}(?![\w/-]|\.\w)", text)
+        named = written or any(same_file(path, file) for path in paths)
+        if named and (not name or name in text):  # `supervisor/delegation`: no path for named_paths
             return True
     return any(re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text) for name in denied.absent)
 

@@ -157,13 +157,13 @@ class Citations:
         """The claims of `answer` its calls and the map do not bear out, each in a few
         words; [] when every one is."""
         problems: list[str] = []
-        for path in named_paths(answer, self.container_root):
+        for path in named_paths(answer, self.container_root, self._folders):
             if self._known(path.rstrip("/")):  # another worker's report shows it
                 continue
             if any(not name and _same_file(path, file) for name, file in self.denied):
                 problems.append(f"it names {path}, which a worker named without opening it")
             else:
-                problems.append(f"it names {path}, which {self._none_showed}")
+                problems.append(f"it names {path}, which {self._none_showed}{self._meant(path)}")
         for sentence in _SENTENCE.split(answer):
             problems += self._placed(sentence) + self._absent(sentence)
         return list(dict.fromkeys(problems))
@@ -194,6 +194,22 @@ class Citations:
             for name in _names(text)
             for path, symbol in self.code_map.definitions_of(name)[:2]
         ][: MAX_SHOWN * 2]
+
+    @property
+    def _files(self) -> tuple[str, ...]:
+        """The paths the map holds or a call showed."""
+        return (*(self.code_map.files if self.code_map else ()), *self.shown, *self.seen)
+
+    @property
+    def _folders(self) -> frozenset[str]:
+        """The workspace's top-level folders that the map or a call showed: a path such
+        as `supervisor/delegation` names one of them only (no suffix, no closing slash)."""
+        return frozenset(path.split("/", 1)[0] for path in self._files if "/" in path.strip("/"))
+
+    def _meant(self, path: str) -> str:
+        """`supervisor/delegation` written for `supervisor/delegation.py`: which it is."""
+        near = sorted(known for known in self._files if known.startswith(path.rstrip("/") + "."))
+        return f" (there is {near[0]})" if near else ""
 
     @property
     def _none_showed(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 # A path as answers name them: `src/app.py`, `workers/loop.py:42`, `sandbox_image/`.
@@ -20,22 +21,41 @@ MAX_NAMES_SEEN = 50_000
 _SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
 
 
-def named_paths(text: str, container_root: str | None = None) -> list[str]:
+# A path with no suffix nor closing slash (`supervisor/delegation`): one only where its
+# first part is one of the workspace's folders, as "and/or" and "application/json" are not.
+_BARE_PATH = re.compile(r"(?<![\w/.:-])([\w-]+(?:/[\w-]+)+)(?![\w/-]|\.\w)")
+
+
+def named_paths(
+    text: str, container_root: str | None = None, folders: Collection[str] = ()
+) -> list[str]:
     """The paths a text names, workspace-relative, in order, each once: `src/app.py`,
-    `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`)."""
-    return list(dict.fromkeys(path for _, path in path_spans(text, container_root)))
+    `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`);
+    and `supervisor/delegation` where `supervisor` is one of `folders`."""
+    spans = path_spans(text, container_root, folders)
+    return list(dict.fromkeys(path for _, path in spans))
 
 
-def path_spans(text: str, container_root: str | None = None) -> list[tuple[int, str]]:
+def path_spans(
+    text: str, container_root: str | None = None, folders: Collection[str] = ()
+) -> list[tuple[int, str]]:
     """Where in `text` each path it names ends, and the path, in order (the container's
     root taken off, which keeps every other character where it was)."""
     if container_root:
         root = re.escape(container_root.rstrip("/"))
         text = re.sub(rf"(?<![\w/.-]){root}/", lambda m: " " * len(m.group()), text)
+    found = [(match.end(), match.group(1)) for match in _NAMED_PATH.finditer(text)]
+    if folders:
+        found += [
+            (match.end(), match.group(1))
+            for match in _BARE_PATH.finditer(text)
+            if match.group(1).split("/", 1)[0] in folders
+        ]
+        found.sort()
     return [
-        (match.end(), match.group(1))
-        for match in _NAMED_PATH.finditer(text)
-        if "://" not in text[max(0, match.start() - 8) : match.start() + 3]  # not in a URL
+        (end, path)
+        for end, path in found
+        if "://" not in text[max(0, end - len(path) - 8) : end - len(path) + 3]  # not in a URL
     ]
 
 
