@@ -18,6 +18,7 @@ from workers.repo_map.ranking import rendered
 from workers.repo_map.search import Search
 from workers.repo_map.symbols import SUMMARY_CHARS, symbols_of
 from workers.repo_map.tool import FindSymbolArgs, find_symbol_tool
+from workers.repo_map.words import stem
 from workers.tools.base import ToolContext, ToolError
 
 LATEX = '''"""Formatters."""
@@ -75,6 +76,21 @@ def test_a_question_in_prose_finds_the_definition_its_docstring_describes(
     found = search.best("the base class of lexers built from regular expressions", 1)
     assert [f.path for f in found] == ["lexer.py"]
     assert search.best("Which file is it?", 3) == [], "no word of it names anything"
+
+
+def test_a_question_s_words_meet_a_name_s_in_any_of_their_forms(workspace: Path) -> None:
+    """ "validates" and `validator`, "decorator" and "Decorate": one word to the search
+    (Snowball's English stemmer), where a plural-and-verb-ending cut kept them apart."""
+    (workspace / "functional.py").write_text(
+        'def field_validator(name):\n    """Decorate methods on the class to validate fields."""\n'
+    )
+    (workspace / "schema.py").write_text(
+        'def fields_of(model):\n    """The fields of one model, each with its type."""\n'
+    )
+    search = Search(build(workspace))
+    best = search.best("Which file defines the decorator that validates one field?", 2)
+    assert (best[0].path, best[0].symbol.name) == ("functional.py", "field_validator")
+    assert stem("validation") == stem("validator") == stem("validates") == "valid"
 
 
 def test_each_question_is_shown_its_best_files_with_what_they_say_they_are(

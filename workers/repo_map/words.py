@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+from typing import TYPE_CHECKING
 
 from workers.guards.named_code import written_as_code
+
+if TYPE_CHECKING:
+    from snowballstemmer.basestemmer import BaseStemmer
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 """The words a name is made of: `ProgressBar`, `wait_exponential`, `HTTPServer`."""
-_SUFFIXES = ("ing", "ed", "es", "s")
-MIN_STEM = 4
+_STEMMING = threading.Lock()
 _PATHLIKE = re.compile(r"[\w./-]+\.\w+")
 
 # Words of four letters or more that a task, or a file, says in prose: they name no code
@@ -55,15 +59,18 @@ def mentions(task: str) -> tuple[set[str], set[str]]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """A word in lower case without its plural or verb ending ("sandboxed" → sandbox,
-    "lexers" → lexer), the same for the task's words and a name's pieces."""
-    word = word.lower()
-    if word.endswith("ies") and len(word) > MIN_STEM:
-        return word[:-3] + "y"  # "retries" → retry, as "retrying" is
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
-            return word[: -len(suffix)]
-    return word
+    """A word in lower case as Snowball's English stemmer (Porter's second) has it, the
+    same for the task's words and a name's pieces: "validates", "validator" and
+    "validation" → valid, "decorator" → decor, "retries" → retri, "lexers" → lexer."""
+    with _STEMMING:  # one stemmer, whose state is the word at hand: readers are threads
+        return str(_english().stemWord(word.lower()))
+
+
+@functools.cache
+def _english() -> BaseStemmer:
+    from snowballstemmer.english_stemmer import EnglishStemmer  # 10 ms: at the first word
+
+    return EnglishStemmer()
 
 
 @functools.lru_cache(maxsize=1 << 16)
