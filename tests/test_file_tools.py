@@ -296,3 +296,18 @@ def test_a_path_written_as_a_pattern_is_searched_as_one_and_a_file_given_find_fi
     assert (
         "no such file or folder: 'nope'" in run_tool("grep", pattern="x", path="nope/*.py").output
     )
+
+
+def test_a_path_from_above_the_workspace_finds_its_file(run_tool: RunTool, workspace: Path) -> None:
+    """A workspace that is a package's own folder (`requests/`): the bench's reader named
+    `requests/adapters.py` for adapters.py, got "no such file" and sent the same eleven
+    calls twice more. The workspace's own name, where no folder inside has it, is taken
+    off; a path that goes out is still refused."""
+    (workspace / "adapters.py").write_text("class HTTPAdapter:\n    pass\n")
+    own = workspace.name
+    assert "class HTTPAdapter" in run_tool("read_file", path=f"{own}/adapters.py").output
+    found = run_tool("grep", pattern="HTTPAdapter", path=f"{own}/adapters.py").output
+    assert found.startswith("1:class HTTPAdapter"), found
+    assert run_tool("read_file", path=f"{own}/../{own}/../secret.txt").is_error
+    (workspace / own).mkdir()  # a folder of that name inside: the path means it
+    assert run_tool("read_file", path=f"{own}/adapters.py").is_error

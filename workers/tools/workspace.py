@@ -164,12 +164,27 @@ def resolve(workspace: Path, path: str) -> Path:
     try:
         mode = os.stat(real).st_mode
     except FileNotFoundError:
+        if (rest := _under_own_name(root, given)) is not None:
+            return resolve(workspace, rest)
         return Path(real)
     except OSError as error:
         raise ToolError(f"cannot access {path!r}: {error.strerror}") from error
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise ToolError(f"{path!r} is a device, FIFO or socket, not a regular file; refused")
     return Path(real)
+
+
+def _under_own_name(root: str, given: str) -> str | None:
+    """`requests/adapters.py` in a workspace that is the folder `requests`: the path
+    without the workspace's own name, where that names something and the path as given
+    does not (models name a package's files from above it). None otherwise."""
+    parts = _parts(given)
+    if len(parts) < 2 or parts[0] != os.path.basename(root) or os.path.isabs(given):
+        return None
+    if os.path.lexists(os.path.join(root, parts[0])):
+        return None  # a folder of that name is there: the path means it
+    rest = "/".join(parts[1:])
+    return rest if os.path.lexists(os.path.join(root, rest)) else None
 
 
 @contextlib.contextmanager
