@@ -3,7 +3,8 @@
 On two cores a small model reads about 30 tokens a second, so every token of a system
 prompt and of the tool descriptions costs time at every fresh start of an agent. The
 request is the one gaffer sends (system prompt, task, tool schemas), answered with one
-token; run against the local model, whose chat template renders the tools into the prompt.
+token; run against the local model, the tools described in the system message as gaffer
+sends them to it (`calls_as_text`, workers/model/text_calls.py).
 """
 
 from __future__ import annotations
@@ -64,7 +65,11 @@ def run() -> list[Row]:
         return [Row("prompt tokens: skipped (the local model is not pulled)", 0, "")]
     with server.for_this_run() as running:
         model = OpenAIModel(
-            model=running.model, base_url=running.base_url, api_key=None, max_output_tokens=1
+            model=running.model,
+            base_url=running.base_url,
+            api_key=None,
+            max_output_tokens=1,
+            calls_as_text=True,
         )
         return [
             Row(

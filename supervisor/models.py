@@ -68,6 +68,7 @@ def model_factory(
                     answer_prefill=config.answer_prefill,
                     varied_sampling=config.varied_sampling,
                     stop_texts=config.stop_texts,
+                    calls_as_text=config.calls_as_text,
                 )
             return models[name, api, endpoint]
 

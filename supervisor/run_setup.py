@@ -328,6 +328,8 @@ def _with_local_model(
             "answer_prefill": local_server.ANSWER_OPENING,
             "varied_sampling": config.varied_sampling or local_server.VARIED_SAMPLING,
             "stop_texts": True,  # llama.cpp's server honours `stop`
+            # Its parser refuses a reply with several calls in one block: gaffer reads them.
+            "calls_as_text": True,
             # Unless the user's config says otherwise.
             "file_blocks": config.file_blocks if "file_blocks" in config.model_fields_set else True,
         }

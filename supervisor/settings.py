@@ -166,6 +166,11 @@ class Settings(BaseModel):
     """Send a call's stop texts (Chat Completions' `stop`): where a block for a test the
     agent may not write would begin, for an agent that writes in blocks. Off by default:
     some models refuse the field (OpenAI's reasoning models); on for the local model."""
+    calls_as_text: bool = False
+    """Describe the tools in the system message and read the calls from the reply's text
+    (fenced JSON blocks), instead of sending `tools` for the server to parse: for a
+    Chat Completions server whose parser refuses a whole reply over one badly written
+    call (on for the local model)."""
     workers_local: bool = False
     """Every worker on the bundled local model, served for the run, while the top agent
     stays on the configured endpoint: the strong model plans, the local one reads and

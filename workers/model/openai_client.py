@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from tenacity import (
@@ -27,10 +26,11 @@ from workers.model import (
     CallOptions,
     Message,
     ModelError,
+    TextSink,
     shown_url,
 )
 from workers.model.cancel import Readers, ReplyTooLarge, interruptible
-from workers.model.endpoint import Endpoint, Reply
+from workers.model.endpoint import Endpoint
 from workers.model.faults import (
     CONTEXT_ERROR,
     MAX_CALL_S,
@@ -52,14 +52,15 @@ from workers.model.faults import (
 from workers.model.http_errors import APIError, StatusError
 from workers.model.replies import (
     Echo,
-    Fields,
     arguments_opened,
     as_fields,
     begun_with,
+    chunks,
     from_response,
     from_stream,
+    sendable,
 )
-from workers.tools.workspace import shown_name
+from workers.model.text_calls import HeldBack, as_text, read_reply
 
 
 class OpenAIModel:
@@ -87,6 +88,7 @@ class OpenAIModel:
         answer_prefill: str | None = None,
         varied_sampling: dict[str, float] | None = None,
         stop_texts: bool = False,
+        calls_as_text: bool = False,
     ) -> None:
         self.name = model
         self.base_url = base_url
@@ -118,6 +120,9 @@ class OpenAIModel:
         self.varied_sampling = varied_sampling
         self.stop_texts = stop_texts
         """Whether a call's stop texts are sent (`stop`): not every model takes them."""
+        self.calls_as_text = calls_as_text
+        """Whether tools are described in the prompt and calls read from the reply's text
+        (workers/model/text_calls.py), not sent as `tools` for the server to parse."""
         self._backoff = wait_exponential_jitter(
             multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial
         )
@@ -141,7 +146,10 @@ class OpenAIModel:
         options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         self._endpoint.prepare()
-        echo = Echo(options.on_text)
+        shown = options.on_text
+        if shown is not None and tools and self.calls_as_text and not options.tools_off:
+            shown = HeldBack(shown)  # the model's words stream; its calls' JSON does not
+        echo = Echo(shown)
         cancelled, on_retry = options.cancelled, options.on_retry
         whole = max(MAX_CALL_S, self.request_timeout)
         timeout = whole if options.timeout is None else min(options.timeout, whole)
@@ -175,10 +183,7 @@ class OpenAIModel:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
                     turn = self._within(call_timeout, messages, tools, echo, options)
                     self._answered = True
-                    if options.tools_off and tools and self.answer_prefill:
-                        turn = begun_with(turn, self.answer_prefill)
-                    elif options.require_tool and len(tools) == 1 and self.tool_name_prefill:
-                        turn = arguments_opened(turn)
+                    turn = self._shaped(turn, tools, options, shown)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -271,20 +276,8 @@ class OpenAIModel:
         timeout: float,
         asking: CallOptions,
     ) -> AssistantTurn:
-        messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in _sendable(messages)]
-        request: dict[str, Any] = {"model": self.name, "messages": messages}
-        if tools:
-            request["tools"] = tools
-            if asking.tools_off:
-                request["tool_choice"] = "none"
-                if self.answer_prefill:
-                    prefill = {"role": "assistant", "content": self.answer_prefill}
-                    request["messages"] = [*messages, prefill]
-            elif asking.require_tool and self.tool_prefill:
-                prefill = {"role": "assistant", "content": self._call_opening(tools)}
-                request["messages"] = [*messages, prefill]
-            elif asking.require_tool:
-                request["tool_choice"] = "required"
+        messages = [{k: v for k, v in m.items() if k != REASONING_KEY} for m in sendable(messages)]
+        request: dict[str, Any] = {"model": self.name, **self._offered(messages, tools, asking)}
         if cap := asking.capped_at(self.max_output_tokens):
             request["max_tokens"] = cap
         if asking.stop and self.stop_texts:
@@ -298,7 +291,49 @@ class OpenAIModel:
                 return from_response(as_fields(reply.json_object()), echo)
         request |= {"stream": True, "stream_options": {"include_usage": True}}
         with self._endpoint.post("/chat/completions", request, timeout=timeout) as reply:
-            return from_stream(_chunks(reply), echo, self.name)
+            return from_stream(chunks(reply), echo, self.name)
+
+    def _offered(
+        self, messages: list[Message], tools: list[dict[str, Any]], asking: CallOptions
+    ) -> dict[str, Any]:
+        """The request's messages and tools: the tools sent (or, `calls_as_text`, said in
+        the prompt), with the start of the reply where an answer or a call is asked for."""
+        if not tools:
+            return {"messages": messages}
+        fields: dict[str, Any] = {} if self.calls_as_text else {"tools": tools}
+        if self.calls_as_text:
+            messages = as_text(messages, tools)
+        opening = None
+        if asking.tools_off:
+            opening = self.answer_prefill
+            if not self.calls_as_text:
+                fields["tool_choice"] = "none"
+        elif asking.require_tool and self.tool_prefill:
+            opening = self._call_opening(tools)
+        elif asking.require_tool and not self.calls_as_text:
+            fields["tool_choice"] = "required"
+        if opening:
+            messages = [*messages, {"role": "assistant", "content": opening}]
+        return {"messages": messages, **fields}
+
+    def _shaped(
+        self,
+        turn: AssistantTurn,
+        tools: list[dict[str, Any]],
+        options: CallOptions,
+        shown: TextSink | None,
+    ) -> AssistantTurn:
+        """The reply as the server's part of it left it: begun with the opening it was
+        given, or its written calls read (`calls_as_text`)."""
+        if options.tools_off and tools and self.answer_prefill:
+            return begun_with(turn, self.answer_prefill)
+        if tools and self.calls_as_text and not options.tools_off:
+            return read_reply(
+                turn, self._call_opening(tools) if options.require_tool else "", shown
+            )
+        if options.require_tool and len(tools) == 1 and self.tool_name_prefill:
+            return arguments_opened(turn)
+        return turn
 
     def _call_opening(self, tools: list[dict[str, Any]]) -> str:
         """The start of a required call: naming the tool when only one is offered."""
@@ -358,29 +393,6 @@ class OpenAIModel:
             "unavailable",
             f"{where} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {said}{hint}",
         )
-
-
-def _chunks(reply: Reply) -> Iterator[Fields]:
-    """A Chat Completions stream's chunks; an `error` event inside it raised as APIError
-    (servers send one for a fault mid-reply, llama.cpp for a reply it could not parse)."""
-    for event in reply.json_events():
-        if "error" in event:
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise APIError(str(message or "an error event in the stream"), body=event)
-        yield as_fields(event)
-
-
-def _sendable(value: Any) -> Any:
-    """Messages with every file-name byte that is not UTF-8 written as `\\xNN`: whatever
-    showed a name (a tool, the workspace glance, a task), the request still encodes."""
-    if isinstance(value, str):
-        return shown_name(value)
-    if isinstance(value, list):
-        return [_sendable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _sendable(v) for k, v in value.items()}
-    return value
 
 
 def _with_attempt(turn: AssistantTurn, attempt: int) -> AssistantTurn:

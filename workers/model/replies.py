@@ -6,10 +6,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from workers.model import RUNAWAY, AssistantTurn, ServerTimes, TextSink, ToolCall, Usage
+from workers.model.http_errors import APIError
 from workers.model.runaway import Runaway, Watch, runaway
+from workers.tools.workspace import shown_name
+
+if TYPE_CHECKING:
+    from workers.model.endpoint import Reply
 
 # Calls read from one reply at most; the stream is closed there (the server stops
 # writing), and of those the loop runs the first few (workers/calls.py).
@@ -268,4 +274,27 @@ def as_fields(value: Any) -> Any:
         return Fields(value)
     if isinstance(value, list):
         return [as_fields(v) for v in value]
+    return value
+
+
+def chunks(reply: Reply) -> Iterator[Fields]:
+    """A Chat Completions stream's chunks; an `error` event inside it raised as APIError
+    (servers send one for a fault mid-reply, llama.cpp for a reply it could not parse)."""
+    for event in reply.json_events():
+        if "error" in event:
+            error = event["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise APIError(str(message or "an error event in the stream"), body=event)
+        yield as_fields(event)
+
+
+def sendable(value: Any) -> Any:
+    """Messages with every file-name byte that is not UTF-8 written as `\\xNN`: whatever
+    showed a name (a tool, the workspace glance, a task), the request still encodes."""
+    if isinstance(value, str):
+        return shown_name(value)
+    if isinstance(value, list):
+        return [sendable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: sendable(v) for k, v in value.items()}
     return value

@@ -26,8 +26,8 @@ from workers.model import (
     Usage,
 )
 from workers.model.faults import CONTEXT_ERROR, short
-from workers.model.openai_client import OpenAIModel, _sendable
-from workers.model.replies import Echo, IncompleteStream, cut_short
+from workers.model.openai_client import OpenAIModel
+from workers.model.replies import Echo, IncompleteStream, cut_short, sendable
 from workers.model.runaway import Watch
 
 
@@ -49,7 +49,7 @@ class ResponsesModel(OpenAIModel):
     ) -> AssistantTurn:
         request: dict[str, Any] = {
             "model": self.name,
-            "input": input_items(_sendable(messages)),
+            "input": input_items(sendable(messages)),
             "store": self.store,
         }
         if not self.store:  # reasoning comes back encrypted, to be sent again next turn
