@@ -475,3 +475,9 @@ def test_a_made_up_path_under_a_workspace_folder_is_unsupported(workspace: Path)
         " (there is supervisor/delegation.py)"
     )
     assert citations.unsupported("supervisor/delegation.py delegates; see supervisor/.") == []
+    assert citations.unsupported("A supervisor/worker design.") == [], "prose, not a path"
+    # A file with no suffix that a call found is known by that path.
+    (workspace / "supervisor" / "Dockerfile").write_text("FROM scratch\n")
+    pending = PendingCall(ToolCall("1", "find_files", "{}"), {"pattern": "Dock*"}, ("f", "{}"))
+    citations.note(pending, ToolResult("supervisor/Dockerfile"))
+    assert citations.unsupported("`supervisor/Dockerfile` builds it.") == []

@@ -309,5 +309,16 @@ def test_a_path_from_above_the_workspace_finds_its_file(run_tool: RunTool, works
     found = run_tool("grep", pattern="HTTPAdapter", path=f"{own}/adapters.py").output
     assert found.startswith("1:class HTTPAdapter"), found
     assert run_tool("read_file", path=f"{own}/../{own}/../secret.txt").is_error
+    # `..` is taken as written first: no look outside for whether a file is there.
+    (workspace.parent / "elsewhere.txt").write_text("x")
+    there = run_tool("read_file", path=f"{own}/../elsewhere.txt").output
+    assert there.startswith("error: no such file"), there
+    assert (
+        there.split(":", 2)[:2]
+        == (run_tool("read_file", path=f"{own}/../nowhere.txt").output.split(":", 2)[:2])
+    )
+    # A write goes where it says: a new requests/adapters.py, not the file at the top.
+    edited = run_tool("edit_file", path=f"{own}/adapters.py", old="class", new="klass")
+    assert edited.is_error and "class HTTPAdapter" in (workspace / "adapters.py").read_text()
     (workspace / own).mkdir()  # a folder of that name inside: the path means it
     assert run_tool("read_file", path=f"{own}/adapters.py").is_error

@@ -72,11 +72,28 @@ def test_an_answer_with_code_in_it_is_no_call_and_a_broken_call_is_unreadable() 
     assert read(answer).tool_calls == () and read(answer).text == answer
     package = 'package.json\n```json\n{"name": "app", "version": "1.0.0"}\n```'
     assert read(package).tool_calls == (), "a file block with a name is no call"
-    odd = '```json\n{"name": "app", "arguments": {}, "version": "1"}\n```'
-    assert read(odd).tool_calls == ()
+    thought = '```json\n{"name": "grep", "arguments": {}, "thought": "look"}\n```'
+    assert calls(read(thought)) == [("grep", {})], "a key besides is left out, not the call"
     with pytest.raises(ModelError) as raised:
         read('```json\n{"name": "grep", "arguments": {"pattern": \n```')
     assert raised.value.kind == "malformed_output"
+    # Markdown inside an argument: its fences are the string's, not the block's end.
+    markdown = (
+        '```json\n{"name": "write_file", "arguments": {"path": "README.md", '
+        '"content": "Run:\\n```sh\\nmake\\n```"}}\n```'
+    )
+    assert calls(read(markdown)) == [
+        ("write_file", {"path": "README.md", "content": "Run:\n```sh\nmake\n```"})
+    ]
+    # Other openings: a tagged fence, a bare call after a line of words.
+    assert calls(read('```tool_call\n{"name": "a", "arguments": {}}\n```')) == [("a", {})]
+    bare = read('I will read it.\n{"name": "read_file", "arguments": {"path": "a.py"}}')
+    assert calls(bare) == [("read_file", {"path": "a.py"})] and bare.text == "I will read it."
+    # A broken call between two whole ones: both whole ones run.
+    between = '```json\n{"name": "a", "arguments": {}}\n{"name": "b", "arguments": {\n{"name": "c", "arguments": {}}\n```'
+    assert [name for name, _ in calls(read(between))] == ["a", "c"]
+    # What else the reply carried stays with it.
+    assert read('```json\n{"name": "a", "arguments": {}}\n```').runaway == ""
     # A whole call before one cut at the output cap: the whole one runs.
     cut = '```json\n{"name": "a", "arguments": {}}\n{"name": "b", "argu'
     assert [name for name, _ in calls(read(cut))] == ["a"]
@@ -122,14 +139,28 @@ def test_streamed_text_stops_where_a_call_begins_and_an_answer_is_shown_whole() 
     shown: list[str] = []
     held = HeldBack(shown.append)
     for piece in ["Let me", " look.\n`", "``json\n{", '"name": ...']:
-        held(piece)
+        held.feed(piece)
     assert "".join(shown) == "Let me look.\n"
     shown.clear()
     held = HeldBack(shown.append)
     for piece in ["It is ", "in `a.py`", " and {", "x}."]:
-        held(piece)
+        held.feed(piece)
     held.rest()
     assert "".join(shown) == "It is in `a.py` and {x}."
+    # A retry that answers where the first try called: no JSON of the first try shows.
+    shown.clear()
+    held = HeldBack(shown.append)
+    held.feed("Reading. ")
+    held.feed('```json\n{"name": "read_fi')
+    held.restart()
+    held.feed("The answer is 42.")
+    held.rest()
+    assert "```" not in "".join(shown) and "".join(shown).endswith("The answer is 42.")
+    # A reply begun with a call's opening (left out by the server) is held whole.
+    shown.clear()
+    held = HeldBack(shown.append, in_call=True)
+    held.feed('"path": "b.py"}}\n```')
+    assert shown == []
 
 
 def test_a_server_sent_no_tools_gets_them_in_the_prompt_and_its_text_calls_run() -> None:

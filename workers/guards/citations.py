@@ -124,9 +124,8 @@ class Citations:
         if call.name in SEARCHES and isinstance(query := args.get(SEARCHES[call.name]), str):
             self.searched.append((query, found_nothing(call.name, result.output)))
         if call.name != "list_dir":  # a listing's names are bare: joined to its folder below
-            self.seen.update(
-                named_paths(_without_summaries(call.name, result.output), self.container_root)
-            )
+            shown = _without_summaries(call.name, result.output)
+            self.seen.update(named_paths(shown, self.container_root) + _bare(shown, self._folders))
         if not result.is_error and not found_nothing(call.name, result.output):
             self.looked_into.update(map(self._relative, _matched_in(call.name, result.output)))
         if call.name == "list_dir":
@@ -142,14 +141,14 @@ class Citations:
         read = read_report(report)
         if read is None:  # not a worker's report: what it names, outside gaffer's marks
             lines = [line for line in report.splitlines() if UNSUPPORTED not in line]
-            self.seen.update(named_paths("\n".join(lines), self.container_root))
+            self.seen.update(named_paths("\n".join(lines), self.container_root, self._folders))
             return
         denied = read.denied.pairs()
         self.denied.update(denied)
         answer = "\n".join(line for line in read.answer.splitlines() if UNSUPPORTED not in line)
         self.seen.update(
             path
-            for path in named_paths(answer, self.container_root)
+            for path in named_paths(answer, self.container_root, self._folders)
             if not any(not name and _same_file(path, file) for name, file in denied)
         )
 
@@ -280,6 +279,13 @@ class Citations:
         while path.startswith("./"):  # `./a.py`, never the dot of `.github/`
             path = path[2:]
         return str(PurePosixPath(path or "."))
+
+
+def _bare(output: str, folders: frozenset[str]) -> list[str]:
+    """The paths with no suffix a call's output lists one a line (`sandbox_image/Dockerfile`,
+    as find_files gives it) under one of the workspace's folders."""
+    lines = (line.strip().split(":", 1)[0] for line in output.splitlines())
+    return [line for line in lines if "/" in line and line.split("/", 1)[0] in folders]
 
 
 def _names(sentence: str) -> list[str]:

@@ -21,9 +21,10 @@ MAX_NAMES_SEEN = 50_000
 _SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
 
 
-# A path with no suffix nor closing slash (`supervisor/delegation`): one only where its
-# first part is one of the workspace's folders, as "and/or" and "application/json" are not.
-_BARE_PATH = re.compile(r"(?<![\w/.:-])([\w-]+(?:/[\w-]+)+)(?![\w/-]|\.\w)")
+# A path with no suffix nor closing slash, written as code (`supervisor/delegation`): one
+# only where its first part is one of the workspace's folders. Not in prose: "a
+# client/server design" names no path where there is a `client` folder.
+_BARE_PATH = re.compile(r"`([\w-]+(?:/[\w-]+)+)/?`")
 
 
 def named_paths(
@@ -31,7 +32,7 @@ def named_paths(
 ) -> list[str]:
     """The paths a text names, workspace-relative, in order, each once: `src/app.py`,
     `workers/loop.py:42` (as `workers/loop.py`), `/workspace/calc.py` (as `calc.py`);
-    and `supervisor/delegation` where `supervisor` is one of `folders`."""
+    and `supervisor/delegation`, in backquotes, where `supervisor` is one of `folders`."""
     spans = path_spans(text, container_root, folders)
     return list(dict.fromkeys(path for _, path in spans))
 

@@ -26,7 +26,6 @@ from workers.model import (
     CallOptions,
     Message,
     ModelError,
-    TextSink,
     shown_url,
 )
 from workers.model.cancel import Readers, ReplyTooLarge, interruptible
@@ -146,10 +145,10 @@ class OpenAIModel:
         options: CallOptions = CallOptions(),
     ) -> AssistantTurn:
         self._endpoint.prepare()
-        shown = options.on_text
-        if shown is not None and tools and self.calls_as_text and not options.tools_off:
-            shown = HeldBack(shown)  # the model's words stream; its calls' JSON does not
-        echo = Echo(shown)
+        echo = Echo(options.on_text)
+        if tools and self.calls_as_text and not options.tools_off:
+            # The model's words stream; its calls' JSON does not.
+            echo = HeldBack(options.on_text, in_call=bool(self._opening_sent(tools, options)))
         cancelled, on_retry = options.cancelled, options.on_retry
         whole = max(MAX_CALL_S, self.request_timeout)
         timeout = whole if options.timeout is None else min(options.timeout, whole)
@@ -183,7 +182,7 @@ class OpenAIModel:
                         call_timeout = max(0.1, min(call_timeout, deadline - time.monotonic()))
                     turn = self._within(call_timeout, messages, tools, echo, options)
                     self._answered = True
-                    turn = self._shaped(turn, tools, options, shown)
+                    turn = self._shaped(turn, tools, options, echo)
                     return _with_attempt(turn, attempt.retry_state.attempt_number)
         except Exception as error:
             if cancelled is not None and cancelled():
@@ -309,7 +308,7 @@ class OpenAIModel:
             if not self.calls_as_text:
                 fields["tool_choice"] = "none"
         elif asking.require_tool and self.tool_prefill:
-            opening = self._call_opening(tools)
+            opening = self._opening_sent(tools, asking)
         elif asking.require_tool and not self.calls_as_text:
             fields["tool_choice"] = "required"
         if opening:
@@ -321,26 +320,28 @@ class OpenAIModel:
         turn: AssistantTurn,
         tools: list[dict[str, Any]],
         options: CallOptions,
-        shown: TextSink | None,
+        shown: Echo,
     ) -> AssistantTurn:
         """The reply as the server's part of it left it: begun with the opening it was
         given, or its written calls read (`calls_as_text`)."""
         if options.tools_off and tools and self.answer_prefill:
             return begun_with(turn, self.answer_prefill)
         if tools and self.calls_as_text and not options.tools_off:
-            return read_reply(
-                turn, self._call_opening(tools) if options.require_tool else "", shown
-            )
+            return read_reply(turn, self._opening_sent(tools, options), shown)
         if options.require_tool and len(tools) == 1 and self.tool_name_prefill:
             return arguments_opened(turn)
         return turn
 
-    def _call_opening(self, tools: list[dict[str, Any]]) -> str:
-        """The start of a required call: naming the tool when only one is offered."""
-        opening = self.tool_prefill or ""
+    def _opening_sent(self, tools: list[dict[str, Any]], asking: CallOptions) -> str:
+        """The start of a call the reply is begun with where one is required, for a model
+        with a tool prefill, naming the tool when only one is offered; "" otherwise."""
+        if not (asking.require_tool and not asking.tools_off and self.tool_prefill):
+            return ""
         if len(tools) == 1 and self.tool_name_prefill:
-            opening += self.tool_name_prefill.replace("{name}", tools[0]["function"]["name"])
-        return opening
+            return self.tool_prefill + self.tool_name_prefill.replace(
+                "{name}", tools[0]["function"]["name"]
+            )
+        return self.tool_prefill
 
     def _wait(self, state: RetryCallState) -> float:
         backoff = self._backoff(state)

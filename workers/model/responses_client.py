@@ -38,6 +38,7 @@ class ResponsesModel(OpenAIModel):
     def __init__(self, *, store: bool = False, **settings: Any) -> None:
         super().__init__(**settings)
         self.store = store
+        self.calls_as_text = False  # the Responses API's calls are its own items, always
 
     def _once(
         self,

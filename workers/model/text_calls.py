@@ -19,12 +19,14 @@ unreadable, as the server said before, unless other calls in it were whole.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
 from typing import Any
 
 from workers.model import AssistantTurn, Message, ModelError, TextSink, ToolCall
+from workers.model.replies import Echo
 
 INTRO = "\n\n# Tools\n\nYou can call these functions (? marks an optional argument):"
 HOW = (
@@ -34,15 +36,15 @@ HOW = (
     "another. When you have the answer, reply in plain text with no JSON block."
 )
 DEFAULT_SYSTEM = "You are a helpful coding assistant."
-# Where a written call begins: the asked-for fence, a tag, or a bare object.
+# Where a written call's text begins, for the stream (a block, a tag, a bare object).
 OPENINGS = ("```", "<tool_call>", '{"name"')
-_BLOCK = re.compile(
-    r"```[A-Za-z]*[ \t]*\n?(.*?)(?:```|\Z)|<tool_call>(.*?)(?:</tool_call>|\Z)", re.S
-)
+# Where a block or a tag opens, or a line that is a bare call object.
+_OPENING = re.compile(r"```[\w.+-]*[ \t]*\n?|<tool_call>\s*|^(?=\s*\[?\s*\{\s*\"name\")", re.M)
+_CLOSING = re.compile(r"\s*(?:```|</tool_call>)?")
 # A call's object: its name, then its arguments (a file block of package.json, which has
 # a "name" too, is no call).
-_CALL_LIKE = re.compile(r'^\s*\[?\s*\{\s*"name"\s*:\s*"[^"\n]*"\s*,\s*"(?:arguments|parameters)"')
-_CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
+_CALL_LIKE = re.compile(r'\s*\[?\s*\{\s*"name"\s*:\s*"[^"\n]*"\s*,\s*"(?:arguments|parameters)"')
+_DECODER = json.JSONDecoder()
 
 
 def described(tools: list[dict[str, Any]]) -> str:
@@ -103,18 +105,19 @@ def read_calls(turn: AssistantTurn, opening: str = "") -> AssistantTurn:
     them; `opening`: what the reply was begun with for the model (a call's opening,
     which the server leaves out of what it sends back)."""
     text = opening + turn.text if opening and not turn.text.startswith(opening) else turn.text
-    calls, broken, spans = [], [], []
-    for match in _BLOCK.finditer(text):
-        body = (match.group(1) if match.group(1) is not None else match.group(2)) or ""
-        if not _CALL_LIKE.match(body):
-            continue  # a code block in an answer
-        spans.append(match.span())
-        found, bad = _objects(body)
-        calls += found
-        broken += bad
-    if not spans and _CALL_LIKE.match(text.strip()):  # one call, no fence
-        spans.append((0, len(text)))
-        calls, broken = _objects(text)
+    calls: list[tuple[str, str]] = []
+    broken: list[str] = []
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while (found := _OPENING.search(text, at)) is not None:
+        body = found.end()
+        if not _CALL_LIKE.match(text, body):
+            at = _past(text, found)  # a code block in an answer, whole
+            continue
+        end = _objects(text, body, calls, broken)
+        end = _CLOSING.match(text, end).end()  # type: ignore[union-attr]
+        spans.append((found.start(), end))
+        at = end
     if broken and not calls:
         raise ModelError(
             "malformed_output", f"the reply's call is not valid JSON: {broken[0][:200]}"
@@ -130,50 +133,59 @@ def read_calls(turn: AssistantTurn, opening: str = "") -> AssistantTurn:
         ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
         for name, arguments in calls
     )
-    return AssistantTurn(
+    return dataclasses.replace(
+        turn,
         text="".join(left).strip(),
-        tool_calls=made,
-        usage=turn.usage,
+        tool_calls=turn.tool_calls + made,
         finish_reason="tool_calls" if turn.finish_reason == "stop" else turn.finish_reason,
-        attempt=turn.attempt,
-        model=turn.model,
     )
 
 
-def _objects(body: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """The calls in a block's text, as (name, arguments as JSON text), and the parts that
-    read as calls but do not parse: one object, a list of them, or one object a line."""
-    try:
-        value = json.loads(body)
-    except ValueError:
-        values: list[Any] = []
-        broken = []
-        decoder, at = json.JSONDecoder(), 0
-        while (start := body.find("{", at)) >= 0:
-            try:
-                value, at = decoder.raw_decode(body, start)
-            except ValueError:
-                broken.append(body[start:].strip())
-                break
-            values.append(value)
-        return _as_calls(values), broken
-    return _as_calls(value if isinstance(value, list) else [value]), []
+def _past(text: str, opening: re.Match[str]) -> int:
+    """Where the block an opening begins ends, when it holds no call: after its closing
+    fence (its code may hold what reads as a call's opening)."""
+    if not opening.group().startswith("```"):
+        return max(opening.end(), opening.start() + 1)
+    close = text.find("```", opening.end())
+    return len(text) if close < 0 else close + 3
+
+
+def _objects(text: str, at: int, calls: list[tuple[str, str]], broken: list[str]) -> int:
+    """The call objects from `at` on, one after another (one a line, or a list), added to
+    `calls`; a part that does not parse goes to `broken`, and reading goes on at the next
+    line that opens a call. Where they end."""
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        if at >= len(text) or text[at] not in "[{":
+            return at
+        try:
+            value, at = _DECODER.raw_decode(text, at)
+        except ValueError:
+            following = re.compile(r'\n\s*\{\s*"name"').search(text, at + 1)
+            stop = following.start() if following else len(text)
+            broken.append(text[at:stop].strip())
+            at = stop
+            continue
+        calls += _as_calls(value if isinstance(value, list) else [value])
 
 
 def _as_calls(values: list[Any]) -> list[tuple[str, str]]:
+    """(name, arguments as JSON text) of each object with a name and arguments; others
+    (data with a "name") are no calls. Keys besides those are left out."""
     calls = []
     for value in values:
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
             continue
-        if not value.keys() <= _CALL_KEYS:
-            continue  # data with a "name", not a call
-        arguments = value.get("arguments", value.get("parameters", {}))
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        if "arguments" not in value and "parameters" not in value:
+            continue
+        arguments = value.get("arguments", value.get("parameters"))
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
         calls.append((value["name"], text))
     return calls
 
 
-def read_reply(turn: AssistantTurn, opening: str, shown: TextSink | None) -> AssistantTurn:
+def read_reply(turn: AssistantTurn, opening: str, shown: Echo) -> AssistantTurn:
     """`read_calls`, and what `shown` held back of the reply's text shown where it
     turned out to call nothing."""
     read = read_calls(turn, opening)
@@ -182,38 +194,40 @@ def read_reply(turn: AssistantTurn, opening: str, shown: TextSink | None) -> Ass
     return read
 
 
-class HeldBack:
+class HeldBack(Echo):
     """Streamed text up to where a written call begins: the user sees the model's words,
-    not its calls' JSON. `rest` gives what was held when the reply had no call."""
+    not its calls' JSON. Each try of the call is held back on its own; `rest` shows what
+    was held of the last when the reply turned out to call nothing. `in_call`: the reply
+    was begun with a call's opening (which the server leaves out), so all of it is held."""
 
-    def __init__(self, sink: TextSink) -> None:
-        self.sink = sink
-        self.shown = ""
-        self.held = ""
-        self.stopped = False
+    def __init__(self, sink: TextSink | None, *, in_call: bool = False) -> None:
+        super().__init__(sink)
+        self._in_call = in_call
+        self._held = ""
+        self._stopped = in_call
 
-    def __call__(self, text: str) -> None:
-        if self.stopped:
-            self.held += text
+    def restart(self) -> None:
+        super().restart()
+        self._held, self._stopped = "", self._in_call
+
+    def feed(self, delta: str) -> None:
+        if self._stopped:
+            self._held += delta
             return
-        pending = self.held + text
+        pending = self._held + delta
         cut = min((i for o in OPENINGS if (i := pending.find(o)) >= 0), default=-1)
         if cut >= 0:
-            self._show(pending[:cut])
-            self.held, self.stopped = pending[cut:], True
+            super().feed(pending[:cut])
+            self._held, self._stopped = pending[cut:], True
             return
+        # The start of an opening, split across deltas, waits for the rest of it.
         keep = max(
             (n for o in OPENINGS for n in range(1, len(o)) if pending.endswith(o[:n])), default=0
         )
-        self._show(pending[: len(pending) - keep])
-        self.held = pending[len(pending) - keep :]
+        super().feed(pending[: len(pending) - keep])
+        self._held = pending[len(pending) - keep :]
 
     def rest(self) -> None:
         """The text held back, shown: the reply turned out to call nothing."""
-        self._show(self.held)
-        self.held = ""
-
-    def _show(self, text: str) -> None:
-        if text:
-            self.shown += text
-            self.sink(text)
+        held, self._held = self._held, ""
+        super().feed(held)

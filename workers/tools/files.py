@@ -53,8 +53,8 @@ def sniff_binary(f: BinaryIO) -> bool:
     return binary
 
 
-def _existing_file(ctx: ToolContext, path: str) -> Path:
-    real = resolve(ctx.workspace, path)
+def _existing_file(ctx: ToolContext, path: str, *, from_above: bool = True) -> Path:
+    real = resolve(ctx.workspace, path, from_above=from_above)
     if not real.exists():
         elsewhere = did_you_mean(ctx.workspace, path, folder=False)
         raise ToolError(
@@ -193,7 +193,7 @@ class EditFileArgs(Args):
 
 
 def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
-    _existing_file(ctx, args.path)
+    _existing_file(ctx, args.path, from_above=False)
     real = resolve_for_write(ctx.workspace, args.path)
     if not args.old_text:
         raise ToolError(

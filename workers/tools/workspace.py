@@ -107,7 +107,7 @@ def _completes_git_dir(root: Path, parts: list[str]) -> bool:
 
 def resolve_for_write(workspace: Path, path: str) -> Path:
     """Like `resolve`, and also refuses what the host runs on its own (`protection`)."""
-    real = resolve(workspace, path)
+    real = resolve(workspace, path, from_above=False)  # a write goes where it says
     why = protection(workspace, os.path.relpath(real, os.path.realpath(workspace)))
     if why:
         raise ToolError(f"{path!r} is inside {why}; agents may not write there")
@@ -136,7 +136,7 @@ def given_name(path: str) -> str:
     return _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), path)
 
 
-def resolve(workspace: Path, path: str) -> Path:
+def resolve(workspace: Path, path: str, *, from_above: bool = True) -> Path:
     """The real path of `path` inside the workspace, or a ToolError saying why not.
 
     Symlinks are resolved before the check, so a link pointing out is refused the same
@@ -164,8 +164,8 @@ def resolve(workspace: Path, path: str) -> Path:
     try:
         mode = os.stat(real).st_mode
     except FileNotFoundError:
-        if (rest := _under_own_name(root, given)) is not None:
-            return resolve(workspace, rest)
+        if from_above and (rest := _under_own_name(root, lexical)) is not None:
+            return resolve(workspace, rest, from_above=False)
         return Path(real)
     except OSError as error:
         raise ToolError(f"cannot access {path!r}: {error.strerror}") from error
@@ -174,12 +174,13 @@ def resolve(workspace: Path, path: str) -> Path:
     return Path(real)
 
 
-def _under_own_name(root: str, given: str) -> str | None:
+def _under_own_name(root: str, lexical: str) -> str | None:
     """`requests/adapters.py` in a workspace that is the folder `requests`: the path
     without the workspace's own name, where that names something and the path as given
-    does not (models name a package's files from above it). None otherwise."""
-    parts = _parts(given)
-    if len(parts) < 2 or parts[0] != os.path.basename(root) or os.path.isabs(given):
+    does not (models name a package's files from above it). None otherwise. `lexical`:
+    the path joined to the root and normalized, so `..` can never reach out."""
+    parts = _parts(os.path.relpath(lexical, root))
+    if len(parts) < 2 or parts[0] != os.path.basename(root):
         return None
     if os.path.lexists(os.path.join(root, parts[0])):
         return None  # a folder of that name is there: the path means it
