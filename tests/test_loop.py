@@ -69,6 +69,19 @@ def test_unknown_tool_lists_the_real_ones(workspace: Path) -> None:
     result, _, _ = run_script(workspace, [call("delete_everything"), say("ok")])
     answer = tool_messages(result)[0]["content"]
     assert "unknown tool 'delete_everything'" in answer and "read_file" in answer
+    assert "file's name" not in answer
+
+
+def test_a_call_named_after_a_file_is_told_the_call_it_meant(workspace: Path) -> None:
+    """The bundled model checked a first answer's lines by calling `core.py`, one a line,
+    and again when told only that no such tool exists."""
+    result, _, _ = run_script(workspace, [call("src/core.py"), call("core.py"), say("ok")])
+    for message in tool_messages(result):
+        name = "src/core.py" if "src/" in message["content"] else "core.py"
+        meant = f'call {{"name": "read_file", "arguments": {{"path": "{name}"}}}}.'
+        assert message["content"].endswith(
+            f"{name!r} is a file's name, not a tool's: to read it, {meant}"
+        )
 
 
 def test_wrong_and_missing_arguments(workspace: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,16 @@ def _head_and_tail(text: str, output_chars: int) -> str:
     return text[:head] + note + text[len(text) - (keep - head) :]
 
 
+def _unknown(name: str, tools: dict[str, Tool[Any]]) -> str:
+    """Why a call to no tool was not run, and the call meant where its name is a file's
+    (the bundled model checks a first answer's lines by calling `core.py`, one a line)."""
+    said = f"unknown tool {name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
+    if "read_file" in tools and re.fullmatch(r"[\w./-]*\w\.\w{1,5}|[\w.-]+/[\w./-]+", name):
+        meant = json.dumps({"name": "read_file", "arguments": {"path": name}})
+        said += f" {name!r} is a file's name, not a tool's: to read it, call {meant}."
+    return said
+
+
 def _execute(
     call: ToolCall,
     arguments: dict[str, Any] | str,
@@ -89,9 +100,7 @@ def _execute(
 ) -> ToolResult:
     tool = tools.get(call.name)
     if tool is None:
-        return error_result(
-            f"unknown tool {call.name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
-        )
+        return error_result(_unknown(call.name, tools))
     if isinstance(arguments, str):
         return error_result(
             f"the arguments for {call.name} are {arguments}. Send one JSON object, e.g. "
