@@ -7,15 +7,12 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from workers.model import RUNAWAY, AssistantTurn, ServerTimes, TextSink, ToolCall, Usage
 from workers.model.http_errors import APIError
 from workers.model.runaway import Runaway, Watch, runaway
 from workers.tools.workspace import shown_name
-
-if TYPE_CHECKING:
-    from workers.model.endpoint import Reply
 
 # Calls read from one reply at most; the stream is closed there (the server stops
 # writing), and of those the loop runs the first few (workers/calls.py).
@@ -277,7 +274,13 @@ def as_fields(value: Any) -> Any:
     return value
 
 
-def chunks(reply: Reply) -> Iterator[Fields]:
+class Events(Protocol):
+    """A streamed reply's events (workers/model/endpoint.py: Reply)."""
+
+    def json_events(self) -> Iterator[dict[str, Any]]: ...
+
+
+def chunks(reply: Events) -> Iterator[Fields]:
     """A Chat Completions stream's chunks; an `error` event inside it raised as APIError
     (servers send one for a fault mid-reply, llama.cpp for a reply it could not parse)."""
     for event in reply.json_events():
