@@ -132,6 +132,9 @@ def test_the_conversation_goes_as_text_with_the_tools_in_the_system_message() ->
         "<tool_response>\na.py\n</tool_response>",
     }
     assert messages[0]["content"] == "You read code.", "the caller's messages are untouched"
+    quoted = {"id": "3", "type": "function", "function": {"name": 'a"b', "arguments": "{}"}}
+    [_, said] = as_text([{"role": "assistant", "content": None, "tool_calls": [quoted]}], TOOLS)
+    assert calls(read(said["content"])) == [('a"b', {})], "a name with a quote stays JSON"
     assert as_text(messages[1:2], TOOLS)[0]["content"].endswith(described(TOOLS))
 
 

@@ -43,7 +43,9 @@ _OPENING = re.compile(r"```[\w.+-]*[ \t]*\n?|<tool_call>\s*|^(?=\s*\[?\s*\{\s*\"
 _CLOSING = re.compile(r"\s*(?:```|</tool_call>)?")
 # A call's object: its name, then its arguments (a file block of package.json, which has
 # a "name" too, is no call).
-_CALL_LIKE = re.compile(r'\s*\[?\s*\{\s*"name"\s*:\s*"[^"\n]*"\s*,\s*"(?:arguments|parameters)"')
+_CALL_LIKE = re.compile(
+    r'\s*\[?\s*\{\s*"name"\s*:\s*"(?:[^"\\\n]|\\.)*"\s*,\s*"(?:arguments|parameters)"'
+)
 _DECODER = json.JSONDecoder()
 
 
@@ -97,7 +99,8 @@ def _block(call: dict[str, Any]) -> str:
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments)
-    return f'```json\n{{"name": "{function.get("name", "")}", "arguments": {arguments}}}\n```'
+    name = json.dumps(str(function.get("name", "")))  # a model's own name may hold a quote
+    return f'```json\n{{"name": {name}, "arguments": {arguments}}}\n```'
 
 
 def read_calls(turn: AssistantTurn, opening: str = "") -> AssistantTurn:
