@@ -24,7 +24,7 @@ _SKIPPED_WHEN_LOOKING = frozenset({".git", "node_modules", ".venv", "venv", "__p
 # A path with no suffix nor closing slash, written as code (`supervisor/delegation`): one
 # only where its first part is one of the workspace's folders. Not in prose: "a
 # client/server design" names no path where there is a `client` folder.
-_BARE_PATH = re.compile(r"`([\w-]+(?:/[\w-]+)+)/?`")
+_BARE_PATH = re.compile(r"`([\w-]+(?:/[\w-]+)+)`")
 
 
 def named_paths(
@@ -48,7 +48,7 @@ def path_spans(
     found = [(match.end(), match.group(1)) for match in _NAMED_PATH.finditer(text)]
     if folders:
         found += [
-            (match.end(), match.group(1))
+            (match.end(1), match.group(1))
             for match in _BARE_PATH.finditer(text)
             if match.group(1).split("/", 1)[0] in folders
         ]
