@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from workers.model.openai_client import OpenAIModel
+
 
 @dataclass
 class Reply:
@@ -370,3 +372,16 @@ def _response_events(reply: Reply, body: dict[str, Any]) -> list[str]:
             json.dumps({"type": "response.completed", "response": _response(reply, body)})
         )
     return events
+
+
+def prefilled_model(server: FakeOpenAI, **settings: Any) -> OpenAIModel:
+    """A client of `server` whose required calls are begun for the model as the bundled
+    model's are: a fenced JSON block, naming the tool when one is offered."""
+    return OpenAIModel(
+        model="m",
+        base_url=server.base_url,
+        api_key="k",
+        tool_prefill="```json\n",
+        tool_name_prefill='{"name": "{name}", "arguments": {',
+        **settings,
+    )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, Reply, error_reply
+from tests.fake_openai import FakeOpenAI, Reply, error_reply, prefilled_model
 from workers.model import CallOptions, ModelError, ServerTimes
 from workers.model.openai_client import OpenAIModel
 from workers.model.responses_client import ResponsesModel
@@ -384,13 +384,7 @@ def test_a_required_call_with_one_tool_offered_is_begun_naming_it() -> None:
     cut = Reply(tool_calls=[("delegate", ' "profile": "explorer", "task": "look" }')])
     whole = Reply(tool_calls=[("delegate", '{"task": "look"}')])
     with FakeOpenAI([cut, whole, whole]) as server:
-        local = OpenAIModel(
-            model="m",
-            base_url=server.base_url,
-            api_key="k",
-            tool_prefill="```json\n",
-            tool_name_prefill='{"name": "{name}", "arguments": {',
-        )
+        local = prefilled_model(server)
         first = local.complete(hi, tools, CallOptions(require_tool=True))
         second = local.complete(hi, tools, CallOptions(require_tool=True))
         local.complete(hi, [*tools, *tools], CallOptions(require_tool=True))

@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.fake_openai import FakeOpenAI, Reply, prefilled_model
 from workers.model import AssistantTurn, CallOptions, ModelError
-from workers.model.openai_client import OpenAIModel
 from workers.model.text_calls import HeldBack, as_text, described, read_calls
 
 TOOLS = [
@@ -172,15 +171,7 @@ def test_a_server_sent_no_tools_gets_them_in_the_prompt_and_its_text_calls_run()
     written = 'Looking.\n```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```'
     replies = [Reply(text=written), Reply(text='"path": "b.py"}}\n```'), Reply(text="Done.")]
     with FakeOpenAI(replies) as server:
-        model = OpenAIModel(
-            model="m",
-            base_url=server.base_url,
-            api_key="k",
-            tool_prefill="```json\n",
-            tool_name_prefill='{"name": "{name}", "arguments": {',
-            answer_prefill="From what I found:\n",
-            calls_as_text=True,
-        )
+        model = prefilled_model(server, answer_prefill="From what I found:\n", calls_as_text=True)
         shown: list[str] = []
         asked = [{"role": "user", "content": "Read a.py"}]
         turn = model.complete(asked, TOOLS, CallOptions(on_text=shown.append))
