@@ -19,7 +19,9 @@ marks unsupported it may not repeat as fact.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -199,11 +201,18 @@ class Citations:
         """The paths the map holds or a call showed."""
         return (*(self.code_map.files if self.code_map else ()), *self.shown, *self.seen)
 
+    @functools.cached_property
+    def _mapped_folders(self) -> frozenset[str]:
+        """The top-level folders of the map and of the files it was shown: these do not
+        change, and the map may hold tens of thousands of files."""
+        files = (*(self.code_map.files if self.code_map else ()), *self.shown)
+        return _top_folders(files)
+
     @property
     def _folders(self) -> frozenset[str]:
         """The workspace's top-level folders that the map or a call showed: a path such
         as `supervisor/delegation` names one of them only (no suffix, no closing slash)."""
-        return frozenset(path.split("/", 1)[0] for path in self._files if "/" in path.strip("/"))
+        return self._mapped_folders | _top_folders(self.seen)
 
     def _meant(self, path: str) -> str:
         """`supervisor/delegation` written for `supervisor/delegation.py`: which it is."""
@@ -279,6 +288,10 @@ class Citations:
         while path.startswith("./"):  # `./a.py`, never the dot of `.github/`
             path = path[2:]
         return str(PurePosixPath(path or "."))
+
+
+def _top_folders(paths: Iterable[str]) -> frozenset[str]:
+    return frozenset(path.split("/", 1)[0] for path in paths if "/" in path.strip("/"))
 
 
 def _bare(output: str, folders: frozenset[str]) -> list[str]:
