@@ -302,14 +302,12 @@ class OpenAIModel:
         fields: dict[str, Any] = {} if self.calls_as_text else {"tools": tools}
         if self.calls_as_text:
             messages = as_text(messages, tools)
-        opening = None
+        opening: str | None = self._opening_sent(tools, asking)
         if asking.tools_off:
             opening = self.answer_prefill
             if not self.calls_as_text:
                 fields["tool_choice"] = "none"
-        elif asking.require_tool and self.tool_prefill:
-            opening = self._opening_sent(tools, asking)
-        elif asking.require_tool and not self.calls_as_text:
+        elif asking.require_tool and not opening and not self.calls_as_text:
             fields["tool_choice"] = "required"
         if opening:
             messages = [*messages, {"role": "assistant", "content": opening}]
