@@ -26,8 +26,8 @@ isolated coders (`--isolate`), and one coder alone (`--profile coder`).
 
 It runs on the bundled model by default; `--base-url URL --model NAME` (key in
 OPENAI_API_KEY) measures any endpoint the same way. `--only survey|refactor` runs one half.
-BENCH_PACKAGES=requests,structlog runs the survey on two packages whose questions were
-held out from any tuning (HELD_OUT).
+BENCH_PACKAGES=requests,structlog (or trio,_pytest) runs the survey on two packages whose
+questions were held out from any tuning (HELD_OUT).
 """
 
 from __future__ import annotations
@@ -225,6 +225,58 @@ HELD_OUT: list[tuple[str, list[tuple[str, str]]]] = [
                 "Which file makes the bound logger that filters by level before doing any work?",
                 "make_filtering_bound_logger",
             ),
+        ],
+    ),
+    # Written in session 9 of issue 43, before any result on them (the rule: the two
+    # largest pure-Python packages in the venv other than those above, by source size,
+    # under 2 MB); run with BENCH_PACKAGES=trio,_pytest.
+    (
+        "trio",
+        [
+            (
+                "Where is the nursery that supervises a group of child tasks implemented?",
+                "open_nursery",
+            ),
+            (
+                "Which module has the timeout helpers that cancel a block of code after some seconds?",
+                "move_on_after",
+            ),
+            ("Where does trio define its mutual-exclusion lock?", "Lock"),
+            (
+                "Which file creates a pair of channels for sending objects between tasks?",
+                "open_memory_channel",
+            ),
+            ("Which file defines the object for a child process that is still running?", "Process"),
+            (
+                "Which file lets blocking code run in a worker thread without freezing the event loop?",
+                "to_thread_run_sync",
+            ),
+            ("Where is the async wrapper around pathlib's path objects?", "Path"),
+            ("Which file wraps a stream in TLS encryption?", "SSLStream"),
+            ("Where is the clock you can control by hand in tests?", "MockClock"),
+        ],
+    ),
+    (
+        "_pytest",
+        [
+            ("Where is the decorator that marks a function as a fixture?", "fixture"),
+            (
+                "Which file has the helper that patches attributes and environment variables for one test?",
+                "MonkeyPatch",
+            ),
+            (
+                "Where is the code that compares floating point numbers within a tolerance?",
+                "approx",
+            ),
+            (
+                "Which module rewrites assert statements so failures show the values?",
+                "AssertionRewritingHook",
+            ),
+            ("Where is the exception raised to skip a test from inside it?", "Skipped"),
+            ("Which file captures what a test writes to stdout and stderr?", "CaptureFixture"),
+            ("Where is the cache that remembers which tests failed last time?", "Cache"),
+            ("Which file writes results in the JUnit XML format?", "LogXML"),
+            ("Where is the fixture for asserting that code emits a warning?", "WarningsRecorder"),
         ],
     ),
 ]
