@@ -514,6 +514,51 @@ def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Pat
     assert not any("<file path=" in said for said, _ in reader.told)
 
 
+def test_a_first_answer_holds_only_where_the_model_picks_the_same_file_in_both_orders(
+    tmp_path: Path,
+) -> None:
+    """Each part is asked with the search's files in its order and reversed: a file
+    picked both times is the first answer's line; where the picks differ the search's
+    first stands (the list's order chose); a part where it named no listed file has no
+    line. A second ask the model fails leaves the first pick."""
+    from tests.test_aids import FakeView
+    from workers.aids.task_parts import DRAFT_MIN_SECONDS, TaskParts
+    from workers.model import ModelError
+    from workers.repo_map.search import Found
+    from workers.repo_map.symbols import Symbol
+
+    found = [
+        Found("lexers/json5.py", Symbol("Json5Lexer", "class", 9), 2.0),
+        Found("lexers/data.py", Symbol("JsonLexer", "class", 40), 1.9),
+    ]
+    picks = ["lexers/data.py", "`lexers/data.py`", "lexers/json5.py", "lexers/data.py"]
+    picks += ["It is in json.py.", "lexers/json.py", "lexers/data.py", "lexers/data.py"]
+    view = FakeView(tmp_path, SURVEY, asides=picks)
+    parts = TaskParts("explorer", 1, joins=True, find=lambda part, _: found)
+    view.seconds_left = DRAFT_MIN_SECONDS + 1
+    assert parts._drafted(view, SURVEY, ["same", "differ", "guess", "again"]) == {
+        1: "1. lexers/data.py (class JsonLexer)",
+        2: "2. lexers/json5.py (class Json5Lexer)",
+        4: "4. lexers/data.py (class JsonLexer)",
+    }
+    in_order, reversed_ = (prompt for prompt, _ in view.asked[:2])
+    assert in_order.index("json5.py") < in_order.index("data.py")
+    assert reversed_.index("data.py") < reversed_.index("json5.py")
+
+    class FailsSecond(FakeView):
+        def ask_aside(self, prompt: str, **options: object) -> object:
+            if self.asked:
+                raise ModelError("timeout", "the aside ran out of time")
+            return super().ask_aside(prompt)
+
+    failing = FailsSecond(tmp_path, SURVEY, asides=["lexers/data.py"])
+    failing.seconds_left = DRAFT_MIN_SECONDS + 1
+    assert parts._drafted(failing, SURVEY, ["one", "two"]) == {
+        1: "1. lexers/data.py (class JsonLexer)"
+    }
+    assert len(failing.asked) == 1, "after a failed call, no part is asked again"
+
+
 def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_unchecked() -> None:
     """A reader that answered two of three parts, or none, or only with a file gaffer
     denied: the first answer from the map fills what it left, under gaffer's line saying
