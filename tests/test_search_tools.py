@@ -102,6 +102,27 @@ def test_find_files_takes_a_bare_word_or_alternatives_as_small_models_write_them
     assert run_tool("find_files", pattern="*.md|*.rs").output == "notes.md"
 
 
+def test_a_bare_word_finds_the_files_of_a_folder_named_with_it(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """The demo's explorer asked find_files("sandbox") under `workers` and was told "no
+    files": the sandbox is the folder `workers/sandbox/`. A bare word matches any name
+    on the path under the folder searched; a glob still matches names only."""
+    (workspace / "workers" / "sandbox").mkdir(parents=True)
+    (workspace / "workers" / "sandbox" / "docker.py").write_text("")
+    (workspace / "workers" / "loop.py").write_text("")
+    (workspace / "bench").mkdir()
+    (workspace / "bench" / "sandbox.py").write_text("")
+    found = run_tool("find_files", pattern="sandbox", path="workers").output
+    assert found == "workers/sandbox/docker.py"
+    both = run_tool("find_files", pattern="sandbox|loop").output.splitlines()
+    assert sorted(both) == ["bench/sandbox.py", "workers/loop.py", "workers/sandbox/docker.py"]
+    assert run_tool("find_files", pattern="sandbox*").output == "bench/sandbox.py"
+    assert run_tool("find_files", pattern="*.py", path="workers/sandbox").output == (
+        "workers/sandbox/docker.py"
+    )
+
+
 def test_find_files_caps_with_a_count(run_tool: RunTool, workspace: Path) -> None:
     for i in range(search.MAX_FILES + 7):
         (workspace / f"f{i}.txt").write_text("")

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import Field
@@ -234,7 +234,8 @@ def _python_grep(workspace: Path, real: Path, args: GrepArgs) -> list[str]:
 class FindFilesArgs(Args):
     pattern: str = Field(
         description="Glob for file names, e.g. '*.py', or for paths, e.g. 'src/**/test_*.py'; "
-        "a bare word matches names holding it ('loop'), and 'a|b' matches either."
+        "a bare word matches files and folders whose names hold it ('sandbox'), and 'a|b' "
+        "matches either."
     )
     path: str = Field(".", description="Folder to search, relative to the workspace root.")
 
@@ -258,14 +259,11 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
         raise ToolError(
             f"no such folder: {args.path!r}" + folder_or_file_named(ctx.workspace, args.path)
         )
-    globs = _globs(args.pattern)
-    by_path = any("/" in glob for glob in globs)
-    regex = re.compile("|".join(f"(?:{glob_regex(glob).pattern})" for glob in globs))
+    matches = _matcher(args.pattern)
     found: list[str] = []
     total, used, budget = 0, 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
     for path in walk_files(real):
-        candidate = path.relative_to(real).as_posix() if by_path else path.name
-        if regex.fullmatch(candidate):
+        if matches(path.relative_to(real).as_posix()):
             total += 1
             shown = relative(ctx.workspace, path)
             if len(found) < MAX_FILES and used + len(shown) + 1 <= budget:
@@ -273,7 +271,7 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
                 used += len(shown) + 1
     if not found:
         told = f"no files match {args.pattern!r}"
-        if real != resolve(ctx.workspace, ".") and (elsewhere := _elsewhere(ctx, regex, by_path)):
+        if real != resolve(ctx.workspace, ".") and (elsewhere := _elsewhere(ctx, matches)):
             told += f" under {args.path!r}; elsewhere in the workspace: {', '.join(elsewhere)}"
         return ToolResult(output=told, summary="0 files")
     body = "\n".join(found)
@@ -282,28 +280,42 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
     return ToolResult(output=body, summary=f"{total} file{'' if total == 1 else 's'}")
 
 
-def _elsewhere(ctx: ToolContext, regex: re.Pattern[str], by_path: bool) -> list[str]:
+def _elsewhere(ctx: ToolContext, matches: Callable[[str], bool]) -> list[str]:
     """A few files the pattern matches outside the folder it was looked for in: a small
     model that guessed the folder wrong asks there again, told only "no files"."""
     root = resolve(ctx.workspace, ".")
     found: list[str] = []
     for seen, path in enumerate(walk_files(root, hidden=False)):
-        candidate = path.relative_to(root).as_posix() if by_path else path.name
-        if regex.fullmatch(candidate):
+        if matches(path.relative_to(root).as_posix()):
             found.append(relative(ctx.workspace, path))
         if len(found) >= MAX_ELSEWHERE or seen >= MAX_ELSEWHERE_SEEN:
             break
     return found
 
 
-def _globs(pattern: str) -> list[str]:
-    """The globs a pattern stands for. Small models write a regex alternation
-    ("loop|agent|sandbox") or a bare word where a glob goes; each alternative is a glob
-    of its own, and a bare word (no glob character, no dot) matches names holding it."""
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """Whether a file, by its path under the folder searched, matches the pattern. Small
+    models write a regex alternation ("loop|agent|sandbox") or a bare word where a glob
+    goes: each alternative is a glob of its own. A glob with a '/' matches the path, one
+    without the file's name, and a bare word (no glob character, no dot) any name on the
+    path that holds it: "sandbox" finds `workers/sandbox/docker.py` as `fd` would find its
+    folder, where a name-only match said "no files" in a repository that keeps the
+    sandbox in a folder of that name."""
     parts = [part.strip() for part in pattern.split("|")] if "|" in pattern else [pattern]
-    return [part if any(c in part for c in "*?[/.") else f"*{part}*" for part in parts if part] or [
-        pattern
-    ]
+    by_path, by_name = [], []
+    for part in [part for part in parts if part] or [pattern]:
+        if not any(c in part for c in "*?[/."):
+            by_path.append(rf"(?:.*/)?[^/]*{re.escape(part)}[^/]*(?:/.*)?")
+        elif "/" in part:
+            by_path.append(glob_regex(part).pattern)
+        else:
+            by_name.append(glob_regex(part).pattern)
+    path_regex = re.compile("|".join(f"(?:{p})" for p in by_path)) if by_path else None
+    name_regex = re.compile("|".join(f"(?:{p})" for p in by_name)) if by_name else None
+    return lambda path: bool(
+        (path_regex and path_regex.fullmatch(path))
+        or (name_regex and name_regex.fullmatch(path.rpartition("/")[2]))
+    )
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:
