@@ -103,6 +103,22 @@ def test_secrets_never_reach_the_command(
     assert "HARMLESS=visible" in result.output
 
 
+def test_no_program_the_workspace_ships_is_found_on_path(
+    run_tool: RunTool, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository's `node_modules/.bin/ls`, or a `./ls` reached through a `.` or an empty
+    PATH entry, is not what `ls` runs: an honest model's `ls` ran the planted one."""
+    planted = workspace / "node_modules" / ".bin"
+    planted.mkdir(parents=True)
+    for folder in (planted, workspace):
+        (folder / "ls").write_text("#!/bin/sh\necho PLANTED\n")
+        (folder / "ls").chmod(0o755)
+    system_path = os.environ.get("PATH", os.defpath)
+    monkeypatch.setenv("PATH", f"{planted}::.:node_modules/.bin:{system_path}")
+    result = run_tool("run_shell", command="ls node_modules", approve=True)
+    assert "PLANTED" not in result.output and "[exit code 0" in result.output
+
+
 def test_no_input_can_be_waited_for(run_tool: RunTool) -> None:
     result = run_tool("run_shell", command="cat", timeout=5)
     assert "[exit code 0;" in result.output

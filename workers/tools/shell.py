@@ -84,7 +84,7 @@ def execute(
         proc = host_programs.start(
             ["bash", "-c", command],
             cwd=workspace,
-            env=_clean_env(),
+            env=_clean_env(workspace),
             stdout=out,
             stderr=subprocess.STDOUT,
             new_session=True,
@@ -169,8 +169,11 @@ def looks_secret(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def _clean_env() -> dict[str, str]:
+def _clean_env(workspace: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
+    # `ls` or `git` typed by an honest model must not be a program the repository ships:
+    # no folder inside the workspace (`node_modules/.bin`, `.`, an empty entry) on PATH.
+    env["PATH"] = host_programs.safe_path(env.get("PATH", os.defpath), outside=workspace)
     # Nobody is there to page or answer prompts.
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     # A repository planted in the workspace must not run its fsmonitor through `git status`.
