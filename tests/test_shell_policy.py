@@ -24,6 +24,8 @@ ALLOWED = [
     "git branch -a",
     "rg -n -g '*.py' 'def main' src",
     "grep -rn 'import os' .",
+    "grep -ie main -m 5 -A3 a.py",
+    "grep -i -f a.txt a.py",
     "c''at a.py",
     "cat 'a.py' \"src/b.py\"",
     "test -f a.py && echo yes",
@@ -62,6 +64,8 @@ DENIED = [
     ("git diff HEAD~1", "add --no-ext-diff --no-textconv"),
     ("git log -p", "add --no-ext-diff --no-textconv"),
     ("git show HEAD", "add --no-ext-diff --no-textconv"),
+    ("git show :/", "add --no-ext-diff --no-textconv"),  # the newest commit: its patch
+    ("git show HEAD^{/fix}", "add --no-ext-diff --no-textconv"),
     ("git blame a.py", "add --no-textconv"),
     ("git log -Sneedle", "add --no-ext-diff --no-textconv"),
     ("git log -c", "add --no-ext-diff --no-textconv"),
@@ -129,6 +133,9 @@ DENIED = [
     ('cat ".\\\n./etc/hostname"', "backslash-newline"),
     ("cd src && cd up && cat etc/hostname", "points outside the workspace"),
     ("grep -R secret .", "-R"),
+    ("grep -if /etc/shadow a.py", "outside the workspace"),  # -f in a group: its file
+    ("grep --exclude-from /etc/shadow x .", "outside the workspace"),
+    ("grep --file=../secret a.py", "climbs out"),
     ("grep --dereference-recursive x .", "--dereference-recursive"),
     ("rg -L secret", "rg -L"),
     ("rg --follow secret", "--follow"),

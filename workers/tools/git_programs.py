@@ -28,8 +28,14 @@ def _shows_diffs(sub: str, rest: list[str]) -> bool:
         return any(_LOG_DIFFS.match(a) for a in rest)
     if sub == "show":  # a commit shows its patch; `git show REV:path` shows a file
         operands = [a for a in rest if not a.startswith("-")]
-        return "--no-patch" not in rest and not (operands and all(":" in a for a in operands))
+        return "--no-patch" not in rest and not (operands and all(map(_names_a_file, operands)))
     return False
+
+
+def _names_a_file(operand: str) -> bool:
+    """`REV:path` or `:path`, not a commit found by its message (`:/fix`, `HEAD^{/fix}`),
+    whose patch `git show` shows."""
+    return ":" in operand and not operand.startswith(":/") and "^{/" not in operand
 
 
 # Filters git runs by itself, even on `git status`; diff programs are kept off by flags.

@@ -32,6 +32,9 @@ class Options:
     """The first operand is a pattern, not a path (grep, rg), unless -e or -f gave one."""
     takes_value: frozenset[str] = frozenset()
     """With `any`: options whose next word is their value (a pattern, a count), not a path."""
+    reads_file: frozenset[str] = frozenset()
+    """With `any`: options whose value is a file the command reads (grep's `-f`), checked
+    as a path wherever it is written: `-f x`, `-fx`, `-if x`, `--file=x`, `--file x`."""
 
 
 def _words(text: str) -> frozenset[str]:
@@ -56,6 +59,7 @@ _GREP = Options(
     refused=frozenset({"-R", "--dereference-recursive"}),
     pattern_first=True,
     takes_value=frozenset({"-e", "--regexp", "-m", "--max-count", "-A", "-B", "-C", "--context"}),
+    reads_file=frozenset({"-f", "--file", "--exclude-from"}),
 )
 
 

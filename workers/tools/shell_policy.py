@@ -179,10 +179,15 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
         if spec.any:
             if refused := _refused_option(arg, spec.refused):
                 return f"`{name} {refused}` is not read-only within the workspace", []
-            pattern_given |= arg.startswith(("-e", "-f", "--regexp", "--file"))
-            paths += _value_paths(arg)
-            if arg in spec.takes_value:
-                i += 1
+            if (valued := _valued(arg, spec.takes_value | spec.reads_file)) is None:
+                paths += _value_paths(arg)
+                continue
+            option, value = valued
+            if value is None:  # the next word, whatever it looks like
+                value, i = (args[i], i + 1) if i < len(args) else ("", i)
+            pattern_given |= option in _GIVES_PATTERN
+            if option in spec.reads_file:
+                paths.append(value)
             continue
         if arg.startswith("--"):
             option, has_value, value = arg.partition("=")
@@ -212,6 +217,23 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
     if spec.pattern_first and not pattern_given and operands:
         operands = operands[1:]  # the pattern: a regular expression, not a path
     return None, operands + paths
+
+
+_GIVES_PATTERN = frozenset({"-e", "--regexp", "-f", "--file"})
+"""grep's and rg's options that give the pattern: then the first operand is a path."""
+
+
+def _valued(arg: str, valued: frozenset[str]) -> tuple[str, str | None] | None:
+    """The option in the word `arg` that takes a value, with the value when the same word
+    holds it (None: the next word is it); None when no option in it takes one. In a group
+    of single letters (`-if`) the first letter that takes a value takes the rest."""
+    if arg.startswith("--"):
+        option, equals, value = arg.partition("=")
+        return (option, value if equals else None) if option in valued else None
+    for position, letter in enumerate(arg[1:], start=1):
+        if f"-{letter}" in valued:
+            return f"-{letter}", arg[position + 1 :] or None
+    return None
 
 
 def _refused_option(arg: str, refused: frozenset[str]) -> str | None:
