@@ -1,5 +1,5 @@
 """What the host runs without being asked, planted by a sandboxed worker in places git
-ignores (workers/sandbox/host_runs.py): each attack played through the real CLI and a
+ignores (workers/host_runs.py): each attack played through the real CLI and a
 real container, then followed by what the user runs next on the host."""
 
 from __future__ import annotations

@@ -34,6 +34,19 @@ def test_remember_refuses_empty_and_huge(run_tool: RunTool) -> None:
     assert "keep an entry under" in run_tool("remember", content="x" * 5000).output
 
 
+def test_remember_writes_no_file_through_a_link_named_agent_md(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """A repository can ship `AGENT.md -> src/app.py`: the memory would have gone into
+    the code, recorded as AGENT.md and so passed over by the verification gate."""
+    (workspace / "src").mkdir()
+    (workspace / "src" / "app.py").write_text("x = 1\n")
+    (workspace / "AGENT.md").symlink_to("src/app.py")
+    result = run_tool("remember", content="run the tests with pytest")
+    assert result.is_error and "AGENT.md is a link to 'src/app.py'" in result.output
+    assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
+
+
 def test_instructions_are_capped(workspace: Path) -> None:
     (workspace / "AGENTS.md").write_text("rule\n" * 20_000)
     text = project_instructions(workspace)

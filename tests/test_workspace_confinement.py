@@ -95,11 +95,18 @@ def test_nul_in_path_is_refused(run_tool: RunTool) -> None:
         "pkg/.GIT/config",
         "sub/.git",
         ".mcp.json",
+        ".venv/bin/activate",
+        "web/node_modules/.bin/jest",
+        "src/evil.pth",
+        "sitecustomize.py",
+        "src/__pycache__/app.cpython-311.pyc",
     ],
 )
 def test_what_the_host_runs_on_its_own_is_not_writable_by_tools(
     run_tool: RunTool, workspace: Path, path: str
 ) -> None:
+    (workspace / ".venv" / "bin").mkdir(parents=True)
+    (workspace / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (workspace / ".git" / "hooks").mkdir(parents=True)
     (workspace / ".git" / "config").write_text("[core]\n")
     (workspace / "sub" / ".git" / "hooks").mkdir(parents=True)

@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from workers.processes import CLOCK_SLACK_NS
-from workers.sandbox import SandboxUnavailable, landing
-from workers.sandbox.host_runs import (
+from workers.host_runs import (
     Fingerprint,
     command_folders,
     fingerprint,
@@ -41,6 +39,8 @@ from workers.sandbox.host_runs import (
     package_trees,
     runs_on_its_own,
 )
+from workers.processes import CLOCK_SLACK_NS
+from workers.sandbox import SandboxUnavailable, landing
 from workers.sandbox.quarantine import Quarantined, quarantine
 from workers.tools.git_paths import git_takes_for_repository, is_git_dir_name, looks_like_git_dir
 from workers.tools.workspace import GAFFER_DIR, MCP_CONFIG, host_controlled, inside

@@ -28,7 +28,7 @@ import shutil
 import stat
 from collections.abc import Iterable
 
-from workers.sandbox.host_runs import command_folders, join, runs_on_its_own
+from workers.host_runs import command_folders, join, runs_on_its_own
 from workers.tools.git_paths import run_git
 
 # Enough of a file to see a NUL or an object file's magic; text never has either.

@@ -11,7 +11,13 @@ from pydantic import Field
 
 from workers.facts import Facts
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
-from workers.tools.workspace import read_confined, resolve_for_write, write_confined
+from workers.tools.workspace import (
+    read_confined,
+    relative,
+    resolve_for_write,
+    shown_name,
+    write_confined,
+)
 
 MEMORY_FILE = "AGENT.md"
 # AGENTS.md is the cross-tool convention for project instructions; AGENT.md is gaffer's memory.
@@ -35,6 +41,13 @@ def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
     if len(entry) > MAX_ENTRY_CHARS:
         raise ToolError(f"that is {len(entry)} characters; keep an entry under {MAX_ENTRY_CHARS}")
     path = resolve_for_write(ctx.workspace, MEMORY_FILE)
+    if path != Path(os.path.realpath(ctx.workspace), MEMORY_FILE):
+        # A link named AGENT.md (a repository can ship one, a container can make one)
+        # would have the run's memory written into another file, recorded as AGENT.md.
+        target = shown_name(relative(ctx.workspace, path))
+        raise ToolError(
+            f"{MEMORY_FILE} is a link to {target!r}; remember writes no file through it"
+        )
     old = read_confined(ctx.workspace, MEMORY_FILE, MAX_MEMORY_BYTES)
     if old is not None and len(old) > MAX_MEMORY_BYTES:
         raise ToolError(f"{MEMORY_FILE} is over {MAX_MEMORY_BYTES // 1024} KB; tidy it first")

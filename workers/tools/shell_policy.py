@@ -179,15 +179,9 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
         if spec.any:
             if refused := _refused_option(arg, spec.refused):
                 return f"`{name} {refused}` is not read-only within the workspace", []
-            if (valued := _valued(arg, spec.takes_value | spec.reads_file)) is None:
-                paths += _value_paths(arg)
-                continue
-            option, value = valued
-            if value is None:  # the next word, whatever it looks like
-                value, i = (args[i], i + 1) if i < len(args) else ("", i)
-            pattern_given |= option in _GIVES_PATTERN
-            if option in spec.reads_file:
-                paths.append(value)
+            read, gives_pattern, i = _any_option(spec, arg, args, i)
+            paths += read
+            pattern_given |= gives_pattern
             continue
         if arg.startswith("--"):
             option, has_value, value = arg.partition("=")
@@ -221,6 +215,18 @@ def _options(name: str, spec: Options, args: list[str]) -> tuple[str | None, lis
 
 _GIVES_PATTERN = frozenset({"-e", "--regexp", "-f", "--file"})
 """grep's and rg's options that give the pattern: then the first operand is a path."""
+
+
+def _any_option(spec: Options, arg: str, args: list[str], i: int) -> tuple[list[str], bool, int]:
+    """For a command whose every option reads only (`spec.any`): the paths the option word
+    `arg` gives, whether it gives the pattern, and where the next word is (after its
+    value, when that is the next word)."""
+    if (valued := _valued(arg, spec.takes_value | spec.reads_file)) is None:
+        return _value_paths(arg), False, i
+    option, value = valued
+    if value is None:  # the next word, whatever it looks like
+        value, i = (args[i], i + 1) if i < len(args) else ("", i)
+    return ([value] if option in spec.reads_file else []), option in _GIVES_PATTERN, i
 
 
 def _valued(arg: str, valued: frozenset[str]) -> tuple[str, str | None] | None:

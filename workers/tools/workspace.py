@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from workers import state
+from workers.host_runs import command_folders, runs_on_its_own
 from workers.tools import git_paths
 from workers.tools.base import ToolError
 
@@ -57,6 +58,11 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
         return "gaffer's config folder (profiles, plugins, config and skills it obeys once trusted)"
     if parts == [MCP_CONFIG]:
         return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
+    if runs_on_its_own("/".join(parts), _command_folders_on(Path(workspace), parts)):
+        return (
+            "what your machine runs on its own (a Python start-up hook or compiled cache, or "
+            "a command in node_modules/.bin or a virtual environment's bin)"
+        )
     for path in host_controlled(workspace) if controlled is None else controlled:
         if parts[: len(_parts(path))] == _parts(path):
             return (
@@ -64,6 +70,18 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
                 "on your machine"
             )
     return None
+
+
+def _command_folders_on(workspace: Path, parts: list[str]) -> set[str]:
+    """The command folders (host_runs.py) among the folders on this path."""
+    found: set[str] = set()
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[: depth - 1]) or "."
+        names = {parts[depth - 1]}
+        if (workspace / folder / "pyvenv.cfg").is_file():
+            names.add("pyvenv.cfg")
+        found.update(command_folders(folder, names))
+    return found
 
 
 def host_controlled(workspace: Path) -> list[str]:

@@ -4,7 +4,7 @@ its compiled caches (`*.pyc`, which Python prefers to the source when size and t
 match), and the folders of commands tools run by name (`node_modules/.bin`, a virtual
 environment's `bin`). A container may not leave one new or changed (workers/sandbox/
 guard.py takes it out); existing virtual environments and `node_modules` are read-only
-inside, whole.
+inside, whole; and no file tool writes one (workers/tools/workspace.py: `protection`).
 """
 
 from __future__ import annotations
