@@ -216,6 +216,30 @@ def test_user_config_can_override_read_only(workspace: Path, tmp_path: Path) -> 
         extensions.close()
 
 
+def test_the_trust_review_says_a_server_claims_its_tools_only_read(workspace: Path) -> None:
+    """`readOnly: true` hands a server's tools to every reader and the supervisor: the
+    line the user approves says so, for a command and for a URL."""
+    from workers.trust import scan
+
+    write_mcp_config(
+        workspace,
+        {
+            "calc": {"command": "calc-server", "readOnly": True},
+            "docs": {"url": "http://127.0.0.1:9/mcp", "readOnly": True},
+            "plain": {"command": "plain-server"},
+        },
+    )
+    items, refused = scan(workspace)
+    runs = {item.key.rpartition(": ")[2]: item.runs for item in items if item.kind == "mcp"}
+    assert refused == []
+    assert runs["calc"] == "runs calc-server; " + READ_ONLY_SAID
+    assert runs["docs"] == "connects to http://127.0.0.1:9/mcp; " + READ_ONLY_SAID
+    assert runs["plain"] == "runs plain-server"
+
+
+READ_ONLY_SAID = "says its tools only read (readOnly: every read-only agent gets them)"
+
+
 def test_worker_threads_call_mcp_tools_at_the_same_time(workspace: Path) -> None:
     write_mcp_config(workspace, {"calc": {"command": sys.executable, "args": [str(SERVER)]}})
     extensions = load(workspace)

@@ -217,8 +217,14 @@ _STEERING_ENV = re.compile(
 def _mcp_runs(entry: Any) -> str:
     if not isinstance(entry, dict):
         return "(not an object)"
-    if entry.get("url"):
-        return f"connects to {entry['url']}"
+    runs = f"connects to {entry['url']}" if entry.get("url") else _mcp_command(entry)
+    if entry.get("readOnly") is True:
+        # Its tools then go to every reader and the supervisor, and run in parallel.
+        runs += "; says its tools only read (readOnly: every read-only agent gets them)"
+    return runs
+
+
+def _mcp_command(entry: dict[str, Any]) -> str:
     command = [str(entry.get("command", ""))] + [str(a) for a in entry.get("args", []) or []]
     runs = "runs " + shlex.join(command)
     env = entry.get("env") or {}
