@@ -135,6 +135,26 @@ def test_the_wrap_up_restates_a_numbered_task_whole_and_asks_for_its_form(
     assert "in the form the task asks for" in wrap_up and "plain sentences" not in wrap_up
 
 
+def test_a_readers_answer_with_tools_off_begins_at_its_first_numbered_item(
+    workspace: Path,
+) -> None:
+    """After the local model's answer opening ("From what I found:") a bench reader wrote
+    its calls out as text, asked twice, and gave no answer after minutes of reading: a
+    reader's numbered task has its answer begun at the first item's number. An agent that
+    may write is not (its answer may begin with a file); nor is a task of one part."""
+    task = "4. Which file defines Context?\n5. Which file draws the bar?"
+    read_only = {n: t for n, t in BUILTIN_TOOLS.items() if t.read_only}
+    for tools, asked, begins in (
+        (read_only, task, "4. "),
+        (dict(BUILTIN_TOOLS), task, ""),
+        (read_only, "Which file defines Context?", ""),
+    ):
+        model = ScriptedModel([call("list_dir"), say("4. core.py")])
+        agent = make_agent(workspace, model, Recorder(), Limits(max_steps=2), tools=tools)
+        run_agent(agent, [{"role": "system", "content": "sys"}, {"role": "user", "content": asked}])
+        assert model.paused == [False, True] and model.answer_begins == ["", begins]
+
+
 def test_step_limit_when_the_model_ignores_the_wrap_up(workspace: Path) -> None:
     script = [call("list_dir", path="."), call("list_dir", path="./"), say("Listed the root.")]
     result, recorder, model = run_script(workspace, script, Limits(max_steps=2))

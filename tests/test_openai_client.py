@@ -412,6 +412,18 @@ def test_an_answer_begun_for_the_model_keeps_its_opening_and_the_opening_alone_i
     assert nothing.text == ""
 
 
+def test_an_answer_begun_at_a_numbered_item_keeps_the_whole_opening() -> None:
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    with FakeOpenAI([Reply(text="core.py\n2. termui.py")]) as server:
+        local = OpenAIModel(
+            model="m", base_url=server.base_url, api_key="k", answer_prefill="Found:\n"
+        )
+        asked = CallOptions(tools_off=True, answer_begins="1. ")
+        said = local.complete([{"role": "user", "content": "hi"}], tools, asked)
+    assert server.requests[0]["messages"][-1] == {"role": "assistant", "content": "Found:\n1. "}
+    assert said.text == "Found:\n1. core.py\n2. termui.py"
+
+
 @pytest.mark.parametrize(
     ("asked", "timeout", "why"),
     [("1000", None, "more than gaffer waits (60 s)"), ("30", 5.0, "more than the run has left")],

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workers import executor
-from workers.agent import Agent
+from workers import executor, numbered
+from workers.agent import Agent, first_task
 from workers.guard_hooks import ModelAsk, PendingCall
 from workers.limits import least
 from workers.log.schema import LlmCall, LlmRetry, TextDelta, ToolCalled, ToolStart, TurnStart
@@ -47,6 +47,15 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
         spent = agent.budget.spent_dollars()
         return LimitHit("cost", f"the cost budget is spent (${spent:.4f} used, --max-cost)")
     return None
+
+
+def _answer_begins(agent: Agent, messages: list[Message]) -> str:
+    """How an answer asked for with tools off begins: a reader's task of numbered items,
+    at its first item's number (an editor's answer may begin with a file)."""
+    if not all(tool.read_only for tool in agent.tools.values()):
+        return ""
+    number = numbered.first_number(first_task(messages))
+    return "" if number is None else f"{number}. "
 
 
 def _takes_stop(agent: Agent) -> bool:
@@ -103,6 +112,7 @@ def call_model(
         vary=ask.vary,
         max_tokens=max_tokens,
         stop=ask.stop if _takes_stop(agent) else (),
+        answer_begins=_answer_begins(agent, messages) if tools_off and not aside else "",
     )
     try:
         turn = agent.model.complete(messages, schemas, options)

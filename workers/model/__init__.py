@@ -138,6 +138,11 @@ class CallOptions:
     stop: tuple[str, ...] = ()
     """Text that ends the reply where it would begin (Chat Completions' `stop`, at most
     four; the Responses API has none): a sample that starts copying out a test file."""
+    answer_begins: str = ""
+    """With `tools_off`, for a client that begins an answer for the model (its answer
+    prefill): how the answer goes on after that opening. A task of numbered items begins
+    its first ("1. "): after "From what I found:", the bundled model wrote its calls out
+    as text, asked twice, and a reader that had run for minutes gave no answer."""
 
     def capped_at(self, configured: int | None) -> int | None:
         """The output cap to send: the lower of this call's and the configured one."""

@@ -304,7 +304,7 @@ class OpenAIModel:
             messages = as_text(messages, tools)
         opening: str | None = self._opening_sent(tools, asking)
         if asking.tools_off:
-            opening = self.answer_prefill
+            opening = self.answer_prefill and self.answer_prefill + asking.answer_begins
             if not self.calls_as_text:
                 fields["tool_choice"] = "none"
         elif asking.require_tool and not opening and not self.calls_as_text:
@@ -323,7 +323,7 @@ class OpenAIModel:
         """The reply as the server's part of it left it: begun with the opening it was
         given, or its written calls read (`calls_as_text`)."""
         if options.tools_off and tools and self.answer_prefill:
-            return begun_with(turn, self.answer_prefill)
+            return begun_with(turn, self.answer_prefill + options.answer_begins)
         if tools and self.calls_as_text and not options.tools_off:
             return read_reply(turn, self._opening_sent(tools, options), shown)
         if options.require_tool and len(tools) == 1 and self.tool_name_prefill:

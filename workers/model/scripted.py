@@ -79,6 +79,8 @@ class ScriptedModel:
         """Each call's own output cap (None: the configured one), in order."""
         self.stops: list[tuple[str, ...]] = []
         """Each call's stop text, in order."""
+        self.answer_begins: list[str] = []
+        """How each call's answer was to begin after an answer prefill, in order."""
 
     def complete(
         self,
@@ -95,6 +97,7 @@ class ScriptedModel:
             self.varied.append(options.vary)
             self.max_tokens.append(options.max_tokens)
             self.stops.append(options.stop)
+            self.answer_begins.append(options.answer_begins)
             if not self._script:
                 raise ModelError("config", "the scripted model has no turns left")
             step = self._script.pop(0)
