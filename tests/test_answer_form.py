@@ -113,5 +113,5 @@ def test_an_answers_items_by_number_whatever_the_layout() -> None:
 def test_a_first_answer_sent_with_a_task_leaves_its_questions_checked() -> None:
     from workers.aids.task_parts import DRAFTED
 
-    task = TASK + DRAFTED.format(lines="1. stdlib.py\n2. dev.py")
+    task = TASK + DRAFTED.format(lines="1. stdlib.py\n2. dev.py", example="find_symbol")
     assert unanswered(task, "1. stdlib.py") == [2]

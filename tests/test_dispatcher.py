@@ -454,7 +454,11 @@ def test_a_joining_dispatcher_sends_each_reader_its_lines_of_a_first_answer_from
     parts = ["where the parser lives", "which file holds the cache"]
     drafted = {1: "1. parser.py (function parse)", 2: "2. cache.py (constant CACHE)"}
     tasks = handed_out([[parts[0]], [parts[1]]], SURVEY, drafted)
-    assert tasks[0].endswith(DRAFTED.format(lines="1. parser.py (function parse)"))
+    checking = '{"name": "find_symbol", "arguments": {"name": "parse"}}'
+    assert tasks[0].endswith(
+        DRAFTED.format(lines="1. parser.py (function parse)", example=checking)
+    )
+    assert f"({checking} for the first line)" in tasks[0]
     scripts: dict[str, list[Step]] = {
         SURVEY: [say("never asked")],
         tasks[0]: [call("read_file", path="parser.py"), say("It is in parser.py.")],
@@ -508,7 +512,8 @@ def test_no_first_answer_is_asked_with_too_little_time_left_for_it(tmp_path: Pat
     assert 0 < view.aside_seconds <= DRAFT_SHARE * (DRAFT_MIN_SECONDS + 1)
 
     (tmp_path / "parser.py").write_text("def parse(text):\n    return text\n")
-    reader = FakeView(tmp_path, "where is the parser?" + DRAFTED.format(lines="1. parser.py"))
+    drafted = DRAFTED.format(lines="1. parser.py", example="find_symbol")
+    reader = FakeView(tmp_path, "where is the parser?" + drafted)
     reader.edits = None
     TaskFiles(None, tmp_path).before_first_step(reader)
     assert not any("<file path=" in said for said, _ in reader.told)

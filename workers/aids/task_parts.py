@@ -79,9 +79,15 @@ DRAFT_HEADING = (
     "A first answer from a search of the code's names and docstrings, which nobody has checked:"
 )
 DRAFTED = (
-    "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call (find_symbol, grep or "
-    "read_file) before you answer; where the code shows otherwise, answer what it shows."
+    "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call before you answer: "
+    "find_symbol with the name in brackets says where it is defined ({example} for the "
+    "first line), and read_file or grep what it does; where the code shows otherwise, "
+    "answer what it shows."
 )
+# Told only "check each line with a call (find_symbol, grep or read_file)", the bundled
+# model called each line's file as if it were a tool (`core.py` with no arguments), one
+# call a line, until the repetition guard stopped it with no answer.
+_DRAFTED_SYMBOL = re.compile(r"\((\w+) ([^()\s]+)\)$")
 DRAFT_TOKENS = 40
 DRAFT_SHARE = 0.25
 """The most of its time left the first answer may take: the rest is the readers'."""
@@ -274,7 +280,14 @@ def handed_out(
         )
         numbers = range(first, first + len(group))
         if lines := [drafted[n] for n in numbers if drafted and n in drafted]:
-            handed += DRAFTED.format(lines="\n".join(lines))
+            handed += DRAFTED.format(lines="\n".join(lines), example=_checking(lines[0]))
         tasks.append(handed)
         first += len(group)
     return tasks
+
+
+def _checking(line: str) -> str:
+    """The call that checks a first answer's line ("3. core.py (class Context)"), as JSON."""
+    found = _DRAFTED_SYMBOL.search(line)
+    name = found.group(2).rpartition(".")[2] if found else line
+    return json.dumps({"name": "find_symbol", "arguments": {"name": name}})
