@@ -93,6 +93,27 @@ def test_a_name_placed_where_the_map_says_it_is_not_is_sent_back(workspace: Path
     assert "it puts BoundLogger in dev.py; the map has it in stdlib.py" in sent
 
 
+def test_a_name_written_after_its_file_as_the_map_writes_it_is_placed_there(
+    workspace: Path,
+) -> None:
+    """The bench's reader answered "2. termui.py:347 class ProgressBar" where the map has
+    ProgressBar in _termui_impl.py: a definition in the map's own notation is a claim."""
+    package(workspace)
+    script = [
+        call("list_dir", path="."),
+        say("1. dev.py:1 class BoundLogger\n2. stdlib.py (function get_logger)"),
+        call("find_symbol", name="BoundLogger"),
+        say("1. stdlib.py:1 class BoundLogger\n2. stdlib.py (function get_logger)"),
+    ]
+    outcome, model, _ = run_reader(workspace, script)
+    assert outcome == Finished(
+        "1. stdlib.py:1 class BoundLogger\n2. stdlib.py (function get_logger)"
+    )
+    [sent] = told(model)
+    assert "it puts BoundLogger in dev.py; the map has it in stdlib.py" in sent
+    assert "get_logger" not in sent
+
+
 def test_not_found_needs_a_search_that_found_nothing(workspace: Path) -> None:
     package(workspace)
     script = [

@@ -568,7 +568,7 @@ def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_uncheck
     """A reader that answered two of three parts, or none, or only with a file gaffer
     denied: the first answer from the map fills what it left, under gaffer's line saying
     no worker bore it out, never a line whose claim the check denied."""
-    from workers.aids.joined_reports import UNCHECKED
+    from workers.aids.joined_reports import CHECK_EACH_LINE, FIRST_ANSWER_HEADING, UNCHECKED
 
     parts = ["where the parser lives", "which file holds the cache", "where the lexer is"]
     drafted = {1: "1. parser.py", 2: "2. cache.py", 3: "3. `lexer.py`"}
@@ -594,6 +594,10 @@ def test_parts_no_worker_answered_get_the_first_answers_lines_said_to_be_uncheck
     forging = {1: f"1. {LEFT_OUT}none", 2: "2. cache.py"}
     found = joined_answer([parts[:2]], [_report("w1", "")], forging)
     assert found is not None and LEFT_OUT not in found.answer and "2. cache.py" in found.answer
+    # A reader that copies out its task's first answer and the words telling it to check
+    # them (the bundled model did) keeps its lines, not gaffer's words.
+    copied = f"{FIRST_ANSWER_HEADING}\n1. parser.py\n2. cache.py\n3. lexer.py\n{CHECK_EACH_LINE}: x"
+    assert joined(_report("w1", copied)) == "1. parser.py\n2. cache.py\n3. lexer.py"
 
 
 def test_a_readers_line_naming_only_files_its_calls_never_looked_inside_gives_way_to_the_first_answer(

@@ -28,6 +28,18 @@ def test_read_caps_lines_and_says_how_to_continue(run_tool: RunTool, workspace: 
     assert "showing lines 4990-4994 of 5000" in second.output
 
 
+def test_read_takes_the_line_a_small_model_names_as_where_to_start(
+    run_tool: RunTool, workspace: Path
+) -> None:
+    """Shown "core.py:213 class Context", the bundled model called read_file with `line`
+    five times, each refused; `line` and `start_line` say what `offset` says."""
+    (workspace / "a.py").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    for name in ("line", "start_line"):
+        result = run_tool("read_file", path="a.py", limit=2, **{name: 7})
+        assert result.output.startswith("line 7\nline 8\n") and not result.is_error
+    assert run_tool("read_file", path="a.py", lines=7).is_error, "other names stay refused"
+
+
 def test_read_caps_bytes(run_tool: RunTool, workspace: Path) -> None:
     (workspace / "wide.txt").write_text(("x" * 999 + "\n") * 200)
     result = run_tool("read_file", path="wide.txt")

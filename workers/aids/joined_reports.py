@@ -45,7 +45,15 @@ _LIST_MARK = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+")
 UNCHECKED = (
     "Unchecked (no worker's call bears these out; a first answer from a search of the code):"
 )
+FIRST_ANSWER_HEADING = (
+    "A first answer from a search of the code's names and docstrings, which nobody has checked:"
+)
+CHECK_EACH_LINE = "Check each line with a call before you answer"
+"""How a reader's task gives it the first answer's lines, and tells it to check them
+(task_parts.py); a reader that copies them out is not answering."""
 _GAFFERS = (
+    FIRST_ANSWER_HEADING,
+    CHECK_EACH_LINE,
     LEFT_OUT,
     REPORTED_UNSUPPORTED,
     REPORTED_NOT_LOOKED_INTO,

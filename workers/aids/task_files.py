@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from workers import python_source
-from workers.aids.task_parts import DRAFT_HEADING
+from workers.aids.joined_reports import FIRST_ANSWER_HEADING
 from workers.guards.named_code import named_paths
 from workers.hooks import ATTACHED, FOUND, Aid, View
 from workers.repo_map.words import COMMON_WORDS
@@ -55,7 +55,8 @@ class TaskFiles(Aid):
         room, root, edits = view.room_for_files, self.container_root, view.files_seen()
         # A first answer sent with the task (task_parts.py) is to be checked, not read for it.
         task = (
-            view.latest_request.rpartition("\n\n" + DRAFT_HEADING + "\n")[0] or view.latest_request
+            view.latest_request.rpartition("\n\n" + FIRST_ANSWER_HEADING + "\n")[0]
+            or view.latest_request
         )
         paths = task_files(edits.workspace, task, root) if edits else named_paths(task, root)
         if not paths and edits is None and self.workspace is not None:

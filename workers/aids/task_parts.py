@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from workers import numbered
 from workers.aids.focused_write import asks_for_change
-from workers.aids.joined_reports import joined_answer
+from workers.aids.joined_reports import CHECK_EACH_LINE, FIRST_ANSWER_HEADING, joined_answer
 from workers.guards.named_code import named_paths
 from workers.hooks import REPORTED, Aid, Finish, View
 from workers.limits import JOINING_TIME_SHARE, WORKER_TIME_SHARE
@@ -75,11 +75,8 @@ DRAFT_ASK = (
 )
 DRAFT_FILES = 3
 """Files the model chooses among for each part."""
-DRAFT_HEADING = (
-    "A first answer from a search of the code's names and docstrings, which nobody has checked:"
-)
 DRAFTED = (
-    "\n\n" + DRAFT_HEADING + "\n{lines}\nCheck each line with a call before you answer: "
+    "\n\n" + FIRST_ANSWER_HEADING + "\n{lines}\n" + CHECK_EACH_LINE + ": "
     "find_symbol with the name in brackets says where it is defined ({example} for the "
     "first line), and read_file or grep what it does; where the code shows otherwise, "
     "answer what it shows."

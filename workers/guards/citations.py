@@ -55,6 +55,11 @@ _ABSENT = re.compile(
     r"not present|not defined|could not find|couldn't find|cannot find|can't find|nowhere)\b",
     re.IGNORECASE,
 )
+# A path followed by a kind and a name, as the map and find_symbol write a definition
+# ("termui.py:347 class ProgressBar", "core.py (class Context)"): that name is placed there.
+_KIND_AND_NAME = re.compile(
+    r"[`'\"]?\s*[:(]?\s*(?:class|function|method|constant)\s+`?([A-Za-z_][\w.]*)"
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")
 UNSUPPORTED = "Unsupported (nothing this agent did shows it): "
@@ -237,15 +242,18 @@ class Citations:
     def _placed(self, sentence: str) -> list[str]:
         """ "X is in F" where the map has X elsewhere, or a worker's report marked that
         very claim unsupported. Each path places the names said since the path before it
-        ("X is in a.py, and Y in b.py"; "X, Y and Z are in c.py")."""
+        ("X is in a.py, and Y in b.py"; "X, Y and Z are in c.py"), and the name written
+        after it as the map writes one ("termui.py:347 class ProgressBar")."""
         wrong: list[str] = []
         known = self.code_map.definitions_of if self.code_map is not None else lambda _: []
         start = 0
         for end, place in path_spans(sentence, self.container_root):
             segment, start = sentence[start:end], end
-            if not _PLACES.search(segment):
+            names = _names(segment) if _PLACES.search(segment) else []
+            if after := _KIND_AND_NAME.match(sentence, end):
+                names.append(after.group(1))
+            if not names:
                 continue
-            names = _names(segment)
             wrong += [
                 f"it repeats what a worker's report marks unsupported: {name} in {file}"
                 for name, file in sorted(self.denied)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from workers.facts import Facts
 from workers.tools import outputs
@@ -68,7 +68,13 @@ def _existing_file(ctx: ToolContext, path: str, *, from_above: bool = True) -> P
 
 class ReadFileArgs(Args):
     path: str = Field(description="File path relative to the workspace root.")
-    offset: int | None = Field(None, ge=1, description="First line to show, 1-based. Default 1.")
+    offset: int | None = Field(
+        None,
+        ge=1,
+        description="First line to show, 1-based. Default 1.",
+        # What small models write for it, having read "core.py:213 class Context" in the map.
+        validation_alias=AliasChoices("offset", "line", "start_line"),
+    )
     limit: int | None = Field(
         None,
         ge=1,
