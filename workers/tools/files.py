@@ -15,7 +15,13 @@ from workers.facts import Facts
 from workers.tools import outputs
 from workers.tools.base import Args, Tool, ToolContext, ToolError, ToolResult
 from workers.tools.describe import MAX_DESCRIBED, describe, said_of
-from workers.tools.nearby import did_you_mean, folder_or_file_named, instead, moved
+from workers.tools.nearby import (
+    did_you_mean,
+    folder_or_file_named,
+    instead,
+    moved,
+    text_elsewhere,
+)
 from workers.tools.workspace import (
     SKIPPED_DIRS,
     open_confined,
@@ -66,14 +72,13 @@ def _existing_file(ctx: ToolContext, path: str, *, from_above: bool = True) -> P
     return real
 
 
+_LINE = AliasChoices("offset", "line", "start_line")
+
+
 class ReadFileArgs(Args):
     path: str = Field(description="File path relative to the workspace root.")
-    offset: int | None = Field(
-        None,
-        ge=1,
-        description="First line to show, 1-based. Default 1.",
-        # What small models write for it, having read "core.py:213 class Context" in the map.
-        validation_alias=AliasChoices("offset", "line", "start_line"),
+    offset: int | None = Field(  # also as small models name it, shown "a.py:213 class A"
+        None, ge=1, description="First line to show, 1-based. Default 1.", validation_alias=_LINE
     )
     limit: int | None = Field(
         None,
@@ -228,10 +233,7 @@ def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
     if count == 0:
         raise ToolError(
             f"old_text was not found in {args.path!r}; nothing written. "
-            + (
-                _found_elsewhere(ctx.workspace, real, args.old_text)
-                or _nearest(text, args.old_text)
-            )
+            + (text_elsewhere(ctx.workspace, real, args.old_text) or _nearest(text, args.old_text))
         )
     if count > 1:
         lines = _match_lines(text, old)
@@ -249,39 +251,6 @@ def edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolResult:
         summary="replaced 1 match",
         facts=Facts(modified=(rel,)),
     )
-
-
-# Files looked through for an old_text that is not where the model said: the folder of
-# the file named, where a mix-up (the test file for the module) almost always lies.
-MAX_SEARCHED_SIBLINGS = 50
-
-
-def _found_elsewhere(workspace: Path, real: Path, old_text: str) -> str:
-    """Where an old_text that is not in the file named does occur: a small model copies
-    it from the wrong file (the test it read, instead of the module to change)."""
-    needle = old_text.strip()
-    if not needle:
-        return ""
-    try:
-        siblings = sorted(p for p in real.parent.iterdir() if p.is_file() and p != real)
-    except OSError:
-        return ""
-    for path in siblings[:MAX_SEARCHED_SIBLINGS]:
-        try:
-            if path.is_symlink() or path.stat().st_size > MAX_READ_BYTES * 4:
-                continue
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if needle in text:
-            line = text.count("\n", 0, text.index(needle)) + 1
-            rel = relative(workspace, path)
-            return (
-                f"That text is in {rel} (line {line}), not in {relative(workspace, real)}: "
-                "make sure you are changing the right file (tests say what the code must do; "
-                "change the code, not the tests)."
-            )
-    return ""
 
 
 def _match_lines(text: str, old: str) -> list[int]:

@@ -2,7 +2,8 @@
 workspace with its name. A small model guesses a folder ("supervisor/sandbox_image"
 for "sandbox_image") and asks for it again and again, told only "no such folder"; told
 where the name is, it goes there. The walk is bounded, never follows a link, and skips
-dot-folders and the folders search skips."""
+dot-folders and the folders search skips. And where an edit's old text is, when it is
+not in the file named (text_elsewhere)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from workers.tools.base import ToolError
-from workers.tools.workspace import SKIPPED_DIRS, resolve
+from workers.tools.workspace import SKIPPED_DIRS, relative, resolve
 
 MAX_SEEN = 5000
 """Entries looked at before giving up: a huge tree costs a bounded walk."""
@@ -113,3 +114,37 @@ def as_pattern_note(path: str, folder: str, glob: str | None) -> str:
     """The note before what a path written as a pattern shows."""
     matching = f", files matching {glob!r}" if glob else ""
     return f"[{path!r} is a pattern, not a path: this is {folder!r}{matching}]\n"
+
+
+# Files looked through for an old_text that is not where the model said: the folder of
+# the file named, where a mix-up (the test file for the module) almost always lies.
+MAX_SEARCHED_SIBLINGS = 50
+MAX_SIBLING_BYTES = 200 * 1024
+
+
+def text_elsewhere(workspace: Path, real: Path, old_text: str) -> str:
+    """Where an old_text that is not in the file named does occur: a small model copies
+    it from the wrong file (the test it read, instead of the module to change)."""
+    needle = old_text.strip()
+    if not needle:
+        return ""
+    try:
+        siblings = sorted(p for p in real.parent.iterdir() if p.is_file() and p != real)
+    except OSError:
+        return ""
+    for path in siblings[:MAX_SEARCHED_SIBLINGS]:
+        try:
+            if path.is_symlink() or path.stat().st_size > MAX_SIBLING_BYTES:
+                continue
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if needle in text:
+            line = text.count("\n", 0, text.index(needle)) + 1
+            rel = relative(workspace, path)
+            return (
+                f"That text is in {rel} (line {line}), not in {relative(workspace, real)}: "
+                "make sure you are changing the right file (tests say what the code must do; "
+                "change the code, not the tests)."
+            )
+    return ""
