@@ -84,6 +84,26 @@ def test_a_call_named_after_a_file_is_told_the_call_it_meant(workspace: Path) ->
         )
 
 
+def test_a_call_named_after_a_file_with_a_name_to_find_runs_as_find_symbol(
+    workspace: Path,
+) -> None:
+    """Shown a find_symbol call to check each first-answer line, the bundled model put
+    each line's file where the tool goes (`core.py` with {"name": "Context"}): that is
+    find_symbol, said so, and its result counts as find_symbol's for the guards."""
+    from workers.repo_map.tool import find_symbol_tool
+
+    (workspace / "core.py").write_text("class Context:\n    pass\n")
+    tools = {**BUILTIN_TOOLS, "find_symbol": find_symbol_tool(workspace)}
+    script = [calls(("core.py", {"name": "Context"}), ("core.py", {"path": "x"})), say("ok")]
+    result, recorder, _ = run_script(workspace, script, tools=tools)
+    meant, other = (m["content"] for m in tool_messages(result))
+    ran = '{"name": "find_symbol", "arguments": {"name": "Context"}}'
+    assert meant.startswith(f"['core.py' is a file's name, not a tool's: ran {ran}]\n")
+    assert "core.py:1 class Context" in meant
+    assert other.startswith("error: unknown tool 'core.py'"), "other arguments: told, not run"
+    assert [c["name"] for c in recorder.of("tool_call")] == ["find_symbol", "core.py"]
+
+
 def test_wrong_and_missing_arguments(workspace: Path) -> None:
     result, _, _ = run_script(
         workspace, [call("read_file", file="a.txt"), call("read_file", path=3), say("ok")]

@@ -109,3 +109,18 @@ MAX_FILES_CHARS = 48_000
 def first_task(messages: list[Message]) -> str:
     """The first thing the agent was asked."""
     return next((str(m["content"]) for m in messages if m["role"] == "user"), "")
+
+
+def answer_unanswered(messages: list[Message], reason: str) -> None:
+    """Every tool call gets a result, even when the run stopped mid-batch, so the
+    conversation stays valid for a resume or another turn."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
+    for message in reversed(messages):
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        for call in message["tool_calls"]:
+            if call["id"] not in answered:
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
+                )
+        break

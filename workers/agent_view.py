@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workers import calls, executor
-from workers.agent import Agent, AgentResult, first_task, tell
+from workers.agent import Agent, AgentResult, answer_unanswered, first_task, tell
 from workers.changes.change_sets import Change, compare
 from workers.changes.snapshots import Tree
 from workers.changes.tracker import ChangeTracker
@@ -194,7 +194,7 @@ class AgentView(FromGuards):
             return ""
         self._result.tokens += turn.usage.total
         messages.append(turn.as_message())
-        calls.answer_unanswered(messages, unanswered)
+        answer_unanswered(messages, unanswered)
         return "" if turn.tool_calls or written_call(turn.text, agent.tools) else turn.text
 
     def run(

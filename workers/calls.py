@@ -214,6 +214,8 @@ def run_batch(agent: Agent, turn: AssistantTurn, step: int) -> list[ToolResult]:
             if decision.arguments is not None:
                 call = dataclasses.replace(call, arguments=decision.arguments)
             arguments = executor.parse_arguments(call.arguments)
+            if meant := executor.as_meant(call, arguments, agent.tools):
+                call, said = meant
             key = same_call_key(call, arguments)
             # A copy of a call in the same reply is not run, and not counted as a repetition.
             copy = key in seen
@@ -225,14 +227,24 @@ def run_batch(agent: Agent, turn: AssistantTurn, step: int) -> list[ToolResult]:
                 seen.add(key)
             begun = begin_overlapping(agent, asked, step) if refusal is None else None
             done = begun or run_tool(agent, asked, step, refusal)
-            if decision.arguments is not None and isinstance(done, ToolResult):
-                done = dataclasses.replace(done, output=edited_note(call.arguments) + done.output)
+            note = edited_note(call.arguments) if decision.arguments is not None else ""
+            if note := note + (said if meant else ""):
+                done = _noted(done, note)
             pending.append(done)
     except KeyboardInterrupt:
         agent.budget.cancel()  # the calls already started end now, and log their ends
         wait_for_all(agent, pending)
         raise
     return wait_for_all(agent, pending)
+
+
+def _noted(
+    done: Callable[[], ToolResult] | ToolResult, note: str
+) -> Callable[[], ToolResult] | ToolResult:
+    """A result, or what waits for one, with a line of gaffer's before it."""
+    if isinstance(done, ToolResult):
+        return dataclasses.replace(done, output=note + done.output)
+    return lambda: _noted(done(), note)  # type: ignore[return-value]
 
 
 def decide(agent: Agent, calls: Sequence[ToolCall]) -> list[Decision]:
@@ -375,21 +387,6 @@ def log_tool_call(
             facts=result.facts.as_json() or None,
         )
     )
-
-
-def answer_unanswered(messages: list[Message], reason: str) -> None:
-    """Every tool call gets a result, even when the run stopped mid-batch, so the
-    conversation stays valid for a resume or another turn."""
-    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"}
-    for message in reversed(messages):
-        if message.get("role") != "assistant" or not message.get("tool_calls"):
-            continue
-        for call in message["tool_calls"]:
-            if call["id"] not in answered:
-                messages.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": f"not run: {reason}"}
-                )
-        break
 
 
 def _sizes(usage: Usage) -> tuple[int | None, int | None]:

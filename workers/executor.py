@@ -80,14 +80,35 @@ def _head_and_tail(text: str, output_chars: int) -> str:
     return text[:head] + note + text[len(text) - (keep - head) :]
 
 
+_FILE_NAME = re.compile(r"[\w./-]*\w\.\w{1,5}|[\w.-]+/[\w./-]+")
+
+
 def _unknown(name: str, tools: dict[str, Tool[Any]]) -> str:
     """Why a call to no tool was not run, and the call meant where its name is a file's
     (the bundled model checks a first answer's lines by calling `core.py`, one a line)."""
     said = f"unknown tool {name!r}. The tools you can call are: {', '.join(tools) or 'none'}."
-    if "read_file" in tools and re.fullmatch(r"[\w./-]*\w\.\w{1,5}|[\w.-]+/[\w./-]+", name):
+    if "read_file" in tools and _FILE_NAME.fullmatch(name):
         meant = json.dumps({"name": "read_file", "arguments": {"path": name}})
         said += f" {name!r} is a file's name, not a tool's: to read it, call {meant}."
     return said
+
+
+def as_meant(
+    call: ToolCall, arguments: dict[str, Any] | str, tools: dict[str, Tool[Any]]
+) -> tuple[ToolCall, str] | None:
+    """A call named after a file with only a name to find (`core.py` with {"name":
+    "Context"}: the bundled model, shown a find_symbol call to check a first answer's
+    line, put each line's file where the tool goes) as the find_symbol call it means,
+    with a line saying so; None for any other call."""
+    if call.name in tools or "find_symbol" not in tools or not _FILE_NAME.fullmatch(call.name):
+        return None
+    if not (isinstance(arguments, dict) and list(arguments) == ["name"]):
+        return None
+    if not isinstance(arguments["name"], str):
+        return None
+    ran = json.dumps({"name": "find_symbol", "arguments": arguments})
+    said = f"[{call.name!r} is a file's name, not a tool's: ran {ran}]\n"
+    return dataclasses.replace(call, name="find_symbol"), said
 
 
 def _execute(

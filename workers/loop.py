@@ -16,7 +16,7 @@ import traceback
 from typing import Any
 
 from workers import calls
-from workers.agent import Agent, AgentResult, first_task, tell
+from workers.agent import Agent, AgentResult, answer_unanswered, first_task, tell
 from workers.agent_view import AgentView
 from workers.changes.tracker import record_change_set
 from workers.guard_hooks import Answer, StepStart
@@ -115,7 +115,7 @@ def run_agent(
     except Exception as error:  # a harness fault: the run ends, the log keeps the traceback
         result.outcome = Failed(f"{type(error).__name__}: {error}")
         crash = traceback.format_exc(limit=8)
-    calls.answer_unanswered(messages, reason_of(result.outcome))
+    answer_unanswered(messages, reason_of(result.outcome))
     result.outcome = _with_sent_back(agent, result)
     if agent.changes is not None:
         result.changes = record_change_set(agent.changes, agent.events)
@@ -273,7 +273,7 @@ def _after_calls(
     asked what it found), or out of budget (calls the batch did not reach are answered
     as not run)."""
     if (stop := agent.guards.stopped()) is not None:
-        calls.answer_unanswered(result.messages, reason_of(stop))
+        answer_unanswered(result.messages, reason_of(stop))
         return _wrap_up(agent, result, schemas, stop)
     return calls.limit_if_spent(agent)
 
@@ -333,7 +333,7 @@ def _wrap_up(
         messages.append(turn.as_message())
         if not turn.tool_calls and not written_call(turn.text, agent.tools):
             return dataclasses.replace(stop, answer=_stamped(agent, turn.text, result))
-        calls.answer_unanswered(messages, "tools are off: the run is wrapping up")
+        answer_unanswered(messages, "tools are off: the run is wrapping up")
     return dataclasses.replace(
         stop, detail=f"{stop.detail}; the model gave no answer, only tool calls"
     )
