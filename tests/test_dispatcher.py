@@ -538,13 +538,16 @@ def test_a_first_answer_holds_only_where_the_model_picks_the_same_file_in_both_o
     ]
     picks = ["lexers/data.py", "`lexers/data.py`", "lexers/json5.py", "lexers/data.py"]
     picks += ["It is in json.py.", "lexers/json.py", "lexers/data.py", "lexers/data.py"]
+    picks += ["lexers/data.py", "It is in json.py."]
     view = FakeView(tmp_path, SURVEY, asides=picks)
     parts = TaskParts("explorer", 1, joins=True, find=lambda part, _: found)
     view.seconds_left = DRAFT_MIN_SECONDS + 1
-    assert parts._drafted(view, SURVEY, ["same", "differ", "guess", "again"]) == {
+    asked = ["same", "differ", "guess", "again", "once a guess"]
+    assert parts._drafted(view, SURVEY, asked) == {
         1: "1. lexers/data.py (class JsonLexer)",
         2: "2. lexers/json5.py (class Json5Lexer)",
         4: "4. lexers/data.py (class JsonLexer)",
+        5: "5. lexers/json5.py (class Json5Lexer)",  # a pick and a guess differ too
     }
     in_order, reversed_ = (prompt for prompt, _ in view.asked[:2])
     assert in_order.index("json5.py") < in_order.index("data.py")

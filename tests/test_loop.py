@@ -98,7 +98,7 @@ def test_a_call_named_after_a_file_with_a_name_to_find_runs_as_find_symbol(
     result, recorder, _ = run_script(workspace, script, tools=tools)
     meant, other = (m["content"] for m in tool_messages(result))
     ran = '{"name": "find_symbol", "arguments": {"name": "Context"}}'
-    assert meant.startswith(f"['core.py' is a file's name, not a tool's: ran {ran}]\n")
+    assert meant.startswith(f"['core.py' is a file's name, not a tool's: taken as {ran}]\n")
     assert "core.py:1 class Context" in meant
     assert other.startswith("error: unknown tool 'core.py'"), "other arguments: told, not run"
     assert [c["name"] for c in recorder.of("tool_call")] == ["find_symbol", "core.py"]
@@ -160,14 +160,16 @@ def test_a_readers_answer_with_tools_off_begins_at_its_first_numbered_item(
 ) -> None:
     """After the local model's answer opening ("From what I found:") a bench reader wrote
     its calls out as text, asked twice, and gave no answer after minutes of reading: a
-    reader's numbered task has its answer begun at the first item's number. An agent that
-    may write is not (its answer may begin with a file); nor is a task of one part."""
+    reader's numbered questions have its answer begun at the first one's number. An agent
+    that may write is not (its answer may begin with a file); nor is a task of one part,
+    or one whose numbered lines are rules."""
     task = "4. Which file defines Context?\n5. Which file draws the bar?"
     read_only = {n: t for n, t in BUILTIN_TOOLS.items() if t.read_only}
     for tools, asked, begins in (
         (read_only, task, "4. "),
         (dict(BUILTIN_TOOLS), task, ""),
         (read_only, "Which file defines Context?", ""),
+        (read_only, "Survey the loop. Keep to:\n1. brief\n2. cite files", ""),
     ):
         model = ScriptedModel([call("list_dir"), say("4. core.py")])
         agent = make_agent(workspace, model, Recorder(), Limits(max_steps=2), tools=tools)

@@ -45,6 +45,14 @@ def test_remember_writes_no_file_through_a_link_named_agent_md(
     result = run_tool("remember", content="run the tests with pytest")
     assert result.is_error and "AGENT.md is a link to 'src/app.py'" in result.output
     assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
+    # A link to AGENTS.md, the instructions every tool reads, is where memory goes.
+    (workspace / "AGENT.md").unlink()
+    (workspace / "AGENTS.md").write_text("# Rules\n")
+    (workspace / "AGENT.md").symlink_to("AGENTS.md")
+    kept = run_tool("remember", content="run the tests with pytest")
+    assert kept.output.startswith("remembered in AGENTS.md")
+    assert kept.facts.modified == ("AGENTS.md",)
+    assert "run the tests with pytest" in (workspace / "AGENTS.md").read_text()
 
 
 def test_instructions_are_capped(workspace: Path) -> None:

@@ -116,7 +116,11 @@ def test_a_bare_word_finds_the_files_of_a_folder_named_with_it(
     found = run_tool("find_files", pattern="sandbox", path="workers").output
     assert found == "workers/sandbox/docker.py"
     both = run_tool("find_files", pattern="sandbox|loop").output.splitlines()
-    assert sorted(both) == ["bench/sandbox.py", "workers/loop.py", "workers/sandbox/docker.py"]
+    assert both == ["bench/sandbox.py", "workers/loop.py", "workers/sandbox/docker.py"]
+    (workspace / "a_sandbox").mkdir()
+    (workspace / "a_sandbox" / "x.py").write_text("")
+    named_first = run_tool("find_files", pattern="sandbox").output.splitlines()
+    assert named_first[0] == "bench/sandbox.py", "a file named with it before a folder's files"
     assert run_tool("find_files", pattern="sandbox*").output == "bench/sandbox.py"
     assert run_tool("find_files", pattern="*.py", path="workers/sandbox").output == (
         "workers/sandbox/docker.py"

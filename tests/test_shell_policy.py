@@ -15,6 +15,7 @@ ALLOWED = [
     "git log --oneline -n 5 | cat",
     "git log -3 --stat --no-ext-diff --no-textconv --format='%h %s'",
     "git show HEAD:a.py",
+    "git show HEAD@{1}:a.py",
     "find . -name '*.py' -type f",
     "find src -maxdepth 2 -type d -print",
     "(cd src && ls) > /dev/null",
@@ -26,6 +27,7 @@ ALLOWED = [
     "grep -rn 'import os' .",
     "grep -ie main -m 5 -A3 a.py",
     "grep -i -f a.txt a.py",
+    "grep -rn '--exclude=*.pyc' --exclude-dir build --include '*.py' main .",
     "c''at a.py",
     "cat 'a.py' \"src/b.py\"",
     "test -f a.py && echo yes",
@@ -66,6 +68,8 @@ DENIED = [
     ("git show HEAD", "add --no-ext-diff --no-textconv"),
     ("git show :/", "add --no-ext-diff --no-textconv"),  # the newest commit: its patch
     ("git show HEAD^{/fix}", "add --no-ext-diff --no-textconv"),
+    ("git show HEAD@{10:00}", "add --no-ext-diff --no-textconv"),  # a reflog date
+    ("git show 'HEAD@{2024-01-01 10:00}'", "add --no-ext-diff --no-textconv"),
     ("git blame a.py", "add --no-textconv"),
     ("git log -Sneedle", "add --no-ext-diff --no-textconv"),
     ("git log -c", "add --no-ext-diff --no-textconv"),
@@ -136,6 +140,8 @@ DENIED = [
     ("grep -if /etc/shadow a.py", "outside the workspace"),  # -f in a group: its file
     ("grep --exclude-from /etc/shadow x .", "outside the workspace"),
     ("grep --file=../secret a.py", "climbs out"),
+    ("grep --exclude-f /etc/shadow x .", "outside the workspace"),  # as grep reads it
+    ("grep --dereference-rec x .", "--dereference-recursive"),
     ("grep --dereference-recursive x .", "--dereference-recursive"),
     ("rg -L secret", "rg -L"),
     ("rg --follow secret", "--follow"),

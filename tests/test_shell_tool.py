@@ -107,7 +107,8 @@ def test_no_program_the_workspace_ships_is_found_on_path(
     run_tool: RunTool, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A repository's `node_modules/.bin/ls`, or a `./ls` reached through a `.` or an empty
-    PATH entry, is not what `ls` runs: an honest model's `ls` ran the planted one."""
+    PATH entry, is not what an unasked `ls` runs: an honest model's `ls` ran the planted
+    one."""
     planted = workspace / "node_modules" / ".bin"
     planted.mkdir(parents=True)
     for folder in (planted, workspace):
@@ -117,6 +118,10 @@ def test_no_program_the_workspace_ships_is_found_on_path(
     monkeypatch.setenv("PATH", f"{planted}::.:node_modules/.bin:{system_path}")
     result = run_tool("run_shell", command="ls node_modules", approve=True)
     assert "PLANTED" not in result.output and "[exit code 0" in result.output
+    # A command the user approved runs on their PATH, as they would run it themselves
+    # (their venv's `pytest`): here, what they put first on it.
+    approved = run_tool("run_shell", command="FOO=1 ls node_modules", approve=True)
+    assert "PLANTED" in approved.output
 
 
 def test_no_input_can_be_waited_for(run_tool: RunTool) -> None:

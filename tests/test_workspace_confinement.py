@@ -96,10 +96,14 @@ def test_nul_in_path_is_refused(run_tool: RunTool) -> None:
         "sub/.git",
         ".mcp.json",
         ".venv/bin/activate",
+        ".venv/BIN/pytest",  # a case-insensitive file system's .venv/bin/pytest
+        ".venv/lib/python3.11/site-packages/pytest/__init__.py",
         "web/node_modules/.bin/jest",
+        "web/Node_Modules/jest/bin/jest.js",
         "src/evil.pth",
         "sitecustomize.py",
-        "src/__pycache__/app.cpython-311.pyc",
+        "src/__pycache__/app.cpython-311.PYC",
+        "newvenv/pyvenv.cfg",  # bin/ written first, then what makes it a venv
     ],
 )
 def test_what_the_host_runs_on_its_own_is_not_writable_by_tools(

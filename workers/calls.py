@@ -50,12 +50,13 @@ def limit_if_spent(agent: Agent) -> Outcome | None:
 
 
 def _answer_begins(agent: Agent, messages: list[Message]) -> str:
-    """How an answer asked for with tools off begins: a reader's task of numbered items,
-    at its first item's number (an editor's answer may begin with a file)."""
+    """How an answer asked for with tools off begins: a reader's task of numbered
+    questions, at its first question's number (an editor's answer may begin with a file;
+    numbered rules or steps are not asked)."""
     if not all(tool.read_only for tool in agent.tools.values()):
         return ""
-    number = numbered.first_number(first_task(messages))
-    return "" if number is None else f"{number}. "
+    asked = numbered.unanswered(first_task(messages), "")  # numbered questions, not steps
+    return f"{asked[0]}. " if asked else ""
 
 
 def _takes_stop(agent: Agent) -> bool:

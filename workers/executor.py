@@ -106,8 +106,8 @@ def as_meant(
         return None
     if not isinstance(arguments["name"], str):
         return None
-    ran = json.dumps({"name": "find_symbol", "arguments": arguments})
-    said = f"[{call.name!r} is a file's name, not a tool's: ran {ran}]\n"
+    meant = json.dumps({"name": "find_symbol", "arguments": arguments})
+    said = f"[{call.name!r} is a file's name, not a tool's: taken as {meant}]\n"
     return dataclasses.replace(call, name="find_symbol"), said
 
 

@@ -23,12 +23,6 @@ def items(text: str, *, bullets: bool = False) -> list[str]:
     return [m.group(m.lastindex or 1).strip() for m in found]
 
 
-def first_number(text: str) -> int | None:
-    """The number of the text's first numbered item, when it has two or more; else None."""
-    found = list(_ITEM.finditer(text))
-    return int(found[0].group(1)) if len(found) >= 2 else None
-
-
 def unanswered(task: str, answer: str) -> list[int]:
     """The numbers of a task's numbered questions (its first run of two or more lines
     numbered in a row, most of them ending in "?") that the answer has no line for; []

@@ -58,7 +58,8 @@ _ABSENT = re.compile(
 # A path followed by a kind and a name, as the map and find_symbol write a definition
 # ("termui.py:347 class ProgressBar", "core.py (class Context)"): that name is placed there.
 _KIND_AND_NAME = re.compile(
-    r"[`'\"]?\s*[:(]?\s*(?:class|function|method|constant)\s+`?([A-Za-z_][\w.]*)"
+    r"[`'\"]?\s*[:(]?\s*(?:class|function|method|constant|interface|module|type|macro)"
+    r"\s+`?([A-Za-z_][\w.]*)"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _IDENTIFIER = re.compile(r"`([A-Za-z_][\w.]*)(?:\(\))?`|\b([A-Za-z_]\w*(?:\.\w+)*)\b")

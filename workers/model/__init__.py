@@ -140,7 +140,7 @@ class CallOptions:
     four; the Responses API has none): a sample that starts copying out a test file."""
     answer_begins: str = ""
     """With `tools_off`, for a client that begins an answer for the model (its answer
-    prefill): how the answer goes on after that opening. A task of numbered items begins
+    prefill): how the answer goes on after that opening. A task of numbered questions begins
     its first ("1. "): after "From what I found:", the bundled model wrote its calls out
     as text, asked twice, and a reader that had run for minutes gave no answer."""
 

@@ -33,9 +33,11 @@ def _shows_diffs(sub: str, rest: list[str]) -> bool:
 
 
 def _names_a_file(operand: str) -> bool:
-    """`REV:path` or `:path`, not a commit found by its message (`:/fix`, `HEAD^{/fix}`),
-    whose patch `git show` shows."""
-    return ":" in operand and not operand.startswith(":/") and "^{/" not in operand
+    """`REV:path` or `:path`: a colon outside the revision's braces, not a commit found
+    by its message (`:/fix`, `HEAD^{/fix}`) or by a reflog date (`HEAD@{10:00}`), whose
+    patch `git show` shows."""
+    outside_braces = re.sub(r"[@^]\{[^}]*\}", "", operand)
+    return ":" in outside_braces and not outside_braces.startswith(":/")
 
 
 # Filters git runs by itself, even on `git status`; diff programs are kept off by flags.

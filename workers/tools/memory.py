@@ -41,14 +41,16 @@ def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
     if len(entry) > MAX_ENTRY_CHARS:
         raise ToolError(f"that is {len(entry)} characters; keep an entry under {MAX_ENTRY_CHARS}")
     path = resolve_for_write(ctx.workspace, MEMORY_FILE)
-    if path != Path(os.path.realpath(ctx.workspace), MEMORY_FILE):
-        # A link named AGENT.md (a repository can ship one, a container can make one)
-        # would have the run's memory written into another file, recorded as AGENT.md.
-        target = shown_name(relative(ctx.workspace, path))
+    written = relative(ctx.workspace, path)
+    if path.name not in INSTRUCTION_FILES:
+        # A link named AGENT.md (a repository can ship one, a container can make one) to
+        # the code would have the run's memory written into it, recorded as AGENT.md; a
+        # link to AGENTS.md, which projects keep for every tool, is where memory goes.
         raise ToolError(
-            f"{MEMORY_FILE} is a link to {target!r}; remember writes no file through it"
+            f"{MEMORY_FILE} is a link to {shown_name(written)!r}; remember writes no file "
+            "through it"
         )
-    old = read_confined(ctx.workspace, MEMORY_FILE, MAX_MEMORY_BYTES)
+    old = read_confined(ctx.workspace, written, MAX_MEMORY_BYTES)
     if old is not None and len(old) > MAX_MEMORY_BYTES:
         raise ToolError(f"{MEMORY_FILE} is over {MAX_MEMORY_BYTES // 1024} KB; tidy it first")
     text = old.decode("utf-8", errors="replace") if old is not None else "# AGENT.md\n"
@@ -59,9 +61,9 @@ def remember(ctx: ToolContext, args: RememberArgs) -> ToolResult:
     text += f"- {dt.date.today().isoformat()}: {entry}\n"
     write_confined(ctx.workspace, path, text.encode("utf-8"))
     return ToolResult(
-        output=f"remembered in {MEMORY_FILE}; every future run will read it",
+        output=f"remembered in {written}; every future run will read it",
         summary="remembered",
-        facts=Facts(modified=(MEMORY_FILE,), memory=True),
+        facts=Facts(modified=(written,), memory=True),
     )
 
 

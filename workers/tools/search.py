@@ -260,15 +260,17 @@ def find_files(ctx: ToolContext, args: FindFilesArgs) -> ToolResult:
             f"no such folder: {args.path!r}" + folder_or_file_named(ctx.workspace, args.path)
         )
     matches = _matcher(args.pattern)
-    found: list[str] = []
-    total, used, budget = 0, 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
+    named: list[str] = []
+    inside_named: list[str] = []  # a bare word's folder: after the files named with it
     for path in walk_files(real):
         if matches(path.relative_to(real).as_posix()):
-            total += 1
-            shown = relative(ctx.workspace, path)
-            if len(found) < MAX_FILES and used + len(shown) + 1 <= budget:
-                found.append(shown)
-                used += len(shown) + 1
+            (named if matches(path.name) else inside_named).append(relative(ctx.workspace, path))
+    found: list[str] = []
+    total, used, budget = len(named) + len(inside_named), 0, ctx.output_cap(MAX_LISTED_CHARS) - 100
+    for shown in named + inside_named:
+        if len(found) < MAX_FILES and used + len(shown) + 1 <= budget:
+            found.append(shown)
+            used += len(shown) + 1
     if not found:
         told = f"no files match {args.pattern!r}"
         if real != resolve(ctx.workspace, ".") and (elsewhere := _elsewhere(ctx, matches)):

@@ -47,8 +47,10 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     command = args.command
     if not command.strip():
         raise ToolError("the command is empty")
+    unasked = False
     if ctx.guard_shell:
         verdict = shell_policy.check(command, ctx.workspace)
+        unasked = verdict.allowed
         if not verdict.allowed and not ctx.approve(command, verdict.reason):
             return ToolResult(
                 output=f"denied: the command was not run ({verdict.reason}). "
@@ -61,7 +63,8 @@ def run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolResult:
     if ctx.deadline is not None:
         timeout = max(1.0, min(timeout, ctx.deadline - time.monotonic()))
     shown = ctx.output_cap(MAX_OUTPUT_CHARS) - FOOTER_ROOM
-    return execute(ctx.workspace, command, timeout, ctx.cancelled, shown, outputs.folder(ctx))
+    folder = outputs.folder(ctx)
+    return execute(ctx.workspace, command, timeout, ctx.cancelled, shown, folder, unasked=unasked)
 
 
 def execute(
@@ -71,10 +74,13 @@ def execute(
     cancelled: Callable[[], bool] = lambda: False,
     shown_chars: int = MAX_OUTPUT_CHARS,
     output_dir: Path | None = None,
+    *,
+    unasked: bool = False,
 ) -> ToolResult:
     """Run `command` with bash in its own process group; the whole group dies at the end.
     In a container the tool server then ends every other process the call started
-    (tool_server.end_call), detached ones included."""
+    (tool_server.end_call), detached ones included. `unasked`: the host's allowlist let
+    it run without the user's word, so it finds no program inside the workspace."""
     out_path, fd = outputs.new_file(output_dir or outputs.folder(ToolContext(workspace)))
     started = time.monotonic()
     killed_for = ""
@@ -84,7 +90,7 @@ def execute(
         proc = host_programs.start(
             ["bash", "-c", command],
             cwd=workspace,
-            env=_clean_env(workspace),
+            env=_clean_env(workspace if unasked else None),
             stdout=out,
             stderr=subprocess.STDOUT,
             new_session=True,
@@ -169,11 +175,13 @@ def looks_secret(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
-def _clean_env(workspace: Path) -> dict[str, str]:
+def _clean_env(kept_out: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not looks_secret(k)}
-    # `ls` or `git` typed by an honest model must not be a program the repository ships:
-    # no folder inside the workspace (`node_modules/.bin`, `.`, an empty entry) on PATH.
-    env["PATH"] = host_programs.safe_path(env.get("PATH", os.defpath), outside=workspace)
+    if kept_out is not None:
+        # An `ls` or `git` run unasked must not be a program the repository ships: no
+        # folder inside the workspace (`node_modules/.bin`, `.`, an empty entry) on PATH.
+        # A command the user approved runs as they would run it (their venv's pytest).
+        env["PATH"] = host_programs.safe_path(env.get("PATH", os.defpath), outside=kept_out)
     # Nobody is there to page or answer prompts.
     env.update(PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     # A repository planted in the workspace must not run its fsmonitor through `git status`.

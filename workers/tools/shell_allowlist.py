@@ -58,7 +58,10 @@ _GREP = Options(
     any=True,
     refused=frozenset({"-R", "--dereference-recursive"}),
     pattern_first=True,
-    takes_value=frozenset({"-e", "--regexp", "-m", "--max-count", "-A", "-B", "-C", "--context"}),
+    takes_value=frozenset(
+        {"-e", "--regexp", "-m", "--max-count", "-A", "-B", "-C", "--context"}
+        | {"--exclude", "--exclude-dir", "--include"}  # globs: and `--exclude` is not `-from`
+    ),
     reads_file=frozenset({"-f", "--file", "--exclude-from"}),
 )
 

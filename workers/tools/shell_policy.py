@@ -235,6 +235,7 @@ def _valued(arg: str, valued: frozenset[str]) -> tuple[str, str | None] | None:
     of single letters (`-if`) the first letter that takes a value takes the rest."""
     if arg.startswith("--"):
         option, equals, value = arg.partition("=")
+        option = _spelled_out(option, valued)
         return (option, value if equals else None) if option in valued else None
     for position, letter in enumerate(arg[1:], start=1):
         if f"-{letter}" in valued:
@@ -242,9 +243,18 @@ def _valued(arg: str, valued: frozenset[str]) -> tuple[str, str | None] | None:
     return None
 
 
+def _spelled_out(option: str, known: frozenset[str]) -> str:
+    """A long option as the command reads it: GNU tools take any start of one that no
+    other option shares (`--exclude-f` is `--exclude-from`); here, of those `known`."""
+    if option in known:
+        return option
+    starting = [name for name in known if name.startswith(option) and option.startswith("--")]
+    return starting[0] if len(starting) == 1 else option
+
+
 def _refused_option(arg: str, refused: frozenset[str]) -> str | None:
     if arg.startswith("--"):
-        option = arg.partition("=")[0]
+        option = _spelled_out(arg.partition("=")[0], refused)
         return option if option in refused else None
     return next((f"-{letter}" for letter in arg[1:] if f"-{letter}" in refused), None)
 

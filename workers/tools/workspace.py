@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from workers import state
-from workers.host_runs import command_folders, runs_on_its_own
+from workers.host_runs import runs_on_its_own
 from workers.tools import git_paths
 from workers.tools.base import ToolError
 
@@ -58,11 +58,6 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
         return "gaffer's config folder (profiles, plugins, config and skills it obeys once trusted)"
     if parts == [MCP_CONFIG]:
         return f"{MCP_CONFIG} (gaffer starts its servers on your machine)"
-    if runs_on_its_own("/".join(parts), _command_folders_on(Path(workspace), parts)):
-        return (
-            "what your machine runs on its own (a Python start-up hook or compiled cache, or "
-            "a command in node_modules/.bin or a virtual environment's bin)"
-        )
     for path in host_controlled(workspace) if controlled is None else controlled:
         if parts[: len(_parts(path))] == _parts(path):
             return (
@@ -72,16 +67,29 @@ def protection(workspace: Path, rel: str, controlled: list[str] | None = None) -
     return None
 
 
-def _command_folders_on(workspace: Path, parts: list[str]) -> set[str]:
-    """The command folders (host_runs.py) among the folders on this path."""
-    found: set[str] = set()
-    for depth in range(1, len(parts)):
-        folder = "/".join(parts[: depth - 1]) or "."
-        names = {parts[depth - 1]}
-        if (workspace / folder / "pyvenv.cfg").is_file():
-            names.add("pyvenv.cfg")
-        found.update(command_folders(folder, names))
-    return found
+def runs_unasked(workspace: Path, rel: str) -> str | None:
+    """What the host runs without being asked that a write at this workspace-relative
+    real path would be (host_runs.py), or None: a Python start-up hook or compiled cache,
+    anything in a virtual environment or a node_modules (a venv's `pytest` imports its
+    site-packages; `node_modules/.bin/jest` is a link into a package), or the
+    `pyvenv.cfg` that makes a folder one. Case-folded, as a case-insensitive file system
+    reads `.PYC` and `Node_Modules`. For the file tools: undo and merge put back what
+    gaffer itself kept."""
+    parts = [part.casefold() for part in _parts(rel)]
+    if not parts:
+        return None
+    if runs_on_its_own("/".join(parts), set()) or parts[-1] == "pyvenv.cfg":
+        return (
+            "what your machine runs on its own (a Python start-up hook, a compiled cache, or "
+            "the settings that make a folder a virtual environment)"
+        )
+    folder = Path(os.path.realpath(workspace))
+    for name in _parts(rel)[:-1]:
+        folder = folder / name
+        if name.casefold() == "node_modules" or os.path.lexists(folder / "pyvenv.cfg"):
+            shown = os.path.relpath(folder, os.path.realpath(workspace))
+            return f"{shown}, whose programs your machine runs"
+    return None
 
 
 def host_controlled(workspace: Path) -> list[str]:
@@ -124,10 +132,11 @@ def _completes_git_dir(root: Path, parts: list[str]) -> bool:
 
 
 def resolve_for_write(workspace: Path, path: str) -> Path:
-    """Like `resolve`, and also refuses what the host runs on its own (`protection`)."""
+    """Like `resolve`, and also refuses what the host runs or obeys on its own
+    (`protection`, `runs_unasked`)."""
     real = resolve(workspace, path, from_above=False)  # a write goes where it says
-    why = protection(workspace, os.path.relpath(real, os.path.realpath(workspace)))
-    if why:
+    rel = os.path.relpath(real, os.path.realpath(workspace))
+    if why := protection(workspace, rel) or runs_unasked(workspace, rel):
         raise ToolError(f"{path!r} is inside {why}; agents may not write there")
     return real
 
