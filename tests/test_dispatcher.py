@@ -630,11 +630,29 @@ def test_a_readers_line_naming_only_files_its_calls_never_looked_inside_gives_wa
         "2. which file holds the cache\n(w2's answer named only files none of its calls looked inside)\n"
         f"{UNCHECKED}\n2. cache.py (constant CACHE)"
     )
-    assert left_out.startswith("w2's lines for 2 (they name only files none of its calls")
+    assert left_out.startswith("w2's lines for 2 (they name no file, or only files none of")
     (delegated,) = [c for c in of(records, "tool_call") if c["name"] == "delegate"]
     w2 = delegated["content"].split("worker w2 ")[1]
     assert "\nfiles it names that none of its calls looked inside: parser.py\n" in w2
     assert "looked inside" not in delegated["content"].split("worker w2 ")[0]
+
+
+def test_a_readers_lines_that_name_no_file_give_way_to_the_first_answers() -> None:
+    """On tenacity a reader answered with map lines and no path ("1. 147: class DoSleep")
+    and its answer took the place of a first answer with nine of nine right. A line that
+    names no file, where the first answer's names one, gives way to it; a line with a
+    file stands."""
+    from workers.aids.joined_reports import UNCHECKED
+
+    parts = ["where the sleeping is", "which file retries", "where the lexer is"]
+    drafted = {1: "1. nap.py (function sleep)", 2: "2. retry.py", 3: "3. lexer.py"}
+    answer = "From what I found:\n1. 147: class DoSleep\n2. retry.py\n3. 85: class RetryError"
+    joined = joined_answer([parts], [_report("w1", answer)], drafted)
+    assert joined is not None
+    assert joined.answer == (
+        f"From what I found:\n2. retry.py\n{UNCHECKED}\n1. nap.py (function sleep)\n3. lexer.py"
+    )
+    assert joined.left_out[0].startswith("w1's lines for 1, 3 (they name no file")
 
 
 def test_of_one_readers_lines_only_the_guesses_where_the_first_answer_differs_give_way() -> None:
@@ -656,8 +674,8 @@ def test_of_one_readers_lines_only_the_guesses_where_the_first_answer_differs_gi
     assert joined is not None
     assert joined.answer == f"Found:\n1. parser.py\n3. lexer.py\n{UNCHECKED}\n2. cache.py"
     assert joined.left_out == (
-        "w1's lines for 2 (they name only files none of its calls looked inside; "
-        "the first answer's lines are given for them)",
+        "w1's lines for 2 (they name no file, or only files none of its calls looked "
+        "inside; the first answer's lines are given for them)",
     )
     # Kept: an item that names, however far in, a file its calls looked inside; one that
     # names lib/util.py, read, where pkg/util.py was not; and an item whose first-answer

@@ -64,8 +64,8 @@ _GAFFERS = (
     "(worker ",
 )
 GUESSES = (
-    "{worker}'s lines for {numbers} (they name only files none of its calls looked inside; "
-    "the first answer's lines are given for them)"
+    "{worker}'s lines for {numbers} (they name no file, or only files none of its calls "
+    "looked inside; the first answer's lines are given for them)"
 )
 _REPORT_HEADER = re.compile(r"^\s*worker \S+ \(\S+\): ")
 
@@ -125,14 +125,16 @@ def joined_answer(
 def _without_guesses(
     body: str, report: ReadReport, drafted: Mapping[int, str] | None, numbers: range
 ) -> tuple[str, str]:
-    """The kept answer less its item for each part that names only files none of the
-    worker's calls looked inside, where the first answer's line for that part names
-    another file and will be shown in its place; and those parts' numbers, said as a
-    list ("" for none). Such an item is a guess from the map or a listing, and the first
-    answer's, chosen among what a search by that part's own words found, is the better
-    one: on the bench's click, a reader whose calls all failed put six of ten answers in
-    one file from the map over a first answer that had eight right."""
-    if not (drafted and body and report.not_looked_into):
+    """The kept answer less its item for each part that names no file, or only files
+    none of the worker's calls looked inside, where the first answer's line for that
+    part names another file and will be shown in its place; and those parts' numbers,
+    said as a list ("" for none). Such an item is a guess from the map or a listing, and
+    the first answer's, chosen among what a search by that part's own words found, is
+    the better one: on the bench's click, a reader whose calls all failed put six of ten
+    answers in one file from the map over a first answer that had eight right; on
+    tenacity, a reader's answer of map lines with no path ("1. 147: class DoSleep") took
+    the place of a first answer with nine of nine."""
+    if not (drafted and body):
         return body, ""
     spans = numbered.item_spans(body) if len(numbers) > 1 else {numbers[0]: (0, len(body))}
     guessed = {
@@ -150,16 +152,18 @@ def _without_guesses(
 
 
 def _guess(item: str, drafted: str, not_looked_into: frozenset[str]) -> bool:
-    """Whether a worker's item names files, each one its report says no call of its
-    looked inside (the same path, not one of the same name elsewhere), and none the
-    first answer's line names, which names one."""
+    """Whether a worker's item names no file, or only files its report says no call of
+    its looked inside (the same path, not one of the same name elsewhere) and none the
+    first answer's line names, where that line names one."""
     paths = [path.strip("/") for path in named_paths(item, CONTAINER_ROOT)]
     unseen = {path.strip("/") for path in not_looked_into}
     first = named_paths(drafted, None)
-    return (
-        bool(paths and first)
-        and all(path in unseen for path in paths)
-        and not any(same_file(path, file) for path in paths for file in first)
+    return bool(first) and (
+        not paths
+        or (
+            all(path in unseen for path in paths)
+            and not any(same_file(path, file) for path in paths for file in first)
+        )
     )
 
 
