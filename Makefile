@@ -59,8 +59,8 @@ test-slow: dev
 # a newcomer would ask. With OPENAI_BASE_URL set it uses that endpoint; otherwise the
 # local model (fetched once, about 1.1 GB, then served by llama.cpp on 127.0.0.1).
 # Its time limit is the run's own: gaffer paces the agents to answer within it
-# (workers/guards/time_left.py), so the demo, set up, ends inside 3 minutes (128 to
-# 130 s on 2 cores with the model's check, the server's start and the stats).
+# (workers/guards/time_left.py), so the demo, set up, ends inside 3 minutes (95 to
+# 126 s on 2 cores with the model's check, the server's start and the stats).
 DEMO_TASK := Survey this repository for a newcomer: what each top-level folder is for, where the agent loop lives, how a worker is sandboxed.
 DEMO_SECONDS := 150
 demo: install
