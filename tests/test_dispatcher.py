@@ -627,7 +627,8 @@ def test_a_readers_line_naming_only_files_its_calls_never_looked_inside_gives_wa
     answer, left_out = result.outcome.answer.split(f"\n\n{LEFT_OUT}")
     assert answer == (
         "1. where the parser lives\nIt is in parser.py.\n\n"
-        "2. which file holds the cache\n(w2's answer named only files none of its calls looked inside)\n"
+        "2. which file holds the cache\n(w2's answer named no file, or only files none of its "
+        "calls looked inside)\n"
         f"{UNCHECKED}\n2. cache.py (constant CACHE)"
     )
     assert left_out.startswith("w2's lines for 2 (they name no file, or only files none of")
@@ -653,6 +654,10 @@ def test_a_readers_lines_that_name_no_file_give_way_to_the_first_answers() -> No
         f"From what I found:\n2. retry.py\n{UNCHECKED}\n1. nap.py (function sleep)\n3. lexer.py"
     )
     assert joined.left_out[0].startswith("w1's lines for 1, 3 (they name no file")
+    none_left = joined_answer(
+        [parts[:1]], [_report("w1", "From what I found:\n1. 147: x")], drafted
+    )
+    assert none_left is not None and none_left.answer.startswith("(w1's answer named no")
 
 
 def test_of_one_readers_lines_only_the_guesses_where_the_first_answer_differs_give_way() -> None:

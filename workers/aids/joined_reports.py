@@ -148,7 +148,9 @@ def _without_guesses(
     if not guessed:
         return body, ""
     said = ", ".join(map(str, sorted(guessed)))
-    return ("" if len(numbers) == 1 else numbered.without_items(body, guessed)), said
+    kept = "" if len(numbers) == 1 else numbered.without_items(body, guessed).strip()
+    # An opening line left alone ("From what I found:") says nothing without its items.
+    return ("" if "\n" not in kept and kept.endswith(":") else kept), said
 
 
 def _guess(item: str, drafted: str, not_looked_into: frozenset[str]) -> bool:
@@ -241,7 +243,10 @@ def _nothing(report: ReadReport, *, guessed: bool = False) -> str:
     """What stands for a worker's answer when none of it is left (`guessed`: what it had
     named only files none of its calls looked inside)."""
     if guessed:
-        return f"({report.worker}'s answer named only files none of its calls looked inside)"
+        return (
+            f"({report.worker}'s answer named no file, or only files none of its calls "
+            "looked inside)"
+        )
     if report.denied.blind:
         return f"({report.worker} answered without looking at the code: its answer is left out)"
     if not report.whole:
