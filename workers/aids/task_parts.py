@@ -75,15 +75,15 @@ DRAFT_ASK = (
 )
 DRAFT_FILES = 3
 """Files the model chooses among for each part."""
+# Told only "check each line with a call (find_symbol, grep or read_file)", the bundled
+# model called each line's file as if it were a tool (`core.py` with no arguments), one
+# call a line, until the repetition guard stopped it with no answer.
 DRAFTED = (
     "\n\n" + FIRST_ANSWER_HEADING + "\n{lines}\n" + CHECK_EACH_LINE + ": "
     "find_symbol with the name in brackets says where it is defined ({example} for the "
     "first line), and read_file or grep what it does; where the code shows otherwise, "
     "answer what it shows."
 )
-# Told only "check each line with a call (find_symbol, grep or read_file)", the bundled
-# model called each line's file as if it were a tool (`core.py` with no arguments), one
-# call a line, until the repetition guard stopped it with no answer.
 _DRAFTED_SYMBOL = re.compile(r"\((\w+) ([^()\s]+)\)$")
 DRAFT_TOKENS = 40
 DRAFT_SHARE = 0.25
